@@ -78,3 +78,9 @@ type Options struct {
 	// (a crash, a pause, a partition). Renewal runs every TTL/3.
 	TTL time.Duration
 }
+
+// Pinger is implemented by lockers that talk to a server, so a readiness
+// probe can tell "lock server unreachable" apart from "process up".
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
