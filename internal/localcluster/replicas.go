@@ -1,0 +1,177 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"seckill/internal/servers"
+)
+
+// replicaReadyTimeout bounds a replica's start: connecting to a lock server
+// that is itself starting can take a few seconds (ZooKeeper sessions).
+const replicaReadyTimeout = 30 * time.Second
+
+// SetBackend restarts every replica on backend with env as its extra
+// settings (replacing the previous Config.Env or SetBackend env, not merged
+// with it), starting etcd or ZooKeeper first if the new backend needs them.
+// nginx is restarted too, so it holds no keep-alive connection to a replica
+// that is gone. On error the replicas that did start keep running; a replica
+// that refused the configuration is reported with ErrReplicaExited.
+func (c *Cluster) SetBackend(ctx context.Context, backend string, env map[string]string) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.backend, c.env = backend, normalizeEnv(env)
+	c.mu.Unlock()
+
+	if err := c.ensureBackingServers(ctx); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	old := c.replicas
+	c.mu.Unlock()
+	// Stopping first frees the ports the new incarnations bind; SIGTERM lets
+	// each replica release whatever lock it holds.
+	if err := stopAll(old, 10*time.Second); err != nil {
+		return fmt.Errorf("localcluster: stop replicas: %w", err)
+	}
+	err := c.startReplicas(ctx)
+	if nginx := c.Nginx(); nginx != nil {
+		if rerr := nginx.Restart(ctx); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("localcluster: restart nginx: %w", rerr))
+		}
+	}
+	c.log.Info("backend switched", "backend", backend, "err", err)
+	return err
+}
+
+// ensureBackingServers starts etcd and ZooKeeper on first need.
+func (c *Cluster) ensureBackingServers(ctx context.Context) error {
+	c.mu.Lock()
+	wantEtcd := c.etcd == nil && needsEtcd(c.backend, c.env)
+	wantZK := c.zookeeper == nil && needsZooKeeper(c.backend, c.env)
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	var etcdErr, zkErr error
+	if wantEtcd {
+		wg.Go(func() {
+			p, err := startServer(ctx, c.cfg.Dir, "etcd", servers.StartEtcd)
+			c.mu.Lock()
+			c.etcd, etcdErr = p, err
+			c.mu.Unlock()
+		})
+	}
+	if wantZK {
+		wg.Go(func() {
+			p, err := startServer(ctx, c.cfg.Dir, "zookeeper", servers.StartZooKeeper)
+			c.mu.Lock()
+			c.zookeeper, zkErr = p, err
+			c.mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errors.Join(etcdErr, zkErr)
+}
+
+// startReplicas starts all replicas in parallel with the current backend and
+// env. A replica that fails leaves a nil slot.
+func (c *Cluster) startReplicas(ctx context.Context) error {
+	replicas := make([]*servers.Process, len(c.addrs))
+	errs := make([]error, len(c.addrs))
+	var wg sync.WaitGroup
+	for i := range c.addrs {
+		wg.Go(func() { replicas[i], errs[i] = c.startReplica(ctx, i) })
+	}
+	wg.Wait()
+	c.mu.Lock()
+	c.replicas = replicas
+	c.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) startReplica(ctx context.Context, i int) (*servers.Process, error) {
+	name := ReplicaName(i)
+	p, err := servers.Start(ctx, servers.Spec{
+		Name:         name,
+		Path:         c.cfg.Stockd,
+		Env:          c.replicaEnv(i),
+		Dir:          filepath.Join(c.cfg.Dir, name),
+		Addr:         c.addrs[i],
+		Ready:        servers.HTTPReady("/readyz"),
+		ReadyTimeout: replicaReadyTimeout,
+	})
+	if err != nil {
+		// servers reports an early exit only in its message; a replica that
+		// exits at once has refused its configuration (stockd exits 2).
+		if strings.Contains(err.Error(), "exited during start-up") {
+			return nil, fmt.Errorf("%w: %s (backend %s): %v", ErrReplicaExited, name, c.Backend(), err)
+		}
+		return nil, fmt.Errorf("localcluster: %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// replicaEnv is replica i's environment, as KEY=VALUE lines in a stable
+// order: cluster defaults, then the user's env, then what must not be
+// overridden (the replica's name and address, the backend).
+func (c *Cluster) replicaEnv(i int) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	env := map[string]string{
+		"STOCKD_REDIS_ADDR":      c.redis.Addr(),
+		"STOCKD_LOCK_REDIS_ADDR": c.redis.Addr(),
+		"STOCKD_ADMIN_TOKEN":     c.cfg.AdminToken,
+	}
+	if c.etcd != nil {
+		env["STOCKD_ETCD_ENDPOINTS"] = "http://" + c.etcd.Addr()
+	}
+	if c.zookeeper != nil {
+		env["STOCKD_ZOOKEEPER_SERVERS"] = c.zookeeper.Addr()
+	}
+	maps.Copy(env, c.env)
+	env["STOCKD_REPLICA"] = ReplicaName(i)
+	env["STOCKD_HTTP_ADDR"] = c.addrs[i]
+	env["STOCKD_LOCK_BACKEND"] = c.backend
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// normalizeEnv turns config keys ("work.delay") into stockd's environment
+// names (STOCKD_WORK_DELAY); STOCKD_* names pass through.
+func normalizeEnv(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[EnvName(k)] = v
+	}
+	return out
+}
+
+// EnvName maps a stockd config key to its environment variable:
+// "lock.wait_timeout" → "STOCKD_LOCK_WAIT_TIMEOUT". Names already starting
+// with STOCKD_ are returned unchanged.
+func EnvName(key string) string {
+	if strings.HasPrefix(key, "STOCKD_") {
+		return key
+	}
+	return "STOCKD_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+func needsEtcd(backend string, env map[string]string) bool {
+	return backend == "etcd" || env["STOCKD_ELECTION_BACKEND"] == "etcd"
+}
+
+func needsZooKeeper(backend string, env map[string]string) bool {
+	return backend == "zookeeper" || env["STOCKD_ELECTION_BACKEND"] == "zookeeper"
+}
