@@ -1,0 +1,89 @@
+package locallock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"seckill/internal/lock"
+	"seckill/internal/lock/locallock"
+	"seckill/internal/lock/locktest"
+)
+
+func TestConformance(t *testing.T) {
+	locktest.Run(t, locktest.Env{
+		New:   func(*testing.T, lock.Options) lock.Locker { return locallock.New() },
+		Local: true,
+	})
+}
+
+// Waiters are served in arrival order, and one whose context ends does not
+// block those behind it.
+func TestFIFOAndAbandonedTurn(t *testing.T) {
+	lk := locallock.New()
+	key := locktest.Key(t)
+	holder, err := lk.Acquire(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const waiters = 5
+	order := make(chan int, waiters)
+	gone, cancelGone := context.WithCancel(t.Context())
+	abandoned := make(chan error, 1)
+	for i := range waiters {
+		go func() {
+			if i == 2 { // this one gives up while queued
+				_, err := lk.Acquire(gone, key)
+				abandoned <- err
+				return
+			}
+			l, err := lk.Acquire(t.Context(), key)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			order <- i
+			_ = l.Release(t.Context())
+		}()
+		// Start the next waiter only once this one is queued; polling the
+		// queue length from outside is the only observable event.
+		waitQueued(t, lk, key, i+2)
+	}
+	cancelGone()
+	if err := <-abandoned; !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned Acquire = %v, want ErrNotObtained wrapping Canceled", err)
+	}
+	if err := holder.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	want := []int{0, 1, 3, 4}
+	for _, w := range want {
+		select {
+		case got := <-order:
+			if got != w {
+				t.Fatalf("waiter %d acquired, want %d (FIFO order)", got, w)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("waiter %d never acquired", w)
+		}
+	}
+}
+
+func waitQueued(t *testing.T, lk *locallock.Locker, key string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for locallock.QueueLen(lk, key) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue length %d, want %d", locallock.QueueLen(lk, key), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	if got, want := locallock.New().Describe(), (lock.Info{Name: "local", Safe: false}); got != want {
+		t.Fatalf("Describe() = %+v, want %+v", got, want)
+	}
+}
