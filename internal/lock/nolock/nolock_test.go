@@ -1,0 +1,64 @@
+package nolock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"seckill/internal/lock"
+	"seckill/internal/lock/nolock"
+)
+
+func TestNoExclusion(t *testing.T) {
+	lk := nolock.New()
+	a, err := lk.Acquire(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The point of the backend: a second holder gets in while the first holds.
+	b, err := lk.Acquire(t.Context(), "k")
+	if err != nil {
+		t.Fatalf("second Acquire: %v, want an immediate lease", err)
+	}
+	if b.Token() <= a.Token() {
+		t.Errorf("tokens %d then %d, want increasing", a.Token(), b.Token())
+	}
+	if b.Key() != "k" {
+		t.Errorf("Key() = %q, want %q", b.Key(), "k")
+	}
+}
+
+func TestReleaseSemantics(t *testing.T) {
+	l, err := nolock.New().Acquire(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("Err() while held = %v, want nil", err)
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatalf("first Release: %v", err)
+	}
+	if err := l.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("second Release = %v, want ErrNotHeld", err)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done not closed after Release")
+	}
+	if err := l.Err(); !errors.Is(err, lock.ErrReleased) {
+		t.Fatalf("Err() = %v, want ErrReleased", err)
+	}
+}
+
+func TestDoneContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := nolock.New().Acquire(ctx, "k"); !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire with a cancelled ctx = %v, want ErrNotObtained wrapping Canceled", err)
+	}
+	if got, want := nolock.New().Describe(), (lock.Info{Name: "none", Safe: false}); got != want {
+		t.Fatalf("Describe() = %+v, want %+v", got, want)
+	}
+}
