@@ -1,0 +1,96 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Sentinel errors of the admin and read calls; returned errors wrap them.
+var (
+	// ErrUnauthorized: POST /stock/reset answered 401 (wrong admin token).
+	ErrUnauthorized = errors.New("loadgen: unauthorized (admin token)")
+	// ErrBadResponse: an unexpected status or an unparseable body.
+	ErrBadResponse = errors.New("loadgen: bad response")
+	// ErrUnreachable: the cluster could not be reached at all.
+	ErrUnreachable = errors.New("loadgen: cluster unreachable")
+)
+
+// Info is the part of GET /info the report needs.
+type Info struct {
+	Replica string `json:"replica"`
+	Backend string `json:"backend"`
+	Fencing bool   `json:"fencing"`
+	Mode    string `json:"mode"`
+}
+
+// Stock is GET /stock: units left and units sold ("lucky" buyers).
+type Stock struct {
+	Stock int64 `json:"stock"`
+	Lucky int64 `json:"lucky"`
+}
+
+// Reset sets the stock to n and the lucky counter to zero.
+func Reset(ctx context.Context, client *http.Client, base, token string, n int) error {
+	body, _ := json.Marshal(map[string]int{"stock": n})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/stock/reset", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("loadgen: reset: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Admin-Token", token)
+	return do(client, req, nil)
+}
+
+// GetInfo reads GET /info from whichever replica nginx picks.
+func GetInfo(ctx context.Context, client *http.Client, base string) (Info, error) {
+	var info Info
+	err := get(ctx, client, base+"/info", &info)
+	return info, err
+}
+
+// GetStock reads GET /stock.
+func GetStock(ctx context.Context, client *http.Client, base string) (Stock, error) {
+	var s Stock
+	err := get(ctx, client, base+"/stock", &s)
+	return s, err
+}
+
+func get(ctx context.Context, client *http.Client, url string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	return do(client, req, into)
+}
+
+// do sends req and decodes a 200 answer into into (when non-nil).
+func do(client *http.Client, req *http.Request, into any) error {
+	what := req.Method + " " + req.URL.Path
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrUnreachable, what, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrUnreachable, what, err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("%w: %s", ErrUnauthorized, what)
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("%w: %s: %d %s", ErrBadResponse, what, resp.StatusCode, strings.TrimSpace(string(raw)))
+	case into == nil:
+		return nil
+	}
+	if err := json.Unmarshal(raw, into); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadResponse, what, err)
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+// Package loadgen fires a fixed number of stock reductions at a seckill
+// cluster with fixed concurrency, then reads the stock back and checks that
+// nothing was oversold — the JMeter run of the original articles, as a
+// library behind `seckill run` and `seckill demo`.
+//
+// It is a bounded worker pool over net/http rather than a load library such
+// as vegeta: vegeta is built around a target *rate* for a *duration*, while
+// a flash sale is N requests at C in flight, and we need every response body
+// (result, replica) for the verdict. A pool of C goroutines draining a
+// counter of N is a few dozen lines, stops by itself, and keeps every
+// request bounded by the client timeout and the run's context.
+package loadgen
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Outcome classifies one reduce response.
+type Outcome int
+
+// Outcomes, from stockd's "result" field; OutcomeError is everything else
+// (a transport error, a 502/504 from nginx, an unparseable body).
+const (
+	OutcomeError Outcome = iota
+	OutcomeSold
+	OutcomeSoldOut
+	OutcomeBusy
+	OutcomeFenced
+	OutcomeLockLost
+)
+
+// Response is what one reduce request produced.
+type Response struct {
+	Outcome Outcome
+	Status  int           // HTTP status, 0 on a transport error
+	Replica string        // replica that sold, from the body
+	Latency time.Duration // request start to body read
+	Err     error         // transport or decoding error, if any
+}
+
+// reduceBody is the subset of stockd's reduce answer we need.
+type reduceBody struct {
+	Result  string `json:"result"`
+	Replica string `json:"replica"`
+	Error   string `json:"error"`
+}
+
+// Fire sends n reduce requests (method POST) to url with c in flight and
+// returns every response, in no particular order. It stops early when ctx
+// is done; the requests not sent then are missing from the result. Each
+// request is bounded by client's timeout.
+func Fire(ctx context.Context, client *http.Client, url string, n, c int) []Response {
+	if c <= 0 {
+		c = 1
+	}
+	c = min(c, max(n, 1))
+	out := make([]Response, 0, n)
+	var mu sync.Mutex
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range c {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) && ctx.Err() == nil {
+				r := reduce(ctx, client, url)
+				if ctx.Err() != nil && r.Err != nil {
+					return // cancelled mid-flight: not a result
+				}
+				mu.Lock()
+				out = append(out, r)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func reduce(ctx context.Context, client *http.Client, url string) Response {
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return Response{Err: err}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return Response{Err: err, Latency: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	r := Response{Status: resp.StatusCode, Latency: time.Since(start)}
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	var body reduceBody
+	if err := json.Unmarshal(raw, &body); err != nil {
+		r.Err = errors.Join(ErrBadResponse, err)
+		return r
+	}
+	r.Replica = body.Replica
+	r.Outcome = classify(resp.StatusCode, body.Result)
+	if r.Outcome == OutcomeError && body.Error != "" {
+		r.Err = errors.New(body.Error)
+	}
+	return r
+}
+
+// classify maps (status, result) to an Outcome; a result that does not match
+// its status is an error, so a confused proxy cannot pass as a sale.
+func classify(status int, result string) Outcome {
+	switch {
+	case status == http.StatusOK && result == "sold":
+		return OutcomeSold
+	case status == http.StatusConflict && result == "sold_out":
+		return OutcomeSoldOut
+	case status == http.StatusConflict && result == "fenced":
+		return OutcomeFenced
+	case status == http.StatusServiceUnavailable && result == "busy":
+		return OutcomeBusy
+	case status == http.StatusServiceUnavailable && result == "lock_lost":
+		return OutcomeLockLost
+	default:
+		return OutcomeError
+	}
+}
+
+// NewClient returns an HTTP client for c concurrent requests: one idle
+// connection per worker (the default of 2 per host would make most of the
+// run a TCP handshake) and timeout per request.
+func NewClient(c int, timeout time.Duration) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = c + 8
+	t.MaxIdleConnsPerHost = c + 8
+	return &http.Client{Transport: t, Timeout: timeout}
+}
