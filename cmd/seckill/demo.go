@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"seckill/internal/loadgen"
+	"seckill/internal/localcluster"
+)
+
+// Backends lists every lock backend the demo knows, in table order: the two
+// that demonstrate overselling first, then the correct ones. Add a backend
+// here when stockd learns it; one stockd has not built yet shows as an
+// "unavailable" row instead of failing the demo.
+var Backends = []string{"none", "local", "redis", "redisson", "etcd", "zookeeper"}
+
+// unsafeBackend says whether a backend is expected to oversell with
+// replicas processes behind nginx: none never locks, and local's lock lives
+// in one process, so it only protects a single replica.
+func unsafeBackend(backend string, replicas int) bool {
+	return backend == "none" || (backend == "local" && replicas > 1)
+}
+
+// demoRow is one backend's result; its JSON is one line of `demo --json`.
+type demoRow struct {
+	*loadgen.Report
+	Backend      string `json:"backend"`
+	ExpectedSafe bool   `json:"expected_safe"`
+	Verdict      string `json:"verdict"`
+	Error        string `json:"error,omitempty"`
+	failed       bool   // counts against the exit status
+}
+
+func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	backends := fs.String("backends", strings.Join(Backends, ","), "comma-separated lock backends, one row each")
+	replicas := fs.Int("replicas", 3, "stockd replicas behind nginx")
+	requests := fs.Int("requests", 500, "reduce requests per backend")
+	concurrency := fs.Int("concurrency", 50, "requests in flight at once")
+	stock := fs.Int("stock", 300, "initial stock")
+	delay := fs.String("delay", "5ms", `stockd work.delay: business work inside the critical section ("5ms" or "2ms-10ms")`)
+	asJSON := fs.Bool("json", false, "print one JSON object per backend per line instead of the table")
+	stockd := fs.String("stockd", "", "stockd binary (default: stockd next to this binary, else built from source)")
+	dir := fs.String("dir", "", "keep the cluster's logs and data here (default: a temp dir, removed)")
+	timeout := fs.Duration("timeout", 60*time.Second, "bound on each backend's firing phase")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return flagExit(err)
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "backends" })
+	list := splitList(*backends)
+	if len(list) == 0 || *replicas <= 0 || *requests <= 0 || *concurrency <= 0 || *stock <= 0 {
+		fmt.Fprintln(stderr, "seckill demo: need at least one backend and positive --replicas, --requests, --concurrency, --stock")
+		return exitFailure
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	env := map[string]string{
+		"work.delay": *delay,
+		// Long enough that a correct backend queues every buyer rather
+		// than answering "busy": the demo is about correctness, not shedding.
+		"lock.wait_timeout": "60s",
+	}
+	log.Info("starting local cluster", "replicas", *replicas)
+	// Boot on "none" (it needs nothing and is always built); every row then
+	// switches the replicas to its own backend.
+	c, err := localcluster.Start(ctx, localcluster.Config{
+		Replicas: *replicas, Backend: "none", Env: env, Dir: *dir,
+		Stockd: findStockd(*stockd), Logger: log,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "seckill demo: start cluster: %v\n", err)
+		return exitFailure
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			log.Warn("cluster close", "err", err)
+		}
+	}()
+
+	var rows []demoRow
+	for i, backend := range list {
+		if ctx.Err() != nil {
+			break
+		}
+		row := demoRow{Backend: backend, ExpectedSafe: !unsafeBackend(backend, *replicas)}
+		if i > 0 || backend != c.Backend() {
+			log.Info("switching replicas", "backend", backend)
+			err = c.SetBackend(ctx, backend, env)
+		}
+		if err == nil {
+			row.Report, err = loadgen.Run(ctx, loadgen.Config{
+				URL: c.URL(), AdminToken: c.AdminToken(), Requests: *requests,
+				Concurrency: *concurrency, Stock: *stock, Timeout: *timeout,
+			})
+		}
+		row.judge(err, explicit)
+		if *asJSON {
+			b, _ := json.Marshal(row)
+			fmt.Fprintf(stdout, "%s\n", b)
+		}
+		rows = append(rows, row)
+		err = nil
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "seckill demo: interrupted; tearing the cluster down")
+		return exitFailure
+	}
+	if !*asJSON {
+		writeTable(stdout, rows)
+	}
+	code := exitOK
+	for _, r := range rows {
+		if r.failed {
+			code = max(code, exitInconsistent)
+			if r.Report == nil {
+				code = exitFailure // an error row: the run never happened
+			}
+		}
+	}
+	return code
+}
+
+// judge sets the row's verdict and whether it fails the demo.
+func (r *demoRow) judge(err error, explicit bool) {
+	switch {
+	case err != nil && !explicit && errors.Is(err, localcluster.ErrReplicaExited) && strings.Contains(err.Error(), "lock.backend"):
+		// stockd refused the backend name: not compiled in yet.
+		r.Verdict, r.Error = "unavailable (not in this stockd)", firstLine(err)
+	case err != nil:
+		r.Verdict, r.Error, r.failed = "ERROR: "+firstLine(err), err.Error(), true
+	case !r.ExpectedSafe && r.Oversold > 0:
+		r.Verdict = "OVERSOLD (expected: no lock)"
+		if r.Backend == "local" {
+			r.Verdict = "OVERSOLD (expected: per-process lock)"
+		}
+	case !r.ExpectedSafe && r.Consistent:
+		r.Verdict = "consistent (race not hit this time)"
+	case !r.ExpectedSafe:
+		r.Verdict = "INCONSISTENT (expected: no lock)"
+	case r.Consistent && r.Errors == 0:
+		r.Verdict = "consistent"
+	case r.Consistent:
+		r.Verdict = fmt.Sprintf("consistent (%d errors)", r.Errors)
+	default:
+		r.Verdict, r.failed = r.Report.Verdict(), true
+	}
+}
+
+func writeTable(w io.Writer, rows []demoRow) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "backend\tsold\tsold out\tbusy\terrors\tstock\tlucky\toversold\trps\tp50\tp99\tverdict")
+	for _, r := range rows {
+		if r.Report == nil {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", r.Backend, r.Verdict)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.1fms\t%.1fms\t%s\n",
+			r.Backend, r.Sold, r.SoldOut, r.Busy, r.Errors, r.Stock, r.Lucky, r.Oversold, r.RPS, r.P50ms, r.P99ms, r.Verdict)
+	}
+	_ = tw.Flush()
+}
+
+// findStockd picks the stockd binary: the flag, else a stockd beside this
+// executable (make build puts both in bin/), else "" so the cluster builds
+// one from source.
+func findStockd(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if self, err := os.Executable(); err == nil {
+		sibling := filepath.Join(filepath.Dir(self), "stockd")
+		if st, err := os.Stat(sibling); err == nil && !st.IsDir() {
+			return sibling
+		}
+	}
+	return ""
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"seckill/internal/loadgen"
+)
+
+// runCmd is `seckill run`: one verified flash sale against a running cluster.
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var cfg loadgen.Config
+	fs.StringVar(&cfg.URL, "url", "http://127.0.0.1:8080", "cluster base URL (nginx)")
+	fs.IntVar(&cfg.Requests, "requests", 500, "reduce requests to send")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 50, "requests in flight at once")
+	fs.IntVar(&cfg.Stock, "stock", 300, "initial stock to reset to")
+	fs.StringVar(&cfg.AdminToken, "admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "X-Admin-Token for the reset (default $SECKILL_ADMIN_TOKEN)")
+	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "bound on the firing phase")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of the summary")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return flagExit(err)
+	}
+	if cfg.Requests <= 0 || cfg.Concurrency <= 0 || cfg.Stock <= 0 || cfg.Timeout <= 0 {
+		fmt.Fprintln(stderr, "seckill run: --requests, --concurrency, --stock and --timeout must be positive")
+		return exitFailure
+	}
+
+	report, err := loadgen.Run(ctx, cfg)
+	if report == nil {
+		fmt.Fprintf(stderr, "seckill run: %v\n", err)
+		return exitFailure
+	}
+	if perr := printReport(stdout, report, *asJSON); perr != nil {
+		fmt.Fprintf(stderr, "seckill run: %v\n", perr)
+		return exitFailure
+	}
+	switch {
+	case !report.Consistent:
+		return exitInconsistent
+	case err != nil: // a timed-out run that happens to be consistent is still a failed run
+		fmt.Fprintf(stderr, "seckill run: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func printReport(w io.Writer, r *loadgen.Report, asJSON bool) error {
+	if !asJSON {
+		return r.WriteText(w)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return errors.Join(errors.New("encode report"), err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
