@@ -1,0 +1,45 @@
+# seckill: `make demo` and `make test` are the two commands.
+#   make deps          install redis-server, etcd, ZooKeeper, nginx, gcc (only what is missing)
+#   make build         bin/stockd and bin/seckill
+#   make demo          start a local cluster and compare every lock backend
+#   make test          vet, gofmt check, and every test with -race against real servers
+#   make compose-test  the docker-compose cluster end to end
+#   make bench         lock benchmarks (not written yet)
+
+GO ?= go
+# Debian puts nginx in /usr/sbin, which an ordinary user's PATH lacks.
+export PATH := $(PATH):/usr/local/go/bin:/usr/sbin
+DEMO_FLAGS ?=
+TEST_FLAGS ?=
+
+.PHONY: deps build demo test vet fmt-check compose-test bench clean
+
+deps:
+	scripts/install-deps.sh
+
+build:
+	$(GO) build -o bin/stockd ./cmd/stockd
+	$(GO) build -o bin/seckill ./cmd/seckill
+
+demo: deps build
+	bin/seckill demo --stockd bin/stockd $(DEMO_FLAGS)
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out="$$(gofmt -l .)"; \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+test: deps vet fmt-check
+	$(GO) test -race -count=1 -timeout 30m $(TEST_FLAGS) ./...
+
+compose-test:
+	@if [ -x scripts/compose-test.sh ]; then scripts/compose-test.sh; \
+	else echo "compose-test: scripts/compose-test.sh not written yet"; exit 1; fi
+
+bench:
+	@echo "bench: not written yet"
+
+clean:
+	rm -rf bin

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs what seckill's tests and demo run for real: redis-server, etcd,
+# ZooKeeper (+ a JRE), nginx, and a C toolchain for `go test -race`.
+# Idempotent: apt-get runs only for what is missing, `apt-get update` only
+# when something is. Uses sudo only when not root. Debian/Ubuntu only.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+as_root() {
+	if [ "$(id -u)" -eq 0 ]; then
+		"$@"
+	elif command -v sudo >/dev/null 2>&1; then
+		sudo "$@"
+	else
+		echo "install-deps: need root or sudo to run: $*" >&2
+		exit 1
+	fi
+}
+
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
+
+missing=()
+have redis-server || missing+=(redis-server)
+have etcd || missing+=(etcd-server)
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+have java || missing+=(default-jre-headless)
+have make || missing+=(make)
+# -race needs cgo: a C compiler and libc headers.
+have gcc || missing+=(gcc libc6-dev)
+if ! have nginx; then
+	# nginx-light is the smallest build with the proxy and upstream modules;
+	# newer releases dropped it in favour of plain nginx.
+	if apt-cache show nginx-light >/dev/null 2>&1; then
+		missing+=(nginx-light)
+	else
+		missing+=(nginx)
+	fi
+fi
+
+if [ "${#missing[@]}" -eq 0 ]; then
+	echo "install-deps: system packages present (redis-server, etcd, zookeeper, java, nginx, gcc)"
+else
+	echo "install-deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	as_root apt-get update -qq
+	# nginx-light may only be known after the update: re-resolve it.
+	if [[ " ${missing[*]} " == *" nginx "* ]] && apt-cache show nginx-light >/dev/null 2>&1; then
+		missing=("${missing[@]/#nginx/nginx-light}")
+	fi
+	as_root apt-get install -y -qq --no-install-recommends "${missing[@]}"
+	echo "install-deps: installed ${missing[*]}"
+fi
+
+if command -v go >/dev/null 2>&1; then
+	go mod download
+	echo "install-deps: go modules downloaded"
+else
+	echo "install-deps: go not on PATH (expected /usr/local/go/bin); skipping go mod download" >&2
+fi
