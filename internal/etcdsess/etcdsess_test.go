@@ -1,0 +1,148 @@
+package etcdsess_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"seckill/internal/etcdsess"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
+)
+
+func newClient(t *testing.T, addr string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            []string{addr},
+		DialTimeout:          2 * time.Second,
+		DialKeepAliveTime:    time.Second,
+		DialKeepAliveTimeout: time.Second,
+		Logger:               zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+func leaseTTL(t *testing.T, cli *clientv3.Client, id clientv3.LeaseID) int64 {
+	t.Helper()
+	resp, err := cli.TimeToLive(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.TTL // -1 once the lease is gone
+}
+
+func TestSession(t *testing.T) {
+	cli := newClient(t, servertest.Etcd(t).Addr())
+
+	t.Run("ReusedWhileAlive", func(t *testing.T) {
+		m := etcdsess.New(cli, 1500*time.Millisecond)
+		t.Cleanup(func() { _ = m.Close() })
+		if got, want := m.TTL(), 2*time.Second; got != want {
+			t.Fatalf("TTL() = %v, want %v (rounded up to whole seconds)", got, want)
+		}
+		// Concurrent first callers share one grant.
+		var wg sync.WaitGroup
+		got := make([]*concurrency.Session, 8)
+		for i := range got {
+			wg.Go(func() {
+				s, err := m.Session(t.Context())
+				if err != nil {
+					t.Error(err)
+				}
+				got[i] = s
+			})
+		}
+		wg.Wait()
+		for i, s := range got {
+			if s != got[0] {
+				t.Fatalf("caller %d got session %p, want the shared %p", i, s, got[0])
+			}
+		}
+		if ttl := leaseTTL(t, cli, got[0].Lease()); ttl <= 0 {
+			t.Fatalf("lease TTL = %d, want alive", ttl)
+		}
+	})
+
+	t.Run("ReplacedAfterRevoke", func(t *testing.T) {
+		m := etcdsess.New(cli, time.Second)
+		t.Cleanup(func() { _ = m.Close() })
+		s1, err := m.Session(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Revoke(t.Context(), s1.Lease()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s1.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("session Done not closed after its lease was revoked")
+		}
+		s2, err := m.Session(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s2 == s1 || s2.Lease() == s1.Lease() {
+			t.Fatalf("got the expired session (lease %x) back, want a new one", s1.Lease())
+		}
+		if ttl := leaseTTL(t, cli, s2.Lease()); ttl <= 0 {
+			t.Fatalf("new lease TTL = %d, want alive", ttl)
+		}
+	})
+
+	t.Run("CloseRevokes", func(t *testing.T) {
+		m := etcdsess.New(cli, 10*time.Second)
+		s, err := m.Session(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if ttl := leaseTTL(t, cli, s.Lease()); ttl != -1 {
+			t.Fatalf("lease TTL after Close = %d, want -1 (revoked, not left to expire)", ttl)
+		}
+		select {
+		case <-s.Done():
+		default:
+			t.Fatal("session Done not closed after Close")
+		}
+		if _, err := m.Session(t.Context()); !errors.Is(err, etcdsess.ErrClosed) {
+			t.Fatalf("Session after Close = %v, want ErrClosed", err)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatalf("second Close = %v, want nil", err)
+		}
+	})
+}
+
+// A Manager whose etcd does not answer fails within the caller's deadline
+// and says why.
+func TestSessionUnavailable(t *testing.T) {
+	addr, err := servers.LoopbackAddr() // nothing listens here
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := etcdsess.New(newClient(t, addr), time.Second)
+	t.Cleanup(func() { _ = m.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = m.Session(ctx)
+	if !errors.Is(err, etcdsess.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Session = %v, want ErrUnavailable wrapping DeadlineExceeded", err)
+	}
+	if waited := time.Since(start); waited > 2*time.Second {
+		t.Fatalf("Session returned after %v with a 300ms deadline", waited)
+	}
+}
