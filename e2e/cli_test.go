@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"seckill/internal/localcluster"
+	"seckill/internal/servers"
+)
+
+var seckillBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// seckill builds cmd/seckill once (cached by source hash) and runs it,
+// returning stdout, stderr and the exit status.
+func seckill(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	seckillBin.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		seckillBin.path, seckillBin.err = localcluster.Build(ctx, "./cmd/seckill", "")
+	})
+	if seckillBin.err != nil {
+		t.Fatal(seckillBin.err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, seckillBin.path, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("seckill %v: %v", args, err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// runReport is the part of `seckill run --json` the tests check.
+type runReport struct {
+	Backend    string         `json:"backend"`
+	Requests   int            `json:"requests"`
+	Sold       int            `json:"sold"`
+	SoldOut    int            `json:"sold_out"`
+	Stock      int64          `json:"stock"`
+	Lucky      int64          `json:"lucky"`
+	Initial    int            `json:"initial"`
+	Oversold   int64          `json:"oversold"`
+	Consistent bool           `json:"consistent"`
+	P99ms      *float64       `json:"p99_ms"`
+	Replicas   map[string]int `json:"replicas"`
+	Verdict    string         `json:"verdict"`
+}
+
+func decode(t *testing.T, line string) runReport {
+	t.Helper()
+	var r runReport
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, line)
+	}
+	return r
+}
+
+func TestSeckillRunExitCodes(t *testing.T) {
+	runArgs := func(c *localcluster.Cluster, extra ...string) []string {
+		return append([]string{"run", "--url", c.URL(), "--admin-token", c.AdminToken(),
+			"--requests", "200", "--concurrency", "20", "--stock", "100", "--json"}, extra...)
+	}
+
+	t.Run("oversold exits 3", func(t *testing.T) {
+		c := onBackend(t, "none")
+		out, errOut, code := seckill(t, runArgs(c)...)
+		if code != 3 {
+			t.Fatalf("exit %d, want 3\nstdout %s\nstderr %s", code, out, errOut)
+		}
+		r := decode(t, out)
+		if r.Backend != "none" || r.Consistent || r.Oversold <= 0 || r.Requests != 200 || r.Initial != 100 {
+			t.Fatalf("got %+v, want backend none, oversold > 0, 200 requests, initial 100", r)
+		}
+	})
+
+	t.Run("consistent exits 0", func(t *testing.T) {
+		c := onBackend(t, "redis")
+		out, errOut, code := seckill(t, runArgs(c)...)
+		if code != 0 {
+			t.Fatalf("exit %d, want 0\nstdout %s\nstderr %s", code, out, errOut)
+		}
+		r := decode(t, out)
+		if !r.Consistent || r.Sold != 100 || r.SoldOut != 100 || r.Stock != 0 || r.Lucky != 100 || r.P99ms == nil {
+			t.Fatalf("got %+v, want consistent, 100 sold, 100 sold out, p99 present", r)
+		}
+		// The human summary ends with the verdict.
+		out, _, code = seckill(t, "run", "--url", c.URL(), "--admin-token", c.AdminToken(), "--requests", "20", "--stock", "10")
+		if code != 0 || !strings.Contains(out, "verdict: consistent") {
+			t.Fatalf("exit %d, summary %q: want 0 and a consistent verdict", code, out)
+		}
+	})
+
+	t.Run("errors exit 1", func(t *testing.T) {
+		c := cluster(t)
+		dead, err := servers.LoopbackAddr() // free, so nothing listens there
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, args := range map[string][]string{
+			"wrong admin token": {"run", "--url", c.URL(), "--admin-token", "wrong"},
+			"unreachable":       {"run", "--url", "http://" + dead, "--admin-token", "t"},
+			"unknown flag":      {"run", "--bogus"},
+			"bad value":         {"run", "--requests", "0"},
+			"unknown command":   {"sell"},
+			"no command":        {},
+		} {
+			t.Run(name, func(t *testing.T) {
+				out, errOut, code := seckill(t, args...)
+				if code != 1 || errOut == "" {
+					t.Fatalf("exit %d, stderr %q, want 1 and a message (stdout %q)", code, errOut, out)
+				}
+			})
+		}
+	})
+}
+
+// `seckill demo` on its own small cluster: the unlocked row oversells, the
+// locked one is consistent, the exit status is 0, one JSON line per row.
+func TestSeckillDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a second cluster")
+	}
+	cluster(t) // skips the same way when stockd or a server is missing
+	stockd, err := localcluster.BuildStockd(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := seckill(t, "demo", "--stockd", stockd, "--backends", "none,redis",
+		"--replicas", "2", "--requests", "200", "--concurrency", "20", "--stock", "100",
+		"--delay", "2ms-6ms", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("got %d lines, want 2:\n%s", len(lines), out)
+	}
+	none, redis := decode(t, lines[0]), decode(t, lines[1])
+	if none.Backend != "none" || none.Oversold <= 0 || !strings.HasPrefix(none.Verdict, "OVERSOLD") {
+		t.Fatalf("none row: got %+v, want an oversell", none)
+	}
+	if redis.Backend != "redis" || !redis.Consistent || redis.Verdict != "consistent" || len(redis.Replicas) != 2 {
+		t.Fatalf("redis row: got %+v, want consistent over 2 replicas", redis)
+	}
+}

@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"seckill/internal/loadgen"
+)
+
+// A reduce that reached a replica which then dies must fail at the client
+// (502/504), never be replayed on another replica: the dead one may have
+// sold before dying, so a replay is a double sale. The replica is frozen
+// (SIGSTOP) so requests queue on it, then killed (SIGKILL) while they wait.
+func TestNginxDoesNotReplayReduce(t *testing.T) {
+	c := onBackend(t, "local")
+	client := &http.Client{Timeout: 30 * time.Second}
+	if err := loadgen.Reset(t.Context(), client, c.URL(), c.AdminToken(), 100); err != nil {
+		t.Fatal(err)
+	}
+	victim := c.Replica(0)
+	if err := victim.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Whatever happened, leave the shared cluster whole for later tests.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = victim.Resume()
+		if err := c.SetBackend(ctx, "local", testEnv); err != nil {
+			shared.backend = ""
+			t.Errorf("restore cluster: %v", err)
+		}
+	})
+
+	// nginx's round robin with one worker hands n consecutive requests to
+	// the replicas strictly in turn: a third of them go to the frozen one.
+	const n = 9
+	type result struct {
+		status int
+		body   string
+	}
+	results := make(chan result, n)
+	for range n {
+		go func() {
+			// GET, because nginx retries GETs (never POSTs) by default: GET is
+			// what a missing "proxy_next_upstream off" would replay.
+			resp, err := client.Get(c.URL() + "/stock/reduce")
+			if err != nil {
+				results <- result{body: err.Error()}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			results <- result{resp.StatusCode, string(b)}
+		}()
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	recv := func() result {
+		t.Helper()
+		select {
+		case r := <-results:
+			return r
+		case <-ctx.Done():
+			t.Fatalf("requests did not complete: %v\n%s", ctx.Err(), c.Logs(10))
+			return result{}
+		}
+	}
+	// The healthy replicas answer their share; the frozen one's requests wait.
+	for range n - n/3 {
+		if r := recv(); r.status != http.StatusOK {
+			t.Fatalf("healthy replica answered %d %s, want 200", r.status, r.body)
+		}
+	}
+	if err := victim.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for range n / 3 {
+		r := recv()
+		if r.status != http.StatusBadGateway && r.status != http.StatusGatewayTimeout {
+			t.Fatalf("request stuck on the killed replica got %d %s, want 502 or 504 (a 200 means nginx replayed it)", r.status, r.body)
+		}
+	}
+
+	// Only the answered sales happened: nothing was sold twice or elsewhere.
+	stock, err := loadgen.GetStock(t.Context(), client, c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(n - n/3); stock.Lucky != want || stock.Stock != 100-want {
+		got, _ := json.Marshal(stock)
+		t.Fatalf("got %s, want lucky %d stock %d", got, want, 100-want)
+	}
+}
