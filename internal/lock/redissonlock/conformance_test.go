@@ -1,0 +1,48 @@
+package redissonlock
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/lock"
+	"seckill/internal/lock/locktest"
+)
+
+// TestConformance runs the shared lock contract against a real redis-server.
+// The short watchdog makes the suite's three-TTL holds exercise renewal.
+func TestConformance(t *testing.T) {
+	addr := startRedis(t)
+	admin := newClient(t, addr)
+	var (
+		mu      sync.Mutex
+		clients = map[lock.Locker]*redis.Client{}
+	)
+	locktest.Run(t, locktest.Env{
+		New: func(t *testing.T, o lock.Options) lock.Locker {
+			c := newClient(t, addr)
+			lk := New(c, Options{Watchdog: o.TTL})
+			mu.Lock()
+			clients[lk] = c
+			mu.Unlock()
+			return lk
+		},
+		TTL: 600 * time.Millisecond,
+		// A dead process neither renews nor releases: cut its connection.
+		Crash: func(t *testing.T, lk lock.Locker) {
+			mu.Lock()
+			c := clients[lk]
+			mu.Unlock()
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+		},
+		Steal: func(t *testing.T, l lock.Lease) {
+			if n, err := admin.Del(t.Context(), l.Key()).Result(); err != nil || n != 1 {
+				t.Fatalf("DEL %q = %d, %v; want 1", l.Key(), n, err)
+			}
+		},
+	})
+}

@@ -1,0 +1,59 @@
+// Package redissonlock is the "redisson" lock backend: Redisson's reentrant
+// RLock rebuilt in Go on go-redis.
+//
+// # Server-side state
+//
+// A lock is a Redis hash {owner-id: hold-count} with a TTL. acquire.lua takes
+// it when it is absent or already the caller's (HINCRBY + PEXPIRE) and
+// otherwise returns the holder's remaining PTTL; release.lua decrements the
+// count, deletes the hash at zero and PUBLISHes on the lock's channel
+// "redisson_lock__channel:{key}". A first acquisition also INCRs "<key>:fence"
+// inside the same script, which makes the fencing token of Lease.Token.
+//
+// # Owner identity and reentrancy
+//
+// Redisson names the owner "<instance-uuid>:<thread-id>". Go has no thread
+// id, so the owner here is "<Locker uuid>:<acquisition sequence>", minted by
+// Acquire and carried by the *Lease. Reentrancy is therefore by handle, not by
+// goroutine: (*Lease).Reacquire runs the same acquire script for the same
+// owner and increments the hold count; HoldCount reports it. Release undoes
+// one hold; Done closes with lock.ErrReleased only when the count reaches
+// zero; a Release beyond the count returns lock.ErrNotHeld. Reacquire never
+// takes a lock the owner no longer holds, so a lost lease stays lost.
+//
+// # Waiting without a herd
+//
+// A contender whose first attempt fails subscribes to the lock's channel,
+// tries once more after the subscription is confirmed (a release published in
+// between would otherwise be missed) and then sleeps until a release message
+// arrives or the returned TTL elapses, as Redisson's semaphore latch does.
+// Unlike Redisson, a Locker wakes one goroutine per release, not all: it owns
+// one pub/sub connection and keeps a FIFO of waiters per key, and only the
+// head of that FIFO talks to Redis. A release message wakes the head; when the
+// head acquires or gives up, the next waiter becomes head. Across N processes
+// a release therefore costs N acquire attempts, not one per waiting goroutine.
+// Stats counts the attempts so a benchmark can check that.
+//
+// # Watchdog and lease time
+//
+// With Options.LeaseTime 0 (the default) a lock is held with TTL
+// Options.Watchdog and renewed every Watchdog/3 for as long as it is held.
+// Renewal stops on the final Release or on Close. If a renewal finds another
+// owner (the key expired, was deleted or force-unlocked) or the validity
+// passes without a successful renewal, Done closes with an error wrapping
+// lock.ErrLost. With a positive LeaseTime there is no renewal (Redisson's
+// lock(leaseTime) semantics): the lock expires LeaseTime after the last
+// acquire, re-entry or partial release, and Done closes at that moment.
+//
+// # Operators
+//
+// (*Locker).ForceUnlock deletes a lock whoever holds it and wakes the
+// waiters. It is for operators only; the request path never calls it. The
+// holder learns of it at its next renewal (at most Watchdog/3 later) or, with
+// a LeaseTime, when the lease expires; holders in the same Locker learn at once.
+//
+// # Redis Cluster
+//
+// The lock hash and its fence key must live in one slot: give cluster keys a
+// hash tag, e.g. "{sku42}".
+package redissonlock

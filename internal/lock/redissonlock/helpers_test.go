@@ -1,0 +1,86 @@
+package redissonlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/lock"
+	"seckill/internal/servers/servertest"
+)
+
+// startRedis runs a real redis-server for the test and returns its address.
+func startRedis(t testing.TB) string {
+	t.Helper()
+	return servertest.Redis(t).Addr()
+}
+
+// newClient returns a client of its own, closed after the test (and after
+// any Locker created later, since cleanups run last-in first-out).
+func newClient(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newLocker returns a Locker on a client of its own: a separate "process".
+func newLocker(t testing.TB, addr string, opts Options) *Locker {
+	t.Helper()
+	lk := New(newClient(t, addr), opts)
+	t.Cleanup(func() { _ = lk.Close() })
+	return lk
+}
+
+// mustAcquire acquires key within timeout and returns the concrete lease.
+func mustAcquire(t testing.TB, lk *Locker, key string, timeout time.Duration) *Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	l, err := lk.Acquire(ctx, key)
+	if err != nil {
+		t.Fatalf("Acquire(%q): %v", key, err)
+	}
+	return l.(*Lease)
+}
+
+// mustNotAcquire checks that key stays unavailable for d.
+func mustNotAcquire(t testing.TB, lk *Locker, key string, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	l, err := lk.Acquire(ctx, key)
+	if err == nil {
+		_ = l.Release(context.Background())
+		t.Fatalf("Acquire(%q) succeeded, want it blocked", key)
+	}
+	if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire(%q) = %v, want ErrNotObtained wrapping DeadlineExceeded", key, err)
+	}
+}
+
+// waitDone waits for l.Done up to timeout and returns how long it took.
+func waitDone(t testing.TB, l lock.Lease, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	select {
+	case <-l.Done():
+		return time.Since(start)
+	case <-time.After(timeout):
+		t.Fatalf("Done not closed within %v", timeout)
+		return 0
+	}
+}
+
+// isOpen reports whether l.Done is still open.
+func isOpen(l lock.Lease) bool {
+	select {
+	case <-l.Done():
+		return false
+	default:
+		return true
+	}
+}

@@ -1,0 +1,80 @@
+package redissonlock
+
+import (
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The Lua scripts are the whole server-side protocol; each runs atomically,
+// so check-and-modify never races with another process. Their KEYS/ARGV are
+// documented in the .lua files.
+var (
+	//go:embed acquire.lua
+	acquireLua    string
+	acquireScript = redis.NewScript(acquireLua)
+
+	//go:embed release.lua
+	releaseLua    string
+	releaseScript = redis.NewScript(releaseLua)
+
+	//go:embed renew.lua
+	renewLua    string
+	renewScript = redis.NewScript(renewLua)
+
+	//go:embed forceunlock.lua
+	forceUnlockLua    string
+	forceUnlockScript = redis.NewScript(forceUnlockLua)
+)
+
+// Naming of the Redis objects behind a lock key.
+const (
+	// channelPrefix follows Redisson's naming, so the channel of key k is
+	// "redisson_lock__channel:{k}": in Redis Cluster the hash tag puts it in
+	// the slot of k itself.
+	channelPrefix = "redisson_lock__channel:"
+	// fenceSuffix names the fencing counter, as the redis backend does.
+	fenceSuffix = ":fence"
+
+	msgUnlock = "unlock" // published by the final Release
+	msgForce  = "force"  // published by ForceUnlock
+)
+
+// channelOf returns the pub/sub channel on which releases of key are announced.
+func channelOf(key string) string { return channelPrefix + "{" + key + "}" }
+
+// keyOfChannel inverts channelOf; ok is false for foreign channels.
+func keyOfChannel(ch string) (key string, ok bool) {
+	n := len(channelPrefix)
+	if len(ch) < n+2 || ch[:n] != channelPrefix || ch[n] != '{' || ch[len(ch)-1] != '}' {
+		return "", false
+	}
+	return ch[n+1 : len(ch)-1], true
+}
+
+// Outcomes of acquire.lua.
+const (
+	acqBusy     = 0  // value is the holder's remaining PTTL in ms
+	acqFirst    = 1  // value is the fencing token
+	acqReentry  = 2  // value is the new hold count
+	acqNotOwner = -1 // re-entry found the lock not held by the owner
+)
+
+// millis renders d for PEXPIRE, never below 1ms (0 would be rejected).
+func millis(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+// pair decodes the {status, value} reply of acquire.lua.
+func pair(v any) (status, value int64, err error) {
+	xs, ok := v.([]any)
+	if !ok || len(xs) != 2 {
+		return 0, 0, fmt.Errorf("unexpected acquire reply %#v", v)
+	}
+	s, ok1 := xs[0].(int64)
+	n, ok2 := xs[1].(int64)
+	if !ok1 || !ok2 {
+		return 0, 0, fmt.Errorf("unexpected acquire reply %#v", v)
+	}
+	return s, n, nil
+}
