@@ -42,6 +42,17 @@ func New() *Locker {
 // Describe reports the backend as "local" and not safe across processes.
 func (l *Locker) Describe() lock.Info { return lock.Info{Name: "local", Safe: false} }
 
+// Len reports how many goroutines hold or wait for key, for metrics and for
+// tests that must know a waiter has queued.
+func (l *Locker) Len(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q := l.keys[key]; q != nil {
+		return q.Len()
+	}
+	return 0
+}
+
 // turn is one goroutine's place in a key's queue.
 type turn struct {
 	ready chan struct{} // closed when the turn reaches the front

@@ -74,9 +74,9 @@ func TestFIFOAndAbandonedTurn(t *testing.T) {
 func waitQueued(t *testing.T, lk *locallock.Locker, key string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for locallock.QueueLen(lk, key) < n {
+	for lk.Len(key) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("queue length %d, want %d", locallock.QueueLen(lk, key), n)
+			t.Fatalf("queue length %d, want %d", lk.Len(key), n)
 		}
 		time.Sleep(time.Millisecond)
 	}

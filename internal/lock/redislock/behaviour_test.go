@@ -1,0 +1,343 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/lock"
+	"seckill/internal/lock/locktest"
+	"seckill/internal/lock/redislock"
+	"seckill/internal/servers/servertest"
+)
+
+// Under contention each acquisition should cost about one acquire call: the
+// next waiter of each process queues once and is handed the lock. A
+// broadcast wake-up would cost about one call per waiter per release.
+func TestOneWaiterWokenPerRelease(t *testing.T) {
+	srv := servertest.Redis(t)
+	const lockers, perLocker, rounds = 3, 10, 10
+	lks := make([]*redislock.Locker, lockers)
+	for i := range lks {
+		lks[i], _ = newLocker(t, srv, 5*time.Second)
+	}
+	key := locktest.Key(t)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		sales = make([]int, lockers)
+	)
+	for g := range lockers * perLocker {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				l, err := lks[g%lockers].Acquire(t.Context(), key)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				sales[g%lockers]++
+				mu.Unlock()
+				if err := l.Release(t.Context()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	var total redislock.Stats
+	for _, lk := range lks {
+		s := lk.Stats()
+		total.Acquired += s.Acquired
+		total.AcquireCalls += s.AcquireCalls
+		total.Handoffs += s.Handoffs
+	}
+	n := uint64(lockers * perLocker * rounds)
+	if total.Acquired != n {
+		t.Fatalf("Acquired = %d, want %d", total.Acquired, n)
+	}
+	perSale := float64(total.AcquireCalls) / float64(n)
+	t.Logf("%d acquisitions: %d acquire calls (%.2f each), %d hand-offs, per locker %v",
+		n, total.AcquireCalls, perSale, total.Handoffs, sales)
+	if perSale > 1.5 {
+		t.Errorf("%.2f acquire calls per acquisition, want <= 1.5 (a herd costs ~%d)", perSale, lockers*perLocker)
+	}
+	if total.Handoffs < n/2 {
+		t.Errorf("%d of %d acquisitions were hand-offs, want most of them", total.Handoffs, n)
+	}
+	// Round-robin between processes: each gets about a third.
+	for i, got := range sales {
+		if want := int(n) / lockers; got < want/2 || got > 2*want {
+			t.Errorf("locker %d made %d acquisitions, want about %d", i, got, want)
+		}
+	}
+}
+
+// waitFor polls cond: queue lengths have no event to wait on from outside.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Waiters are served in arrival order, within one process (the local queue)
+// and across processes (the Redis queue).
+func TestFIFO(t *testing.T) {
+	srv := servertest.Redis(t)
+	admin := newClient(t, srv)
+	holderLk, _ := newLocker(t, srv, 5*time.Second)
+	one, _ := newLocker(t, srv, 5*time.Second)
+	others := make([]*redislock.Locker, 4)
+	for i := range others {
+		others[i], _ = newLocker(t, srv, 5*time.Second)
+	}
+	tests := []struct {
+		name string
+		// lockerFor picks waiter i's locker; queued reports when it has queued.
+		lockerFor func(i int) *redislock.Locker
+		queued    func(key string, i int) bool
+	}{
+		{"WithinProcess", func(int) *redislock.Locker { return one }, func(key string, i int) bool {
+			return redislock.Waiting(one, key) == i+1
+		}},
+		{"AcrossProcesses", func(i int) *redislock.Locker { return others[i] }, func(key string, i int) bool {
+			return admin.ZCard(t.Context(), redislock.QueueKey(key)).Val() == int64(i+1)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			key := locktest.Key(t)
+			holder, err := holderLk.Acquire(t.Context(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			order := make(chan int, 4)
+			for i := range 4 {
+				go func() {
+					l, err := tc.lockerFor(i).Acquire(t.Context(), key)
+					if err != nil {
+						t.Error(err)
+						order <- -1
+						return
+					}
+					order <- i
+					_ = l.Release(t.Context())
+				}()
+				waitFor(t, fmt.Sprintf("waiter %d to queue", i), func() bool { return tc.queued(key, i) })
+			}
+			if err := holder.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			for want := range 4 {
+				if got := <-order; got != want {
+					t.Fatalf("waiter %d acquired next, want %d", got, want)
+				}
+			}
+		})
+	}
+}
+
+// A waiter that leaves the queue, by cancelling or by dying, must not cost the
+// next waiter the lock's TTL.
+func TestHandoffSkipsGoneWaiter(t *testing.T) {
+	const ttl = 10 * time.Second // a stall would be obvious
+	srv := servertest.Redis(t)
+	admin := newClient(t, srv)
+	tests := []struct {
+		name string
+		// leave makes the first waiter go away; it returns the error its
+		// Acquire must wrap.
+		leave func(t *testing.T, cancel context.CancelFunc, c *redis.Client) error
+	}{
+		{"Cancelled", func(t *testing.T, cancel context.CancelFunc, _ *redis.Client) error {
+			cancel()
+			return lock.ErrNotObtained
+		}},
+		{"Crashed", func(t *testing.T, _ context.CancelFunc, c *redis.Client) error {
+			_ = c.Close()
+			return lock.ErrUnavailable
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			key := locktest.Key(t)
+			holderLk, _ := newLocker(t, srv, ttl)
+			goneLk, goneClient := newLocker(t, srv, ttl)
+			nextLk, _ := newLocker(t, srv, ttl)
+			holder, err := holderLk.Acquire(t.Context(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			goneCtx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			goneErr := make(chan error, 1)
+			go func() {
+				l, err := goneLk.Acquire(goneCtx, key)
+				if err == nil {
+					_ = l.Release(context.Background())
+				}
+				goneErr <- err
+			}()
+			queued := func(n int64) func() bool {
+				return func() bool { return admin.ZCard(t.Context(), redislock.QueueKey(key)).Val() == n }
+			}
+			waitFor(t, "first waiter to queue", queued(1))
+			next := make(chan lock.Lease, 1)
+			go func() {
+				l, err := nextLk.Acquire(t.Context(), key)
+				if err != nil {
+					t.Error(err)
+				}
+				next <- l
+			}()
+			waitFor(t, "second waiter to queue", queued(2))
+
+			want := tc.leave(t, cancel, goneClient)
+			if tc.name == "Crashed" {
+				// A dead waiter cannot withdraw; its entry lapses once it
+				// stops refreshing it. Waiting that out is the test.
+				time.Sleep(1500 * time.Millisecond)
+			}
+			if err := holder.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			select {
+			case l := <-next:
+				if l == nil {
+					t.FailNow()
+				}
+				t.Logf("next waiter acquired %v after release", time.Since(start))
+				_ = l.Release(t.Context())
+			case <-time.After(ttl / 2):
+				t.Fatalf("next waiter still waiting %v after release: stalled behind the gone waiter", ttl/2)
+			}
+			if err := <-goneErr; !errors.Is(err, want) {
+				t.Fatalf("gone waiter's Acquire = %v, want %v", err, want)
+			}
+		})
+	}
+}
+
+// With Redis unreachable, Acquire fails fast with ErrUnavailable, Ping says
+// so too, and a held lease reports the loss once its TTL has run out.
+func TestRedisDown(t *testing.T) {
+	srv := servertest.Redis(t)
+	const ttl = 500 * time.Millisecond
+	warm, _ := newLocker(t, srv, ttl)
+	cold, _ := newLocker(t, srv, ttl)
+	held, err := warm.Acquire(t.Context(), locktest.Key(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for name, lk := range map[string]*redislock.Locker{"Subscribed": warm, "Fresh": cold} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			_, err := lk.Acquire(ctx, locktest.Key(t))
+			if !errors.Is(err, lock.ErrUnavailable) {
+				t.Fatalf("Acquire = %v, want ErrUnavailable", err)
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Fatalf("Acquire failed after %v, want promptly", took)
+			}
+			if err := lk.Ping(t.Context()); !errors.Is(err, lock.ErrUnavailable) {
+				t.Fatalf("Ping = %v, want ErrUnavailable", err)
+			}
+		})
+	}
+	select {
+	case <-held.Done():
+		if err := held.Err(); !errors.Is(err, lock.ErrLost) {
+			t.Fatalf("Err() = %v, want ErrLost", err)
+		}
+	case <-time.After(ttl + 5*time.Second):
+		t.Fatal("Done not closed after Redis stayed down past the TTL")
+	}
+}
+
+// A hung Redis (SIGSTOP) must not hold Acquire past its ctx.
+func TestRedisHung(t *testing.T) {
+	srv := servertest.Redis(t)
+	lk, _ := newLocker(t, srv, time.Second)
+	if err := lk.Ping(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Resume() })
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := lk.Acquire(ctx, locktest.Key(t))
+	if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire = %v, want ErrNotObtained wrapping DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("Acquire returned %v after a 300ms deadline", took)
+	}
+}
+
+// Close stops every goroutine the Locker started, marks held leases lost
+// and leaves their keys to expire rather than releasing them.
+func TestCloseStopsGoroutines(t *testing.T) {
+	srv := servertest.Redis(t)
+	c := newClient(t, srv)
+	if err := c.Ping(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+
+	lk := redislock.New(c, redislock.Options{TTL: 2 * time.Second})
+	key := locktest.Key(t)
+	held, err := lk.Acquire(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiterErr := make(chan error, 1)
+	go func() {
+		_, err := lk.Acquire(t.Context(), key)
+		waiterErr <- err
+	}()
+	waitFor(t, "waiter to queue", func() bool { return redislock.Waiting(lk, key) == 1 })
+	if err := lk.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waiterErr; !errors.Is(err, lock.ErrClosed) {
+		t.Fatalf("waiter's Acquire = %v, want ErrClosed", err)
+	}
+	select {
+	case <-held.Done():
+	default:
+		t.Fatal("held lease's Done still open after Close")
+	}
+	if err := held.Err(); !errors.Is(err, lock.ErrLost) || !errors.Is(err, lock.ErrClosed) {
+		t.Fatalf("held lease Err() = %v, want ErrLost and ErrClosed", err)
+	}
+	if n := c.Exists(t.Context(), redislock.LockKey(key)).Val(); n != 1 {
+		t.Fatalf("lock key exists = %d after Close, want 1: Close must not release", n)
+	}
+	// Goroutines end asynchronously after their channels close; there is no
+	// event to wait on but the count itself.
+	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+}

@@ -1,0 +1,260 @@
+package redislock
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/lock"
+	"seckill/internal/lock/locallock"
+)
+
+var (
+	_ lock.Locker    = (*Locker)(nil)
+	_ lock.Closer    = (*Locker)(nil)
+	_ lock.Pinger    = (*Locker)(nil)
+	_ lock.Describer = (*Locker)(nil)
+)
+
+var (
+	//go:embed lua/queue.lua
+	queueLua string
+	//go:embed lua/acquire.lua
+	acquireLua string
+	//go:embed lua/release.lua
+	releaseLua string
+	//go:embed lua/renew.lua
+	renewLua string
+
+	acquireScript = redis.NewScript(queueLua + acquireLua)
+	releaseScript = redis.NewScript(queueLua + releaseLua)
+	renewScript   = redis.NewScript(renewLua)
+)
+
+const (
+	// DefaultTTL is the lock TTL when Options.TTL is zero.
+	DefaultTTL = 10 * time.Second
+
+	// Fallback retries while waiting for a hand-off message: the first after
+	// minRetry, doubling up to maxRetry, never later than the holder's TTL.
+	minRetry = 50 * time.Millisecond
+	maxRetry = 200 * time.Millisecond
+	// entryLife is how long a waiter's queue entry stays live after its last
+	// acquire call; several fallback retries fit in it, so a live waiter
+	// keeps its place even when a retry runs late.
+	entryLife = time.Second
+	// cleanupTimeout bounds the background call that withdraws a waiter
+	// whose Acquire has already returned.
+	cleanupTimeout = 2 * time.Second
+	// channelPrefix must match grant in queue.lua.
+	channelPrefix = "redislock:"
+)
+
+// Options configure a Locker. Zero values mean the documented defaults.
+type Options struct {
+	// TTL is how long a lock outlives a holder that stops renewing it. The
+	// watchdog renews every TTL/3. The default is 10s (DefaultTTL).
+	TTL time.Duration
+
+	// Logger receives renewal failures and lost leases. The default is
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Stats counts a Locker's work since New, so a benchmark can report Redis
+// round trips per acquisition.
+type Stats struct {
+	Acquired     uint64 // leases returned by Acquire
+	AcquireCalls uint64 // acquire.lua round trips (first tries and fallback retries)
+	Handoffs     uint64 // leases given to this Locker by another holder's release
+	Renewals     uint64 // successful watchdog renewals
+}
+
+// Locker acquires Redis locks. It is safe for concurrent use; goroutines of
+// one Locker contend like separate processes would, but wait in a local
+// queue so that only one of them per key talks to Redis.
+type Locker struct {
+	rdb      redis.UniversalClient
+	ttl      time.Duration
+	log      *slog.Logger
+	instance string // owner prefix and channel suffix, unique per Locker
+	seq      atomic.Uint64
+	gate     *locallock.Locker // local FIFO per key in front of Redis
+
+	subSem     chan struct{} // one subscriber at a time, abandonable by ctx
+	subscribed atomic.Bool
+
+	mu       sync.Mutex
+	closed   bool
+	ps       *redis.PubSub
+	handoffs map[string]chan uint64 // owner -> its hand-off token, while it waits
+
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+	wg        sync.WaitGroup // dispatcher, watchdogs, waiter clean-ups
+
+	acquired, acquireCalls, handedOver, renewals atomic.Uint64
+}
+
+// New returns a Locker on rdb. It does not talk to Redis until the first
+// Acquire. Close it to stop its subscription and watchdogs; rdb stays open
+// and belongs to the caller.
+func New(rdb redis.UniversalClient, opts Options) *Locker {
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Locker{
+		rdb:      rdb,
+		ttl:      opts.TTL,
+		log:      opts.Logger.With("lock", "redis"),
+		instance: uuid.NewString(),
+		gate:     locallock.New(),
+		subSem:   make(chan struct{}, 1),
+		handoffs: make(map[string]chan uint64),
+		done:     make(chan struct{}),
+	}
+}
+
+// Describe reports the backend as "redis", safe.
+func (l *Locker) Describe() lock.Info { return lock.Info{Name: "redis", Safe: true} }
+
+// Ping checks that Redis answers.
+func (l *Locker) Ping(ctx context.Context) error {
+	if err := l.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redislock: ping: %w: %w", lock.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Stats returns the counters so far.
+func (l *Locker) Stats() Stats {
+	return Stats{
+		Acquired:     l.acquired.Load(),
+		AcquireCalls: l.acquireCalls.Load(),
+		Handoffs:     l.handedOver.Load(),
+		Renewals:     l.renewals.Load(),
+	}
+}
+
+// Close stops the subscription and the watchdogs, and waits for them. Leases
+// still held are not released: their Done closes with an error wrapping
+// lock.ErrLost and lock.ErrClosed, and Redis expires them after their TTL,
+// exactly as if the process had died. Close is idempotent.
+func (l *Locker) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		ps := l.ps
+		close(l.done)
+		l.mu.Unlock()
+		if ps != nil {
+			// Errors here only say the connection was already gone.
+			_ = ps.Close()
+		}
+		l.wg.Wait()
+	})
+	return nil
+}
+
+// spawn runs fn in a goroutine that Close waits for, unless the Locker is
+// closed already, in which case it reports false and runs nothing.
+func (l *Locker) spawn(fn func()) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// subscribe opens the Locker's hand-off channel once, and waits for Redis to
+// confirm it, so that no hand-off to this process can be published unheard.
+func (l *Locker) subscribe(ctx context.Context) error {
+	if l.subscribed.Load() {
+		return nil
+	}
+	select {
+	case l.subSem <- struct{}{}:
+		defer func() { <-l.subSem }()
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", lock.ErrNotObtained, ctx.Err())
+	case <-l.done:
+		return lock.ErrClosed
+	}
+	if l.subscribed.Load() {
+		return nil
+	}
+	ps := l.rdb.Subscribe(ctx, channelPrefix+l.instance)
+	if _, err := ps.Receive(ctx); err != nil {
+		_ = ps.Close()
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: %w", lock.ErrNotObtained, ctx.Err())
+		}
+		return fmt.Errorf("subscribe: %w: %w", lock.ErrUnavailable, err)
+	}
+	msgs := ps.Channel()
+	l.mu.Lock()
+	closed := l.closed
+	if !closed {
+		l.ps = ps
+	}
+	l.mu.Unlock()
+	if closed || !l.spawn(func() { l.dispatch(msgs) }) {
+		_ = ps.Close()
+		return lock.ErrClosed
+	}
+	l.subscribed.Store(true)
+	return nil
+}
+
+// dispatch delivers each hand-off message to the waiter it names. A message
+// for an owner that no longer waits is dropped: that waiter either found the
+// hand-off by its own retry or withdrew with release.lua, which passed the
+// lock on.
+func (l *Locker) dispatch(msgs <-chan *redis.Message) {
+	for m := range msgs {
+		owner, tok, ok := strings.Cut(m.Payload, " ")
+		if !ok {
+			continue
+		}
+		token, err := strconv.ParseUint(tok, 10, 64)
+		if err != nil {
+			l.log.Warn("malformed hand-off message", "payload", m.Payload)
+			continue
+		}
+		l.mu.Lock()
+		ch := l.handoffs[owner]
+		l.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- token:
+			default:
+			}
+		}
+	}
+}
+
+// keys are the Redis keys of one lock, in the order the scripts expect.
+type keys []string
+
+func keysFor(key string) keys {
+	base := "{" + key + "}"
+	return keys{base, base + ":fence", base + ":q", base + ":qe"}
+}
