@@ -8,8 +8,9 @@
 # with `docker import`. The same docker-compose.yml runs against it because
 # every service command in the compose file is explicit (see docs/compose.md).
 #
-# The image carries a label with the hash of this script; when an image with a
-# matching label exists, the build is skipped. FORCE=1 rebuilds anyway.
+# The image carries a label with the hash of the recipe (suite, package list,
+# RECIPE); when an image with a matching label exists, the build is skipped.
+# Bump RECIPE when the build steps change. FORCE=1 rebuilds anyway.
 #
 # Needs: root, debootstrap, a Debian mirror reachable through apt's defaults.
 set -euo pipefail
@@ -26,8 +27,8 @@ PACKAGES=(
 	ca-certificates
 )
 
-here=$(cd "$(dirname "$0")" && pwd)
-hash=$(sha256sum "$here/build-standins.sh" | cut -c1-16)
+RECIPE=1
+hash=$(printf '%s\n' "$RECIPE" "$SUITE" "${PACKAGES[@]}" | sha256sum | cut -c1-16)
 label=org.seckill.standin.hash
 
 existing=$(docker image inspect --format "{{ index .Config.Labels \"$label\" }}" "$IMAGE" 2>/dev/null || true)
@@ -47,10 +48,15 @@ fi
 start=$(date +%s)
 work=$(mktemp -d /var/tmp/seckill-standin.XXXXXX)
 rootfs=$work/rootfs
+unmount_all() {
+	# Deepest first; debootstrap and this script both mount proc/sys/devpts.
+	local m
+	while read -r m; do
+		umount -l "$m" 2>/dev/null || true
+	done < <(awk -v r="$rootfs" 'index($2, r "/") == 1 { print $2 }' /proc/mounts | sort -r)
+}
 cleanup() {
-	for m in proc sys dev/pts; do
-		mountpoint -q "$rootfs/$m" 2>/dev/null && umount -l "$rootfs/$m" || true
-	done
+	unmount_all
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -82,7 +88,11 @@ chroot "$rootfs" /usr/bin/env DEBIAN_FRONTEND=noninteractive bash -euc "
 	rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* /usr/share/locale/*
 "
 
-umount -l "$rootfs/dev/pts" "$rootfs/sys" "$rootfs/proc"
+unmount_all
+if grep -q " $rootfs/" /proc/mounts; then
+	echo "build-standins: mounts left under $rootfs" >&2
+	exit 1
+fi
 rm -f "$rootfs/usr/sbin/policy-rc.d"
 # The services write their data into tmpfs/volumes or /tmp; make /tmp sane.
 chmod 1777 "$rootfs/tmp"

@@ -16,7 +16,8 @@
 #
 # No Docker engine: skipped with a message, unless CI is set (then it fails).
 # The project is always torn down (down -v), also on failure or Ctrl-C.
-# Needs: docker, docker-compose v1.29 or docker compose v2, go, jq.
+# Needs: docker, docker-compose v1.29 (installed with apt when missing and
+# running as root) or docker compose v2, go.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,15 +44,16 @@ fi
 if docker compose version >/dev/null 2>&1; then
 	COMPOSE=(docker compose)
 	COMPOSE_V2=1
-elif command -v docker-compose >/dev/null; then
+else
+	if ! command -v docker-compose >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+		log "installing docker-compose (Debian package)"
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+	fi
+	command -v docker-compose >/dev/null || die "neither 'docker compose' nor 'docker-compose' is installed"
 	COMPOSE=(docker-compose)
 	COMPOSE_V2=0
-else
-	die "neither 'docker compose' nor 'docker-compose' is installed"
 fi
-for tool in go jq; do
-	command -v "$tool" >/dev/null || die "$tool is required"
-done
+command -v go >/dev/null || die "go is required"
 
 PROJECT=${PROJECT:-seckill-ct-$(date +%s)-$$}
 OUT=$(mktemp -d /tmp/seckill-compose-test.XXXXXX)
@@ -112,7 +114,8 @@ SECKILL=$STAGE/seckill
 T_GO=$(($(date +%s) - T0))
 
 export ADMIN_TOKEN=ct-$RANDOM$RANDOM
-export LOCK_TTL=${LOCK_TTL_S}s
+# Lease lifetimes short enough that a pause can outlast them.
+export LOCK_TTL=${LOCK_TTL_S}s ETCD_SESSION_TTL=${LOCK_TTL_S}s ZK_SESSION_TIMEOUT=${LOCK_TTL_S}s
 export STOCKD_REPLICAS=3
 T0=$(date +%s)
 case "$IMAGES" in
@@ -175,6 +178,9 @@ nginx_reload() { # re-resolve "stockd" after replicas were recreated or moved
 	sleep 1
 }
 
+# jget FILE KEY: a top-level scalar of seckill's flat JSON report (no jq needed).
+jget() { grep -o "\"$2\":[^,}]*" "$1" | head -1 | cut -d: -f2 | tr -d '" '; }
+
 redis_state() { # prints "stock lucky"
 	docker exec "$(cids redis)" redis-cli --raw mget stock lucky | tr '\n' ' '
 }
@@ -199,14 +205,14 @@ verdict() {
 	j=$OUT/$name.json
 	read -r stock lucky <<<"$(redis_state)"
 	stock=${stock:-?} lucky=${lucky:-?}
-	if ! jq -e . "$j" >/dev/null 2>&1; then
+	if ! grep -q '"sold":' "$j" 2>/dev/null; then
 		row "$variant" "$backend" "$scenario" FAIL - "$lucky" "$stock" "$initial" - - \
 			"seckill rc=$rc: $(tail -c 200 "$OUT/$name.err" | tr '\n' ' ')"
 		return
 	fi
-	sold=$(jq -r '.sold' "$j")
-	errors=$(jq -r '.errors' "$j")
-	rps=$(jq -r '.rps | floor' "$j")
+	sold=$(jget "$j" sold)
+	errors=$(jget "$j" errors)
+	rps=$(jget "$j" rps | cut -d. -f1)
 	if [[ "$rc" == 3 ]]; then res=FAIL note="seckill: oversold;"; fi
 	if ! [[ "$stock" =~ ^[0-9]+$ && "$lucky" =~ ^[0-9]+$ ]]; then
 		res=FAIL note+=" redis stock/lucky unreadable;"
@@ -228,7 +234,9 @@ up_backend() {
 	export LOCK_BACKEND=$2
 	log "up: variant=$1 backend=$2"
 	local rc=0
-	compose up -d --remove-orphans >"$OUT/up-$1-$2.log" 2>&1 || rc=$?
+	local wait=()
+	((COMPOSE_V2)) && wait=(--wait --wait-timeout "$WAIT_S")
+	compose up -d --remove-orphans "${wait[@]}" >"$OUT/up-$1-$2.log" 2>&1 || rc=$?
 	if ((rc)) && ! grep -q stockd "$OUT/up-$1-$2.log"; then
 		cat "$OUT/up-$1-$2.log" >&2
 		return 2
@@ -307,12 +315,12 @@ leader_of() {
 	local c
 	case $1 in
 	etcd)
-		local id
-		id=$(docker exec "$(cids etcd)" etcdctl --endpoints=http://127.0.0.1:2379 endpoint status -w json |
-			jq -r '.[0].Status.leader')
+		# Compare the raw JSON digits: member ids exceed 2^53 (jq would round).
+		local id st
 		for c in $(cids etcd) $(cids etcd2) $(cids etcd3); do
-			if [[ "$(docker exec "$c" etcdctl --endpoints=http://127.0.0.1:2379 endpoint status -w json |
-				jq -r '.[0].Status.header.member_id')" == "$id" ]]; then
+			st=$(docker exec "$c" etcdctl --endpoints=http://127.0.0.1:2379 endpoint status -w json 2>/dev/null) || continue
+			id=$(grep -o '"member_id":[0-9]*' <<<"$st" | cut -d: -f2)
+			if [[ -n "$id" && "$(grep -o '"leader":[0-9]*' <<<"$st" | cut -d: -f2)" == "$id" ]]; then
 				echo "$c"; return
 			fi
 		done ;;
