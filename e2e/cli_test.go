@@ -140,9 +140,12 @@ func TestSeckillDemo(t *testing.T) {
 		t.Skip("starts a second cluster")
 	}
 	cluster(t) // skips the same way when stockd or a server is missing
-	stockd, err := localcluster.BuildStockd(t.Context(), "")
-	if err != nil {
-		t.Fatal(err)
+	stockd := stockdPath(t)
+	if stockd == "" {
+		var err error
+		if stockd, err = localcluster.BuildStockd(t.Context(), ""); err != nil {
+			t.Fatal(err)
+		}
 	}
 	out, errOut, code := seckill(t, "demo", "--stockd", stockd, "--backends", "none,redis",
 		"--replicas", "2", "--requests", "200", "--concurrency", "20", "--stock", "100",

@@ -50,14 +50,12 @@ func TestMain(m *testing.M) {
 // use. Missing server binaries skip the test (fail it under CI).
 func cluster(t *testing.T) *localcluster.Cluster {
 	t.Helper()
-	if _, err := os.Stat("../cmd/stockd"); err != nil {
-		skipOrFail(t, "cmd/stockd is not in the tree yet")
-	}
+	stockd := stockdPath(t)
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		shared.c, shared.err = localcluster.Start(ctx, localcluster.Config{
-			Replicas: 3, Backend: "local", Env: testEnv,
+			Replicas: 3, Backend: "local", Env: testEnv, Stockd: stockd,
 		})
 		if shared.err == nil {
 			shared.backend = "local"
@@ -70,6 +68,19 @@ func cluster(t *testing.T) *localcluster.Cluster {
 		t.Fatalf("start cluster: %v", shared.err)
 	}
 	return shared.c
+}
+
+// stockdPath is $SECKILL_STOCKD when set (a prebuilt binary, e.g.
+// bin/stockd), else "" so the cluster builds ./cmd/stockd.
+func stockdPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("SECKILL_STOCKD"); p != "" {
+		return p
+	}
+	if _, err := os.Stat("../cmd/stockd"); err != nil {
+		skipOrFail(t, "cmd/stockd is not in the tree yet")
+	}
+	return ""
 }
 
 // onBackend returns the shared cluster running backend. A backend stockd

@@ -16,7 +16,8 @@ import (
 // sold before dying, so a replay is a double sale. The replica is frozen
 // (SIGSTOP) so requests queue on it, then killed (SIGKILL) while they wait.
 func TestNginxDoesNotReplayReduce(t *testing.T) {
-	c := onBackend(t, "local")
+	// A correct backend, so the stock read back counts exactly the sales.
+	c := onBackend(t, "redis")
 	client := &http.Client{Timeout: 30 * time.Second}
 	if err := loadgen.Reset(t.Context(), client, c.URL(), c.AdminToken(), 100); err != nil {
 		t.Fatal(err)
@@ -30,7 +31,7 @@ func TestNginxDoesNotReplayReduce(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_ = victim.Resume()
-		if err := c.SetBackend(ctx, "local", testEnv); err != nil {
+		if err := c.SetBackend(ctx, "redis", testEnv); err != nil {
 			shared.backend = ""
 			t.Errorf("restore cluster: %v", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -50,7 +51,11 @@ func (c *Cluster) SetBackend(ctx context.Context, backend string, env map[string
 			err = errors.Join(err, fmt.Errorf("localcluster: restart nginx: %w", rerr))
 		}
 	}
-	c.log.Info("backend switched", "backend", backend, "err", err)
+	if err != nil {
+		c.log.Warn("backend switch failed", "backend", backend, "err", firstLine(err))
+	} else {
+		c.log.Info("backend switched", "backend", backend)
+	}
 	return err
 }
 
@@ -100,11 +105,13 @@ func (c *Cluster) startReplicas(ctx context.Context) error {
 
 func (c *Cluster) startReplica(ctx context.Context, i int) (*servers.Process, error) {
 	name := ReplicaName(i)
+	dir := filepath.Join(c.cfg.Dir, name)
+	rotateLog(dir, name)
 	p, err := servers.Start(ctx, servers.Spec{
 		Name:         name,
 		Path:         c.cfg.Stockd,
 		Env:          c.replicaEnv(i),
-		Dir:          filepath.Join(c.cfg.Dir, name),
+		Dir:          dir,
 		Addr:         c.addrs[i],
 		Ready:        servers.HTTPReady("/readyz"),
 		ReadyTimeout: replicaReadyTimeout,
@@ -118,6 +125,23 @@ func (c *Cluster) startReplica(ctx context.Context, i int) (*servers.Process, er
 		return nil, fmt.Errorf("localcluster: %s: %w", name, err)
 	}
 	return p, nil
+}
+
+// rotateLog moves a previous incarnation's log aside (name.1.log,
+// name.2.log, …) so the current log, and the tail quoted in start-up
+// errors, belongs to this incarnation alone.
+func rotateLog(dir, name string) {
+	cur := filepath.Join(dir, name+".log")
+	if _, err := os.Stat(cur); err != nil {
+		return
+	}
+	for gen := 1; ; gen++ {
+		old := filepath.Join(dir, fmt.Sprintf("%s.%d.log", name, gen))
+		if _, err := os.Stat(old); errors.Is(err, os.ErrNotExist) {
+			_ = os.Rename(cur, old)
+			return
+		}
+	}
 }
 
 // replicaEnv is replica i's environment, as KEY=VALUE lines in a stable
@@ -174,4 +198,9 @@ func needsEtcd(backend string, env map[string]string) bool {
 
 func needsZooKeeper(backend string, env map[string]string) bool {
 	return backend == "zookeeper" || env["STOCKD_ELECTION_BACKEND"] == "zookeeper"
+}
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }
