@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lock"
+	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 )
 
@@ -83,4 +84,10 @@ func isOpen(l lock.Lease) bool {
 	default:
 		return true
 	}
+}
+
+// servertestRedis returns the process itself, for tests that stop it.
+func servertestRedis(t testing.TB) *servers.Process {
+	t.Helper()
+	return servertest.Redis(t)
 }

@@ -133,8 +133,8 @@ func (l *Lease) endedErr(op string) error {
 }
 
 // startLocked starts keeping a new lease alive: the watchdog, or the expiry
-// timer of a fixed LeaseTime. Called with Locker.mu held, so Close cannot
-// slip in between and miss the goroutine.
+// timer of a fixed LeaseTime. Called with l.mu and Locker.mu held, so Close
+// cannot slip in between and miss the goroutine.
 func (l *Lease) startLocked(sent time.Time) {
 	if lt := l.lk.opts.LeaseTime; lt > 0 {
 		l.deadline = sent.Add(lt)

@@ -200,6 +200,10 @@ func (lk *Locker) try(ctx context.Context, key, owner string) (*Lease, time.Dura
 // newLease registers a freshly acquired lock and starts keeping it alive.
 func (lk *Locker) newLease(ctx context.Context, key, owner string, token uint64, sent time.Time) (*Lease, error) {
 	l := &Lease{lk: lk, key: key, owner: owner, token: token, sig: lock.NewSignal(), holds: 1}
+	// Lock order is Lease.mu then Locker.mu; l.mu also orders the timer
+	// fields set here before the expiry callback can read them.
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	lk.mu.Lock()
 	if lk.closed {
 		lk.mu.Unlock()

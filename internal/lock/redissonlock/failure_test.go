@@ -1,0 +1,201 @@
+package redissonlock
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"seckill/internal/lock"
+	"seckill/internal/lock/locktest"
+)
+
+// ForceUnlock frees a lock held elsewhere, wakes its waiters at once, and the
+// holder's Done closes at its next renewal.
+func TestForceUnlock(t *testing.T) {
+	const watchdog = 3 * time.Second // > maxWait: only the publish can wake the waiter in time
+	addr := startRedis(t)
+	rdb := newClient(t, addr)
+	holder := newLocker(t, addr, Options{Watchdog: watchdog})
+	waiter := newLocker(t, addr, Options{Watchdog: watchdog})
+	admin := newLocker(t, addr, Options{})
+	key := locktest.Key(t)
+
+	l := mustAcquire(t, holder, key, 5*time.Second)
+	type result struct {
+		l   *Lease
+		err error
+		at  time.Time
+	}
+	got := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		l, err := waiter.Acquire(ctx, key)
+		r := result{err: err, at: time.Now()}
+		if err == nil {
+			r.l = l.(*Lease)
+		}
+		got <- r
+	}()
+	// Let the waiter subscribe and go to sleep on the holder's TTL.
+	mustNotAcquire(t, admin, key, 200*time.Millisecond)
+
+	forced := time.Now()
+	if err := admin.ForceUnlock(t.Context(), key); err != nil {
+		t.Fatalf("ForceUnlock: %v", err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("waiter: %v", r.err)
+	}
+	if woke := r.at.Sub(forced); woke > maxWait/2 {
+		t.Fatalf("waiter acquired %v after ForceUnlock, want promptly (woken by the publish)", woke)
+	}
+	if took := waitDone(t, l, watchdog); took > watchdog/3+time.Second {
+		t.Fatalf("holder's Done closed %v after ForceUnlock, want within one renewal period", took)
+	}
+	if err := l.Err(); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("holder Err() = %v, want ErrLost", err)
+	}
+	if err := l.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("holder Release = %v, want ErrNotHeld", err)
+	}
+	if n, _ := rdb.Exists(t.Context(), key).Result(); n != 1 {
+		t.Fatalf("EXISTS = %d, want 1: the waiter holds it now", n)
+	}
+
+	// A holder in the admin's own Locker loses its lease at once.
+	if err := r.l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	own := mustAcquire(t, admin, key, time.Second)
+	if err := admin.ForceUnlock(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if isOpen(own) || !errors.Is(own.Err(), lock.ErrLost) {
+		t.Fatalf("local holder: Done open=%v Err=%v, want closed with ErrLost", isOpen(own), own.Err())
+	}
+	if err := admin.ForceUnlock(t.Context(), key); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("ForceUnlock of a free lock = %v, want ErrNotHeld", err)
+	}
+}
+
+// With Redis gone every call fails fast with ErrUnavailable, waiters
+// included, and held leases report the loss.
+func TestRedisDown(t *testing.T) {
+	const watchdog = 600 * time.Millisecond
+	p := servertestRedis(t)
+	holder := newLocker(t, p.Addr(), Options{Watchdog: watchdog})
+	waiter := newLocker(t, p.Addr(), Options{Watchdog: watchdog})
+	key := locktest.Key(t)
+
+	l := mustAcquire(t, holder, key, 5*time.Second)
+	waitErr := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		l, err := waiter.Acquire(ctx, key)
+		if err == nil {
+			_ = l.Release(context.Background())
+		}
+		waitErr <- err
+	}()
+	mustNotAcquire(t, waiter, key, 100*time.Millisecond) // the waiter is queued by now
+
+	if err := p.Stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := holder.Acquire(ctx, locktest.Key(t))
+	if !errors.Is(err, lock.ErrUnavailable) {
+		t.Fatalf("Acquire with Redis down = %v, want ErrUnavailable", err)
+	}
+	took := time.Since(start)
+	t.Logf("Acquire failed after %v: %v", took.Round(time.Millisecond), err)
+	if took > 3*time.Second {
+		t.Fatalf("Acquire took %v to fail, want promptly", took)
+	}
+	if err := holder.Ping(ctx); !errors.Is(err, lock.ErrUnavailable) {
+		t.Fatalf("Ping = %v, want ErrUnavailable", err)
+	}
+	select {
+	case err := <-waitErr:
+		if !errors.Is(err, lock.ErrUnavailable) {
+			t.Fatalf("queued waiter = %v, want ErrUnavailable", err)
+		}
+		took := time.Since(stopped)
+		t.Logf("queued waiter failed %v after Redis stopped: %v", took.Round(time.Millisecond), err)
+		if took > maxWait+3*time.Second {
+			t.Fatalf("queued waiter failed %v after Redis stopped, want within about maxWait", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("queued waiter still blocked 10s after Redis stopped")
+	}
+	waitDone(t, l, watchdog+5*time.Second)
+	if err := l.Err(); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("holder Err() = %v, want ErrLost", err)
+	}
+}
+
+// Close ends waiters and leases and stops every goroutine the Locker started.
+func TestCloseStopsEverything(t *testing.T) {
+	addr := startRedis(t)
+	rdb := newClient(t, addr)
+	if err := rdb.Ping(t.Context()).Err(); err != nil { // pool warmed before the baseline
+		t.Fatal(err)
+	}
+	other := newLocker(t, addr, Options{})
+	key := locktest.Key(t)
+	held := mustAcquire(t, other, key, 5*time.Second)
+	defer held.Release(context.Background())
+	baseline := runtime.NumGoroutine()
+
+	lk := New(rdb, Options{Watchdog: 600 * time.Millisecond})
+	mine := mustAcquire(t, lk, locktest.Key(t), 5*time.Second) // starts a watchdog
+	var wg sync.WaitGroup
+	errs := make(chan error, 5)
+	for range 5 { // queue up, which starts the pub/sub goroutines
+		wg.Go(func() {
+			_, err := lk.Acquire(context.Background(), key)
+			errs <- err
+		})
+	}
+	mustNotAcquire(t, lk, key, 200*time.Millisecond)
+
+	if err := lk.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, lock.ErrClosed) {
+			t.Errorf("waiter after Close = %v, want ErrClosed", err)
+		}
+	}
+	if isOpen(mine) || !errors.Is(mine.Err(), lock.ErrLost) || !errors.Is(mine.Err(), lock.ErrClosed) {
+		t.Fatalf("lease after Close: open=%v Err=%v, want closed with ErrLost and ErrClosed", isOpen(mine), mine.Err())
+	}
+	if _, err := lk.Acquire(t.Context(), key); !errors.Is(err, lock.ErrClosed) {
+		t.Fatalf("Acquire after Close = %v, want ErrClosed", err)
+	}
+	if err := lk.Close(); err != nil {
+		t.Fatalf("second Close = %v, want nil", err)
+	}
+	// go-redis's pub/sub health checker exits on its own schedule after
+	// PubSub.Close and offers no event; everything of ours is gone already.
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > baseline {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines after Close, want ≤ %d\n%s", n, baseline, buf[:runtime.Stack(buf, true)])
+	}
+}
