@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"seckill/internal/handler"
+	"seckill/internal/lock"
+	"seckill/internal/metrics"
+	"seckill/internal/stock"
+)
+
+// serve wires the replica and runs it until ctx is done, then shuts down:
+// stop accepting, let in-flight sales finish (each releases its own lease),
+// then close the locker and the clients.
+func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
+	stockRDB := newRedisClient(cfg, cfg.Redis.Addr)
+	w := &wiring{cfg: cfg, log: log, stockRDB: stockRDB}
+	defer func() {
+		err = errors.Join(err, w.close(), stockRDB.Close())
+	}()
+
+	mode := stock.Mode(cfg.Stock.Mode)
+	var locker lock.Locker
+	info := lock.Info{Name: cfg.Lock.Backend}
+	if mode == stock.ModeLocked {
+		if locker, info, err = buildLocker(ctx, w); err != nil {
+			return err
+		}
+	}
+	// Fencing needs tokens that are comparable across replicas; none and
+	// local do not vouch for theirs (Safe == false), and the atomic mode has
+	// no lock to fence.
+	fencing := cfg.Stock.Fencing && info.Safe && mode == stock.ModeLocked
+
+	m := metrics.New(prometheus.Labels{"replica": cfg.Replica, "backend": info.Name})
+	store := stock.NewStore(stockRDB, stock.Keys{
+		Stock: cfg.Stock.Key, Lucky: cfg.Stock.LuckyKey, Fence: cfg.Stock.FenceKey,
+	})
+	svc := stock.NewService(stock.ServiceConfig{
+		Store:       store,
+		Locker:      locker,
+		Mode:        mode,
+		Backend:     info.Name,
+		Fencing:     fencing,
+		LockKey:     cfg.Lock.Key,
+		WaitTimeout: cfg.Lock.WaitTimeout,
+		Delay:       cfg.Work.Delay,
+		OnLockWait:  m.ObserveLockWait,
+		Logger:      log,
+	})
+	var pinger lock.Pinger
+	if p, ok := locker.(lock.Pinger); ok {
+		pinger = p
+	}
+	h := handler.New(handler.Config{
+		Replica:    cfg.Replica,
+		Backend:    info.Name,
+		Fencing:    fencing,
+		Mode:       string(mode),
+		Version:    buildVersion(),
+		AdminToken: cfg.Admin.Token,
+	}, handler.Deps{Seller: svc, Inventory: store, LockPinger: pinger, Metrics: m, Logger: log})
+
+	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	log.Info("stockd starting", "addr", ln.Addr().String(), "backend", info.Name, "fencing", fencing,
+		"mode", mode, "work_delay", cfg.Work.Delay.String(), "version", buildVersion())
+	if mode == stock.ModeLocked && !info.Safe {
+		log.Warn("LOCK BACKEND IS NOT SAFE ACROSS REPLICAS: with more than one replica this WILL oversell",
+			"backend", info.Name)
+	}
+	if cfg.Stock.Fencing && !fencing && mode == stock.ModeLocked {
+		log.Warn("stock.fencing is on but has no effect: the backend's tokens are not trusted", "backend", info.Name)
+	}
+	if cfg.Admin.Token == "changeme" {
+		log.Warn("admin.token is the default; anyone can reset the stock")
+	}
+	if err := store.Ping(ctx); err != nil {
+		// Not fatal: Redis may come up after us; /readyz reports it meanwhile.
+		log.Warn("stock redis not reachable yet", "addr", cfg.Redis.Addr, "err", err)
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "timeout", cfg.HTTP.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		// In-flight requests outlived the timeout: cut them off. Their leases
+		// are then released by the locker's Close (or expire by TTL).
+		log.Warn("shutdown timed out; closing connections", "err", err)
+		_ = srv.Close()
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http server: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Accepted enumerations. Backend names come from the wiring table in
+// backends.go, so a backend is valid exactly when it can be constructed.
+var (
+	logLevels        = []string{"debug", "info", "warn", "error"}
+	logFormats       = []string{"text", "json"}
+	stockModes       = []string{"locked", "atomic"}
+	electionBackends = []string{"none", "etcd", "zookeeper"}
+)
+
+// Validate checks c and returns every problem found, each naming its key.
+// It is pure: no I/O, no environment.
+func Validate(c *Config) error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	oneOf := func(key, val string, allowed []string, what string) {
+		if !slices.Contains(allowed, val) {
+			bad(key, "unknown %s %q (want one of %s)", what, val, strings.Join(allowed, ", "))
+		}
+	}
+	positive := func(key string, d time.Duration) {
+		if d <= 0 {
+			bad(key, "must be positive, got %s", d)
+		}
+	}
+	nonEmpty := func(key, val string) {
+		if val == "" {
+			bad(key, "must not be empty")
+		}
+	}
+	hostPort := func(key, val string) {
+		if _, _, err := net.SplitHostPort(val); err != nil {
+			bad(key, "want host:port, got %q", val)
+		}
+	}
+	// Endpoint lists take host:port, and for etcd also http(s)://host:port.
+	list := func(key string, vals []string, schemes ...string) {
+		if len(vals) == 0 {
+			bad(key, "at least one address required")
+		}
+		for _, v := range vals {
+			for _, s := range schemes {
+				if rest, ok := strings.CutPrefix(v, s); ok {
+					v = rest
+					break
+				}
+			}
+			hostPort(key, v)
+		}
+	}
+	znodePath := func(key, val string) {
+		if !strings.HasPrefix(val, "/") || (len(val) > 1 && strings.HasSuffix(val, "/")) {
+			bad(key, "want an absolute path like /seckill/locks, got %q", val)
+		}
+	}
+
+	hostPort("http.addr", c.HTTP.Addr)
+	positive("http.shutdown_timeout", c.HTTP.ShutdownTimeout)
+	nonEmpty("admin.token", c.Admin.Token)
+	oneOf("log.level", c.Log.Level, logLevels, "level")
+	oneOf("log.format", c.Log.Format, logFormats, "format")
+
+	hostPort("redis.addr", c.Redis.Addr)
+	if c.Redis.DB < 0 {
+		bad("redis.db", "must not be negative, got %d", c.Redis.DB)
+	}
+	positive("redis.timeout", c.Redis.Timeout)
+
+	backend, known := backends[c.Lock.Backend]
+	if !known {
+		bad("lock.backend", "unknown backend %q (want one of %s)", c.Lock.Backend, strings.Join(backendNames(), ", "))
+	}
+	nonEmpty("lock.key", c.Lock.Key)
+	positive("lock.ttl", c.Lock.TTL)
+	positive("lock.wait_timeout", c.Lock.WaitTimeout)
+	if c.Lock.RedisAddr != "" {
+		hostPort("lock.redis_addr", c.Lock.RedisAddr)
+	}
+	positive("redisson.watchdog", c.Redisson.Watchdog)
+	if c.Redisson.LeaseTime < 0 {
+		bad("redisson.lease_time", "must not be negative (0 = watchdog renews), got %s", c.Redisson.LeaseTime)
+	}
+
+	needEtcd := (known && backend.needs == needsEtcd) || c.Election.Backend == "etcd"
+	needZK := (known && backend.needs == needsZK) || c.Election.Backend == "zookeeper"
+	if needEtcd {
+		list("etcd.endpoints", c.Etcd.Endpoints, "http://", "https://")
+	}
+	// etcd leases are whole seconds; a shorter TTL would be rounded away.
+	if c.Etcd.SessionTTL < time.Second {
+		bad("etcd.session_ttl", "must be at least 1s (etcd leases are whole seconds), got %s", c.Etcd.SessionTTL)
+	}
+	positive("etcd.dial_timeout", c.Etcd.DialTimeout)
+	if needZK {
+		list("zookeeper.servers", c.ZooKeeper.Servers)
+	}
+	positive("zookeeper.session_timeout", c.ZooKeeper.SessionTimeout)
+	znodePath("zookeeper.root", c.ZooKeeper.Root)
+
+	nonEmpty("stock.key", c.Stock.Key)
+	nonEmpty("stock.lucky_key", c.Stock.LuckyKey)
+	nonEmpty("stock.fence_key", c.Stock.FenceKey)
+	if k := c.Stock; k.Key != "" && (k.Key == k.LuckyKey || k.Key == k.FenceKey || (k.LuckyKey != "" && k.LuckyKey == k.FenceKey)) {
+		bad("stock.key", "stock.key, stock.lucky_key and stock.fence_key must differ")
+	}
+	oneOf("stock.mode", c.Stock.Mode, stockModes, "mode")
+	if c.Work.Delay.Min < 0 || c.Work.Delay.Max < c.Work.Delay.Min {
+		bad("work.delay", "invalid range %s", c.Work.Delay)
+	}
+
+	oneOf("election.backend", c.Election.Backend, electionBackends, "backend")
+	znodePath("election.path", c.Election.Path)
+	positive("election.job_interval", c.Election.JobInterval)
+
+	return errors.Join(errs...)
+}

@@ -1,0 +1,52 @@
+package handler
+
+import (
+	"errors"
+	"net/http"
+
+	"seckill/internal/lock"
+	"seckill/internal/stock"
+)
+
+// Result labels of /stock/reduce, used in responses and in the metrics.
+const (
+	ResultSold          = "sold"
+	ResultSoldOut       = "sold_out"
+	ResultFenced        = "fenced"
+	ResultBusy          = "busy"
+	ResultLockLost      = "lock_lost"
+	ResultMixedBackends = "mixed_backends"
+	ResultError         = "error"
+)
+
+// classify is the one place that maps domain errors to HTTP statuses and
+// result labels. Order matters where errors can wrap several sentinels (a
+// lost lock may surface as ErrLockLost wrapping lock.ErrLost).
+func classify(err error) (status int, result string) {
+	switch {
+	case err == nil:
+		return http.StatusOK, ResultSold
+	case errors.Is(err, stock.ErrSoldOut):
+		return http.StatusConflict, ResultSoldOut
+	case errors.Is(err, stock.ErrFenced):
+		return http.StatusConflict, ResultFenced
+	case errors.Is(err, stock.ErrMixedBackends):
+		return http.StatusConflict, ResultMixedBackends
+	case errors.Is(err, stock.ErrBusy):
+		return http.StatusServiceUnavailable, ResultBusy
+	case errors.Is(err, stock.ErrLockLost), errors.Is(err, lock.ErrLost):
+		return http.StatusServiceUnavailable, ResultLockLost
+	case errors.Is(err, stock.ErrUnavailable), errors.Is(err, lock.ErrUnavailable),
+		errors.Is(err, lock.ErrClosed):
+		return http.StatusServiceUnavailable, ResultError
+	default:
+		return http.StatusInternalServerError, ResultError
+	}
+}
+
+// hasErrorDetail says which results carry the error text: the ones an
+// operator must act on. Ordinary outcomes (sold out, busy) stay terse.
+func hasErrorDetail(result string) bool {
+	return result == ResultError || result == ResultMixedBackends || result == ResultFenced ||
+		result == ResultLockLost
+}

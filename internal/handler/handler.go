@@ -1,0 +1,217 @@
+// Package handler is stockd's HTTP API (Gin, JSON everywhere): the sale, the
+// inventory, admin reset, health, readiness, info and metrics.
+package handler
+
+import (
+	"context"
+	"crypto/subtle"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"seckill/internal/lock"
+	"seckill/internal/metrics"
+	"seckill/internal/stock"
+)
+
+// Seller makes one sale; *stock.Service implements it.
+type Seller interface {
+	Reduce(ctx context.Context) (stock.Sale, error)
+}
+
+// Inventory reads and resets the stock; *stock.Store implements it.
+type Inventory interface {
+	Status(ctx context.Context) (stock.Status, error)
+	Reset(ctx context.Context, n int64) error
+	Ping(ctx context.Context) error
+}
+
+// Config describes this replica for responses, and guards admin calls.
+type Config struct {
+	Replica    string
+	Backend    string // lock backend name, for /info
+	Fencing    bool   // whether fencing is in effect (not merely configured)
+	Mode       string // stock mode, for /info
+	Version    string
+	AdminToken string // required by POST /stock/reset
+	// ProbeTimeout bounds each dependency check of /readyz; default 1s.
+	ProbeTimeout time.Duration
+}
+
+// Deps are the collaborators. LockPinger may be nil (a backend with no
+// server to ping, or one that does not implement lock.Pinger).
+type Deps struct {
+	Seller     Seller
+	Inventory  Inventory
+	LockPinger lock.Pinger
+	Metrics    *metrics.Metrics
+	Logger     *slog.Logger
+}
+
+type api struct {
+	cfg  Config
+	deps Deps
+}
+
+func init() {
+	// Release mode silences gin's own debug route printing on stdout; we log
+	// through slog.
+	gin.SetMode(gin.ReleaseMode)
+}
+
+// New returns the HTTP handler.
+func New(cfg Config, deps Deps) http.Handler {
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = time.Second
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	a := &api{cfg: cfg, deps: deps}
+
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(a.replicaHeader, a.requestLog, a.recovery) // log outside recovery: a panic is logged as its 500
+	r.NoRoute(func(c *gin.Context) {
+		a.json(c, http.StatusNotFound, gin.H{"error": "no such route: " + c.Request.URL.Path})
+	})
+	r.NoMethod(func(c *gin.Context) {
+		a.json(c, http.StatusMethodNotAllowed, gin.H{
+			"error": "method " + c.Request.Method + " not allowed on " + c.Request.URL.Path,
+		})
+	})
+
+	r.POST("/stock/reduce", a.reduce)
+	r.GET("/stock/reduce", a.reduce) // the articles drive it with GET
+	r.GET("/stock", a.status)
+	r.POST("/stock/reset", a.reset)
+	r.GET("/healthz", a.healthz)
+	r.GET("/readyz", a.readyz)
+	r.GET("/info", a.info)
+	if deps.Metrics != nil {
+		r.GET("/metrics", gin.WrapH(deps.Metrics.Handler()))
+	}
+	return r
+}
+
+// json writes body with the replica name added; every response carries it.
+func (a *api) json(c *gin.Context, status int, body gin.H) {
+	body["replica"] = a.cfg.Replica
+	c.JSON(status, body)
+}
+
+func (a *api) reduce(c *gin.Context) {
+	start := time.Now()
+	sale, err := a.deps.Seller.Reduce(c.Request.Context())
+	status, result := classify(err)
+	if m := a.deps.Metrics; m != nil {
+		m.Results.WithLabelValues(result).Inc()
+		m.SaleDuration.Observe(time.Since(start).Seconds())
+	}
+	body := gin.H{"result": result}
+	if err == nil {
+		body["stock"] = sale.StockAfter
+		body["token"] = sale.Token
+	} else if hasErrorDetail(result) {
+		body["error"] = err.Error()
+	}
+	if status >= http.StatusInternalServerError || result == ResultFenced || result == ResultMixedBackends {
+		a.deps.Logger.Warn("reduce failed", "result", result, "status", status, "err", err)
+	}
+	a.json(c, status, body)
+}
+
+func (a *api) status(c *gin.Context) {
+	st, err := a.deps.Inventory.Status(c.Request.Context())
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	a.json(c, http.StatusOK, gin.H{"stock": st.Stock, "lucky": st.Lucky})
+}
+
+func (a *api) reset(c *gin.Context) {
+	if !a.authorized(c.Request) {
+		a.json(c, http.StatusUnauthorized, gin.H{"error": "missing or bad admin token (X-Admin-Token or Authorization: Bearer)"})
+		return
+	}
+	// One byte over the limit is enough for parseReset to refuse it.
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxResetBody+1))
+	if err != nil {
+		a.json(c, http.StatusBadRequest, gin.H{"error": "reading body: " + err.Error()})
+		return
+	}
+	n, err := parseReset(body)
+	if err != nil {
+		a.json(c, http.StatusBadRequest, gin.H{"error": err.Error()})
+		return
+	}
+	if err := a.deps.Inventory.Reset(c.Request.Context(), n); err != nil {
+		a.fail(c, err)
+		return
+	}
+	a.deps.Logger.Info("stock reset", "stock", n, "remote", c.ClientIP())
+	a.json(c, http.StatusOK, gin.H{"stock": n, "lucky": 0})
+}
+
+// authorized compares in constant time so the token cannot be guessed byte
+// by byte from response timings.
+func (a *api) authorized(r *http.Request) bool {
+	got := r.Header.Get("X-Admin-Token")
+	if got == "" {
+		if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			got = strings.TrimSpace(v)
+		}
+	}
+	if got == "" || a.cfg.AdminToken == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(a.cfg.AdminToken)) == 1
+}
+
+// fail answers a non-sale request that hit a dependency error.
+func (a *api) fail(c *gin.Context, err error) {
+	status, _ := classify(err)
+	a.json(c, status, gin.H{"error": err.Error()})
+}
+
+func (a *api) healthz(c *gin.Context) {
+	a.json(c, http.StatusOK, gin.H{"status": "ok"})
+}
+
+// readyz checks both dependencies, each with its own bound, so one slow
+// server does not hide the state of the other.
+func (a *api) readyz(c *gin.Context) {
+	ctx := c.Request.Context()
+	check := func(p func(context.Context) error) string {
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
+		defer cancel()
+		if err := p(pctx); err != nil {
+			return err.Error()
+		}
+		return "ok"
+	}
+	redisState := check(a.deps.Inventory.Ping)
+	lockState := "ok"
+	if a.deps.LockPinger != nil {
+		lockState = check(a.deps.LockPinger.Ping)
+	}
+	status := http.StatusOK
+	if redisState != "ok" || lockState != "ok" {
+		status = http.StatusServiceUnavailable
+	}
+	a.json(c, status, gin.H{"redis": redisState, "lock": lockState})
+}
+
+func (a *api) info(c *gin.Context) {
+	a.json(c, http.StatusOK, gin.H{
+		"backend": a.cfg.Backend,
+		"fencing": a.cfg.Fencing,
+		"mode":    a.cfg.Mode,
+		"version": a.cfg.Version,
+	})
+}
