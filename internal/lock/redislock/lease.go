@@ -92,7 +92,7 @@ func (s *lease) watch(validUntil time.Time) {
 		sent := time.Now()
 		// A renewal that answers after validUntil is worthless: the lock may
 		// be someone else's by then.
-		ctx, cancel := context.WithDeadline(context.Background(), validUntil)
+		ctx, cancel := context.WithDeadline(l.ctx, validUntil)
 		ok, err := renewScript.Run(ctx, l.rdb, s.k[:1], s.owner, l.ttl.Milliseconds()).Bool()
 		cancel()
 		switch {

@@ -99,6 +99,8 @@ type Locker struct {
 	handoffs map[string]chan uint64 // owner -> its hand-off token, while it waits
 
 	done      chan struct{} // closed by Close
+	ctx       context.Context
+	cancel    context.CancelFunc // cuts short renewals in flight on Close
 	closeOnce sync.Once
 	wg        sync.WaitGroup // dispatcher, watchdogs, waiter clean-ups
 
@@ -115,7 +117,10 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &Locker{
+		ctx:      ctx,
+		cancel:   cancel,
 		rdb:      rdb,
 		ttl:      opts.TTL,
 		log:      opts.Logger.With("lock", "redis"),
@@ -159,6 +164,7 @@ func (l *Locker) Close() error {
 		ps := l.ps
 		close(l.done)
 		l.mu.Unlock()
+		l.cancel()
 		if ps != nil {
 			// Errors here only say the connection was already gone.
 			_ = ps.Close()

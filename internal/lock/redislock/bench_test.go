@@ -1,0 +1,100 @@
+package redislock_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"seckill/internal/lock/locktest"
+	"seckill/internal/lock/redislock"
+	"seckill/internal/servers/servertest"
+)
+
+// BenchmarkAcquireRelease is the uncontended cost: one acquire and one
+// release round trip.
+func BenchmarkAcquireRelease(b *testing.B) {
+	srv := servertest.Redis(b)
+	lk, _ := newLocker(b, srv, 10*time.Second)
+	key := locktest.Key(b)
+	ctx := context.Background()
+	for b.Loop() {
+		l, err := lk.Acquire(ctx, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	reportStats(b, lk)
+}
+
+// BenchmarkContended50 is the flash sale: 50 goroutines over three Lockers
+// (three "processes" with their own connections) on one key. It reports
+// acquisitions per second, acquire calls per acquisition, and the share of
+// the busiest goroutine relative to a fair share.
+func BenchmarkContended50(b *testing.B) {
+	const goroutines, lockers = 50, 3
+	srv := servertest.Redis(b)
+	lks := make([]*redislock.Locker, lockers)
+	for i := range lks {
+		lks[i], _ = newLocker(b, srv, 10*time.Second)
+	}
+	key := locktest.Key(b)
+	ctx := context.Background()
+	var (
+		left  atomic.Int64
+		wg    sync.WaitGroup
+		share = make([]int64, goroutines)
+	)
+	left.Store(int64(b.N))
+	b.ResetTimer()
+	start := time.Now()
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lk := lks[g%lockers]
+			for {
+				l, err := lk.Acquire(ctx, key)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				n := left.Add(-1)
+				if n >= 0 {
+					share[g]++
+				}
+				_ = l.Release(ctx)
+				if n <= 0 {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "sales/s")
+	var most int64
+	for _, n := range share {
+		most = max(most, n)
+	}
+	b.ReportMetric(float64(most)/(float64(b.N)/goroutines), "max/fair")
+	reportStats(b, lks...)
+}
+
+func reportStats(b *testing.B, lks ...*redislock.Locker) {
+	var s redislock.Stats
+	for _, lk := range lks {
+		st := lk.Stats()
+		s.Acquired += st.Acquired
+		s.AcquireCalls += st.AcquireCalls
+		s.Handoffs += st.Handoffs
+	}
+	b.ReportMetric(float64(s.AcquireCalls)/float64(s.Acquired), "acquirecalls/acq")
+	b.ReportMetric(float64(s.Handoffs)/float64(s.Acquired), "handoffs/acq")
+}
