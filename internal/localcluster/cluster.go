@@ -163,9 +163,15 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 
 func (c *Cluster) ensureStockd(ctx context.Context) error {
 	if c.cfg.Stockd != "" {
-		if _, err := os.Stat(c.cfg.Stockd); err != nil {
+		// Absolute, because each replica runs in its own directory.
+		abs, err := filepath.Abs(c.cfg.Stockd)
+		if err != nil {
 			return fmt.Errorf("%w: stockd binary: %v", ErrConfig, err)
 		}
+		if _, err := os.Stat(abs); err != nil {
+			return fmt.Errorf("%w: stockd binary: %v", ErrConfig, err)
+		}
+		c.cfg.Stockd = abs
 		return nil
 	}
 	c.log.Info("building stockd")
