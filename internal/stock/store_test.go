@@ -1,0 +1,240 @@
+package stock_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/servers/servertest"
+	"seckill/internal/stock"
+)
+
+// newStore returns a Store on a fresh real redis-server, reset to n.
+func newStore(t *testing.T, n int64) (*stock.Store, *redis.Client) {
+	t.Helper()
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	s := stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"})
+	if err := s.Reset(t.Context(), n); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	return s, rdb
+}
+
+func wantStatus(t *testing.T, s *stock.Store, want stock.Status) {
+	t.Helper()
+	got, err := s.Status(t.Context())
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	if got != want {
+		t.Fatalf("got status %+v, want %+v", got, want)
+	}
+}
+
+func TestFencedInterleavings(t *testing.T) {
+	s, _ := newStore(t, 10)
+	ctx := t.Context()
+	a := stock.Fence{Backend: "redis", Token: 1}
+	b := stock.Fence{Backend: "redis", Token: 2}
+
+	// Steps run in order on one store; each step is one holder's call.
+	type step struct {
+		name  string
+		do    func() error
+		want  error
+		after stock.Status
+	}
+	read := func(f stock.Fence) func() error {
+		return func() error { _, err := s.Read(ctx, f); return err }
+	}
+	write := func(f stock.Fence, n int64) func() error {
+		return func() error { return s.Write(ctx, f, n) }
+	}
+	reset := func(n int64) func() error { return func() error { return s.Reset(ctx, n) } }
+
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"A reads, B reads, A writes: A fenced, B still writes", []step{
+			{"A read", read(a), nil, stock.Status{Stock: 10}},
+			{"B read", read(b), nil, stock.Status{Stock: 10}},
+			{"A write", write(a, 9), stock.ErrFenced, stock.Status{Stock: 10}},
+			{"B write", write(b, 9), nil, stock.Status{Stock: 9, Lucky: 1}},
+		}},
+		{"late A after B's whole sale", []step{
+			{"A read", read(a), nil, stock.Status{Stock: 10}},
+			{"B read", read(b), nil, stock.Status{Stock: 10}},
+			{"B write", write(b, 9), nil, stock.Status{Stock: 9, Lucky: 1}},
+			{"A write", write(a, 9), stock.ErrFenced, stock.Status{Stock: 9, Lucky: 1}},
+		}},
+		{"lower token reads after a higher one", []step{
+			{"B read", read(b), nil, stock.Status{Stock: 10}},
+			{"A read", read(a), stock.ErrFenced, stock.Status{Stock: 10}},
+		}},
+		{"a write without a read is fenced", []step{
+			{"A write", write(a, 9), stock.ErrFenced, stock.Status{Stock: 10}},
+		}},
+		{"same token reads twice, then writes", []step{
+			{"A read", read(a), nil, stock.Status{Stock: 10}},
+			{"A read again", read(a), nil, stock.Status{Stock: 10}},
+			{"A write", write(a, 9), nil, stock.Status{Stock: 9, Lucky: 1}},
+		}},
+		{"reset between read and write fences the write", []step{
+			{"A read", read(a), nil, stock.Status{Stock: 10}},
+			{"reset", reset(10), nil, stock.Status{Stock: 10}},
+			{"A write", write(a, 9), stock.ErrFenced, stock.Status{Stock: 10}},
+		}},
+		{"reset clears the fence: a low token reads again", []step{
+			{"B read", read(b), nil, stock.Status{Stock: 10}},
+			{"reset", reset(10), nil, stock.Status{Stock: 10}},
+			{"A read", read(a), nil, stock.Status{Stock: 10}},
+			{"A write", write(a, 9), nil, stock.Status{Stock: 9, Lucky: 1}},
+		}},
+		{"mixed backends on read and write", []step{
+			{"A read (redis)", read(a), nil, stock.Status{Stock: 10}},
+			{"etcd read", read(stock.Fence{Backend: "etcd", Token: 100}), stock.ErrMixedBackends, stock.Status{Stock: 10}},
+			{"etcd write", write(stock.Fence{Backend: "etcd", Token: 1}, 9), stock.ErrMixedBackends, stock.Status{Stock: 10}},
+			{"A write (redis)", write(a, 9), nil, stock.Status{Stock: 9, Lucky: 1}},
+		}},
+		{"reset clears the backend too", []step{
+			{"A read (redis)", read(a), nil, stock.Status{Stock: 10}},
+			{"reset", reset(10), nil, stock.Status{Stock: 10}},
+			{"etcd read", read(stock.Fence{Backend: "etcd", Token: 1}), nil, stock.Status{Stock: 10}},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := s.Reset(ctx, 10); err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range tc.steps {
+				err := st.do()
+				if !errors.Is(err, st.want) || (st.want == nil && err != nil) {
+					t.Fatalf("%s: got error %v, want %v", st.name, err, st.want)
+				}
+				wantStatus(t, s, st.after)
+			}
+		})
+	}
+}
+
+// Tokens are uint64; the scripts must compare them exactly even above 2^53,
+// where Lua's doubles would round neighbours to the same value.
+func TestFenceComparesLargeTokensExactly(t *testing.T) {
+	s, _ := newStore(t, 5)
+	ctx := t.Context()
+	hi := stock.Fence{Backend: "zookeeper", Token: 1<<63 + 1}
+	lo := stock.Fence{Backend: "zookeeper", Token: 1<<63}
+	if _, err := s.Read(ctx, hi); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(ctx, lo); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("read with token 2^63 after 2^63+1: got %v, want ErrFenced", err)
+	}
+	if err := s.Write(ctx, lo, 4); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("write with token 2^63 after 2^63+1: got %v, want ErrFenced", err)
+	}
+	// 99 < 100 as numbers but "99" > "100" as strings.
+	if err := s.Reset(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(ctx, stock.Fence{Backend: "zookeeper", Token: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(ctx, stock.Fence{Backend: "zookeeper", Token: 99}); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("read with token 99 after 100: got %v, want ErrFenced", err)
+	}
+}
+
+func TestResetAndStatus(t *testing.T) {
+	s, rdb := newStore(t, 7)
+	ctx := t.Context()
+	if err := s.WriteUnfenced(ctx, 6); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, s, stock.Status{Stock: 6, Lucky: 1})
+	if _, err := s.Read(ctx, stock.Fence{Backend: "redis", Token: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reset(ctx, 300); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, s, stock.Status{Stock: 300, Lucky: 0})
+	if n, err := rdb.Exists(ctx, "stock:fence").Result(); err != nil || n != 0 {
+		t.Fatalf("fence key exists after reset: got %d (err %v), want 0", n, err)
+	}
+	// Before any reset the keys are missing and read as zero: sold out.
+	if err := rdb.Del(ctx, "stock", "lucky").Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, s, stock.Status{})
+	if _, err := s.SellAtomic(ctx); !errors.Is(err, stock.ErrSoldOut) {
+		t.Fatalf("atomic sale on a missing key: got %v, want ErrSoldOut", err)
+	}
+}
+
+func TestSellAtomicNeverOversells(t *testing.T) {
+	const units, buyers, attempts = 100, 50, 4
+	s, _ := newStore(t, units)
+	var (
+		wg            sync.WaitGroup
+		mu            sync.Mutex
+		sold, soldOut int
+		seen          = map[int64]bool{}
+	)
+	for range buyers {
+		wg.Go(func() {
+			for range attempts {
+				after, err := s.SellAtomic(t.Context())
+				mu.Lock()
+				switch {
+				case err == nil:
+					sold++
+					if seen[after] || after < 0 {
+						t.Errorf("stock after %d reported twice or negative", after)
+					}
+					seen[after] = true
+				case errors.Is(err, stock.ErrSoldOut):
+					soldOut++
+				default:
+					t.Errorf("sell: %v", err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if sold != units || soldOut != buyers*attempts-units {
+		t.Fatalf("got sold %d sold_out %d, want %d %d", sold, soldOut, units, buyers*attempts-units)
+	}
+	wantStatus(t, s, stock.Status{Stock: 0, Lucky: units})
+}
+
+func TestUnavailable(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	s := stock.NewStore(rdb, stock.Keys{Stock: "s", Lucky: "l", Fence: "f"})
+	if err := srv.Stop(5e9); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	checks := map[string]error{
+		"ping":   s.Ping(ctx),
+		"reset":  s.Reset(ctx, 1),
+		"atomic": func() error { _, err := s.SellAtomic(ctx); return err }(),
+		"read":   func() error { _, err := s.Read(ctx, stock.Fence{Backend: "redis", Token: 1}); return err }(),
+		"write":  s.Write(ctx, stock.Fence{Backend: "redis", Token: 1}, 0),
+		"status": func() error { _, err := s.Status(ctx); return err }(),
+	}
+	for op, err := range checks {
+		if !errors.Is(err, stock.ErrUnavailable) {
+			t.Errorf("%s with redis down: got %v, want ErrUnavailable", op, err)
+		}
+	}
+}
