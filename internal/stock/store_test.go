@@ -129,7 +129,7 @@ func TestFenceComparesLargeTokensExactly(t *testing.T) {
 	s, _ := newStore(t, 5)
 	ctx := t.Context()
 	hi := stock.Fence{Backend: "zookeeper", Token: 1<<63 + 1}
-	lo := stock.Fence{Backend: "zookeeper", Token: 1<<63}
+	lo := stock.Fence{Backend: "zookeeper", Token: 1 << 63}
 	if _, err := s.Read(ctx, hi); err != nil {
 		t.Fatal(err)
 	}
