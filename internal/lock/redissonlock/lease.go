@@ -23,11 +23,17 @@ type Lease struct {
 	token uint64
 	sig   *lock.Signal
 
-	mu       sync.Mutex // held across each script call so holds matches Redis
-	holds    int        // hold count; 0 once the lease has ended
-	stop     context.CancelFunc
-	deadline time.Time   // LeaseTime mode: earliest server-side expiry
-	expiry   *time.Timer // LeaseTime mode: closes Done at deadline
+	mu    sync.Mutex // held across Acquire/Release scripts so holds matches Redis
+	holds int        // hold count; 0 once the lease has ended
+
+	// Watchdog mode (LeaseTime 0).
+	renewTimer *time.Timer // next renewal
+	valid      time.Time   // lower bound of the server-side expiry
+	lastErr    error       // last failed renewal, for the loss message
+
+	// LeaseTime mode.
+	deadline time.Time   // earliest server-side expiry
+	expiry   *time.Timer // closes Done at deadline
 }
 
 // Key is the lock's name as passed to Acquire.
@@ -134,16 +140,14 @@ func (l *Lease) endedErr(op string) error {
 
 // startLocked starts keeping a new lease alive: the watchdog, or the expiry
 // timer of a fixed LeaseTime. Called with l.mu and Locker.mu held, so Close
-// cannot slip in between and miss the goroutine.
+// cannot slip in between and miss the lease.
 func (l *Lease) startLocked(sent time.Time) {
 	if lt := l.lk.opts.LeaseTime; lt > 0 {
 		l.deadline = sent.Add(lt)
 		l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
 		return
 	}
-	ctx, cancel := context.WithCancel(l.lk.ctx)
-	l.stop = cancel
-	l.lk.wg.Go(func() { l.watchdog(ctx, sent) })
+	l.startWatchdogLocked(sent)
 }
 
 // extendLocked follows a PEXPIRE done by a re-entry or partial release. The
@@ -178,8 +182,8 @@ func (l *Lease) lose(err error) {
 // endLocked stops keeping the lease alive and closes Done with err.
 func (l *Lease) endLocked(err error) {
 	l.holds = 0
-	if l.stop != nil {
-		l.stop()
+	if l.renewTimer != nil {
+		l.renewTimer.Stop()
 	}
 	if l.expiry != nil {
 		l.expiry.Stop()

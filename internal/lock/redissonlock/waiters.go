@@ -2,7 +2,9 @@ package redissonlock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -18,6 +20,13 @@ const (
 
 	// subscribeTimeout bounds one SUBSCRIBE/UNSUBSCRIBE write.
 	subscribeTimeout = 5 * time.Second
+
+	// healthInterval is how long the pub/sub connection may stay quiet
+	// before a PING checks it (go-redis's Channel uses 3s too).
+	healthInterval = 3 * time.Second
+
+	// reconnectBackoff spaces reads on a broken pub/sub connection.
+	reconnectBackoff = 100 * time.Millisecond
 )
 
 // queue is the local FIFO of goroutines waiting for one key. Only its head
@@ -183,8 +192,8 @@ func (lk *Locker) pushOpLocked(op subOp) {
 	if lk.ps == nil {
 		// No channels yet: go-redis connects when the first SUBSCRIBE goes out.
 		lk.ps = lk.rdb.Subscribe(context.Background())
-		msgs := lk.ps.ChannelWithSubscriptions(redis.WithChannelSize(256))
-		lk.wg.Go(func() { lk.dispatch(msgs) })
+		ps := lk.ps
+		lk.wg.Go(func() { lk.receive(ps) })
 		lk.wg.Go(lk.subscriber)
 	}
 	lk.ops = append(lk.ops, op)
@@ -242,47 +251,78 @@ func (lk *Locker) subscribe(ctx context.Context, ps *redis.PubSub, q *queue) {
 	q.markReady(err)
 }
 
-// dispatch routes pub/sub traffic until Close: a release message nudges the
-// key's queue head; a subscribe confirmation readies the oldest pending
-// queue of that channel, or, when none is pending, means go-redis
-// resubscribed after a reconnect, so the head retries in case a release was
-// published while the connection was down.
-func (lk *Locker) dispatch(msgs <-chan any) {
-	for m := range msgs {
-		var ch string
-		switch m := m.(type) {
-		case *redis.Message:
-			ch = m.Channel
-		case *redis.Subscription:
-			if m.Kind != "subscribe" {
-				continue
+// receive reads the pub/sub connection until Close and dispatches each
+// message from this goroutine. go-redis's Channel would add a goroutine hop
+// per release to the wake-up path, which is the critical path of a sale.
+func (lk *Locker) receive(ps *redis.PubSub) {
+	pinged := false
+	for {
+		m, err := ps.ReceiveTimeout(lk.ctx, healthInterval)
+		if lk.ctx.Err() != nil {
+			return
+		}
+		var ne net.Error
+		switch {
+		case err == nil:
+			pinged = false
+			lk.dispatch(m)
+		case errors.As(err, &ne) && ne.Timeout() && !pinged:
+			// Quiet is fine, silence is not: a PING's reply proves the
+			// connection alive, and a failed write makes go-redis reconnect.
+			pinged = true
+			_ = ps.Ping(lk.ctx)
+		default:
+			// Broken connection: go-redis redials and resubscribes on the
+			// next call, and the resubscription nudges the heads. Back off
+			// so a dead server does not spin this loop.
+			pinged = false
+			select {
+			case <-lk.ctx.Done():
+				return
+			case <-time.After(reconnectBackoff):
 			}
-			ch = m.Channel
-			lk.mu.Lock()
-			if p := lk.pending[ch]; len(p) > 0 {
-				if len(p) == 1 {
-					delete(lk.pending, ch)
-				} else {
-					lk.pending[ch] = p[1:]
-				}
-				lk.mu.Unlock()
-				p[0].markReady(nil)
-				continue
+		}
+	}
+}
+
+// dispatch routes one pub/sub message: a release nudges the key's queue
+// head; a subscribe confirmation readies the oldest pending queue of that
+// channel or, when none is pending, means go-redis resubscribed after a
+// reconnect, so the head retries in case a release was missed meanwhile.
+func (lk *Locker) dispatch(m any) {
+	var ch string
+	switch m := m.(type) {
+	case *redis.Message:
+		ch = m.Channel
+	case *redis.Subscription:
+		if m.Kind != "subscribe" {
+			return
+		}
+		ch = m.Channel
+		lk.mu.Lock()
+		if p := lk.pending[ch]; len(p) > 0 {
+			if len(p) == 1 {
+				delete(lk.pending, ch)
+			} else {
+				lk.pending[ch] = p[1:]
 			}
 			lk.mu.Unlock()
-		default:
-			continue
+			p[0].markReady(nil)
+			return
 		}
-		key, ok := keyOfChannel(ch)
-		if !ok {
-			continue
-		}
-		lk.mu.Lock()
-		q := lk.queues[key]
 		lk.mu.Unlock()
-		if q != nil {
-			lk.wakeups.Add(1)
-			q.nudge()
-		}
+	default: // *redis.Pong
+		return
+	}
+	key, ok := keyOfChannel(ch)
+	if !ok {
+		return
+	}
+	lk.mu.Lock()
+	q := lk.queues[key]
+	lk.mu.Unlock()
+	if q != nil {
+		lk.wakeups.Add(1)
+		q.nudge()
 	}
 }
