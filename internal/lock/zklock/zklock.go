@@ -1,0 +1,276 @@
+// Package zklock is the "zookeeper" lock backend: Apache Curator's
+// InterProcessMutex recipe on go-zookeeper, borrowing the process's shared
+// zksess.Session.
+//
+// Every acquisition creates a protected ephemeral-sequential node
+// Root/<key>/_c_<guid>-lock-<seq>. The lowest sequence holds the lock; every
+// other waiter watches only its predecessor, so a release wakes exactly one
+// waiter (no herd). The "protected" GUID lets a create whose reply was lost
+// in a disconnect be found again instead of leaving a ghost in the queue.
+// The fencing token is the node's czxid: the zxid is global to the ensemble
+// and only grows, even when the key's parent node is deleted and re-created
+// (the sequence suffix would restart at 0).
+//
+// Each Acquire call queues its own node, as Curator does for threads sharing
+// one InterProcessMutex: goroutines of one process contend exactly as
+// processes do (the lock.Locker contract), fairness is ZooKeeper's global
+// FIFO, and a waiting goroutine's create is already done when its turn
+// comes, so a hand-off costs one delete and one notification. Serialising
+// goroutines locally first would put a create on the critical path of every
+// local hand-off. The cost is one node and one watch per waiting goroutine.
+//
+// Session handling follows Curator's connection states, more conservatively:
+// a lease's Done closes on expiry (LOST) and also on a mere disconnect
+// (SUSPENDED), because while disconnected the holder cannot know whether the
+// server still counts its session; guarded writes must not proceed. Curator
+// instead lets the holder wait for RECONNECTED; that keeps the lock across a
+// short blip but leaves the decision to every caller. Here the caller simply
+// acquires again. The node of a lease lost by a disconnect is deleted as soon
+// as the session is back, so it does not block the queue.
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+
+	"seckill/internal/lock"
+	"seckill/internal/zksess"
+)
+
+// DefaultRoot is where lock nodes live unless Options.Root says otherwise.
+const DefaultRoot = "/seckill/locks"
+
+// Options configure a Locker.
+type Options struct {
+	// Root is the parent path of all lock nodes; each key becomes a child
+	// (container) node under it. The default is "/seckill/locks".
+	Root string
+}
+
+// Locker hands out ZooKeeper-backed leases. It borrows a zksess.Session and
+// never closes it. Safe for concurrent use.
+type Locker struct {
+	sess *zksess.Session
+	conn *zk.Conn
+	root string
+	acl  []zk.ACL
+	log  *slog.Logger
+
+	closing   chan struct{} // closed by Close; wakes waiters
+	cancelSub func()
+
+	mu      sync.Mutex
+	closed  bool
+	held    map[*lease]struct{} // leases whose Done is still open
+	nodes   map[string]struct{} // every lock node we created and have not deleted
+	orphans map[string]struct{} // nodes to delete as soon as the session allows
+	wg      sync.WaitGroup      // goroutines started through spawn
+}
+
+var (
+	_ lock.Locker    = (*Locker)(nil)
+	_ lock.Closer    = (*Locker)(nil)
+	_ lock.Pinger    = (*Locker)(nil)
+	_ lock.Describer = (*Locker)(nil)
+)
+
+// New returns a Locker that keeps its nodes under opts.Root on s.
+func New(s *zksess.Session, opts Options) *Locker {
+	root := strings.TrimRight(opts.Root, "/")
+	if root == "" {
+		root = DefaultRoot
+	}
+	l := &Locker{
+		sess:    s,
+		conn:    s.Conn(),
+		root:    root,
+		acl:     zk.WorldACL(zk.PermAll),
+		log:     slog.Default().With("component", "zklock"),
+		closing: make(chan struct{}),
+		held:    make(map[*lease]struct{}),
+		nodes:   make(map[string]struct{}),
+		orphans: make(map[string]struct{}),
+	}
+	events, cancel := s.Subscribe()
+	l.cancelSub = cancel
+	l.spawn(func() { l.watchSession(events) })
+	return l
+}
+
+// Describe names the backend for logs, metrics and the fence.
+func (l *Locker) Describe() lock.Info { return lock.Info{Name: "zookeeper", Safe: true} }
+
+// Ping reports whether the session is established; otherwise it returns an
+// error wrapping lock.ErrUnavailable. It sends nothing: go-zookeeper's own
+// heartbeats keep the state current.
+func (l *Locker) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if st := l.sess.State(); st != zk.StateHasSession {
+		return fmt.Errorf("zklock: %w: %w: state %v", lock.ErrUnavailable, zksess.ErrUnavailable, st)
+	}
+	return nil
+}
+
+// Close stops the Locker: waiting Acquires return ErrClosed, held leases
+// become lost (Err wraps ErrLost and ErrClosed), and every node this Locker
+// created is deleted, so other processes need not wait for a session
+// timeout. The Session stays open. Close waits for the Locker's goroutines;
+// a request in flight is bounded by go-zookeeper's own timeouts.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.closing)
+	lost := fmt.Errorf("%w: %w", lock.ErrLost, lock.ErrClosed)
+	for ls := range l.held {
+		ls.sig.Close(lost)
+	}
+	clear(l.held)
+	paths := make([]string, 0, len(l.nodes))
+	for p := range l.nodes {
+		paths = append(paths, p)
+	}
+	l.mu.Unlock()
+
+	l.cancelSub()
+	l.deleteAll(paths)
+	l.wg.Wait()
+	return nil
+}
+
+// deleteAll deletes paths concurrently (requests pipeline on the one
+// connection) and forgets those that are gone.
+func (l *Locker) deleteAll(paths []string) {
+	var wg sync.WaitGroup
+	for _, p := range paths {
+		wg.Go(func() {
+			err := l.conn.Delete(p, -1)
+			if err == nil || errors.Is(err, zk.ErrNoNode) {
+				l.forget(p)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// watchSession turns session-state changes into lease loss and orphan
+// cleanup.
+func (l *Locker) watchSession(events <-chan zk.Event) {
+	for ev := range events {
+		switch ev.State {
+		case zk.StateHasSession:
+			l.mu.Lock()
+			orphans := make([]string, 0, len(l.orphans))
+			for p := range l.orphans {
+				orphans = append(orphans, p)
+			}
+			l.mu.Unlock()
+			if len(orphans) > 0 {
+				l.log.Info("deleting lock nodes of leases lost during a disconnect", "nodes", len(orphans))
+				l.deleteAll(orphans)
+			}
+		case zk.StateDisconnected, zk.StateExpired, zk.StateAuthFailed:
+			reason := "connection lost (session suspended)"
+			if ev.State == zk.StateExpired {
+				reason = "session expired"
+			} else if ev.State == zk.StateAuthFailed {
+				reason = "authentication failed"
+			}
+			l.mu.Lock()
+			for ls := range l.held {
+				if ls.sig.Close(fmt.Errorf("%w: zookeeper %s", lock.ErrLost, reason)) {
+					l.log.Warn("lock lost", "key", ls.key, "reason", reason)
+				}
+				l.orphans[ls.path] = struct{}{}
+				delete(l.held, ls)
+			}
+			l.mu.Unlock()
+		}
+	}
+}
+
+// spawn runs f on a goroutine Close waits for. It reports false (and does
+// not run f) once the Locker is closed.
+func (l *Locker) spawn(f func()) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.wg.Go(f)
+	return true
+}
+
+// forget drops a deleted node from the bookkeeping.
+func (l *Locker) forget(path string) {
+	l.mu.Lock()
+	delete(l.nodes, path)
+	delete(l.orphans, path)
+	l.mu.Unlock()
+}
+
+// orphan marks a node whose delete failed for deletion once the session is
+// back (a node of an expired session is gone anyway: the delete then finds
+// nothing).
+func (l *Locker) orphan(path string) {
+	l.mu.Lock()
+	if _, ok := l.nodes[path]; ok {
+		l.orphans[path] = struct{}{}
+	}
+	l.mu.Unlock()
+}
+
+// deleteNode deletes path in the background, orphaning it on failure.
+// After Close it deletes inline (Close owns the cleanup then).
+func (l *Locker) deleteNode(path string) {
+	del := func() {
+		err := l.conn.Delete(path, -1)
+		if err == nil || errors.Is(err, zk.ErrNoNode) {
+			l.forget(path)
+			return
+		}
+		l.log.Debug("lock node delete failed; retried after reconnect", "path", path, "err", err)
+		l.orphan(path)
+	}
+	if !l.spawn(del) {
+		del()
+	}
+}
+
+// do runs a blocking go-zookeeper request and waits for it or ctx, whichever
+// comes first: the library's requests cannot be cancelled and, against a
+// silent server, only time out after 2/3 of the session timeout. If ctx wins,
+// the request keeps running and late (if non-nil) receives its result, so a
+// create that succeeds after its caller gave up can still be undone.
+func do[T any](ctx context.Context, l *Locker, req func() (T, error), late func(T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	var zero T
+	if !l.spawn(func() { v, err := req(); ch <- result{v, err} }) {
+		return zero, lock.ErrClosed
+	}
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		if late != nil && !l.spawn(func() { r := <-ch; late(r.v, r.err) }) {
+			r := <-ch
+			late(r.v, r.err)
+		}
+		return zero, ctx.Err()
+	}
+}
