@@ -174,7 +174,7 @@ wait_healthy() {
 }
 
 nginx_reload() { # re-resolve "stockd" after replicas were recreated or moved
-	docker exec "$(cids nginx)" nginx -s reload >/dev/null
+	docker exec "$(cids nginx)" nginx -s reload >/dev/null 2>&1
 	sleep 1
 }
 
@@ -193,7 +193,8 @@ load() {
 	echo "$rc" >"$OUT/$1.rc"
 }
 
-# verdict VARIANT BACKEND SCENARIO NAME INITIAL [extra-condition-note]
+# verdict VARIANT BACKEND SCENARIO NAME INITIAL [LABEL=CONDITION]
+# CONDITION is bash evaluated with rc, sold, errors, stock, lucky, j (the JSON).
 # No oversell: stock >= 0, stock + lucky == initial (read from Redis directly,
 # not trusted from the tool), sold (2xx seen by clients) <= lucky, and the
 # tool did not exit 3. sold < lucky is allowed under faults: a replica that
@@ -222,8 +223,11 @@ verdict() {
 		((sold == lucky)) || note+=" lost=$((lucky - sold)) (sold, unanswered);"
 	fi
 	[[ "$rc" == 0 || "$rc" == 3 ]] || note+=" seckill rc=$rc;"
+	local busy fenced
+	busy=$(jget "$j" busy) fenced=$(jget "$j" fenced)
+	((busy + fenced == 0)) || note+=" busy=$busy fenced=$fenced;"
 	if [[ -n "$extra" ]]; then
-		if eval "$extra"; then note+=" $extra ok;"; else res=FAIL note+=" want $extra;"; fi
+		if eval "${extra#*=}"; then note+=" ${extra%%=*}: ok;"; else res=FAIL note+=" ${extra%%=*}: NO;"; fi
 	fi
 	row "$variant" "$backend" "$scenario" "$res" "$sold" "$lucky" "$stock" "$initial" "$errors" "$rps" "${note# }"
 }
@@ -265,7 +269,7 @@ scenarios_single() {
 	local v=$1 b=$2 c
 	# 1. baseline
 	load base-$b 500 50 300
-	verdict "$v" "$b" baseline "base-$b" 300 '[[ $rc == 0 ]]'
+	verdict "$v" "$b" baseline "base-$b" 300 'exact (rc 0)=[[ $rc == 0 ]]'
 
 	# 2. kill -9 one replica mid-load; then nginx must route around it.
 	c=$(replica 1)
@@ -275,7 +279,7 @@ scenarios_single() {
 	fg_wait
 	verdict "$v" "$b" "kill $(cname "$c" | sed 's/.*_\(stockd_[0-9]*\)$/\1/')" "kill-$b" 1000
 	load afterkill-$b 300 30 200
-	verdict "$v" "$b" "after kill: routing" "afterkill-$b" 200 '((errors * 10 <= 300 && sold > 0))'
+	verdict "$v" "$b" "after kill: routing" "afterkill-$b" 200 'routed around (errors under 10%)=((errors * 10 <= 300 && sold > 0))'
 	docker start "$c" >/dev/null
 	wait_healthy stockd || true
 	nginx_reload
@@ -296,15 +300,22 @@ scenarios_single() {
 	net=$(network "$c")
 	bg_load netcut-$b 3000 50 1000
 	sleep 1.5
+	# Compose's aliases (the service name nginx resolves) must be restored too.
+	local aliases=() a
+	for a in $(docker inspect -f "{{range .NetworkSettings.Networks}}{{range .Aliases}}{{.}} {{end}}{{end}}" "$c"); do
+		aliases+=(--alias "$a")
+	done
 	docker network disconnect "$net" "$c"
 	sleep $((2 * LOCK_TTL_S + 1))
-	docker network connect "$net" "$c"
+	docker network connect "${aliases[@]}" "$net" "$c"
 	fg_wait
 	verdict "$v" "$b" "network disconnect" "netcut-$b" 1000
 	if wait_healthy stockd; then
 		nginx_reload # the reconnected replica may have a new address
 		load reconnect-$b 300 30 200
-		verdict "$v" "$b" "reconnected: serving" "reconnect-$b" 200 '[[ $rc == 0 ]]'
+		HOST=$(docker inspect -f '{{.Config.Hostname}}' "$c")
+		verdict "$v" "$b" "reconnected: serving" "reconnect-$b" 200 \
+			'exact, replica sold via nginx=[[ $rc == 0 ]] && grep -q "\"$HOST\":[1-9]" "$j"'
 	else
 		row "$v" "$b" "reconnected: serving" FAIL - - - - - - "replica not ready after reconnect"
 	fi
@@ -337,7 +348,7 @@ leader_of() {
 scenarios_ha() {
 	local v=ha b=$1 c svc
 	load base-ha-$b 500 50 300
-	verdict "$v" "$b" baseline "base-ha-$b" 300 '[[ $rc == 0 ]]'
+	verdict "$v" "$b" baseline "base-ha-$b" 300 'exact (rc 0)=[[ $rc == 0 ]]'
 	c=$(leader_of "$b")
 	[[ -n "$c" ]] || { row "$v" "$b" "stop leader" FAIL - - - - - - "no leader found"; return; }
 	svc=$(docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' "$c")
@@ -346,7 +357,7 @@ scenarios_ha() {
 	docker stop -t 2 "$c" >/dev/null
 	fg_wait
 	# Sales continue: the whole stock is sold although the leader died early.
-	verdict "$v" "$b" "stop leader ($svc)" "leader-ha-$b" 1000 '((stock == 0))'
+	verdict "$v" "$b" "stop leader ($svc)" "leader-ha-$b" 1000 'sold out after the stop=((stock == 0))'
 	docker start "$c" >/dev/null
 	wait_healthy "$svc" || true
 }
