@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkUncontended is one Acquire+Release pair with no one waiting: two
-// script round trips and a watchdog goroutine.
+// script round trips and a watchdog timer armed and stopped.
 func BenchmarkUncontended(b *testing.B) {
 	addr := startRedis(b)
 	lk := newLocker(b, addr, Options{})

@@ -158,7 +158,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	baseline := runtime.NumGoroutine()
 
 	lk := New(rdb, Options{Watchdog: 600 * time.Millisecond})
-	mine := mustAcquire(t, lk, locktest.Key(t), 5*time.Second) // starts a watchdog
+	mine := mustAcquire(t, lk, locktest.Key(t), 5*time.Second) // arms a watchdog timer
 	var wg sync.WaitGroup
 	errs := make(chan error, 5)
 	for range 5 { // queue up, which starts the pub/sub goroutines

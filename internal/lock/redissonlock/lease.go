@@ -63,7 +63,8 @@ func (l *Lease) HoldCount() int {
 // lock() on a thread that holds it. It refreshes the TTL and never waits.
 // It fails with lock.ErrNotHeld once the lease has ended or Redis shows the
 // owner no longer holds the lock (which also ends the lease), and with
-// lock.ErrUnavailable on a Redis failure, after which the server-side count
+// lock.ErrUnavailable on a Redis failure (lock.ErrNotObtained and ctx.Err()
+// when ctx ended first), after either of which the server-side count
 // may be one higher than HoldCount: the lock then outlives the final
 // Release by at most one TTL.
 func (l *Lease) Reacquire(ctx context.Context) error {
@@ -79,6 +80,9 @@ func (l *Lease) Reacquire(ctx context.Context) error {
 	sent := time.Now()
 	v, err := acquireScript.Run(ctx, l.lk.rdb, []string{l.key, l.key + fenceSuffix}, millis(l.lk.ttl), l.owner, "1").Result()
 	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("redisson: reacquire %q: %w: %w", l.key, lock.ErrNotObtained, ctx.Err())
+		}
 		return unavailable("reacquire", l.key, err)
 	}
 	status, n, err := pair(v)

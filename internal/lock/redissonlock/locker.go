@@ -75,7 +75,7 @@ type Locker struct {
 
 	ctx    context.Context // cancelled by Close: stops watchdogs and waiters
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // every goroutine the Locker starts
+	wg     sync.WaitGroup // every goroutine the Locker starts, and renewals in flight
 
 	mu      sync.Mutex
 	closed  bool
