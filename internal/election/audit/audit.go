@@ -1,0 +1,212 @@
+// Package audit is the leader-only job of seckill: every interval the elected
+// replica checks the sale's invariants in Redis — stock never negative, and
+// stock + lucky equal to what the last reset put in — and records the result
+// in a capped Redis stream, together with the replica's name and its
+// election term.
+//
+// The record is fenced by the term: a Lua script keeps the highest term it
+// has recorded and refuses an entry with a lower one, so a leader that was
+// paused past its session TTL and wakes up still believing it leads cannot
+// add a run after its successor has.
+package audit
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/election"
+)
+
+//go:embed lua/record.lua
+var recordSrc string
+
+var recordScript = redis.NewScript(recordSrc)
+
+// Defaults for Config.
+const (
+	DefaultStream  = "seckill:audit"
+	DefaultTermKey = "seckill:audit:term"
+	DefaultMaxLen  = 1000
+)
+
+var (
+	// ErrFenced: a leader with a higher term has already recorded a run;
+	// the caller has been deposed. It wraps election.ErrNotLeader.
+	ErrFenced = fmt.Errorf("audit: term fenced: %w", election.ErrNotLeader)
+
+	// ErrRedis: Redis could not be read or written.
+	ErrRedis = errors.New("audit: redis")
+)
+
+// Config names the keys and identity of one auditor.
+type Config struct {
+	// Stock and Lucky are the sale's keys (stock.key, stock.lucky_key);
+	// Fence is the stock fence hash (stock.fence_key), recorded as seen.
+	Stock, Lucky, Fence string
+	// Initial, if set, is a key holding the stock the last reset started
+	// with. When it is empty or missing, the auditor learns the initial
+	// stock instead: stock+lucky when first seen, and again whenever
+	// lucky is 0 (a reset, or a sale not started yet).
+	Initial string
+	// Stream is the audit stream. The default is "seckill:audit".
+	Stream string
+	// TermKey is the hash of highest recorded terms per election backend.
+	// The default is "seckill:audit:term".
+	TermKey string
+	// MaxLen caps the stream (approximately, XADD MAXLEN ~). The default
+	// is 1000.
+	MaxLen int64
+	// Replica and Backend identify who records: the replica name and the
+	// election backend whose terms are recorded. Required.
+	Replica, Backend string
+}
+
+// Record is one audit run.
+type Record struct {
+	ID       string    `json:"id,omitempty"` // stream entry id, "" if not recorded
+	Replica  string    `json:"replica"`
+	Backend  string    `json:"backend"`
+	Term     uint64    `json:"term"`
+	At       time.Time `json:"at"`
+	Stock    int64     `json:"stock"`
+	Lucky    int64     `json:"lucky"`
+	Initial  int64     `json:"initial"`
+	Learned  bool      `json:"learned"` // Initial was learned, not read from Config.Initial
+	Fence    string    `json:"fence"`   // the stock fence as seen, "backend:token" or ""
+	OK       bool      `json:"ok"`
+	Problems []string  `json:"problems,omitempty"`
+}
+
+// Client is the part of a go-redis client the Auditor needs (a
+// *redis.Client satisfies it), narrow so tests can inject faults.
+type Client interface {
+	redis.Scripter
+	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
+	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+}
+
+// Auditor runs audits. It is safe for concurrent use.
+type Auditor struct {
+	rdb Client
+	cfg Config
+
+	mu      sync.Mutex
+	learned int64 // learned initial stock; valid when haveLrn
+	haveLrn bool
+}
+
+// New returns an Auditor over rdb. The caller owns rdb.
+func New(rdb Client, cfg Config) *Auditor {
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultStream
+	}
+	if cfg.TermKey == "" {
+		cfg.TermKey = DefaultTermKey
+	}
+	if cfg.MaxLen <= 0 {
+		cfg.MaxLen = DefaultMaxLen
+	}
+	return &Auditor{rdb: rdb, cfg: cfg}
+}
+
+// Check reads the sale and evaluates its invariants, without recording.
+func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
+	r := Record{Replica: a.cfg.Replica, Backend: a.cfg.Backend, Term: term, At: time.Now()}
+	keys := []string{a.cfg.Stock, a.cfg.Lucky}
+	if a.cfg.Initial != "" {
+		keys = append(keys, a.cfg.Initial)
+	}
+	vals, err := a.rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return r, fmt.Errorf("%w: read sale: %w", ErrRedis, err)
+	}
+	fence, err := a.rdb.HGetAll(ctx, a.cfg.Fence).Result()
+	if err != nil {
+		return r, fmt.Errorf("%w: read fence: %w", ErrRedis, err)
+	}
+	if len(fence) > 0 {
+		r.Fence = fence["backend"] + ":" + fence["token"]
+	}
+	var bad []string
+	num := func(i int, name string) (int64, bool) {
+		if vals[i] == nil {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(fmt.Sprint(vals[i]), 10, 64)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("%s is not an integer: %v", name, vals[i]))
+		}
+		return n, err == nil
+	}
+	r.Stock, _ = num(0, a.cfg.Stock)
+	r.Lucky, _ = num(1, a.cfg.Lucky)
+	initial, haveInitial := int64(0), false
+	if a.cfg.Initial != "" {
+		initial, haveInitial = num(2, a.cfg.Initial)
+	}
+	if !haveInitial {
+		initial = a.learn(r.Stock, r.Lucky)
+		r.Learned = true
+	}
+	r.Initial = initial
+	if r.Stock < 0 {
+		bad = append(bad, fmt.Sprintf("stock is negative: %d", r.Stock))
+	}
+	if r.Stock+r.Lucky != initial {
+		bad = append(bad, fmt.Sprintf("stock+lucky = %d+%d = %d, want initial %d (oversold by %d)",
+			r.Stock, r.Lucky, r.Stock+r.Lucky, initial, r.Stock+r.Lucky-initial))
+	}
+	r.OK, r.Problems = len(bad) == 0, bad
+	return r, nil
+}
+
+// learn returns the initial stock to compare against when no key holds it.
+// lucky == 0 means nothing was sold since the last reset, so stock is the
+// initial stock by definition; otherwise the first value seen stands.
+func (a *Auditor) learn(stock, lucky int64) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if lucky == 0 || !a.haveLrn {
+		a.learned, a.haveLrn = stock+lucky, true
+	}
+	return a.learned
+}
+
+// Run checks the sale and records the result under term. It returns the
+// record and ErrFenced if a higher term has recorded already.
+func (a *Auditor) Run(ctx context.Context, term uint64) (Record, error) {
+	r, err := a.Check(ctx, term)
+	if err != nil {
+		return r, err
+	}
+	return a.Write(ctx, r)
+}
+
+// Write records r in the stream if r.Term is not lower than the highest
+// term recorded for r.Backend. It is Run's second half, exported so a test
+// can play a deposed leader writing late.
+func (a *Auditor) Write(ctx context.Context, r Record) (Record, error) {
+	args := []any{r.Backend, strconv.FormatUint(r.Term, 10), a.cfg.MaxLen,
+		"replica", r.Replica, "backend", r.Backend, "term", r.Term,
+		"at", r.At.UnixMilli(), "stock", r.Stock, "lucky", r.Lucky, "initial", r.Initial,
+		"learned", r.Learned, "fence", r.Fence, "ok", r.OK, "problems", fmt.Sprint(r.Problems)}
+	res, err := recordScript.Run(ctx, a.rdb, []string{a.cfg.TermKey, a.cfg.Stream}, args...).Slice()
+	if err != nil {
+		return r, fmt.Errorf("%w: record: %w", ErrRedis, err)
+	}
+	if len(res) != 2 {
+		return r, fmt.Errorf("%w: record: unexpected reply %v", ErrRedis, res)
+	}
+	if code, _ := res[0].(int64); code != 0 {
+		return r, fmt.Errorf("%w: term %d < recorded %v", ErrFenced, r.Term, res[1])
+	}
+	r.ID = fmt.Sprint(res[1])
+	return r, nil
+}
