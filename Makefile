@@ -28,7 +28,7 @@ vet:
 	$(GO) vet ./...
 
 fmt-check:
-	@out="$$(gofmt -l .)"; \
+	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || echo .))"; \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 test: deps vet fmt-check
