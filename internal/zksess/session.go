@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -44,6 +45,9 @@ type Session struct {
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
 	closed bool
+
+	last    zk.State    // previous state, for logging; only onEvent touches it
+	closing atomic.Bool // Close has begun: the coming disconnect is expected
 
 	closeOnce sync.Once
 	loopDone  chan struct{} // closed when go-zookeeper's connection goroutine has exited
@@ -128,6 +132,7 @@ func (s *Session) Timeout() time.Duration { return s.timeout }
 // (about 2/3 of the session timeout when the server does not answer).
 func (s *Session) Close() {
 	s.closeOnce.Do(func() {
+		s.closing.Store(true)
 		s.conn.Close()
 		<-s.loopDone
 		s.mu.Lock()

@@ -84,14 +84,19 @@ func deliver(ch chan zk.Event, ev zk.Event) {
 	}
 }
 
+// logTransition logs what an operator needs to know: a session gained, a
+// live session suspended, a session expired. Connection attempts before the
+// first session and the disconnect of a graceful Close go to Debug.
 func (s *Session) logTransition(ev zk.Event) {
-	switch ev.State {
-	case zk.StateHasSession:
+	prev := s.last
+	s.last = ev.State
+	switch {
+	case ev.State == zk.StateHasSession:
 		s.log.Info("zookeeper session established", "server", ev.Server)
-	case zk.StateDisconnected:
+	case ev.State == zk.StateDisconnected && prev == zk.StateHasSession && !s.closing.Load():
 		s.log.Warn("zookeeper connection lost; session suspended", "server", ev.Server)
-	case zk.StateExpired:
-		s.log.Warn("zookeeper session expired; ephemeral nodes are gone", "server", ev.Server)
+	case ev.State == zk.StateExpired:
+		s.log.Warn("zookeeper session expired; its ephemeral nodes are gone", "server", ev.Server)
 	default:
 		s.log.Debug("zookeeper state", "state", ev.State.String(), "server", ev.Server)
 	}
