@@ -65,6 +65,11 @@ type Config struct {
 	ProxyTimeout time.Duration
 	// Logger receives start/stop progress. The default discards it.
 	Logger *slog.Logger
+	// Faults turns on the fault layer (faults.go): the lock gets its own
+	// redis-server (lock.redis_addr), and every replica reaches each server
+	// through its own in-process toxiproxy, so Cut, Latency and Watch can
+	// act on one replica's path alone.
+	Faults bool
 }
 
 // DefaultAdminToken is the admin token when Config.AdminToken is empty.
@@ -88,6 +93,7 @@ type Cluster struct {
 	zookeeper *servers.Process
 	replicas  []*servers.Process
 	nginx     *servers.Process
+	faults    *faultNet // nil unless Config.Faults
 }
 
 // Start builds (if needed) and starts the cluster, returning when nginx and
@@ -129,7 +135,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	// The build (seconds when the tree changed) and the servers (redis is
 	// instant, etcd ~0.5s, ZooKeeper's JVM 1-2s) do not depend on each other.
 	var wg sync.WaitGroup
-	errs := make([]error, 4)
+	errs := make([]error, 5)
 	wg.Go(func() { errs[0] = c.ensureStockd(ctx) })
 	wg.Go(func() {
 		c.redis, errs[1] = startServer(ctx, c.cfg.Dir, "redis", servers.StartRedis)
@@ -139,6 +145,10 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	if cfg.ZooKeeper || needsZooKeeper(c.backend, c.env) {
 		wg.Go(func() { c.zookeeper, errs[3] = startServer(ctx, c.cfg.Dir, "zookeeper", servers.StartZooKeeper) })
+	}
+	if cfg.Faults {
+		c.faults = newFaultNet()
+		wg.Go(func() { c.faults.lockRedis, errs[4] = startLockRedis(ctx, c.cfg.Dir) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -301,6 +311,9 @@ func (c *Cluster) Close() error {
 	}
 	errs = append(errs, stopAll(replicas, 10*time.Second))
 	errs = append(errs, stopAll(backing, 5*time.Second))
+	if c.faults != nil {
+		errs = append(errs, c.faults.close())
+	}
 	if c.ownDir {
 		errs = append(errs, os.RemoveAll(c.cfg.Dir))
 	}

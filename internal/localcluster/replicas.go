@@ -161,6 +161,11 @@ func (c *Cluster) replicaEnv(i int) []string {
 	if c.zookeeper != nil {
 		env["STOCKD_ZOOKEEPER_SERVERS"] = c.zookeeper.Addr()
 	}
+	if err := c.faultEnv(i, env); err != nil {
+		// The replica then talks to its servers directly: faults aimed at
+		// it will not land, which the fault tests notice.
+		c.log.Warn("fault proxies", "replica", ReplicaName(i), "err", err)
+	}
 	maps.Copy(env, c.env)
 	env["STOCKD_REPLICA"] = ReplicaName(i)
 	env["STOCKD_HTTP_ADDR"] = c.addrs[i]
@@ -184,9 +189,9 @@ func normalizeEnv(in map[string]string) map[string]string {
 
 // EnvName maps a stockd config key to its environment variable:
 // "lock.wait_timeout" → "STOCKD_LOCK_WAIT_TIMEOUT". Names already starting
-// with STOCKD_ are returned unchanged.
+// with STOCKD_ or SECKILL_ (SECKILL_FAILPOINTS) are returned unchanged.
 func EnvName(key string) string {
-	if strings.HasPrefix(key, "STOCKD_") {
+	if strings.HasPrefix(key, "STOCKD_") || strings.HasPrefix(key, "SECKILL_") {
 		return key
 	}
 	return "STOCKD_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
