@@ -107,15 +107,20 @@ T0=$(date +%s)
 mkdir -p "$STAGE/etc" "$STAGE/tmp"
 chmod 1777 "$STAGE/tmp"
 log "go build stockd, seckill, healthcheck (static)"
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$STAGE/stockd" ./cmd/stockd
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$STAGE/seckill" ./cmd/seckill
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$STAGE/healthcheck" ./docker/healthcheck
+gobuild() { # one retry: a build cache shared with concurrent builds can hiccup
+	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$STAGE/$1" "$2" ||
+		{ log "go build $2 failed; retrying once"; CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$STAGE/$1" "$2"; }
+}
+gobuild stockd ./cmd/stockd
+gobuild seckill ./cmd/seckill
+gobuild healthcheck ./docker/healthcheck
 SECKILL=$STAGE/seckill
 T_GO=$(($(date +%s) - T0))
 
 export ADMIN_TOKEN=ct-$RANDOM$RANDOM
 # Lease lifetimes short enough that a pause can outlast them.
-export LOCK_TTL=${LOCK_TTL_S}s ETCD_SESSION_TTL=${LOCK_TTL_S}s ZK_SESSION_TIMEOUT=${LOCK_TTL_S}s
+export LOCK_TTL=${LOCK_TTL_S}s ETCD_SESSION_TTL=${LOCK_TTL_S}s ZK_SESSION_TIMEOUT=${LOCK_TTL_S}s \
+	REDISSON_WATCHDOG=${LOCK_TTL_S}s
 export STOCKD_REPLICAS=3
 T0=$(date +%s)
 case "$IMAGES" in
@@ -249,7 +254,9 @@ up_backend() {
 	wait_healthy || rc=$?
 	if ((rc == 2)) || { ((rc)) && [[ "$(docker inspect -f '{{.State.Status}}' $(cids stockd) | sort -u)" != running ]]; }; then
 		local why
-		why=$(docker logs --tail 3 "$(cids stockd | head -1)" 2>&1 | tr '\n' ' ' | cut -c1-120)
+		why=$(docker logs --tail 3 "$(cids stockd | head -1)" 2>&1 | tail -1)
+		[[ "$why" != *' err='* ]] || why=${why#* err=}
+		why=$(cut -c1-110 <<<"$why")
 		row "$1" "$2" "(all)" SKIP - - - - - - "skipped: backend not built? stockd: $why"
 		return 1
 	fi
