@@ -24,24 +24,28 @@ func parseReset(body []byte) (int64, error) {
 		return 0, fmt.Errorf("%w: body larger than %d bytes", errBadReset, maxResetBody)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	// RawMessage, not json.Number: a Number field also accepts the string
-	// "300", which is exactly the sloppiness refused here.
-	var req struct {
-		Stock json.RawMessage `json:"stock"`
-	}
-	if err := dec.Decode(&req); err != nil {
+	// A map of raw values, not a struct: struct decoding matches field names
+	// case-insensitively ("STOCK" would do) and a json.Number field would
+	// accept the string "300" — exactly the sloppiness refused here.
+	var req map[string]json.RawMessage
+	if err := dec.Decode(&req); err != nil || req == nil {
 		return 0, fmt.Errorf("%w: want a JSON object like {\"stock\":300}: %v", errBadReset, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return 0, fmt.Errorf("%w: unexpected data after the JSON object", errBadReset)
 	}
-	if req.Stock == nil {
+	for k := range req {
+		if k != "stock" {
+			return 0, fmt.Errorf("%w: unknown field %q (only \"stock\" is accepted)", errBadReset, k)
+		}
+	}
+	raw, ok := req["stock"]
+	if !ok {
 		return 0, fmt.Errorf("%w: field \"stock\" is required", errBadReset)
 	}
-	n, err := strconv.ParseInt(string(req.Stock), 10, 64)
+	n, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: \"stock\" must be an integer, got %.40s", errBadReset, req.Stock)
+		return 0, fmt.Errorf("%w: \"stock\" must be an integer, got %.40s", errBadReset, raw)
 	}
 	if n < 0 {
 		return 0, fmt.Errorf("%w: \"stock\" must not be negative, got %d", errBadReset, n)

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"seckill/internal/stock"
+)
+
+// validConfig is the defaults as loaded with no file and no environment.
+func validConfig(t *testing.T) *Config {
+	t.Helper()
+	c, err := Load("", nil)
+	if err != nil {
+		t.Fatalf("load defaults: %v", err)
+	}
+	if err := Validate(c); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	return c
+}
+
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name    string
+		mut     func(c *Config)
+		wantKey string // "" = valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"every backend name", func(c *Config) { c.Lock.Backend = "zookeeper" }, ""},
+		{"atomic mode", func(c *Config) { c.Stock.Mode = "atomic" }, ""},
+		{"etcd URL endpoints", func(c *Config) {
+			c.Lock.Backend = "etcd"
+			c.Etcd.Endpoints = []string{"http://127.0.0.1:2379", "10.0.0.2:2379"}
+		}, ""},
+		{"unknown backend", func(c *Config) { c.Lock.Backend = "redsi" }, "lock.backend"},
+		{"unknown mode", func(c *Config) { c.Stock.Mode = "optimistic" }, "stock.mode"},
+		{"unknown level", func(c *Config) { c.Log.Level = "verbose" }, "log.level"},
+		{"unknown format", func(c *Config) { c.Log.Format = "xml" }, "log.format"},
+		{"unknown election", func(c *Config) { c.Election.Backend = "consul" }, "election.backend"},
+		{"empty admin token", func(c *Config) { c.Admin.Token = "" }, "admin.token"},
+		{"zero ttl", func(c *Config) { c.Lock.TTL = 0 }, "lock.ttl"},
+		{"negative wait", func(c *Config) { c.Lock.WaitTimeout = -time.Second }, "lock.wait_timeout"},
+		{"zero shutdown", func(c *Config) { c.HTTP.ShutdownTimeout = 0 }, "http.shutdown_timeout"},
+		{"zero redis timeout", func(c *Config) { c.Redis.Timeout = 0 }, "redis.timeout"},
+		{"negative lease time", func(c *Config) { c.Redisson.LeaseTime = -1 }, "redisson.lease_time"},
+		{"zero watchdog", func(c *Config) { c.Redisson.Watchdog = 0 }, "redisson.watchdog"},
+		{"sub-second etcd ttl", func(c *Config) { c.Etcd.SessionTTL = 500 * time.Millisecond }, "etcd.session_ttl"},
+		{"zero job interval", func(c *Config) { c.Election.JobInterval = 0 }, "election.job_interval"},
+		{"empty stock key", func(c *Config) { c.Stock.Key = "" }, "stock.key"},
+		{"empty lucky key", func(c *Config) { c.Stock.LuckyKey = "" }, "stock.lucky_key"},
+		{"empty fence key", func(c *Config) { c.Stock.FenceKey = "" }, "stock.fence_key"},
+		{"clashing keys", func(c *Config) { c.Stock.LuckyKey = c.Stock.Key }, "stock.key"},
+		{"empty lock key", func(c *Config) { c.Lock.Key = "" }, "lock.key"},
+		{"missing redis addr", func(c *Config) { c.Redis.Addr = "" }, "redis.addr"},
+		{"bad lock redis addr", func(c *Config) { c.Lock.RedisAddr = "nohost" }, "lock.redis_addr"},
+		{"bad http addr", func(c *Config) { c.HTTP.Addr = "8080" }, "http.addr"},
+		{"negative db", func(c *Config) { c.Redis.DB = -1 }, "redis.db"},
+		{"etcd without endpoints", func(c *Config) { c.Lock.Backend = "etcd"; c.Etcd.Endpoints = nil }, "etcd.endpoints"},
+		{"etcd election without endpoints", func(c *Config) { c.Election.Backend = "etcd"; c.Etcd.Endpoints = nil }, "etcd.endpoints"},
+		{"zk without servers", func(c *Config) { c.Lock.Backend = "zookeeper"; c.ZooKeeper.Servers = nil }, "zookeeper.servers"},
+		{"redis backend ignores zk servers", func(c *Config) { c.ZooKeeper.Servers = nil }, ""},
+		{"relative zk root", func(c *Config) { c.ZooKeeper.Root = "seckill" }, "zookeeper.root"},
+		{"relative election path", func(c *Config) { c.Election.Path = "leader" }, "election.path"},
+		{"inverted delay", func(c *Config) { c.Work.Delay = stock.Delay{Min: 2, Max: 1} }, "work.delay"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig(t)
+			tc.mut(c)
+			err := Validate(c)
+			if tc.wantKey == "" {
+				if err != nil {
+					t.Fatalf("got %v, want valid", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "config: "+tc.wantKey+": ") {
+				t.Fatalf("got %v, want an error naming %s", err, tc.wantKey)
+			}
+		})
+	}
+}
+
+func TestValidateUnknownBackendMessage(t *testing.T) {
+	c := validConfig(t)
+	c.Lock.Backend = "redsi"
+	err := Validate(c)
+	want := `config: lock.backend: unknown backend "redsi" (want one of `
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "zookeeper") {
+		t.Fatalf("got %v, want it to start with %s and list the backends", err, want)
+	}
+}
+
+func TestLoadDefaultsMatchTheShippedFile(t *testing.T) {
+	fromDefaults := validConfig(t)
+	fromFile, err := Load(filepath.Join("..", "..", "configs", "stockd.yaml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fromDefaults, fromFile) {
+		t.Fatalf("configs/stockd.yaml and the built-in defaults differ:\nfile     %+v\ndefaults %+v", fromFile, fromDefaults)
+	}
+}
+
+func TestLoadEnvOverrides(t *testing.T) {
+	c, err := Load("", []string{
+		"STOCKD_LOCK_BACKEND=etcd",
+		"STOCKD_LOCK_REDIS_ADDR=127.0.0.1:7000",
+		"STOCKD_ETCD_ENDPOINTS=http://a:2379, b:2379",
+		"STOCKD_ZOOKEEPER_SERVERS=z1:2181",
+		"STOCKD_WORK_DELAY=2ms-6ms",
+		"STOCKD_STOCK_FENCING=false",
+		"STOCKD_REDIS_DB=3",
+		"STOCKD_LOCK_WAIT_TIMEOUT=60s",
+		"STOCKD_REPLICA=r1",
+		"PATH=/usr/bin", // not ours
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{c.Lock.Backend, c.Lock.RedisAddr, c.Etcd.Endpoints, c.ZooKeeper.Servers, c.Work.Delay,
+		c.Stock.Fencing, c.Redis.DB, c.Lock.WaitTimeout, c.Replica}
+	want := []any{"etcd", "127.0.0.1:7000", []string{"http://a:2379", "b:2379"}, []string{"z1:2181"},
+		stock.Delay{Min: 2 * time.Millisecond, Max: 6 * time.Millisecond}, false, 3, time.Minute, "r1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestLoadErrorsNameTheKey(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name, file string
+		env        []string
+		wantKey    string
+	}{
+		{"bad duration env", "", []string{"STOCKD_LOCK_TTL=ten"}, "lock.ttl"},
+		{"unitless duration", "", []string{"STOCKD_HTTP_SHUTDOWN_TIMEOUT=10"}, "http.shutdown_timeout"},
+		{"bad delay", "", []string{"STOCKD_WORK_DELAY=5ms-1ms"}, "work.delay"},
+		{"bad bool", "", []string{"STOCKD_STOCK_FENCING=yes please"}, "stock.fencing"},
+		{"bad int", "", []string{"STOCKD_REDIS_DB=zero"}, "redis.db"},
+		{"unknown env", "", []string{"STOCKD_LOCK_BACKEDN=redis"}, "STOCKD_LOCK_BACKEDN"},
+		{"unknown file key", "lock:\n  backed: etcd\n", nil, "lock.backed"},
+		{"bad file duration", "lock:\n  ttl: soon\n", nil, "lock.ttl"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ""
+			if tc.file != "" {
+				path = filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".yaml")
+				if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := Load(path, tc.env)
+			if err == nil || !strings.Contains(err.Error(), tc.wantKey) {
+				t.Fatalf("got %v, want an error naming %s", err, tc.wantKey)
+			}
+		})
+	}
+}
+
+func TestEveryBackendNameIsWired(t *testing.T) {
+	for _, name := range []string{"none", "local", "redis", "redisson", "etcd", "zookeeper"} {
+		if _, ok := backends[name]; !ok {
+			t.Errorf("backend %q missing from the wiring table", name)
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	buildDir  string
+)
+
+// stockdBinary builds the real binary once per test run.
+func stockdBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "stockd-test-")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(buildDir, "stockd")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+func TestBinaryRefusesBadConfig(t *testing.T) {
+	bin := stockdBinary(t)
+	cases := []struct {
+		name    string
+		args    []string
+		env     []string
+		wantErr string
+	}{
+		{"unknown backend", nil, []string{"STOCKD_LOCK_BACKEND=redsi"}, `config: lock.backend: unknown backend "redsi"`},
+		{"bad duration", nil, []string{"STOCKD_LOCK_WAIT_TIMEOUT=-1s"}, "config: lock.wait_timeout:"},
+		{"empty token", nil, []string{"STOCKD_ADMIN_TOKEN="}, "config: admin.token:"},
+		{"missing file", []string{"--config", "/nonexistent/stockd.yaml"}, nil, "/nonexistent/stockd.yaml"},
+		{"bad flag", []string{"--nope"}, nil, "flag provided but not defined"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.CommandContext(t.Context(), bin, tc.args...)
+			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, tc.env...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+				t.Fatalf("got %v, want exit status 2; stderr:\n%s", err, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.wantErr) {
+				t.Fatalf("stderr does not contain %q:\n%s", tc.wantErr, stderr.String())
+			}
+		})
+	}
+}
+
+// The binary serves a sale against a real Redis and exits 0 on SIGTERM.
+func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
+	bin := stockdBinary(t)
+	rds := servertest.Redis(t)
+	addr, err := servers.LoopbackAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = []string{
+		"STOCKD_REDIS_ADDR=" + rds.Addr(),
+		"STOCKD_HTTP_ADDR=" + addr,
+		"STOCKD_LOCK_BACKEND=redis",
+		"STOCKD_ADMIN_TOKEN=tok",
+		"STOCKD_REPLICA=bin-test",
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	var logs bytes.Buffer
+	started := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := sync.Once{}
+		for sc.Scan() {
+			logs.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "stockd starting") {
+				once.Do(func() { close(started) })
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	select {
+	case <-started:
+	case err := <-exited:
+		t.Fatalf("stockd exited before starting: %v\n%s", err, logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("stockd did not log its start within 30s")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	base := "http://" + addr
+	if err := servers.HTTPReady("/readyz")(ctx, addr); err != nil {
+		t.Fatalf("readyz: %v", err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/stock/reset", strings.NewReader(`{"stock":1}`))
+	req.Header.Set("X-Admin-Token", "tok")
+	if code, body := send(t, req); code != 200 {
+		t.Fatalf("reset: got %d %s", code, body)
+	}
+	req, _ = http.NewRequestWithContext(ctx, http.MethodPost, base+"/stock/reduce", nil)
+	code, body := send(t, req)
+	var sale struct{ Result, Replica string }
+	if code != 200 || json.Unmarshal(body, &sale) != nil || sale.Result != "sold" || sale.Replica != "bin-test" {
+		t.Fatalf("reduce: got %d %s, want 200 sold from bin-test", code, body)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("got %v after SIGTERM, want exit 0\n%s", err, logs.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("stockd did not exit within 15s of SIGTERM")
+	}
+	if !strings.Contains(logs.String(), "msg=stopped") {
+		t.Fatalf("no clean-stop log line:\n%s", logs.String())
+	}
+}
+
+func send(t *testing.T, req *http.Request) (int, []byte) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
