@@ -395,6 +395,16 @@ if [[ "$HA" == 1 ]]; then
 	log "down; HA variant"
 	compose down -v --remove-orphans >/dev/null 2>&1
 	FILES=(-f docker-compose.yml -f docker-compose.ha.yml)
+	# The HA file itself: 3 etcd members and a 3-server ensemble with quorum
+	# (their healthchecks require it), a sale through it on the redis lock.
+	if up_backend ha redis; then
+		le=$(leader_of etcd) lz=$(leader_of zookeeper)
+		n=$(for svc in etcd etcd2 etcd3 zookeeper zookeeper2 zookeeper3; do cids "$svc"; done | wc -l)
+		ln="$(docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' $le $lz 2>/dev/null | tr '\n' ' ')"
+		load base-ha-redis 500 50 300
+		verdict ha redis "baseline, clusters up" base-ha-redis 300 \
+			"$n lock members healthy, leaders: ${ln% }=[[ \$rc == 0 && $n == 6 && -n '$le' && -n '$lz' ]]"
+	fi
 	for b in $BACKENDS; do
 		[[ "$b" == etcd || "$b" == zookeeper ]] || continue
 		rc=0
