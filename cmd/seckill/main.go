@@ -60,6 +60,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cmd = runCmd
 	case "demo":
 		cmd = demoCmd
+	case "lab":
+		cmd = labCmd
+	case "bench":
+		cmd = benchCmd
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -1,0 +1,227 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"seckill/internal/bench/peers"
+	"seckill/internal/localcluster"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
+)
+
+// TestQuickRun is `seckill bench --quick` against real servers (a local
+// cluster: redis, etcd, ZooKeeper, stockd replicas, nginx). It checks the
+// report's shape and every invariant, never speed.
+func TestQuickRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a local cluster")
+	}
+	if _, err := localcluster.NginxPath(); err != nil {
+		servertest.SkipOrFail(t, fmt.Errorf("%w: %v", servers.ErrNotInstalled, err), "nginx")
+	}
+	contenders := []int{1, 8}
+	rep, err := Run(t.Context(), Config{
+		Quick: true, Contenders: contenders, Stock: 30, Command: "go test",
+		E2E: E2EConfig{Backends: []string{"redis"}, Requests: 60, Stock: 40, Concurrency: 10},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	subjects := Subjects()
+	if got, want := len(rep.Micro), len(subjects)*len(contenders); got != want {
+		t.Fatalf("got %d micro rows, want %d (every subject × contender count)", got, want)
+	}
+	for _, s := range subjects {
+		for _, c := range contenders {
+			row, ok := rep.Row(s.Name, c)
+			if !ok {
+				t.Errorf("no row for %s at %d contenders", s.Name, c)
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/%d", s.Name, c), func(t *testing.T) { checkMicroRow(t, s, row) })
+		}
+	}
+	if got, want := len(rep.E2E), 2; got != want {
+		t.Fatalf("got %d end-to-end rows, want %d (redis, atomic)", got, want)
+	}
+	for _, e := range rep.E2E {
+		if !e.Consistent || e.Sold != 40 {
+			t.Errorf("end to end %s: consistent %v, sold %d (want true, 40): %s", e.Label(), e.Consistent, e.Sold, e.Error)
+		}
+	}
+	if got, want := len(rep.Goals), 5; got != want {
+		t.Errorf("got %d goals, want %d", got, want)
+	}
+	if rep.RTT.Mean <= 0 || rep.SerialBound <= 0 {
+		t.Errorf("RTT %v, serial bound %v: want both positive", rep.RTT.Mean, rep.SerialBound)
+	}
+	if !rep.OK() {
+		t.Error("report not OK although every row above passed")
+	}
+	checkOutputs(t, rep)
+}
+
+func checkMicroRow(t *testing.T, s Subject, row MicroRow) {
+	t.Helper()
+	if row.Unavailable {
+		t.Skipf("unavailable: %s", row.Error)
+	}
+	if !row.InvariantOK || row.Error != "" {
+		t.Fatalf("stock %d lucky %d sales %d of N %d, error %q: want stock 0, lucky = sales = N",
+			row.StockLeft, row.Lucky, row.Sales, row.Stock, row.Error)
+	}
+	if row.Acquisitions < row.Sales && !s.lockFree {
+		t.Errorf("got %d acquisitions for %d sales, want at least one per sale", row.Acquisitions, row.Sales)
+	}
+	if row.SalesPerSec <= 0 || row.Fairness < 1 {
+		t.Errorf("sales/s %v, fairness %v: want > 0 and ≥ 1", row.SalesPerSec, row.Fairness)
+	}
+	if !s.lockFree && row.AcquireRT < 1 {
+		// Every row starts with each process acquiring through the server;
+		// local hand-overs can make later acquisitions free, but not all.
+		if row.Contenders == 1 {
+			t.Errorf("acquire round trips per sale %v, want ≥ 1 with one contender", row.AcquireRT)
+		}
+	}
+}
+
+func checkOutputs(t *testing.T, rep *Report) {
+	t.Helper()
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md, "bench.svg"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Goals", "## Machine and servers", "### 1 contender", "### 8 contenders",
+		"| serial bound |", "## End to end", "atomic (no lock)", "![sales/s", "go test"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	var svg bytes.Buffer
+	if err := rep.WriteSVG(&svg); err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(svg.Bytes(), new(struct{})); err != nil {
+		t.Errorf("SVG is not well-formed XML: %v", err)
+	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil || !strings.Contains(js.String(), `"goals"`) {
+		t.Errorf("JSON: %v, has goals %v", err, strings.Contains(js.String(), `"goals"`))
+	}
+}
+
+// TestGoals checks the verdicts on a synthetic report: no servers needed.
+func TestGoals(t *testing.T) {
+	row := func(subject string, c int, rate, acq, fair float64) MicroRow {
+		return MicroRow{Subject: subject, Contenders: c, SalesPerSec: rate, AcquireRT: acq, Fairness: fair, InvariantOK: true}
+	}
+	tests := []struct {
+		name  string
+		micro []MicroRow
+		e2e   []E2ERow
+		want  map[string]string // goal name → verdict
+	}{
+		{
+			name: "all met",
+			micro: []MicroRow{
+				row("redis", 50, 1300, 1.1, 1.2), row("redsync", 50, 1000, 5, 40), row("redisson", 50, 1000, 3, 2),
+				row("etcd", 50, 300, 1, 1), row("etcd-mutex", 50, 100, 8, 1),
+				row("zookeeper", 50, 150, 3, 1), row("zk-lock", 50, 100, 6, 1),
+			},
+			e2e: []E2ERow{{Backend: "redis", Mode: "locked", SalesPerSec: 400, Consistent: true}, {Backend: "none", Mode: "atomic", SalesPerSec: 1000, Consistent: true}},
+			want: map[string]string{"redis vs redsync": "met", "redisson vs redsync": "met", "etcd vs raw concurrency.Mutex": "met",
+				"zookeeper vs raw zk.Lock": "met", "end to end: redis vs atomic": "met"},
+		},
+		{
+			name: "fast but unfair, too many round trips, broken, missing",
+			micro: []MicroRow{
+				row("redis", 50, 5000, 2, 3), row("redsync", 50, 1000, 5, 40), row("redisson", 50, 999, 3, 2),
+				{Subject: "etcd", Contenders: 50, SalesPerSec: 900, InvariantOK: false}, row("etcd-mutex", 50, 100, 8, 1),
+				{Subject: "zookeeper", Contenders: 50, Unavailable: true, Error: "no zookeeper server"}, row("zk-lock", 50, 100, 6, 1),
+			},
+			e2e: []E2ERow{{Backend: "redis", Mode: "locked", SalesPerSec: 300, Consistent: true}, {Backend: "none", Mode: "atomic", SalesPerSec: 1000, Consistent: true}},
+			want: map[string]string{"redis vs redsync": "not met", "redisson vs redsync": "not met",
+				"etcd vs raw concurrency.Mutex": "not measured (etcd failed)", "zookeeper vs raw zk.Lock": "not measured (zookeeper unavailable)",
+				"end to end: redis vs atomic": "not met"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := &Report{Micro: tt.micro, E2E: tt.e2e, RTT: RTT{Mean: 100 * time.Microsecond}}
+			rep.evaluate()
+			if got, want := rep.SerialBound, 5000.0; got < want-1 || got > want+1 {
+				t.Errorf("serial bound %v, want %v (1 / (2 × 100µs))", got, want)
+			}
+			for _, g := range rep.Goals {
+				if got, want := g.Verdict(), tt.want[g.Name]; got != want {
+					t.Errorf("%s: got %q, want %q (%s)", g.Name, got, want, g.Measured)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSale is the micro-benchmark's loop as a Go benchmark: b.N sales
+// by 8 contenders over 3 processes, per subject, on real servers (etcd and
+// ZooKeeper subjects are skipped when those are not installed).
+func BenchmarkSale(b *testing.B) {
+	srv := Servers{Redis: servertest.Redis(b).Addr()}
+	if _, err := exec.LookPath("etcd"); err == nil {
+		srv.Etcd = servertest.Etcd(b).Addr()
+	}
+	if _, err := exec.LookPath("java"); err == nil {
+		srv.ZooKeeper = servertest.ZooKeeper(b).Addr()
+	}
+	cfg := Config{Quick: true}
+	cfg.defaults()
+	r := newRunner(cfg, srv)
+	b.Cleanup(r.close)
+	for _, s := range Subjects() {
+		b.Run(s.Name, func(b *testing.B) {
+			if !r.serverUp(s.Server) {
+				b.Skipf("no %s server", s.Server)
+			}
+			benchSubject(b, r, s, 8)
+		})
+	}
+}
+
+func benchSubject(b *testing.B, r *runner, s Subject, c int) {
+	ctx := context.Background()
+	var counter Counter
+	sets := make([]procSet, r.cfg.Sets)
+	for i := range sets {
+		set, err := s.open(ctx, r.servers, &counter, new(peers.GaveUp))
+		if err != nil {
+			b.Fatal(err)
+		}
+		sets[i] = &onceSet{procSet: set}
+		b.Cleanup(func() { _ = sets[i].close() })
+	}
+	id := fmt.Sprintf("gobench-%s-%d", s.Name, time.Now().UnixNano())
+	if err := r.warmUp(ctx, s, sets, id+"-warm"); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	out, err := r.phase(ctx, s, sets, c, id, int64(b.N), 0, &counter)
+	b.StopTimer()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		b.Fatal(err)
+	}
+	if out.stock != 0 || out.lucky != int64(b.N) {
+		b.Fatalf("stock %d lucky %d after %d sales, want 0 and %d", out.stock, out.lucky, b.N, b.N)
+	}
+	b.ReportMetric(float64(b.N)/out.elapsed.Seconds(), "sales/s")
+	if out.acquisitions > 0 && s.Server != "zookeeper" {
+		b.ReportMetric(float64(out.counts.Acquire)/float64(out.acquisitions), "acquire-rt/sale")
+	}
+}

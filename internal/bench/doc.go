@@ -1,0 +1,26 @@
+// Package bench is `seckill bench`: one run that measures seckill's lock
+// backends against the libraries and baselines they replace, on the same
+// servers, and writes the report (docs/benchmarks.md) and chart
+// (docs/bench.svg).
+//
+// A run has three parts, all against one set of real servers started by a
+// localcluster (redis, etcd, ZooKeeper, stockd replicas behind nginx):
+//
+//  1. The lock micro-benchmark (no HTTP). For C contenders (1, 8, 50) spread
+//     over three client sets ("processes", each with its own clients and
+//     lockers), every contender loops lock → GET stock → MULTI SET stock-1,
+//     INCR lucky EXEC → unlock until the stock is gone, then the invariant
+//     (stock 0, lucky N, N sales counted) is checked. N is picked per row
+//     from a short calibration so each row takes a few seconds. The same loop
+//     runs over every Subject: the seckill backends, the peers (redsync,
+//     bsm/redislock, the articles' SETNX sleep-poll, etcd's
+//     concurrency.Mutex and go-zookeeper's Lock used raw) and the lock-free
+//     Lua sale as a ceiling.
+//  2. The serial bound, 1 / (CriticalSectionRoundTrips × RTT), with RTT from
+//     a PING loop on the same Redis.
+//  3. End to end: loadgen through nginx against three stockd replicas per
+//     backend, and stockd's atomic mode as the HTTP ceiling.
+//
+// Goals are ratios within the run, never absolute numbers, because the lab
+// runs on two shared cores.
+package bench

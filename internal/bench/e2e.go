@@ -1,0 +1,153 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"seckill/internal/loadgen"
+	"seckill/internal/localcluster"
+)
+
+// E2EConfig is the end-to-end part: loadgen through nginx.
+type E2EConfig struct {
+	// Skip leaves the end-to-end part out.
+	Skip bool
+	// Backends are the lock backends to run, each with stock.mode locked.
+	// The default is redis, redisson, etcd, zookeeper.
+	Backends []string
+	// NoAtomic leaves out the ceiling row: stockd's stock.mode atomic (one
+	// Lua script per sale, no lock).
+	NoAtomic bool
+	// Replicas behind nginx. The default is 3.
+	Replicas int
+	// Requests, Stock and Concurrency are loadgen's. Defaults 3000, 2000,
+	// 50 (Quick: 100, 60, 20).
+	Requests, Stock, Concurrency int
+	// Timeout bounds one row's firing phase. The default is 120s.
+	Timeout time.Duration
+}
+
+func (c *E2EConfig) defaults(quick bool) {
+	if len(c.Backends) == 0 {
+		c.Backends = []string{"redis", "redisson", "etcd", "zookeeper"}
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 3
+	}
+	if c.Requests == 0 {
+		c.Requests, c.Stock, c.Concurrency = 3000, 2000, 50
+		if quick {
+			c.Requests, c.Stock, c.Concurrency = 100, 60, 20
+		}
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 120 * time.Second
+	}
+}
+
+// env is the replicas' configuration: no work delay (the lock is what is
+// measured), and a wait timeout long enough that every buyer queues rather
+// than being turned away as busy.
+func (c E2EConfig) env(atomic bool) map[string]string {
+	env := map[string]string{"work.delay": "0s", "lock.wait_timeout": "60s"}
+	if atomic {
+		env["stock.mode"] = "atomic"
+	}
+	return env
+}
+
+// E2ERow is one end-to-end run.
+type E2ERow struct {
+	Backend     string  `json:"backend"`
+	Mode        string  `json:"mode"` // "locked" or "atomic"
+	Requests    int     `json:"requests"`
+	Concurrency int     `json:"concurrency"`
+	Stock       int     `json:"stock"`
+	Sold        int     `json:"sold"`
+	SoldOut     int     `json:"sold_out"`
+	Busy        int     `json:"busy"`
+	Errors      int     `json:"errors"`
+	Seconds     float64 `json:"seconds"`
+	SalesPerSec float64 `json:"sales_per_sec"`
+	RPS         float64 `json:"rps"`
+	P50ms       float64 `json:"p50_ms"`
+	P99ms       float64 `json:"p99_ms"`
+	Consistent  bool    `json:"consistent"`
+	Unavailable bool    `json:"unavailable,omitempty"`
+	Error       string  `json:"error,omitempty"`
+}
+
+// Label names the row in tables: the backend, or "atomic" for the ceiling.
+func (r E2ERow) Label() string {
+	if r.Mode == "atomic" {
+		return "atomic (no lock)"
+	}
+	return r.Backend
+}
+
+func runE2E(ctx context.Context, cl *localcluster.Cluster, cfg E2EConfig, log *slog.Logger) []E2ERow {
+	type run struct {
+		backend string
+		atomic  bool
+	}
+	var runs []run
+	for _, b := range cfg.Backends {
+		runs = append(runs, run{b, false})
+	}
+	if !cfg.NoAtomic {
+		runs = append(runs, run{"none", true})
+	}
+	var rows []E2ERow
+	for _, rn := range runs {
+		if ctx.Err() != nil {
+			break
+		}
+		row := E2ERow{Backend: rn.backend, Mode: "locked", Requests: cfg.Requests, Concurrency: cfg.Concurrency, Stock: cfg.Stock}
+		if rn.atomic {
+			row.Mode = "atomic"
+		}
+		log.Info("end to end: switching replicas", "backend", rn.backend, "mode", row.Mode)
+		err := cl.SetBackend(ctx, rn.backend, cfg.env(rn.atomic))
+		var rep *loadgen.Report
+		if err == nil {
+			rep, err = loadgen.Run(ctx, loadgen.Config{
+				URL: cl.URL(), AdminToken: cl.AdminToken(), Requests: cfg.Requests,
+				Concurrency: cfg.Concurrency, Stock: cfg.Stock, Timeout: cfg.Timeout,
+			})
+		}
+		if rep != nil {
+			row.Sold, row.SoldOut, row.Busy, row.Errors = rep.Sold, rep.SoldOut, rep.Busy, rep.Errors
+			row.Seconds = rep.DurationMS / 1000
+			if row.Seconds > 0 {
+				row.SalesPerSec = float64(rep.Sold) / row.Seconds
+			}
+			row.RPS, row.P50ms, row.P99ms = rep.RPS, rep.P50ms, rep.P99ms
+			row.Consistent = rep.Consistent && rep.Oversold == 0 && rep.Errors == 0 && rep.Sold == cfg.Stock
+		}
+		if err != nil {
+			row.Error = firstLine(err)
+			// stockd refuses a backend name it has not been built with.
+			row.Unavailable = errors.Is(err, localcluster.ErrReplicaExited) && strings.Contains(err.Error(), "lock.backend")
+			if row.Unavailable {
+				row.Error = backendRefusal(err)
+			}
+		}
+		log.Info("end to end", "backend", row.Label(), "sales/s", int(row.SalesPerSec), "consistent", row.Consistent, "err", row.Error)
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// backendRefusal picks stockd's own complaint about lock.backend out of the
+// log tail a failed start carries, which says more than "exited".
+func backendRefusal(err error) string {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if i := strings.Index(line, "lock.backend"); i >= 0 {
+			return "stockd refused it: " + strings.Trim(line[i:], `" `)
+		}
+	}
+	return firstLine(err)
+}

@@ -1,0 +1,325 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/bench/peers"
+)
+
+// MicroRow is one (subject, contenders) result of the lock micro-benchmark.
+type MicroRow struct {
+	Subject    string `json:"subject"`
+	Kind       string `json:"kind"`
+	Server     string `json:"server"`
+	Contenders int    `json:"contenders"`
+	// Stock is N, the units to sell; chosen per row from a calibration.
+	Stock        int64   `json:"stock"`
+	Sales        int64   `json:"sales"`
+	Acquisitions int64   `json:"acquisitions"`
+	Seconds      float64 `json:"seconds"` // first Lock call to last sale
+	SalesPerSec  float64 `json:"sales_per_sec"`
+	// AcquireRT and LockRT are lock round trips per acquisition: those sent
+	// while acquiring, and all of them (acquire, release, background). -1
+	// when not applicable (lock-free) or not observable.
+	AcquireRT float64 `json:"acquire_rt_per_sale"`
+	LockRT    float64 `json:"lock_rt_per_sale"`
+	WaitP50ms float64 `json:"wait_p50_ms"`
+	WaitP99ms float64 `json:"wait_p99_ms"`
+	// Fairness is the busiest contender's sales over a fair share (N/C).
+	Fairness float64 `json:"fairness"`
+	// GaveUp counts lock calls a peer library abandoned and we repeated.
+	GaveUp int64 `json:"gave_up,omitempty"`
+	// StockLeft and Lucky are read back after the row; InvariantOK means
+	// StockLeft == 0, Lucky == Stock, and Sales == Stock.
+	StockLeft   int64  `json:"stock_left"`
+	Lucky       int64  `json:"lucky"`
+	InvariantOK bool   `json:"invariant_ok"`
+	Unavailable bool   `json:"unavailable,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+// phaseOut is what one run of the sale loop measured.
+type phaseOut struct {
+	sales, acquisitions int64
+	elapsed             time.Duration
+	waits               []time.Duration
+	perContender        []int64
+	counts              counts
+	zkPackets           int64
+	stock, lucky        int64
+}
+
+// microRow measures subj with c contenders over cfg.Sets processes: a short
+// calibration sizes N so the row takes about cfg.RowTarget, then the real
+// run sells N units and checks the invariant.
+func (r *runner) microRow(ctx context.Context, subj Subject, c int) MicroRow {
+	row := MicroRow{Subject: subj.Name, Kind: subj.Kind, Server: subj.Server, Contenders: c, AcquireRT: -1, LockRT: -1}
+	fail := func(err error) MicroRow {
+		row.Error = err.Error()
+		row.Unavailable = errors.Is(err, ErrUnavailable)
+		return row
+	}
+	if !r.serverUp(subj.Server) {
+		return fail(errNoServer(subj.Server))
+	}
+	var (
+		counter Counter
+		gaveUp  peers.GaveUp
+		sets    []procSet
+	)
+	defer func() {
+		for _, s := range sets {
+			if err := s.close(); err != nil {
+				r.log.Debug("closing client set", "subject", subj.Name, "err", err)
+			}
+		}
+	}()
+	for range r.cfg.Sets {
+		s, err := subj.open(ctx, r.servers, &counter, &gaveUp)
+		if err != nil {
+			return fail(fmt.Errorf("open %s: %w", subj.Name, err))
+		}
+		sets = append(sets, &onceSet{procSet: s})
+	}
+	id := fmt.Sprintf("%s-%d-%d", subj.Name, c, time.Now().UnixNano())
+	if err := r.warmUp(ctx, subj, sets, id+"-warm"); err != nil {
+		return fail(fmt.Errorf("warm-up: %w", err))
+	}
+
+	n := r.cfg.Stock
+	if n == 0 {
+		cal, err := r.phase(ctx, subj, sets, c, id+"-cal", 1<<40, r.cfg.Calibrate, &counter)
+		if err != nil {
+			return fail(fmt.Errorf("calibration: %w", err))
+		}
+		if cal.stock+cal.lucky != 1<<40 || cal.lucky != cal.sales {
+			return fail(fmt.Errorf("calibration broke the invariant: stock %d + lucky %d, %d sales counted", cal.stock, cal.lucky, cal.sales))
+		}
+		rate := float64(cal.sales) / max(cal.elapsed.Seconds(), r.cfg.Calibrate.Seconds()/2)
+		n = int64(rate * r.cfg.RowTarget.Seconds())
+		n = min(max(n, r.cfg.MinStock), r.cfg.MaxStock)
+	}
+	gaveUp.Store(0)
+	out, err := r.phase(ctx, subj, sets, c, id, n, 0, &counter)
+	row.Stock = n
+	row.Sales, row.Acquisitions = out.sales, out.acquisitions
+	row.Seconds = out.elapsed.Seconds()
+	row.StockLeft, row.Lucky = out.stock, out.lucky
+	row.GaveUp = gaveUp.Load()
+	row.InvariantOK = err == nil && out.stock == 0 && out.lucky == n && out.sales == n
+	if out.elapsed > 0 {
+		row.SalesPerSec = float64(out.sales) / out.elapsed.Seconds()
+	}
+	if len(out.waits) > 0 && !subj.lockFree {
+		slices.Sort(out.waits)
+		row.WaitP50ms = ms(out.waits[len(out.waits)/2])
+		row.WaitP99ms = ms(out.waits[min(len(out.waits)-1, len(out.waits)*99/100)])
+	}
+	if out.sales > 0 {
+		row.Fairness = float64(slices.Max(out.perContender)) / (float64(out.sales) / float64(c))
+	}
+	if acq := float64(out.acquisitions); acq > 0 {
+		switch subj.Server {
+		case "zookeeper":
+			row.LockRT = float64(out.zkPackets) / acq
+			row.AcquireRT = row.LockRT - 1 // one delete per release
+		default:
+			row.LockRT = float64(out.counts.total()) / acq
+			row.AcquireRT = float64(out.counts.Acquire) / acq
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if !row.InvariantOK {
+		row.Error = fmt.Sprintf("invariant broken: stock %d (want 0), lucky %d and %d sales counted (want %d)", out.stock, out.lucky, out.sales, n)
+	}
+	return row
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// warmUp has every process take and release a lock once (dialling,
+// subscribing, granting sessions) so the measured run starts warm.
+func (r *runner) warmUp(ctx context.Context, subj Subject, sets []procSet, key string) error {
+	for i, s := range sets {
+		if err := r.data[i%len(r.data)].Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("%w: redis: %w", ErrUnavailable, err)
+		}
+		if subj.lockFree {
+			continue
+		}
+		ct, err := s.contender(ctx, key)
+		if err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		unlock, err := ct.Lock(wctx)
+		if err == nil {
+			err = unlock(wctx)
+		}
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+	}
+	return nil
+}
+
+// phase runs the sale loop once: c goroutines, goroutine g in process
+// g%len(sets), each looping lock → sell → unlock until the stock is gone
+// or, with timebox > 0, until timebox has passed.
+func (r *runner) phase(ctx context.Context, subj Subject, sets []procSet, c int, id string, stock int64, timebox time.Duration, counter *Counter) (phaseOut, error) {
+	k := keysFor(id)
+	if err := k.reset(ctx, r.data[0], stock); err != nil {
+		return phaseOut{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	cs := make([]contender, c)
+	if !subj.lockFree {
+		for g := range cs {
+			ct, err := sets[g%len(sets)].contender(ctx, "bench-"+id)
+			if err != nil {
+				return phaseOut{}, err
+			}
+			cs[g] = ct
+		}
+	}
+
+	var (
+		out      = phaseOut{perContender: make([]int64, c)}
+		waits    = make([][]time.Duration, c)
+		acquired atomic.Int64
+		stop     atomic.Bool
+		lastNs   atomic.Int64
+		firstErr error
+		errOnce  sync.Once
+		wg       sync.WaitGroup
+	)
+	// loopCtx ends the waits once the stock is gone (or on error, or at the
+	// row's deadline); the critical section and unlock use ctx, so a cut
+	// never leaves a half-written sale.
+	loopCtx, cancel := context.WithTimeout(ctx, r.cfg.RowTimeout)
+	defer cancel()
+	halt := func(err error) {
+		if err != nil {
+			errOnce.Do(func() { firstErr = err })
+		}
+		stop.Store(true)
+		cancel()
+	}
+	before := counter.snapshot()
+	var zkBefore int64
+	if subj.Server == "zookeeper" {
+		zkBefore, _ = zkPackets(ctx, r.servers.ZooKeeper)
+	}
+	start := time.Now()
+	sold := func() {
+		now := int64(time.Since(start))
+		for {
+			old := lastNs.Load()
+			if now <= old || lastNs.CompareAndSwap(old, now) {
+				return
+			}
+		}
+	}
+	if timebox > 0 {
+		t := time.AfterFunc(timebox, func() { halt(nil) })
+		defer t.Stop()
+	}
+	for g := range c {
+		data := r.data[g%len(r.data)]
+		wg.Go(func() {
+			for !stop.Load() {
+				left, ok, wait, err := r.sellOnce(ctx, loopCtx, subj, cs[g], data, k, &acquired, &stop)
+				switch {
+				case err != nil && loopCtx.Err() != nil && stop.Load():
+					return // cut short because the row is over
+				case err != nil:
+					halt(fmt.Errorf("contender %d: %w", g, err))
+					return
+				case ok:
+					sold()
+					out.perContender[g]++
+					waits[g] = append(waits[g], wait)
+					if left == 0 {
+						halt(nil)
+					}
+				default: // sold out, or stopped before selling
+					halt(nil)
+					return
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-loopCtx.Done():
+		select {
+		case <-done:
+		case <-time.After(r.cfg.RowTimeout / 4):
+			// A contender stuck in a call that ignores ctx (zk.Lock):
+			// closing the clients makes it return.
+			halt(fmt.Errorf("row did not finish within %v", r.cfg.RowTimeout))
+			for _, s := range sets {
+				_ = s.close()
+			}
+			<-done
+		}
+	}
+	if loopCtx.Err() == context.DeadlineExceeded && !stop.Load() {
+		halt(fmt.Errorf("row did not finish within %v", r.cfg.RowTimeout))
+	}
+	out.elapsed = time.Duration(lastNs.Load())
+	out.counts = counter.snapshot().sub(before)
+	if subj.Server == "zookeeper" {
+		if after, err := zkPackets(ctx, r.servers.ZooKeeper); err == nil {
+			out.zkPackets = after - zkBefore
+		}
+	}
+	out.acquisitions = acquired.Load()
+	for g := range c {
+		out.sales += out.perContender[g]
+		out.waits = append(out.waits, waits[g]...)
+	}
+	var err error
+	if out.stock, out.lucky, err = k.read(ctx, r.data[0]); err != nil {
+		return out, err
+	}
+	return out, firstErr
+}
+
+// sellOnce is one iteration of a contender: lock (timed), sell, unlock; or,
+// lock-free, the sale script. ok reports a unit sold; wait is the time spent
+// in Lock.
+func (r *runner) sellOnce(ctx, loopCtx context.Context, subj Subject, ct contender, data *redis.Client, k saleKeys, acquired *atomic.Int64, stop *atomic.Bool) (left int64, ok bool, wait time.Duration, err error) {
+	if subj.lockFree {
+		left, ok, err = sellAtomic(ctx, data, k)
+		return left, ok, 0, err
+	}
+	t0 := time.Now()
+	unlock, err := ct.Lock(withPhase(loopCtx, phaseAcquire))
+	if err != nil {
+		return 0, false, 0, err
+	}
+	wait = time.Since(t0)
+	acquired.Add(1)
+	if !stop.Load() {
+		left, ok, err = sellLocked(ctx, data, k)
+	}
+	uctx, cancel := context.WithTimeout(withPhase(ctx, phaseRelease), 10*time.Second)
+	defer cancel()
+	if uerr := unlock(uctx); uerr != nil && err == nil {
+		err = uerr
+	}
+	return left, ok, wait, err
+}
