@@ -1,0 +1,390 @@
+// Package lab runs fault-injection scenarios against a real local cluster
+// (package localcluster with its fault layer) and judges each one: a cell is
+// one scenario on one lock backend, with fencing on or off.
+//
+// For the correct backends (redis, redisson, etcd, zookeeper) every cell
+// must end with nothing oversold, stock + lucky == initial, lucky == the
+// number of "sold" answers, and the cluster selling again within
+// RecoveryBound of the fault's end. The control cells (fencing off) and the
+// lab-only flawed backends must show the failure they exist to show; a cell
+// that does not is as much a failure as an oversell on a correct backend,
+// because it means the checker could not see a loss.
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/loadgen"
+	"seckill/internal/localcluster"
+)
+
+// Sentinel errors; returned errors wrap them.
+var (
+	// ErrUnavailable: the cell's backend is not built into stockd yet, or
+	// the cell needs something stockd does not do yet (a failpoint).
+	ErrUnavailable = errors.New("lab: unavailable in this build")
+	// ErrUnknown: no such scenario.
+	ErrUnknown = errors.New("lab: unknown scenario")
+)
+
+// Initial is the stock every cell starts from.
+const Initial = 300
+
+// RecoveryBound is how soon after a fault ends a correct backend must sell
+// again. It covers the longest lease in the lab (2s), a reconnect with
+// backoff, and nginx putting a failed replica back.
+const RecoveryBound = 10 * time.Second
+
+// Expect is what a cell must show.
+type Expect string
+
+// Expectations.
+const (
+	// ExpectSafe: nothing oversold, books consistent, recovered in bound.
+	ExpectSafe Expect = "safe"
+	// ExpectOversell: units sold twice (a control cell or a flawed lock).
+	ExpectOversell Expect = "oversell"
+	// ExpectStuck: the lock never frees; nothing sells after the crash.
+	ExpectStuck Expect = "stuck"
+)
+
+// Cell is one run: a scenario on a backend, with fencing on or off.
+type Cell struct {
+	Backend  string
+	Scenario string
+	Fencing  bool
+}
+
+func (c Cell) String() string {
+	f := "fenced"
+	if !c.Fencing {
+		f = "unfenced"
+	}
+	return c.Backend + "/" + c.Scenario + "/" + f
+}
+
+// Correct lists the backends that must survive every scenario.
+var Correct = []string{"redis", "redisson", "etcd", "zookeeper"}
+
+// Flawed lists the lab-only broken backends and the scenario that breaks each.
+var Flawed = map[string]string{
+	"redis-nocheck":  "slowwork",
+	"redis-checkdel": "slowwork",
+	"setnx":          "crash",
+}
+
+// Expect says what the cell must show.
+func (c Cell) Expect() Expect {
+	switch {
+	case c.Scenario == "crash":
+		return ExpectStuck
+	case slices.Contains(Correct, c.Backend) && c.Fencing:
+		return ExpectSafe
+	default:
+		// Fencing off on a correct backend (a control), or a flawed lock.
+		return ExpectOversell
+	}
+}
+
+// Result is one cell's outcome; its JSON is one line of `seckill lab --json`.
+type Result struct {
+	Backend  string `json:"backend"`
+	Scenario string `json:"scenario"`
+	Fencing  bool   `json:"fencing"`
+	Expect   Expect `json:"expect"`
+	// Status is "pass", "FAIL", "unavailable" (backend not built yet) or
+	// "pending" (the backend is built but the fault cannot be staged yet).
+	Status   string `json:"status"`
+	Oversold int64  `json:"oversold"` // stock + lucky - initial, when positive
+	Fenced   int    `json:"fenced"`   // 409 "fenced" answers
+	LockLost int    `json:"lock_lost"`
+	Busy     int    `json:"busy"`
+	Errors   int    `json:"errors"` // 5xx "error", nginx 502/504, transport errors
+	Sold     int    `json:"sold"`   // 200 "sold" answers
+	Lucky    int64  `json:"lucky"`
+	Stock    int64  `json:"stock"`
+	Initial  int    `json:"initial"`
+	// Consistent: stock + lucky == initial and lucky == sold.
+	Consistent bool `json:"consistent"`
+	// RecoveryMS is from the fault's end to the first sale after it; -1
+	// when the scenario has no end (slowwork) or never recovered.
+	RecoveryMS int64  `json:"recovery_ms"`
+	DurationMS int64  `json:"duration_ms"`
+	Note       string `json:"note,omitempty"`
+}
+
+// Passed reports whether the cell showed what it must.
+func (r Result) Passed() bool { return r.Status == "pass" }
+
+// Skipped reports whether the cell could not run in this build.
+func (r Result) Skipped() bool { return r.Status == "unavailable" || r.Status == "pending" }
+
+// Matrix is the default set of cells for the given backends and scenarios
+// (nil means all): every scenario on every correct backend with fencing on,
+// the pause control (fencing off) on every correct backend, the latency
+// control on redis, and each flawed backend in the scenario that breaks it.
+func Matrix(backends, scenarios []string) []Cell {
+	want := func(list []string, s string) bool { return len(list) == 0 || slices.Contains(list, s) }
+	var cells []Cell
+	for _, b := range Correct {
+		if !want(backends, b) {
+			continue
+		}
+		for _, s := range Scenarios() {
+			if s != "crash" && want(scenarios, s) {
+				cells = append(cells, Cell{Backend: b, Scenario: s, Fencing: true})
+			}
+		}
+		if want(scenarios, "pause") {
+			cells = append(cells, Cell{Backend: b, Scenario: "pause", Fencing: false})
+		}
+		if b == "redis" && want(scenarios, "latency") {
+			cells = append(cells, Cell{Backend: b, Scenario: "latency", Fencing: false})
+		}
+	}
+	for _, b := range []string{"redis-nocheck", "redis-checkdel", "setnx"} {
+		if want(backends, b) && want(scenarios, Flawed[b]) {
+			cells = append(cells, Cell{Backend: b, Scenario: Flawed[b], Fencing: true})
+		}
+	}
+	return cells
+}
+
+// ClusterConfig is the local cluster the lab needs: three replicas behind
+// nginx, the fault layer on, etcd and ZooKeeper started up front only when
+// asked (they are started on first need otherwise).
+func ClusterConfig() localcluster.Config {
+	return localcluster.Config{Replicas: 3, Backend: "none", Faults: true}
+}
+
+// lease is how long the backend's lock outlives a silent holder, as
+// configured by baseEnv.
+func lease(backend string) time.Duration {
+	switch backend {
+	case "redisson":
+		return 1500 * time.Millisecond
+	case "etcd", "zookeeper":
+		return 2 * time.Second
+	default:
+		return time.Second
+	}
+}
+
+// baseEnv is every cell's stockd configuration: short leases so faults
+// resolve quickly, and a lock wait long enough that queueing, not shedding,
+// is what buyers see.
+func baseEnv(c Cell) map[string]string {
+	return map[string]string{
+		"lock.ttl":                  "1s",
+		"redisson.watchdog":         "1500ms",
+		"etcd.session_ttl":          "2s",
+		"zookeeper.session_timeout": "2s",
+		"lock.wait_timeout":         "10s",
+		"stock.fencing":             fmt.Sprint(c.Fencing),
+		"log.level":                 "info",
+	}
+}
+
+// Run runs one cell on c, which must have been started with the fault layer
+// (ClusterConfig). It switches the replicas to the cell's backend, resets the
+// stock, keeps buyers running through nginx, stages the fault, and judges
+// the books. The error is non-nil only when the cell could not be run; a
+// cell that ran and failed its expectation returns Status "FAIL" and a nil
+// error. An unbuilt backend returns Status "unavailable" and ErrUnavailable.
+func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error) {
+	sc, ok := scenarios[cell.Scenario]
+	if !ok {
+		return Result{}, fmt.Errorf("%w: %q (want one of %s)", ErrUnknown, cell.Scenario, strings.Join(Scenarios(), ", "))
+	}
+	start := time.Now()
+	res := Result{
+		Backend: cell.Backend, Scenario: cell.Scenario, Fencing: cell.Fencing,
+		Expect: cell.Expect(), Initial: Initial, RecoveryMS: -1,
+	}
+	env := baseEnv(cell)
+	for k, v := range sc.env(lease(cell.Backend)) {
+		env[k] = v
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	err := c.SetBackend(sctx, cell.Backend, env)
+	cancel()
+	if err != nil {
+		if errors.Is(err, localcluster.ErrReplicaExited) && strings.Contains(err.Error(), "lock.backend") {
+			res.Status, res.Note = "unavailable", "stockd does not build this backend yet"
+			return res, fmt.Errorf("%w: backend %s", ErrUnavailable, cell.Backend)
+		}
+		return res, fmt.Errorf("lab: %s: switch backend: %w", cell, err)
+	}
+	if err := flushLockRedis(ctx, c); err != nil {
+		return res, fmt.Errorf("lab: %s: %w", cell, err)
+	}
+	client := loadgen.NewClient(4, 10*time.Second)
+	defer client.CloseIdleConnections()
+	if err := loadgen.Reset(ctx, client, c.URL(), c.AdminToken(), Initial); err != nil {
+		return res, fmt.Errorf("lab: %s: reset: %w", cell, err)
+	}
+
+	x := &run{ctx: ctx, c: c, cell: cell, lease: lease(cell.Backend), res: &res}
+	x.load = startLoad(c.URL()+"/stock/reduce", sc.concurrency, 60*time.Second)
+	stopped := false
+	defer func() {
+		if !stopped {
+			x.load.stop()
+		}
+	}()
+	if !sc.noWarmup {
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		_, err := x.load.waitFor(wctx, start, response.sold)
+		cancel()
+		if err != nil {
+			return res, fmt.Errorf("lab: %s: no sale before the fault (%w)\n%s", cell, err, c.Logs(10))
+		}
+	}
+	if err := sc.run(x); err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			res.Status = "pending"
+			res.Note = strings.Join(append(x.notes, err.Error()), "; ")
+			return res, err
+		}
+		return res, fmt.Errorf("lab: %s: %w\n%s", cell, err, c.Logs(10))
+	}
+	if !x.faultEnd.IsZero() && x.recovered.IsZero() {
+		rctx, cancel := context.WithTimeout(ctx, RecoveryBound)
+		r, err := x.load.waitFor(rctx, x.faultEnd, response.sold)
+		cancel()
+		if err == nil {
+			x.recovered = r.At
+		}
+	}
+	if !x.recovered.IsZero() {
+		res.RecoveryMS = x.recovered.Sub(x.faultEnd).Milliseconds()
+	}
+	resps := x.load.stop()
+	stopped = true
+	if err := x.books(client, resps); err != nil {
+		return res, fmt.Errorf("lab: %s: %w", cell, err)
+	}
+	if sc.check != nil {
+		sc.check(x)
+	}
+	x.judge()
+	res.DurationMS = time.Since(start).Milliseconds()
+	res.Note = strings.Join(x.notes, "; ")
+	return res, nil
+}
+
+// run is the state of one cell while it runs.
+type run struct {
+	ctx   context.Context
+	c     *localcluster.Cluster
+	cell  Cell
+	lease time.Duration
+	load  *load
+	res   *Result
+
+	faultEnd  time.Time // zero: the scenario has no end to recover from
+	recovered time.Time // set by scenarios that define recovery themselves
+	notes     []string
+	problems  []string // scenario-specific expectations that were not met
+	// stuck is set by the crash scenario when the lock never freed.
+	stuck bool
+}
+
+func (x *run) notef(format string, args ...any) {
+	x.notes = append(x.notes, fmt.Sprintf(format, args...))
+}
+
+func (x *run) problemf(format string, args ...any) {
+	x.problems = append(x.problems, fmt.Sprintf(format, args...))
+}
+
+// books counts the answers and reads the stock back.
+func (x *run) books(client *http.Client, resps []response) error {
+	r := x.res
+	for _, a := range resps {
+		switch {
+		case a.sold():
+			r.Sold++
+		case a.Result == "fenced":
+			r.Fenced++
+		case a.Result == "lock_lost":
+			r.LockLost++
+		case a.Result == "busy":
+			r.Busy++
+		case a.Result == "sold_out":
+		default:
+			r.Errors++
+		}
+	}
+	ctx, cancel := context.WithTimeout(x.ctx, 10*time.Second)
+	defer cancel()
+	st, err := loadgen.GetStock(ctx, client, x.c.URL())
+	if err != nil {
+		return fmt.Errorf("read stock back: %w", err)
+	}
+	r.Stock, r.Lucky = st.Stock, st.Lucky
+	r.Oversold = max(0, st.Stock+st.Lucky-int64(r.Initial))
+	r.Consistent = st.Stock+st.Lucky == int64(r.Initial) && st.Lucky == int64(r.Sold)
+	return nil
+}
+
+// judge sets Status from the expectation.
+func (x *run) judge() {
+	r := x.res
+	var why []string
+	switch r.Expect {
+	case ExpectSafe:
+		if r.Oversold > 0 {
+			why = append(why, fmt.Sprintf("oversold %d", r.Oversold))
+		}
+		if !r.Consistent {
+			why = append(why, fmt.Sprintf("books: stock %d + lucky %d vs initial %d, sold answers %d", r.Stock, r.Lucky, r.Initial, r.Sold))
+		}
+		if !x.faultEnd.IsZero() && r.RecoveryMS < 0 {
+			why = append(why, fmt.Sprintf("no sale within %v of the fault's end", RecoveryBound))
+		}
+		why = append(why, x.problems...)
+	case ExpectOversell:
+		if r.Oversold == 0 {
+			why = append(why, "expected an oversell, saw none: the checker would miss a lost lock")
+		}
+	case ExpectStuck:
+		if !x.stuck {
+			why = append(why, "expected the lock to stay held forever after the crash")
+		}
+		why = append(why, x.problems...)
+	}
+	if len(why) == 0 {
+		r.Status = "pass"
+		return
+	}
+	r.Status = "FAIL"
+	x.notes = append(why, x.notes...)
+}
+
+// flushLockRedis empties the lock Redis, so a cell never inherits a lock
+// (or a key of another backend's layout) from the one before; the stock
+// reset that follows drops the fence, so restarting the token counter
+// is safe.
+func flushLockRedis(ctx context.Context, c *localcluster.Cluster) error {
+	lr := c.LockRedis()
+	if lr == nil {
+		return nil
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: lr.Addr()})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		return fmt.Errorf("flush lock redis: %w", err)
+	}
+	return nil
+}

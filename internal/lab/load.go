@@ -1,0 +1,157 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"seckill/internal/loadgen"
+)
+
+// response is one reduce answer as the load saw it.
+type response struct {
+	At      time.Time // when the answer arrived
+	Status  int       // 0 on a transport error
+	Result  string    // stockd's "result", "" when the body was not stockd's
+	Replica string
+	Error   string
+}
+
+func (r response) sold() bool { return r.Status == http.StatusOK && r.Result == "sold" }
+
+// load keeps c buyers sending POST /stock/reduce through one URL until
+// stopped, recording every answer. Waiting on it is event-driven: each
+// answer wakes whoever waits for a matching one.
+type load struct {
+	url    string
+	client *http.Client
+	quit   chan struct{}
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	resps   []response
+	changed chan struct{} // closed and replaced on every answer
+}
+
+// startLoad starts c buyers. Each request is bounded by reqTimeout; stop
+// waits for the ones in flight rather than cancelling them, because a
+// cancelled sale has an unknown outcome and would blur the books.
+func startLoad(url string, c int, reqTimeout time.Duration) *load {
+	l := &load{
+		url: url, client: loadgen.NewClient(c, reqTimeout),
+		quit: make(chan struct{}), changed: make(chan struct{}),
+	}
+	for range c {
+		l.wg.Go(l.buyer)
+	}
+	return l
+}
+
+func (l *load) buyer() {
+	for {
+		select {
+		case <-l.quit:
+			return
+		default:
+		}
+		r := l.reduce()
+		l.mu.Lock()
+		l.resps = append(l.resps, r)
+		close(l.changed)
+		l.changed = make(chan struct{})
+		l.mu.Unlock()
+		if r.Result == "sold_out" {
+			// Nothing left to sell: stop hammering, the run's books are final.
+			return
+		}
+	}
+}
+
+func (l *load) reduce() response { return l.do(context.Background(), l.url) }
+
+// reduceAt makes one sale at url (a replica directly) outside the buyers,
+// and records it with their answers so the books include it.
+func (l *load) reduceAt(ctx context.Context, url string) response {
+	r := l.do(ctx, url)
+	l.mu.Lock()
+	l.resps = append(l.resps, r)
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+	return r
+}
+
+func (l *load) do(ctx context.Context, url string) response {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return response{At: time.Now(), Error: err.Error()}
+	}
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return response{At: time.Now(), Error: err.Error()}
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	r := response{At: time.Now(), Status: resp.StatusCode}
+	var body struct{ Result, Replica, Error string }
+	if json.Unmarshal(raw, &body) == nil {
+		r.Result, r.Replica, r.Error = body.Result, body.Replica, body.Error
+	} else {
+		r.Error = fmt.Sprintf("non-JSON answer %d", resp.StatusCode)
+	}
+	return r
+}
+
+// waitFor returns the first answer that arrived at or after since and
+// satisfies pred, waiting for it until ctx is done.
+func (l *load) waitFor(ctx context.Context, since time.Time, pred func(response) bool) (response, error) {
+	seen := 0
+	for {
+		l.mu.Lock()
+		for _, r := range l.resps[seen:] {
+			if !r.At.Before(since) && pred(r) {
+				l.mu.Unlock()
+				return r, nil
+			}
+		}
+		seen = len(l.resps)
+		changed := l.changed
+		l.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return response{}, ctx.Err()
+		}
+	}
+}
+
+// count returns how many answers since since satisfy pred.
+func (l *load) count(since time.Time, pred func(response) bool) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.resps {
+		if !r.At.Before(since) && pred(r) {
+			n++
+		}
+	}
+	return n
+}
+
+// stop lets the requests in flight finish and returns every answer.
+func (l *load) stop() []response {
+	select {
+	case <-l.quit:
+	default:
+		close(l.quit)
+	}
+	l.wg.Wait()
+	l.client.CloseIdleConnections()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]response(nil), l.resps...)
+}

@@ -1,0 +1,522 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/localcluster"
+)
+
+// scenario is one fault and how to stage it.
+type scenario struct {
+	summary     string
+	concurrency int  // buyers through nginx
+	noWarmup    bool // do not wait for a first sale before the fault
+	// env adds stockd settings for the cell, given the backend's lease.
+	env func(lease time.Duration) map[string]string
+	// run stages the fault while the load runs. It sets faultEnd when the
+	// fault has an end to recover from.
+	run func(x *run) error
+	// check runs after the books are read, for expectations on the counts.
+	check func(x *run)
+}
+
+var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency", "crash"}
+
+// Scenarios lists the scenario names in table order.
+func Scenarios() []string { return append([]string(nil), order...) }
+
+// Summary describes a scenario in one line.
+func Summary(name string) string { return scenarios[name].summary }
+
+var scenarios = map[string]scenario{
+	"kill": {
+		summary:     "kill -9 the replica that just read the stock (the holder, mid critical section)",
+		concurrency: 6,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "300ms"} },
+		run:         runKill,
+	},
+	"pause": {
+		summary:     "SIGSTOP the holder with its write on the wire for 2x the lease, then SIGCONT",
+		concurrency: 6,
+		// A long client timeout so the resumed replica reads the store's
+		// answer to its write (fenced or not) instead of timing out.
+		env: func(time.Duration) map[string]string {
+			return map[string]string{"work.delay": "50ms", "redis.timeout": "30s"}
+		},
+		run: runPause,
+		check: func(x *run) {
+			if x.cell.Fencing && x.res.Fenced == 0 {
+				x.problemf("the resumed write was not fenced")
+			}
+		},
+	},
+	"slowwork": {
+		summary:     "business time 1.5x the lease: renewal must keep the lock",
+		concurrency: 3,
+		env: func(lease time.Duration) map[string]string {
+			return map[string]string{"work.delay": (lease * 3 / 2).String()}
+		},
+		run: runSlowWork,
+		check: func(x *run) {
+			if x.cell.Expect() == ExpectSafe && (x.res.LockLost > 0 || x.res.Fenced > 0) {
+				x.problemf("renewal did not keep the lock: %d lock_lost, %d fenced", x.res.LockLost, x.res.Fenced)
+			}
+		},
+	},
+	"partition": {
+		summary:     "cut the holder off from the lock server for 2x the lease, then restore",
+		concurrency: 3,
+		// Every sale takes 1.5 leases, so the restored replica's own sale may
+		// queue behind all the buyers: wait for the lock rather than shed.
+		env: func(lease time.Duration) map[string]string {
+			return map[string]string{"work.delay": (lease * 3 / 2).String(), "lock.wait_timeout": "30s"}
+		},
+		run: runPartition,
+	},
+	"lockrestart": {
+		summary:     "restart the lock server (lock Redis, etcd, ZooKeeper) under load",
+		concurrency: 6,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		run:         runLockRestart,
+	},
+	"stockdown": {
+		summary:     "cut every replica off from the stock Redis for 2x the lease, then restore",
+		concurrency: 6,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "100ms"} },
+		run:         runStockDown,
+	},
+	"latency": {
+		summary:     "delay everything the holder sends (stock and lock) by 2x the lease",
+		concurrency: 6,
+		env: func(lease time.Duration) map[string]string {
+			return map[string]string{"work.delay": "100ms", "redis.timeout": (2*lease + 5*time.Second).String()}
+		},
+		run: runLatency,
+	},
+	"crash": {
+		summary:     "crash between SETNX and EXPIRE (failpoint setnx/afterSetNX=exit)",
+		concurrency: 4,
+		noWarmup:    true,
+		env: func(time.Duration) map[string]string {
+			return map[string]string{
+				"SECKILL_FAILPOINTS": "setnx/afterSetNX=1*exit",
+				"lock.wait_timeout":  "1s",
+				"work.delay":         "20ms",
+			}
+		},
+		run:   runCrash,
+		check: checkCrash,
+	},
+}
+
+// The stock keys as they appear in RESP on the wire (stockd's defaults).
+var (
+	stockKey = []byte("$5\r\nstock\r\n")
+	luckyKey = []byte("$5\r\nlucky\r\n")
+)
+
+// isRead matches a sale's read (GET stock, or the fenced-read script): it
+// names the stock key and not the lucky key.
+func isRead(b []byte) bool { return bytes.Contains(b, stockKey) && !bytes.Contains(b, luckyKey) }
+
+// isWrite matches a sale's write (MULTI SET/INCR, or the fenced-write
+// script), not the MGET of GET /stock, which names lucky too.
+func isWrite(b []byte) bool {
+	return bytes.Contains(b, luckyKey) && !bytes.Contains(bytes.ToLower(b), []byte("mget"))
+}
+
+func (x *run) within(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(x.ctx, d)
+}
+
+// hold keeps a fault in place until at, or until the run is cancelled: the
+// fault's length is part of its definition, not a synchronisation.
+func (x *run) hold(at time.Time) error {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-x.ctx.Done():
+		return x.ctx.Err()
+	}
+}
+
+// holder waits for the next read of the stock and returns who made it: the
+// replica now inside its critical section.
+func (x *run) holder(bound time.Duration) (int, time.Time, error) {
+	w, err := x.c.Watch(isRead, false)
+	if err != nil {
+		return -1, time.Time{}, err
+	}
+	defer w.Close()
+	ctx, cancel := x.within(bound)
+	defer cancel()
+	ev, err := w.Next(ctx, time.Now())
+	if err != nil {
+		return -1, time.Time{}, err
+	}
+	return ev.Replica, ev.At, nil
+}
+
+// otherSells waits for a sale by a replica other than name after since.
+func (x *run) otherSells(name string, since time.Time, bound time.Duration) (response, error) {
+	ctx, cancel := x.within(bound)
+	defer cancel()
+	return x.load.waitFor(ctx, since, func(r response) bool { return r.sold() && r.Replica != name })
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+func runKill(x *run) error {
+	i, readAt, err := x.holder(10 * time.Second)
+	if err != nil {
+		return err
+	}
+	name, p := localcluster.ReplicaName(i), x.c.Replica(i)
+	// Kill returns once the process is reaped, by when nginx may already
+	// have answered for it: the fault's moment is the signal, not the reap.
+	x.faultEnd = time.Now()
+	if err := p.Kill(); err != nil {
+		return err
+	}
+	x.notef("killed %s %dms after its read", name, ms(x.faultEnd.Sub(readAt)))
+	if r, err := x.otherSells(name, x.faultEnd, RecoveryBound); err == nil {
+		x.recovered = r.At
+	}
+	// nginx must answer the killed request with an error, not replay it on
+	// another replica (which could sell the unit twice).
+	if x.load.count(x.faultEnd, func(r response) bool { return r.Status == http.StatusBadGateway }) == 0 {
+		x.problemf("no 502 for the requests on the killed replica: replayed?")
+	}
+	ctx, cancel := x.within(time.Minute)
+	defer cancel()
+	if err := p.Start(ctx); err != nil {
+		return fmt.Errorf("restart %s: %w", name, err)
+	}
+	return nil
+}
+
+func runPause(x *run) error {
+	w, err := x.c.Watch(isWrite, true)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	ctx, cancel := x.within(10 * time.Second)
+	i, err := w.Held(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	name, p := localcluster.ReplicaName(i), x.c.Replica(i)
+	if err := p.Pause(); err != nil {
+		w.Release()
+		return err
+	}
+	pausedAt := time.Now()
+	resume := func() error {
+		w.Release()
+		return p.Resume()
+	}
+	other, err := x.otherSells(name, pausedAt, 3*x.lease+RecoveryBound)
+	if err != nil {
+		x.problemf("no other replica sold while %s was paused", name)
+	} else {
+		x.notef("%s paused with its write held; %s sold %dms later", name, other.Replica, ms(other.At.Sub(pausedAt)))
+	}
+	if err := x.hold(pausedAt.Add(2 * x.lease)); err != nil {
+		_ = resume()
+		return err
+	}
+	// The write reaches the store first, then the process wakes: the order
+	// a GC pause between the last check and the write would produce.
+	if err := resume(); err != nil {
+		return err
+	}
+	x.faultEnd = time.Now()
+	ctx, cancel = x.within(10 * time.Second)
+	defer cancel()
+	if r, err := x.load.waitFor(ctx, x.faultEnd, func(r response) bool { return r.Replica == name }); err == nil {
+		x.notef("%s answered %q after SIGCONT", name, r.Result)
+	}
+	return nil
+}
+
+func runSlowWork(x *run) error {
+	delay := x.lease * 3 / 2
+	ctx, cancel := x.within(8*delay + 15*time.Second)
+	defer cancel()
+	since := time.Now().Add(-time.Hour) // count the warm-up sale too
+	for n := 0; n < 3; n++ {
+		r, err := x.load.waitFor(ctx, since, response.sold)
+		if err != nil {
+			return fmt.Errorf("only %d sales of %v each in time: %w", n, delay, err)
+		}
+		since = r.At.Add(time.Nanosecond)
+	}
+	x.notef("work %v > lease %v", delay, x.lease)
+	return nil
+}
+
+func runPartition(x *run) error {
+	delay := x.lease * 3 / 2
+	i, _, err := x.holder(3*delay + 10*time.Second)
+	if err != nil {
+		return err
+	}
+	name := localcluster.ReplicaName(i)
+	restore, err := x.c.Cut(i, localcluster.LinkLock)
+	if err != nil {
+		return err
+	}
+	cutAt := time.Now()
+	if other, err := x.otherSells(name, cutAt, 3*x.lease+delay+RecoveryBound); err != nil {
+		x.problemf("no other replica sold while %s was cut off", name)
+	} else {
+		x.notef("%s cut off; %s sold %dms later", name, other.Replica, ms(other.At.Sub(cutAt)))
+	}
+	if err := x.hold(cutAt.Add(2 * x.lease)); err != nil {
+		_ = restore()
+		return err
+	}
+	if err := restore(); err != nil {
+		return err
+	}
+	x.faultEnd = time.Now()
+	sold := x.load.count(cutAt, func(r response) bool { return r.sold() && r.Replica == name && r.At.Before(x.faultEnd) })
+	if sold > 0 {
+		x.problemf("%s sold %d while cut off from the lock server", name, sold)
+	}
+	outcomes := map[string]int{}
+	x.load.count(cutAt, func(r response) bool {
+		if r.Replica == name && r.At.Before(x.faultEnd) {
+			outcomes[r.Result]++
+		}
+		return false
+	})
+	x.notef("%s while cut: %v", name, outcomes)
+	// Recovery here means the cut replica itself: ready (recovery_ms), then
+	// a sale on it, which may queue behind every buyer's 1.5-lease sale.
+	readyAt, soldAt, err := x.sellOn(i, RecoveryBound, 4*delay+RecoveryBound)
+	if !readyAt.IsZero() {
+		x.recovered = readyAt
+	}
+	if err != nil {
+		x.problemf("%s did not serve again after the restore: %v", name, err)
+		return nil
+	}
+	x.notef("%s sold again %dms after the restore", name, ms(soldAt.Sub(x.faultEnd)))
+	return nil
+}
+
+// sellOn waits (up to readyBound) for replica i's /readyz to pass, then
+// makes one sale on it directly (up to sellBound), counting it in the load's
+// books. Readiness has no event to wait on from outside the process, so it
+// is polled with a growing backoff.
+func (x *run) sellOn(i int, readyBound, sellBound time.Duration) (readyAt, soldAt time.Time, err error) {
+	rctx, cancel := x.within(readyBound)
+	defer cancel()
+	ctx, cancel2 := x.within(sellBound)
+	defer cancel2()
+	base := x.c.ReplicaURL(i)
+	backoff := 20 * time.Millisecond
+	var last string
+	for {
+		wait := rctx
+		if readyAt.IsZero() {
+			if st, _ := httpStatus(rctx, http.MethodGet, base+"/readyz"); st == http.StatusOK {
+				readyAt = time.Now()
+			} else {
+				last = fmt.Sprintf("readyz %d", st)
+			}
+		}
+		if !readyAt.IsZero() {
+			wait = ctx
+			r := x.load.reduceAt(ctx, base+"/stock/reduce")
+			if r.sold() {
+				return readyAt, r.At, nil
+			}
+			last = fmt.Sprintf("reduce: %d %s %s", r.Status, r.Result, r.Error)
+		}
+		select {
+		case <-wait.Done():
+			return readyAt, time.Time{}, fmt.Errorf("%w (last: %s)", wait.Err(), last)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 500*time.Millisecond)
+	}
+}
+
+func httpStatus(ctx context.Context, method, url string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func runLockRestart(x *run) error {
+	ls := x.c.LockServer()
+	if ls == nil {
+		return errors.New("no lock server process")
+	}
+	ctx, cancel := x.within(time.Minute)
+	defer cancel()
+	start := time.Now()
+	if err := ls.Restart(ctx); err != nil {
+		return fmt.Errorf("restart %s: %w", ls.Name(), err)
+	}
+	x.faultEnd = time.Now()
+	x.notef("%s down and back in %dms", ls.Name(), ms(x.faultEnd.Sub(start)))
+	return nil
+}
+
+func runStockDown(x *run) error {
+	// Cut right after a read, so the holder is in its work and no write is
+	// on the wire: a write cut mid-flight has an unknowable outcome.
+	if _, _, err := x.holder(10 * time.Second); err != nil {
+		return err
+	}
+	var restores []func() error
+	for i := range x.c.Replicas() {
+		restore, err := x.c.Cut(i, localcluster.LinkStock)
+		if err != nil {
+			return err
+		}
+		restores = append(restores, restore)
+	}
+	cutAt := time.Now()
+	restoreAll := func() error {
+		var errs []error
+		for _, r := range restores {
+			errs = append(errs, r())
+		}
+		return errors.Join(errs...)
+	}
+	ctx, cancel := x.within(10 * time.Second)
+	r, err := x.load.waitFor(ctx, cutAt, func(r response) bool {
+		return r.Status == http.StatusServiceUnavailable && r.Result == "error" && strings.Contains(r.Error, "unavailable")
+	})
+	cancel()
+	if err != nil {
+		x.problemf("no 503 error JSON naming the unavailable Redis during the outage")
+	} else {
+		x.notef("503 %q", firstN(r.Error, 60))
+	}
+	if sold := x.load.count(cutAt, response.sold); sold > 0 {
+		x.problemf("%d sales while the stock Redis was unreachable", sold)
+	}
+	if err := x.hold(cutAt.Add(2 * x.lease)); err != nil {
+		_ = restoreAll()
+		return err
+	}
+	if err := restoreAll(); err != nil {
+		return err
+	}
+	x.faultEnd = time.Now()
+	return nil
+}
+
+func runLatency(x *run) error {
+	i, _, err := x.holder(10 * time.Second)
+	if err != nil {
+		return err
+	}
+	name, d := localcluster.ReplicaName(i), 2*x.lease
+	rmStock, err := x.c.Latency(i, localcluster.LinkStock, d)
+	if err != nil {
+		return err
+	}
+	rmLock, err := x.c.Latency(i, localcluster.LinkLock, d)
+	if err != nil {
+		_ = rmStock()
+		return err
+	}
+	addAt := time.Now()
+	remove := func() error { return errors.Join(rmLock(), rmStock()) }
+	if other, err := x.otherSells(name, addAt, d+RecoveryBound); err != nil {
+		x.problemf("no other replica sold while %s was slow", name)
+	} else {
+		x.notef("%s slowed by %v; %s sold %dms later", name, d, other.Replica, ms(other.At.Sub(addAt)))
+	}
+	// Keep the latency until the holder's write (sent ~work.delay after its
+	// read) has come through it: removing the toxic flushes what it holds.
+	if err := x.hold(addAt.Add(d + 500*time.Millisecond)); err != nil {
+		_ = remove()
+		return err
+	}
+	if err := remove(); err != nil {
+		return err
+	}
+	x.faultEnd = time.Now()
+	ctx, cancel := x.within(10 * time.Second)
+	defer cancel()
+	if r, err := x.load.waitFor(ctx, addAt, func(r response) bool { return r.Replica == name }); err == nil {
+		x.notef("%s's first answer: %q", name, r.Result)
+	}
+	return nil
+}
+
+func runCrash(x *run) error {
+	ctx, cancel := x.within(15 * time.Second)
+	defer cancel()
+	n := x.c.Replicas()
+	crashed := make(chan int, n)
+	for i := range n {
+		p := x.c.Replica(i)
+		go func() {
+			select {
+			case <-p.Exited():
+				crashed <- i
+			case <-ctx.Done():
+			}
+		}()
+	}
+	select {
+	case i := <-crashed:
+		x.faultEnd = time.Now()
+		x.notef("%s died between SETNX and EXPIRE", localcluster.ReplicaName(i))
+	case <-ctx.Done():
+		return fmt.Errorf("%w: no replica crashed at setnx/afterSetNX: stockd does not arm %s yet", ErrUnavailable, "SECKILL_FAILPOINTS")
+	}
+	// Watch the recovery window (Run waits RecoveryBound for a sale that
+	// must not come); checkCrash judges it.
+	return nil
+}
+
+func checkCrash(x *run) {
+	soldAfter := x.load.count(x.faultEnd, response.sold)
+	busyAfter := x.load.count(x.faultEnd, func(r response) bool { return r.Result == "busy" })
+	ctx, cancel := x.within(5 * time.Second)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: x.c.LockServer().Addr()})
+	defer rdb.Close()
+	ttl, err := rdb.TTL(ctx, lockKey).Result()
+	x.notef("after the crash: %d sold, %d busy in %v; lock TTL %v (%v)", soldAfter, busyAfter, RecoveryBound, ttl, err)
+	// TTL -1 (go-redis reports it as -1ns): the key exists and never expires.
+	x.stuck = soldAfter == 0 && busyAfter > 0 && err == nil && ttl == -1
+}
+
+// lockKey is stockd's default lock.key.
+const lockKey = "seckill:lock"
+
+func firstN(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
