@@ -7,14 +7,22 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
+	"seckill/internal/etcdsess"
 	"seckill/internal/lock"
+	"seckill/internal/lock/etcdlock"
+	"seckill/internal/lock/flawedlock"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/lock/nolock"
 	"seckill/internal/lock/redislock"
 	"seckill/internal/lock/redissonlock"
+	"seckill/internal/lock/zklock"
+	"seckill/internal/zksess"
 )
 
 // This file is the one place that maps a lock.backend name to a constructor.
@@ -56,16 +64,31 @@ var backends = map[string]backendSpec{
 			Watchdog: w.cfg.Redisson.Watchdog, LeaseTime: w.cfg.Redisson.LeaseTime,
 		}), nil
 	}},
-	// TODO(lead): etcdsess.New(w.etcd(), cfg.Etcd.SessionTTL) → etcdlock.New(m, etcdlock.Options{})
-	// and zksess.Dial(ctx, cfg.ZooKeeper.Servers, cfg.ZooKeeper.SessionTimeout) →
-	// zklock.New(s, zklock.Options{Root: cfg.ZooKeeper.Root}), registering each
-	// session's Close with w.onClose.
-	"etcd":      {needs: needsEtcd},
-	"zookeeper": {needs: needsZK},
-	// Lab-only broken Redis locks (issue 7), reserved here so the names validate.
-	"setnx":          {needs: needsRedis},
-	"redis-nocheck":  {needs: needsRedis},
-	"redis-checkdel": {needs: needsRedis},
+	"etcd": {needs: needsEtcd, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
+		m, err := w.etcdSession()
+		if err != nil {
+			return nil, err
+		}
+		return etcdlock.New(m, etcdlock.Options{}), nil
+	}},
+	"zookeeper": {needs: needsZK, build: func(ctx context.Context, w *wiring) (lock.Locker, error) {
+		s, err := w.zkSession(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return zklock.New(s, zklock.Options{Root: w.cfg.ZooKeeper.Root}), nil
+	}},
+	// Lab-only broken Redis locks (issue 7): each fails in the way one of the
+	// articles' versions does. Never safe; they exist to be watched failing.
+	"setnx":          {needs: needsRedis, build: flawed(flawedlock.NewSetNX)},
+	"redis-nocheck":  {needs: needsRedis, build: flawed(flawedlock.NewNoCheck)},
+	"redis-checkdel": {needs: needsRedis, build: flawed(flawedlock.NewCheckDel)},
+}
+
+func flawed(newFn func(redis.UniversalClient, flawedlock.Options) *flawedlock.Locker) func(context.Context, *wiring) (lock.Locker, error) {
+	return func(_ context.Context, w *wiring) (lock.Locker, error) {
+		return newFn(w.lockRedis(), flawedlock.Options{TTL: w.cfg.Lock.TTL}), nil
+	}
 }
 
 // backendNames lists the valid lock.backend values, sorted, for messages.
@@ -85,6 +108,8 @@ type wiring struct {
 	log      *slog.Logger
 	stockRDB *redis.Client
 	lockRDB  *redis.Client
+	etcdMgr  *etcdsess.Manager // shared by the etcd lock and the etcd election
+	zkSess   *zksess.Session   // shared by the ZooKeeper lock and election
 	closers  []func() error
 }
 
@@ -99,6 +124,49 @@ func (w *wiring) lockRedis() redis.UniversalClient {
 		w.onClose(w.lockRDB.Close)
 	}
 	return w.lockRDB
+}
+
+// etcdSession returns the process's etcd session manager, building the
+// client and manager on first use. clientv3.New does not block on the
+// connection: an unreachable etcd shows in /readyz and as 503s, not here.
+func (w *wiring) etcdSession() (*etcdsess.Manager, error) {
+	if w.etcdMgr != nil {
+		return w.etcdMgr, nil
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   w.cfg.Etcd.Endpoints,
+		DialTimeout: w.cfg.Etcd.DialTimeout,
+		// Keep-alive probes notice a dead connection within seconds, well
+		// inside the session TTL.
+		DialKeepAliveTime:    time.Second,
+		DialKeepAliveTimeout: time.Second,
+		Logger:               zap.NewNop(), // the client's zap logs are noise; failures surface as errors
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	w.onClose(cli.Close)
+	w.etcdMgr = etcdsess.New(cli, w.cfg.Etcd.SessionTTL)
+	w.onClose(w.etcdMgr.Close)
+	return w.etcdMgr, nil
+}
+
+// zkSession dials ZooKeeper on first use and waits for a session. A JVM that
+// has just started can take seconds to grant one under load, so the wait is
+// longer than the session timeout alone.
+func (w *wiring) zkSession(ctx context.Context) (*zksess.Session, error) {
+	if w.zkSess != nil {
+		return w.zkSess, nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, w.cfg.ZooKeeper.SessionTimeout+15*time.Second)
+	defer cancel()
+	s, err := zksess.Dial(dctx, w.cfg.ZooKeeper.Servers, w.cfg.ZooKeeper.SessionTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper: %w", err)
+	}
+	w.zkSess = s
+	w.onClose(func() error { s.Close(); return nil })
+	return s, nil
 }
 
 func (w *wiring) onClose(f func() error) { w.closers = append(w.closers, f) }

@@ -75,7 +75,7 @@ func startElection(ctx context.Context, cfg *Config, d electionDeps) (stop func(
 	m := election.NewMetrics(d.Registerer, prometheus.Labels{"replica": cfg.Replica, "election": el.Backend()})
 	aud := audit.New(d.Redis, audit.Config{
 		Stock: cfg.Stock.Key, Lucky: cfg.Stock.LuckyKey, Fence: cfg.Stock.FenceKey,
-		Initial: cfg.Stock.Key + ":initial", // written by /stock/reset once the lead wires it; learned until then
+		Initial: initialKey(cfg), // written by Store.Reset
 		Replica: cfg.Replica, Backend: el.Backend(),
 	})
 	runner := election.NewRunner(election.RunnerConfig{

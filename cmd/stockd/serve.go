@@ -43,6 +43,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	m := metrics.New(prometheus.Labels{"replica": cfg.Replica, "backend": info.Name})
 	store := stock.NewStore(stockRDB, stock.Keys{
 		Stock: cfg.Stock.Key, Lucky: cfg.Stock.LuckyKey, Fence: cfg.Stock.FenceKey,
+		Initial: initialKey(cfg),
 	})
 	svc := stock.NewService(stock.ServiceConfig{
 		Store:       store,
@@ -56,6 +57,17 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		OnLockWait:  m.ObserveLockWait,
 		Logger:      log,
 	})
+	// The election shares the lock's etcd/ZooKeeper session when there is
+	// one (nil otherwise: it builds its own).
+	stopElection, leader, err := startElection(ctx, cfg, electionDeps{
+		Redis: stockRDB, Registerer: m.Registry(), Logger: log, Etcd: w.etcdMgr, ZK: w.zkSess,
+	})
+	if err != nil {
+		return fmt.Errorf("election: %w", err)
+	}
+	// Runs before w.close (deferred earlier): the election borrows w's sessions.
+	defer stopElection()
+
 	var pinger lock.Pinger
 	if p, ok := locker.(lock.Pinger); ok {
 		pinger = p
@@ -67,7 +79,9 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		Mode:       string(mode),
 		Version:    buildVersion(),
 		AdminToken: cfg.Admin.Token,
-	}, handler.Deps{Seller: svc, Inventory: store, LockPinger: pinger, Metrics: m, Logger: log})
+	}, handler.Deps{
+		Seller: svc, Inventory: store, LockPinger: pinger, Metrics: m, Logger: log, Leader: leader,
+	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
@@ -80,6 +94,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	}
 
 	log.Info("stockd starting", "addr", ln.Addr().String(), "backend", info.Name, "fencing", fencing,
+		"election", cfg.Election.Backend,
 		"mode", mode, "work_delay", cfg.Work.Delay.String(), "version", buildVersion())
 	if mode == stock.ModeLocked && !info.Safe {
 		log.Warn("LOCK BACKEND IS NOT SAFE ACROSS REPLICAS: with more than one replica this WILL oversell",
@@ -104,6 +119,9 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
+	// Resign first so another replica takes over the job at once rather than
+	// after this one's session expires.
+	stopElection()
 	log.Info("shutting down", "timeout", cfg.HTTP.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
 	defer cancel()
@@ -119,3 +137,8 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	log.Info("stopped")
 	return nil
 }
+
+// initialKey holds the stock of the last reset, for the election's audit
+// job (stock + lucky must equal it). Derived, not configured: it belongs
+// with stock.key.
+func initialKey(cfg *Config) string { return cfg.Stock.Key + ":initial" }

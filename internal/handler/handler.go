@@ -50,6 +50,8 @@ type Deps struct {
 	LockPinger lock.Pinger
 	Metrics    *metrics.Metrics
 	Logger     *slog.Logger
+	// Leader, if set, serves GET /leader (the election's view).
+	Leader gin.HandlerFunc
 }
 
 type api struct {
@@ -92,6 +94,9 @@ func New(cfg Config, deps Deps) http.Handler {
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
 	r.GET("/info", a.info)
+	if deps.Leader != nil {
+		r.GET("/leader", deps.Leader)
+	}
 	if deps.Metrics != nil {
 		r.GET("/metrics", gin.WrapH(deps.Metrics.Handler()))
 	}

@@ -38,6 +38,9 @@ type Keys struct {
 	Stock string // remaining units, an integer
 	Lucky string // units sold, an integer
 	Fence string // hash {backend, token}: the highest fencing token seen
+	// Initial, if set, receives the stock each Reset starts from, so an
+	// auditor can check stock + lucky == initial.
+	Initial string
 }
 
 // Fence identifies the lease a read or write is made under.
@@ -70,11 +73,15 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Reset starts a new sale: stock = n, lucky = 0, and the fence is deleted so
 // the lock backend's token sequence (or the backend itself) may start over.
+// All of it happens in one MULTI/EXEC: no reader sees half a reset.
 func (s *Store) Reset(ctx context.Context, n int64) error {
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Set(ctx, s.keys.Stock, n, 0)
 		p.Set(ctx, s.keys.Lucky, 0, 0)
 		p.Del(ctx, s.keys.Fence)
+		if s.keys.Initial != "" {
+			p.Set(ctx, s.keys.Initial, n, 0)
+		}
 		return nil
 	})
 	return wrapRedis(ctx, "reset", err)
