@@ -1,0 +1,71 @@
+package main
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"seckill/internal/lock"
+	"seckill/internal/servers/servertest"
+)
+
+// Every wired backend builds from a Config against its real server, takes and
+// releases the lock, describes itself under its configured name with the
+// expected safety, and closes cleanly.
+func TestBuildLockerEveryBackend(t *testing.T) {
+	rds := servertest.Redis(t)
+	cases := []struct {
+		backend string
+		safe    bool
+		server  func(t *testing.T, c *Config)
+	}{
+		{"none", false, nil},
+		{"local", false, nil},
+		{"redis", true, nil},
+		{"redisson", true, nil},
+		{"setnx", false, nil},
+		{"redis-nocheck", false, nil},
+		{"redis-checkdel", false, nil},
+		{"etcd", true, func(t *testing.T, c *Config) { c.Etcd.Endpoints = []string{"http://" + servertest.Etcd(t).Addr()} }},
+		{"zookeeper", true, func(t *testing.T, c *Config) { c.ZooKeeper.Servers = []string{servertest.ZooKeeper(t).Addr()} }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.backend, func(t *testing.T) {
+			c := validConfig(t)
+			c.Lock.Backend = tc.backend
+			c.Redis.Addr = rds.Addr()
+			c.Lock.TTL = 5 * time.Second
+			if tc.server != nil {
+				tc.server(t, c)
+			}
+			if err := Validate(c); err != nil {
+				t.Fatal(err)
+			}
+			w := &wiring{cfg: c, log: slog.Default(), stockRDB: newRedisClient(c, c.Redis.Addr)}
+			t.Cleanup(func() { _ = w.stockRDB.Close() })
+
+			lk, info, err := buildLocker(t.Context(), w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Name != tc.backend || info.Safe != tc.safe {
+				t.Fatalf("got %+v, want name %q safe %v", info, tc.backend, tc.safe)
+			}
+			if p, ok := lk.(lock.Pinger); ok {
+				if err := p.Ping(t.Context()); err != nil {
+					t.Fatalf("ping: %v", err)
+				}
+			}
+			l, err := lk.Acquire(t.Context(), c.Lock.Key)
+			if err != nil {
+				t.Fatalf("acquire: %v", err)
+			}
+			if err := l.Release(t.Context()); err != nil {
+				t.Fatalf("release: %v", err)
+			}
+			if err := w.close(); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+		})
+	}
+}
