@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -38,6 +39,10 @@ func classify(err error) (status int, result string) {
 		return http.StatusServiceUnavailable, ResultLockLost
 	case errors.Is(err, stock.ErrUnavailable), errors.Is(err, lock.ErrUnavailable),
 		errors.Is(err, lock.ErrClosed):
+		return http.StatusServiceUnavailable, ResultError
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The request's own context ended (client gone, or shutdown cut it
+		// off): the service could not finish, which is not a bug.
 		return http.StatusServiceUnavailable, ResultError
 	default:
 		return http.StatusInternalServerError, ResultError

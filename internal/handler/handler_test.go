@@ -141,6 +141,7 @@ func TestReduceErrorStatuses(t *testing.T) {
 		{fmt.Errorf("%w: %w", stock.ErrLockLost, lock.ErrLost), 503, "lock_lost", true},
 		{fmt.Errorf("%w: dial tcp: refused", stock.ErrUnavailable), 503, "error", true},
 		{fmt.Errorf("%w: etcd down", lock.ErrUnavailable), 503, "error", true},
+		{fmt.Errorf("stock: sale abandoned: %w", context.Canceled), 503, "error", true},
 		{errors.New("something unexpected"), 500, "error", true},
 	}
 	for _, tc := range cases {

@@ -118,7 +118,7 @@ func (s *Service) acquire(ctx context.Context) (lock.Lease, error) {
 		return lease, nil
 	case errors.Is(err, lock.ErrUnavailable):
 		return nil, fmt.Errorf("stock: acquire %q: %w", s.cfg.LockKey, err)
-	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+	case ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lock.ErrNotObtained)):
 		// Our own wait bound expired, not the caller's context.
 		return nil, fmt.Errorf("%w: not obtained within %s: %w", ErrBusy, s.cfg.WaitTimeout, err)
 	default:
