@@ -21,6 +21,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"seckill/internal/failpoint"
 )
 
 // version is set at build time (-ldflags "-X main.version=v1.2.3"); without
@@ -64,8 +66,20 @@ func run(ctx context.Context, args, env []string, stderr io.Writer) int {
 		return exitConfig
 	}
 
+	// Lab fault injection (package failpoint): armed from the environment
+	// so a replica of the lab cluster can be made to crash or stall at a
+	// named point. A bad spec is a configuration error like any other.
+	armed, err := failpoint.EnableSpec(lookupEnv(env, failpoint.EnvVar))
+	if err != nil {
+		fmt.Fprintf(stderr, "config: %s: %v\n", failpoint.EnvVar, err)
+		return exitConfig
+	}
+
 	log := newLogger(cfg, stderr)
 	slog.SetDefault(log) // libraries that log through slog.Default follow our format
+	if len(armed) > 0 {
+		log.Warn("FAILPOINTS ARMED: this replica will misbehave on purpose", "failpoints", failpoint.Active())
+	}
 	if err := serve(ctx, cfg, log); err != nil {
 		log.Error("stockd failed", "err", err)
 		if errors.Is(err, errNotBuilt) {
@@ -74,6 +88,18 @@ func run(ctx context.Context, args, env []string, stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// lookupEnv reads one variable from a KEY=VALUE list (the last one wins, as
+// in os.Getenv).
+func lookupEnv(env []string, key string) string {
+	val := ""
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			val = v
+		}
+	}
+	return val
 }
 
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {

@@ -70,6 +70,7 @@ func TestBinaryRefusesBadConfig(t *testing.T) {
 		{"empty token", nil, []string{"STOCKD_ADMIN_TOKEN="}, "config: admin.token:"},
 		{"missing file", []string{"--config", "/nonexistent/stockd.yaml"}, nil, "/nonexistent/stockd.yaml"},
 		{"bad flag", []string{"--nope"}, nil, "flag provided but not defined"},
+		{"bad failpoint", nil, []string{"SECKILL_FAILPOINTS=x/y=explode"}, "config: SECKILL_FAILPOINTS:"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
