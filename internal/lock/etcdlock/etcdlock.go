@@ -170,6 +170,14 @@ func (l *Locker) Close() error {
 	var errs []error
 	for _, le := range held {
 		if le.drop(fmt.Errorf("etcdlock: %w: %w", lock.ErrLost, lock.ErrClosed)) {
+			select {
+			case <-le.own.sess.Done():
+				// Session gone (or its client closed): the keys went, or
+				// go, with the lease; a delete could only hang.
+				le.own.stop()
+				continue
+			default:
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 			if err := l.releaseEtcd(ctx, le.own); err != nil && !errors.Is(err, lock.ErrNotHeld) {
 				errs = append(errs, err)

@@ -86,6 +86,9 @@ func TestExclusionWithinOneLocker(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d acquisitions were in-memory hand-overs", handovers, len(tokens))
+	if handovers == 0 {
+		t.Errorf("no in-memory hand-over among %d acquisitions by queued goroutines of one Locker, want some", len(tokens))
+	}
 	if ks, _ := c.keys(t, lk.KeyPrefix(key)); len(ks) != 0 {
 		t.Fatalf("keys left under the prefix: %v, want none", ks)
 	}

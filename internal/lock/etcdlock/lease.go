@@ -13,8 +13,10 @@ import (
 var _ lock.Lease = (*Lease)(nil)
 
 // Lease is one acquisition of an etcd lock. Done closes when the session
-// lease expires (crash, pause or partition longer than the TTL, or a revoke)
-// or the lock key is deleted behind the holder's back.
+// lease expires or is revoked (a crash, pause or partition longer than the
+// TTL; the keep-alive notices within about TTL/3 of a revoke). A lock key
+// deleted by hand is noticed at once while other goroutines of this Locker
+// wait for the lock (the holder watch runs then), otherwise at Release.
 type Lease struct {
 	l     *Locker
 	name  string

@@ -33,6 +33,17 @@ type ownership struct {
 	// remote is set by the holder watch when another process queues (or
 	// when the watch can no longer tell): from then on, release via etcd.
 	remote atomic.Bool
+	// synced is set once the holder watch runs and has caught up: only
+	// then does remote mean "nobody else waits". The watch starts lazily,
+	// when a local goroutine queues behind the holder, so a process with
+	// one contender per lock pays nothing for it.
+	synced    atomic.Bool
+	watchOnce sync.Once
+	watching  atomic.Bool   // the holder watch was started
+	ready     chan struct{} // closed once the watch caught up or ended
+	readyOnce sync.Once
+	pfx       string
+	ctx       context.Context // the holder watch's; ended by stop
 	// lost is closed when the holder watch sees our key deleted while the
 	// session lives on (someone deleted it by hand).
 	lost     chan struct{}
@@ -45,10 +56,26 @@ func (o *ownership) token() uint64 { return uint64(o.rev)<<16 | o.seq }
 
 func (o *ownership) markLost() { o.lostOnce.Do(func() { close(o.lost) }) }
 
+func (o *ownership) markReady() { o.readyOnce.Do(func() { close(o.ready) }) }
+
+// awaitWatch waits until the holder watch, if started, can tell whether
+// other processes wait: one read is cheaper than releasing in etcd and
+// queueing again (two writes) when a local goroutine is next.
+func (o *ownership) awaitWatch(ctx context.Context) {
+	if !o.watching.Load() {
+		return
+	}
+	select {
+	case <-o.ready:
+	case <-ctx.Done():
+	case <-o.sess.Done():
+	}
+}
+
 // reusable reports whether the next local waiter may take the lock over
 // without a round trip: nobody else is queued, the key and session live.
 func (o *ownership) reusable() bool {
-	if o.remote.Load() || o.seq >= maxHandovers || o.closed() {
+	if !o.synced.Load() || o.remote.Load() || o.seq >= maxHandovers || o.closed() {
 		return false
 	}
 	select {
@@ -95,6 +122,7 @@ func (l *Locker) lockEtcd(ctx context.Context, name string) (*ownership, error) 
 	myRev := resp.Header.Revision // the put is the Txn's only write
 	preds := resp.Responses[0].GetResponseRange().Kvs
 	rev := resp.Header.Revision
+	behind := false // others queued after us, as of the last read
 
 	for len(preds) > 0 {
 		if err := waitDelete(ctx, cli, sess, string(preds[0].Key), rev+1); err != nil {
@@ -104,9 +132,12 @@ func (l *Locker) lockEtcd(ctx context.Context, name string) (*ownership, error) 
 		// Look again in one read: a predecessor that gave up is not the
 		// holder, so the one before it may still be there; and our own key
 		// must still exist (the session may have expired meanwhile).
+		// The third get counts those queued behind us, so that a lock
+		// won after a wait is not handed over in memory while they wait.
 		g, err := cli.Txn(ctx).Then(
 			clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(myRev-1))...),
-			clientv3.OpGet(key, clientv3.WithKeysOnly())).Commit()
+			clientv3.OpGet(key, clientv3.WithKeysOnly()),
+			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithMinCreateRev(myRev+1), clientv3.WithKeysOnly(), clientv3.WithLimit(1))).Commit()
 		if err != nil {
 			l.cleanup(key, myRev)
 			return nil, err
@@ -115,6 +146,7 @@ func (l *Locker) lockEtcd(ctx context.Context, name string) (*ownership, error) 
 			return nil, errSessionExpired
 		}
 		preds, rev = g.Responses[0].GetResponseRange().Kvs, g.Header.Revision
+		behind = len(g.Responses[2].GetResponseRange().Kvs) > 0
 	}
 	// The wait can end in the same instant the session does: never report
 	// a lock whose lease is already gone.
@@ -124,8 +156,9 @@ func (l *Locker) lockEtcd(ctx context.Context, name string) (*ownership, error) 
 		return nil, errSessionExpired
 	default:
 	}
-	own := &ownership{sess: sess, key: key, rev: myRev, lost: make(chan struct{}), closed: l.isClosed}
-	l.watchHolder(own, pfx, myRev+1)
+	own := &ownership{sess: sess, key: key, rev: myRev, pfx: pfx, lost: make(chan struct{}), ready: make(chan struct{}), closed: l.isClosed}
+	own.ctx, own.stop = context.WithCancel(clientv3.WithRequireLeader(l.life))
+	own.remote.Store(behind)
 	return own, nil
 }
 
@@ -164,28 +197,64 @@ func waitDelete(ctx context.Context, cli *clientv3.Client, sess *concurrency.Ses
 // watchHolder watches the whole prefix while we hold the lock: a PUT of
 // another key means another process queued (stop handing over in memory);
 // a DELETE of our key means the lock is gone.
-func (l *Locker) watchHolder(own *ownership, pfx string, rev int64) {
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.life))
-	own.stop = cancel
-	l.spawn(func() {
-		defer own.remote.Store(true) // once blind, assume others wait
-		wch := l.m.Client().Watch(ctx, pfx, clientv3.WithPrefix(), clientv3.WithRev(rev))
-		for wr := range wch {
-			if wr.Err() != nil || wr.Canceled {
+//
+// The watch starts at the server's current revision rather than at
+// myRev+1: etcd serves a watch that starts in the past from its "unsynced"
+// group, caught up by a loop that may sleep 100ms — long enough for
+// thousands of in-memory hand-overs while another process waits. What
+// happened between myRev and the watch's start is read once instead.
+func (l *Locker) watchHolder(own *ownership) {
+	own.watchOnce.Do(func() {
+		own.watching.Store(true)
+		l.spawn(func() { l.runHolderWatch(own) })
+	})
+}
+
+func (l *Locker) runHolderWatch(own *ownership) {
+	defer own.markReady()
+	defer own.remote.Store(true) // once blind, assume others wait
+	wch := l.m.Client().Watch(own.ctx, own.pfx, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	for wr := range wch {
+		if wr.Err() != nil || wr.Canceled {
+			own.remote.Store(true)
+			own.stop()
+			continue // drain until the channel closes
+		}
+		if wr.Created {
+			l.catchUp(own.ctx, own, own.pfx, own.rev)
+		}
+		for _, ev := range wr.Events {
+			switch k := string(ev.Kv.Key); {
+			case k == own.key && ev.Type == mvccpb.DELETE:
+				own.markLost()
+			case k != own.key && ev.Type == mvccpb.PUT:
 				own.remote.Store(true)
-				cancel()
-				continue // drain until the channel closes
-			}
-			for _, ev := range wr.Events {
-				switch k := string(ev.Kv.Key); {
-				case k == own.key && ev.Type == mvccpb.DELETE:
-					own.markLost()
-				case k != own.key && ev.Type == mvccpb.PUT:
-					own.remote.Store(true)
-				}
 			}
 		}
-	})
+	}
+}
+
+// catchUp covers the revisions before the holder watch started: keys
+// created after ours (other processes queued) and our own key's survival.
+func (l *Locker) catchUp(ctx context.Context, own *ownership, pfx string, myRev int64) {
+	resp, err := l.m.Client().Txn(ctx).Then(
+		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithMinCreateRev(myRev+1), clientv3.WithKeysOnly(), clientv3.WithLimit(1)),
+		clientv3.OpGet(own.key, clientv3.WithCountOnly())).Commit()
+	if err != nil {
+		own.remote.Store(true) // cannot tell: be fair rather than fast
+		own.markReady()
+		return
+	}
+	// (Not WithCountOnly: etcd reports the count before the revision
+	// filter, which would always include our own key.)
+	if len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
+		own.remote.Store(true)
+	}
+	if resp.Responses[1].GetResponseRange().Count == 0 {
+		own.markLost()
+	}
+	own.synced.Store(true)
+	own.markReady()
 }
 
 // releaseEtcd deletes our key if it is still the one we created, and stops
@@ -193,9 +262,7 @@ func (l *Locker) watchHolder(own *ownership, pfx string, rev int64) {
 // (session expired, deleted) — never deleting a newer holder's key — and
 // lock.ErrUnavailable when etcd did not answer.
 func (l *Locker) releaseEtcd(ctx context.Context, own *ownership) error {
-	if own.stop != nil {
-		defer own.stop()
-	}
+	defer own.stop()
 	resp, err := l.m.Client().Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(own.key), "=", own.rev)).
 		Then(clientv3.OpDelete(own.key)).Commit()

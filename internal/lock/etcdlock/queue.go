@@ -18,6 +18,7 @@ type slot struct {
 	// hand-over decisions simple, and it is never held across a round trip.
 	busy    bool
 	waiters []chan *ownership // FIFO; each buffered(1), receives the grant
+	own     *ownership        // the etcd hold of the current local holder
 }
 
 // Acquire blocks until the lock name is held or ctx is done. Errors wrap
@@ -44,7 +45,12 @@ func (l *Locker) Acquire(ctx context.Context, name string) (lock.Lease, error) {
 		return nil, l.acquireErr(ctx, name, lock.ErrClosed)
 	}
 	l.leases[le] = struct{}{}
+	s.own = own
+	queued := len(s.waiters) > 0
 	l.mu.Unlock()
+	if queued {
+		l.watchHolder(own)
+	}
 	return le, nil
 }
 
@@ -70,7 +76,13 @@ func (l *Locker) enter(ctx context.Context, name string) (*slot, *ownership, err
 	}
 	ch := make(chan *ownership, 1)
 	s.waiters = append(s.waiters, ch)
+	held := s.own
 	l.mu.Unlock()
+	if held != nil {
+		// Someone now waits behind the holder: learn whether other
+		// processes wait too, so the lock can be handed over in memory.
+		l.watchHolder(held)
+	}
 
 	select {
 	case own := <-ch:
@@ -110,6 +122,7 @@ func (l *Locker) enter(ctx context.Context, name string) (*slot, *ownership, err
 // release's error (nil after an in-memory hand-over).
 func (l *Locker) pass(ctx context.Context, name string, s *slot, own *ownership) error {
 	if own != nil {
+		own.awaitWatch(ctx)
 		l.mu.Lock()
 		if len(s.waiters) > 0 && own.reusable() {
 			next := s.waiters[0]
@@ -120,6 +133,7 @@ func (l *Locker) pass(ctx context.Context, name string, s *slot, own *ownership)
 			next <- own
 			return nil
 		}
+		s.own = nil
 		l.mu.Unlock()
 	}
 	var err error
@@ -145,6 +159,7 @@ func (l *Locker) leave(name string, s *slot, own *ownership) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.unref(name, s)
+	s.own = nil
 	if len(s.waiters) == 0 {
 		s.busy = false
 		return
