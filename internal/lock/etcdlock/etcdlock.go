@@ -28,9 +28,13 @@
 // locally (per name, FIFO, ctx-aware); only the head of the local queue
 // talks to etcd. When a holder releases while another local goroutine waits
 // and no other process has queued for the name, the etcd key is kept and
-// the lock is handed over in memory: zero round trips. A watch the holder
-// keeps on the prefix sees other processes queue up; from then on releases go
-// through etcd, so other processes are served in arrival order.
+// the lock is handed over in memory: zero round trips. To know that, the
+// holder watches the prefix once a local goroutine queues behind it (plus
+// one catch-up read); a lock won after a wait also knows from its last read
+// whether others queued behind it. As soon as another process is queued,
+// releases go through etcd, so processes are served in arrival order; one
+// that queues during a run of hand-overs waits at most until the holder's
+// watch reports it (about one round trip).
 //
 // # Fencing tokens
 //
