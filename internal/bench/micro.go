@@ -44,6 +44,8 @@ type MicroRow struct {
 	InvariantOK bool   `json:"invariant_ok"`
 	Unavailable bool   `json:"unavailable,omitempty"`
 	Error       string `json:"error,omitempty"`
+	// Evidence is what the row spent per sale (CPU, disk syncs).
+	Evidence Evidence `json:"evidence"`
 }
 
 // phaseOut is what one run of the sale loop measured.
@@ -54,6 +56,7 @@ type phaseOut struct {
 	perContender        []int64
 	counts              counts
 	zkPackets           int64
+	evidence            Evidence
 	stock, lucky        int64
 }
 
@@ -114,6 +117,7 @@ func (r *runner) microRow(ctx context.Context, subj Subject, c int) MicroRow {
 	row.Seconds = out.elapsed.Seconds()
 	row.StockLeft, row.Lucky = out.stock, out.lucky
 	row.GaveUp = gaveUp.Load()
+	row.Evidence = out.evidence
 	row.InvariantOK = err == nil && out.stock == 0 && out.lucky == n && out.sales == n
 	if out.elapsed > 0 {
 		row.SalesPerSec = float64(out.sales) / out.elapsed.Seconds()
@@ -220,6 +224,7 @@ func (r *runner) phase(ctx context.Context, subj Subject, sets []procSet, c int,
 	if subj.Server == "zookeeper" {
 		zkBefore, _ = zkPackets(ctx, r.servers.ZooKeeper)
 	}
+	probeBefore := r.probe(ctx, subj.Server)
 	start := time.Now()
 	sold := func() {
 		now := int64(time.Since(start))
@@ -280,6 +285,7 @@ func (r *runner) phase(ctx context.Context, subj Subject, sets []procSet, c int,
 		halt(fmt.Errorf("row did not finish within %v", r.cfg.RowTimeout))
 	}
 	out.elapsed = time.Duration(lastNs.Load())
+	probeAfter := r.probe(ctx, subj.Server)
 	out.counts = counter.snapshot().sub(before)
 	if subj.Server == "zookeeper" {
 		if after, err := zkPackets(ctx, r.servers.ZooKeeper); err == nil {
@@ -291,6 +297,7 @@ func (r *runner) phase(ctx context.Context, subj Subject, sets []procSet, c int,
 		out.sales += out.perContender[g]
 		out.waits = append(out.waits, waits[g]...)
 	}
+	out.evidence = evidence(probeBefore, probeAfter, out.sales)
 	var err error
 	if out.stock, out.lucky, err = k.read(ctx, r.data[0]); err != nil {
 		return out, err

@@ -251,6 +251,8 @@ func (r *Report) WriteMarkdown(w io.Writer, svgName string) error {
 		p("| serial bound | ceiling | | %.0f | | | | | | | | |\n", r.SerialBound)
 	}
 
+	r.writeEvidence(p)
+
 	if len(r.E2E) > 0 {
 		e := r.E2E[0]
 		p("\n## End to end (loadgen → nginx → %s stockd replicas)\n\n", "3")
@@ -338,4 +340,39 @@ func cell(err string, unavailable bool) string {
 		return "unavailable: " + err
 	}
 	return "**ERROR** " + err
+}
+
+// writeEvidence is the "what bounds each row" table: CPU per sale on each
+// side, how many cores that kept busy, and etcd's disk syncs.
+func (r *Report) writeEvidence(p func(string, ...any)) {
+	p("\n## What bounds each row\n\n")
+	p("Measured over each row's sale loop. *client CPU* is the benchmark process (every contender,\n")
+	p("client and locker: the 3 \"processes\" live in it); *lock server CPU* is the lock server's process\n")
+	p("(for Redis locks the same Redis that holds the stock); *Redis CPU* is the stock's Redis.\n")
+	p("*cores busy* = all of it × sales/s: near %d (the machine's CPUs, shared with whatever else ran)\n", r.Machine.CPUs)
+	p("means the row is CPU-bound. *disk busy* = etcd WAL fsyncs/sale × mean fsync × sales/s: near 1\n")
+	p("means etcd's serial WAL fsync bounds the row.\n\n")
+	p("| subject | contenders | sales/s | client CPU µs/sale | lock server CPU µs/sale | Redis CPU µs/sale | cores busy | fsyncs/sale | fsync ms | disk busy |\n")
+	p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, m := range r.Micro {
+		if m.Unavailable || m.Sales == 0 {
+			continue
+		}
+		e := m.Evidence
+		total := e.ClientCPUus + e.DataCPUus
+		srv := "—"
+		if e.ServerCPUus >= 0 && m.Server != "redis" {
+			total += e.ServerCPUus
+			srv = fmt.Sprintf("%.0f", e.ServerCPUus)
+		} else if m.Server == "redis" {
+			srv = "(= Redis)"
+		}
+		fs, fms, disk := "—", "—", "—"
+		if e.Fsyncs >= 0 {
+			fs, fms = fmt.Sprintf("%.2f", e.Fsyncs), fmt.Sprintf("%.2f", e.FsyncMs)
+			disk = fmt.Sprintf("%.2f", e.Fsyncs*e.FsyncMs/1000*m.SalesPerSec)
+		}
+		p("| %s | %d | %.0f | %.0f | %s | %.0f | %.2f | %s | %s | %s |\n", m.Subject, m.Contenders, m.SalesPerSec,
+			e.ClientCPUus, srv, e.DataCPUus, total*m.SalesPerSec/1e6, fs, fms, disk)
+	}
 }

@@ -96,12 +96,13 @@ type runner struct {
 	log     *slog.Logger
 	servers Servers
 	data    []*redis.Client // one per client set: reads and writes the stock
+	pids    map[string]int  // server name → pid, for CPU evidence
 }
 
 // newRunner returns a runner on srv with one data client per client set;
 // cfg must have its defaults applied.
 func newRunner(cfg Config, srv Servers) *runner {
-	r := &runner{cfg: cfg, log: cfg.Logger, servers: srv}
+	r := &runner{cfg: cfg, log: cfg.Logger, servers: srv, pids: map[string]int{}}
 	for range cfg.Sets {
 		r.data = append(r.data, redis.NewClient(&redis.Options{Addr: srv.Redis, ContextTimeoutEnabled: true}))
 	}
@@ -166,6 +167,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r := newRunner(cfg, srv)
 	defer r.close()
+	r.pids["redis"] = cl.Redis().Pid()
+	if p := cl.Etcd(); p != nil {
+		r.pids["etcd"] = p.Pid()
+	}
+	if p := cl.ZooKeeper(); p != nil {
+		r.pids["zookeeper"] = p.Pid()
+	}
 	rep.Versions = serverVersions(ctx, r.servers)
 	rep.Machine.LoadStart = loadAvg()
 
