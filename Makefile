@@ -4,7 +4,7 @@
 #   make demo          start a local cluster and compare every lock backend
 #   make test          vet, gofmt check, and every test with -race against real servers
 #   make compose-test  the docker-compose cluster end to end
-#   make bench         lock benchmarks (not written yet)
+#   make bench         backends vs peer libraries vs ceilings; writes docs/benchmarks.md and docs/bench.svg
 
 GO ?= go
 # Debian puts nginx in /usr/sbin, which an ordinary user's PATH lacks.
@@ -38,8 +38,8 @@ compose-test:
 	@if [ -x scripts/compose-test.sh ]; then scripts/compose-test.sh; \
 	else echo "compose-test: scripts/compose-test.sh not written yet"; exit 1; fi
 
-bench:
-	@echo "bench: not written yet"
+bench: deps
+	$(GO) run ./cmd/seckill bench
 
 clean:
 	rm -rf bin

@@ -2,6 +2,9 @@
 //
 //	seckill run  --url URL [--requests 500] [--concurrency 50] [--stock 300] [--admin-token T] [--json] [--timeout 30s]
 //	seckill demo [--backends none,local,redis,...] [--replicas 3] [--requests 500] [--concurrency 50] [--stock 300] [--delay 5ms] [--json]
+//	seckill lab [--backends ...] [--scenarios ...] [--json]
+//	seckill leader --url URL[,URL...] [--duration 30s] [--interval 200ms]
+//	seckill bench [--quick] [--out docs/benchmarks.md] [--svg docs/bench.svg] [--json]
 //
 // run resets the stock of a running cluster, fires the requests, reads the
 // stock back and verifies it. demo starts a local cluster (redis-server,
@@ -35,8 +38,11 @@ const (
 var errUsage = errors.New("usage")
 
 const usage = `usage:
-  seckill run  --url URL [--requests N] [--concurrency C] [--stock S] [--admin-token T] [--json] [--timeout D]
-  seckill demo [--backends a,b,...] [--replicas N] [--requests N] [--concurrency C] [--stock S] [--delay D] [--json]
+  seckill run    --url URL [--requests N] [--concurrency C] [--stock S] [--admin-token T] [--json] [--timeout D]
+  seckill demo   [--backends a,b,...] [--replicas N] [--requests N] [--concurrency C] [--stock S] [--delay D] [--json]
+  seckill lab    [--backends a,b,...] [--scenarios a,b,...] [--json]
+  seckill leader --url URL[,URL...] [--duration 30s] [--interval 200ms]
+  seckill bench  [--quick] [--out docs/benchmarks.md] [--svg docs/bench.svg] [--json]
 
 Run "seckill <command> -h" for a command's flags.
 `
@@ -62,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cmd = demoCmd
 	case "lab":
 		cmd = labCmd
+	case "leader":
+		cmd = leaderCmd
 	case "bench":
 		cmd = benchCmd
 	case "help", "-h", "-help", "--help":
