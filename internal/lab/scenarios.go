@@ -505,7 +505,9 @@ func checkCrash(x *run) {
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: x.c.LockServer().Addr()})
 	defer rdb.Close()
-	ttl, err := rdb.TTL(ctx, lockKey).Result()
+	// flawedlock keeps backend B's lock K at "B:lock:K" (its documented
+	// layout, Locker.RedisKey), so one demo's stuck lock spares the others.
+	ttl, err := rdb.TTL(ctx, x.cell.Backend+":lock:"+lockKey).Result()
 	x.notef("after the crash: %d sold, %d busy in %v; lock TTL %v (%v)", soldAfter, busyAfter, RecoveryBound, ttl, err)
 	// TTL -1 (go-redis reports it as -1ns): the key exists and never expires.
 	x.stuck = soldAfter == 0 && busyAfter > 0 && err == nil && ttl == -1
