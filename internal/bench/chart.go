@@ -82,7 +82,7 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		chartWidth, height, chartWidth, height)
 	p(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
 	p(`<text x="%d" y="22" font-size="15" font-weight="bold">Sales/s at %d contenders over 3 processes (log scale)</text>`+"\n", chartLeft, GoalContenders)
-	p(`<text x="%d" y="40" fill="#555">%s</text>`+"\n", chartLeft, html.EscapeString(fmt.Sprintf("%s · %d CPUs · Redis RTT %s", r.Started.Format("2006-01-02"), r.Machine.CPUs, us(r.RTT.Mean))))
+	p(`<text x="%d" y="40" fill="#555">%s</text>`+"\n", chartLeft, html.EscapeString(fmt.Sprintf("%s · %d CPUs · Redis RTT p50 %s", r.Started.Format("2006-01-02"), r.Machine.CPUs, us(r.RTT.P50))))
 	bottom := chartTop + len(bars)*(barHeight+barGap)
 	// Grid: 1, 2, 5 × each power of ten.
 	for d := dlo; d <= dhi; d++ {

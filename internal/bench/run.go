@@ -184,11 +184,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.RTT = rtt
 	log.Info("redis round trip", "mean", rtt.Mean, "p50", rtt.P50)
 
-	for _, subj := range Subjects() {
-		if len(cfg.Subjects) > 0 && !slices.Contains(cfg.Subjects, subj.Name) {
-			continue
-		}
-		for _, c := range cfg.Contenders {
+	subjects := Subjects()
+	for _, c := range cfg.Contenders {
+		for _, subj := range subjects {
+			if len(cfg.Subjects) > 0 && !slices.Contains(cfg.Subjects, subj.Name) {
+				continue
+			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -199,6 +200,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Micro = append(rep.Micro, row)
 		}
 	}
+
+	// Report order is subject-major; the run was contender-major.
+	slices.SortStableFunc(rep.Micro, func(a, b MicroRow) int {
+		return slices.IndexFunc(subjects, func(s Subject) bool { return s.Name == a.Subject }) -
+			slices.IndexFunc(subjects, func(s Subject) bool { return s.Name == b.Subject })
+	})
 
 	if !cfg.E2E.Skip {
 		rep.E2E = runE2E(ctx, cl, cfg.E2E, log)

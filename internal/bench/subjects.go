@@ -69,6 +69,9 @@ type contender interface {
 }
 
 // Subjects lists everything the micro benchmark measures, in report order.
+// Each goal's pair sits side by side (redis then redsync, etcd then its raw
+// mutex, …) because rows run in this order per contender count: on a shared
+// machine, rows measured a few seconds apart see the same background load.
 func Subjects() []Subject {
 	return []Subject{
 		{Name: "redis", Kind: KindBackend, Server: "redis",
@@ -76,6 +79,9 @@ func Subjects() []Subject {
 			open: redisOpen(func(rdb *redis.Client) lock.Locker {
 				return redislock.New(rdb, redislock.Options{TTL: lockTTL, Logger: quiet()})
 			})},
+		{Name: "redsync", Kind: KindPeer, Server: "redis",
+			About: "go-redsync/redsync v4 defaults (32 tries, 50-250 ms random delay); a given-up Lock is called again",
+			open:  redsyncOpen},
 		{Name: "redisson", Kind: KindBackend, Server: "redis",
 			About: "redissonlock: Redisson RLock (hash + watchdog), one waker per process",
 			open: redisOpen(func(rdb *redis.Client) lock.Locker {
@@ -84,12 +90,15 @@ func Subjects() []Subject {
 		{Name: "etcd", Kind: KindBackend, Server: "etcd",
 			About: "etcdlock: one session per process, create-revision FIFO, predecessor watch",
 			open:  etcdBackendOpen},
+		{Name: "etcd-mutex", Kind: KindPeer, Server: "etcd",
+			About: "etcd concurrency.Mutex used raw: one session per contender",
+			open:  etcdMutexOpen},
 		{Name: "zookeeper", Kind: KindBackend, Server: "zookeeper",
 			About: "zklock: Curator-style ephemeral-sequential nodes, predecessor watch",
 			open:  zkBackendOpen},
-		{Name: "redsync", Kind: KindPeer, Server: "redis",
-			About: "go-redsync/redsync v4 defaults (32 tries, 50-250 ms random delay); a given-up Lock is called again",
-			open:  redsyncOpen},
+		{Name: "zk-lock", Kind: KindPeer, Server: "zookeeper",
+			About: "go-zookeeper zk.NewLock per contender, one conn per process",
+			open:  zkLockOpen},
 		{Name: "bsm-1ms", Kind: KindPeer, Server: "redis",
 			About: "bsm/redislock Obtain, LinearBackoff(1ms)",
 			open:  bsmOpen(time.Millisecond)},
@@ -99,12 +108,6 @@ func Subjects() []Subject {
 		{Name: "setnx-poll", Kind: KindPeer, Server: "redis",
 			About: "the articles' baseline: SET NX PX, sleep 10 ms, retry (peers.Naive)",
 			open:  naiveOpen},
-		{Name: "etcd-mutex", Kind: KindPeer, Server: "etcd",
-			About: "etcd concurrency.Mutex used raw: one session per contender",
-			open:  etcdMutexOpen},
-		{Name: "zk-lock", Kind: KindPeer, Server: "zookeeper",
-			About: "go-zookeeper zk.NewLock per contender, one conn per process",
-			open:  zkLockOpen},
 		{Name: "lock-free", Kind: KindCeiling, Server: "redis", lockFree: true,
 			About: "no lock: one Lua script per sale (check, DECR, INCR lucky)",
 			open:  func(context.Context, Servers, *Counter, *peers.GaveUp) (procSet, error) { return nopSet{}, nil }},
