@@ -293,7 +293,7 @@ func TestRedisHung(t *testing.T) {
 	if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire = %v, want ErrNotObtained wrapping DeadlineExceeded", err)
 	}
-	if took := time.Since(start); took > 2*time.Second {
+	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("Acquire returned %v after a 300ms deadline", took)
 	}
 }

@@ -51,8 +51,13 @@ func TestForceUnlock(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("waiter: %v", r.err)
 	}
-	if woke := r.at.Sub(forced); woke > maxWait/2 {
-		t.Fatalf("waiter acquired %v after ForceUnlock, want promptly (woken by the publish)", woke)
+	// Woken by ForceUnlock's publish, not by its fallback timer: a wake-up
+	// was delivered, and it came sooner than the fallback's cap.
+	if w := waiter.Stats().Wakeups; w == 0 {
+		t.Fatal("waiter acquired without a pub/sub wake-up, want woken by ForceUnlock's publish")
+	}
+	if woke := r.at.Sub(forced); woke >= maxWait {
+		t.Fatalf("waiter acquired %v after ForceUnlock, want before the %v fallback (woken by the publish)", woke, maxWait)
 	}
 	if took := waitDone(t, l, watchdog); took > watchdog/3+time.Second {
 		t.Fatalf("holder's Done closed %v after ForceUnlock, want within one renewal period", took)
@@ -113,15 +118,14 @@ func TestRedisDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
+	// ErrUnavailable (not ErrNotObtained wrapping DeadlineExceeded) is what
+	// proves it failed on the dead server rather than waiting out its ctx;
+	// the duration is logged, not asserted: tests do not judge speed.
 	_, err := holder.Acquire(ctx, locktest.Key(t))
 	if !errors.Is(err, lock.ErrUnavailable) {
 		t.Fatalf("Acquire with Redis down = %v, want ErrUnavailable", err)
 	}
-	took := time.Since(start)
-	t.Logf("Acquire failed after %v: %v", took.Round(time.Millisecond), err)
-	if took > 3*time.Second {
-		t.Fatalf("Acquire took %v to fail, want promptly", took)
-	}
+	t.Logf("Acquire failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
 	if err := holder.Ping(ctx); !errors.Is(err, lock.ErrUnavailable) {
 		t.Fatalf("Ping = %v, want ErrUnavailable", err)
 	}
@@ -130,13 +134,11 @@ func TestRedisDown(t *testing.T) {
 		if !errors.Is(err, lock.ErrUnavailable) {
 			t.Fatalf("queued waiter = %v, want ErrUnavailable", err)
 		}
-		took := time.Since(stopped)
-		t.Logf("queued waiter failed %v after Redis stopped: %v", took.Round(time.Millisecond), err)
-		if took > maxWait+3*time.Second {
-			t.Fatalf("queued waiter failed %v after Redis stopped, want within about maxWait", took)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("queued waiter still blocked 10s after Redis stopped")
+		t.Logf("queued waiter failed %v after Redis stopped: %v", time.Since(stopped).Round(time.Millisecond), err)
+	case <-time.After(20 * time.Second):
+		// Well short of the waiter's 30s ctx: still blocked here means it
+		// would only have ended by timing out, not by noticing Redis is gone.
+		t.Fatal("queued waiter still blocked 20s after Redis stopped")
 	}
 	waitDone(t, l, watchdog+5*time.Second)
 	if err := l.Err(); !errors.Is(err, lock.ErrLost) {
