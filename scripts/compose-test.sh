@@ -5,8 +5,16 @@
 # off the network; and, with docker-compose.ha.yml, a stopped etcd leader and
 # a stopped ZooKeeper leader.
 #
-#   scripts/compose-test.sh                 # everything
+#   scripts/compose-test.sh                 # everything (CI)
 #   BACKENDS="redis etcd" HA=0 scripts/compose-test.sh
+#   SINGLE=0 BACKENDS="etcd zookeeper" scripts/compose-test.sh   # HA only
+#   FAULTS_redisson="kill pause netcut" scripts/compose-test.sh  # more faults
+#
+# Faults per backend (trimmed to keep the run near 10 minutes on 2 cores):
+# FAULTS_redis and FAULTS_etcd default to "kill pause netcut", FAULTS_redisson
+# and FAULTS_zookeeper to "pause" (the lease-expiry case that differs per
+# backend; kill and netcut exercise nginx and Docker, not the lock). FULL=1
+# runs every fault for every backend.
 #
 # Images: IMAGES=standin (default) builds the offline Debian stand-in
 # (docker/build-standins.sh, cached) and a stockd image from host-built static
@@ -28,6 +36,7 @@ HA=${HA:-1}
 IMAGES=${IMAGES:-standin}
 LOCK_TTL_S=${LOCK_TTL_S:-3}
 WAIT_S=${WAIT_S:-180}      # bound on every "until healthy" wait
+FIRE_TIMEOUT_S=${FIRE_TIMEOUT_S:-60}  # seckill run --timeout (the firing phase)
 LOAD_TIMEOUT_S=${LOAD_TIMEOUT_S:-150}
 
 log() { printf '%s compose-test: %s\n' "$(date +%T)" "$*" >&2; }
@@ -122,6 +131,13 @@ export ADMIN_TOKEN=ct-$RANDOM$RANDOM
 export LOCK_TTL=${LOCK_TTL_S}s ETCD_SESSION_TTL=${LOCK_TTL_S}s ZK_SESSION_TIMEOUT=${LOCK_TTL_S}s \
 	REDISSON_WATCHDOG=${LOCK_TTL_S}s
 export STOCKD_REPLICAS=3
+# ZooKeeper grants at least 2 x tickTime: tick 1s lets a 3 s session stand.
+export ZK_TICK_MS=1000
+FULL=${FULL:-0}
+FAULTS_redis=${FAULTS_redis:-kill pause netcut}
+FAULTS_etcd=${FAULTS_etcd:-kill pause netcut}
+FAULTS_redisson=${FAULTS_redisson:-pause}
+FAULTS_zookeeper=${FAULTS_zookeeper:-pause}
 T0=$(date +%s)
 case "$IMAGES" in
 standin)
@@ -194,7 +210,7 @@ redis_state() { # prints "stock lucky"
 load() {
 	local rc=0
 	timeout "$LOAD_TIMEOUT_S" "$SECKILL" run --url "$URL" --requests "$2" --concurrency "$3" \
-		--stock "$4" --admin-token "$ADMIN_TOKEN" --json >"$OUT/$1.json" 2>"$OUT/$1.err" || rc=$?
+		--stock "$4" --timeout "${FIRE_TIMEOUT_S}s" --admin-token "$ADMIN_TOKEN" --json >"$OUT/$1.json" 2>"$OUT/$1.err" || rc=$?
 	echo "$rc" >"$OUT/$1.rc"
 }
 
@@ -219,7 +235,13 @@ verdict() {
 	sold=$(jget "$j" sold)
 	errors=$(jget "$j" errors)
 	rps=$(jget "$j" rps | cut -d. -f1)
-	if [[ "$rc" == 3 ]]; then res=FAIL note="seckill: oversold;"; fi
+	# seckill exits 3 when its run is not exact (sold != lucky, or stock +
+	# lucky != initial); under faults sold < lucky (lost answers) does that
+	# too, so the oversell verdict is its "oversold" count plus the checks on
+	# Redis below, not the exit status.
+	local oversold
+	oversold=$(jget "$j" oversold)
+	((${oversold:-0} == 0)) || { res=FAIL; note="seckill: oversold=$oversold;"; }
 	if ! [[ "$stock" =~ ^[0-9]+$ && "$lucky" =~ ^[0-9]+$ ]]; then
 		res=FAIL note+=" redis stock/lucky unreadable;"
 	else
@@ -227,10 +249,10 @@ verdict() {
 		((sold <= lucky)) || { res=FAIL; note+=" sold>lucky (oversell);"; }
 		((sold == lucky)) || note+=" lost=$((lucky - sold)) (sold, unanswered);"
 	fi
-	[[ "$rc" == 0 || "$rc" == 3 ]] || note+=" seckill rc=$rc;"
+	[[ "$rc" == 0 || "$rc" == 3 ]] || note+=" seckill rc=$rc$(grep -q '"timed_out":true' "$j" && echo ' (firing bound hit)');"
 	local busy fenced
 	busy=$(jget "$j" busy) fenced=$(jget "$j" fenced)
-	((busy + fenced == 0)) || note+=" busy=$busy fenced=$fenced;"
+	((busy + fenced == 0)) && [[ $scenario != pause* ]] || note+=" busy=$busy fenced=$fenced lock_lost=$(jget "$j" lock_lost);"
 	if [[ -n "$extra" ]]; then
 		if eval "${extra#*=}"; then note+=" ${extra%%=*}: ok;"; else res=FAIL note+=" ${extra%%=*}: NO;"; fi
 	fi
@@ -241,6 +263,9 @@ verdict() {
 # 1 skipped (stockd refused to start), 2 failed.
 up_backend() {
 	export LOCK_BACKEND=$2
+	# The election rides on the lock's own session where there is one
+	# (etcd, zookeeper); the Redis locks elect through etcd.
+	if [[ $2 == zookeeper ]]; then export ELECTION_BACKEND=zookeeper; else export ELECTION_BACKEND=etcd; fi
 	log "up: variant=$1 backend=$2"
 	local rc=0
 	local wait=()
@@ -272,43 +297,155 @@ replica() { cids stockd | sed -n "${1}p"; }
 bg_load() { load "$@" & LOAD_PID=$!; }
 fg_wait() { wait "$LOAD_PID" || true; LOAD_PID=; }
 
-scenarios_single() {
-	local v=$1 b=$2 c
-	# 1. baseline
-	load base-$b 500 50 300
-	verdict "$v" "$b" baseline "base-$b" 300 'exact (rc 0)=[[ $rc == 0 ]]'
+# http_get IP PORT PATH: the body of a GET, from the host (no curl needed).
+http_get() {
+	timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
+		printf "GET %s HTTP/1.0\r\nHost: x\r\n\r\n" "$2" >&3; cat <&3' "$1" "$2" "$3" 2>/dev/null |
+		sed '1,/^\r\{0,1\}$/d'
+}
+ip_of() { docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$1"; }
 
-	# 2. kill -9 one replica mid-load; then nginx must route around it.
+# check_election VARIANT BACKEND: every replica answers GET /leader, exactly
+# one says is_leader, and all name that one (bounded retry: a campaign just
+# started may not have a winner yet).
+check_election() {
+	local v=$1 b=$2 deadline=$(($(date +%s) + 20)) c body leaders selves names note
+	while :; do
+		leaders=0 names="" selves=""
+		for c in $(cids stockd); do
+			body=$(http_get "$(ip_of "$c")" 8080 /leader)
+			[[ "$body" == *'"is_leader":true'* ]] && leaders=$((leaders + 1)) &&
+				selves=$(grep -o '"self":"[^"]*"' <<<"$body" | cut -d'"' -f4)
+			names+="$(grep -o '"leader":"[^"]*"' <<<"$body" | cut -d'"' -f4) "
+		done
+		# exactly one claims, and every replica names it
+		if ((leaders == 1)) && [[ -n "$selves" && "$(tr ' ' '\n' <<<"${names% }" | sort -u)" == "$selves" ]]; then
+			row "$v" "$b" "election ($ELECTION_BACKEND): 1 leader" PASS - - - - - - \
+				"leader $selves, named by all $(cids stockd | wc -l) replicas"
+			return
+		fi
+		if (($(date +%s) >= deadline)); then
+			row "$v" "$b" "election ($ELECTION_BACKEND): 1 leader" FAIL - - - - - - \
+				"leaders claiming=$leaders, named: ${names% }"
+			return
+		fi
+		sleep 1
+	done
+}
+
+# holder_sig: who holds the sale lock right now, as the lock server sees it
+# (empty: nobody). A frozen holder keeps the same value; a live one changes
+# it within milliseconds (every acquisition has a new owner value/key/node).
+zk_leader_or_standalone() {
+	local c
+	for c in $(cids zookeeper) $(cids zookeeper2) $(cids zookeeper3); do
+		docker exec "$c" bash -c 'exec 3<>/dev/tcp/127.0.0.1/2181; printf srvr >&3; cat <&3' 2>/dev/null |
+			grep -qE 'Mode: (leader|standalone)' && { echo "$c"; return; }
+	done
+}
+holder_sig() {
+	case $LOCK_BACKEND in
+	redis) docker exec "$(cids redis)" redis-cli --raw get "{seckill:lock}" 2>/dev/null ;; # redislock keeps the owner in {key}
+	redisson) docker exec "$(cids redis)" redis-cli --raw hkeys seckill:lock 2>/dev/null | sort | tr '\n' ' ' ;;
+	etcd) docker exec "$(cids etcd)" etcdctl --endpoints=http://127.0.0.1:2379 get --prefix /seckill/locks/ \
+		--keys-only --sort-by=CREATE --order=ASCEND --limit=1 2>/dev/null | head -1 ;;
+	zookeeper) # "dump" lists every session's ephemeral nodes; the lowest lock sequence holds
+		docker exec "$(zk_leader_or_standalone)" bash -c 'exec 3<>/dev/tcp/127.0.0.1/2181; printf dump >&3; cat <&3' 2>/dev/null |
+			grep -o '/seckill/locks/[^ ]*-lock-[0-9]*' | awk -F-lock- '{print $2, $0}' | sort -n | head -1 ;;
+	esac
+}
+# holder_replica SIG: for etcd, the replica owning the lock key's lease (its
+# election key under /seckill/leader/ ending in /<lease> holds the
+# replica's name).
+holder_replica() {
+	[[ $LOCK_BACKEND == etcd && -n "$1" ]] || return 0
+	local lease=${1##*/}
+	lease=${lease%%-*}
+	# key then value; the key is <election.path>/<lease hex> (stockd's
+	# election path gets one more "/" from etcd's concurrency package)
+	docker exec "$(cids etcd)" etcdctl --endpoints=http://127.0.0.1:2379 get --prefix /seckill/leader/ 2>/dev/null |
+		awk -v l="/$lease" 'f { print; exit } substr($0, length($0) - length(l) + 1) == l { f = 1 }'
+}
+
+# size SECONDS: "requests stock" for a fault load that lasts about SECONDS at
+# this backend's baseline rate (etcd's cross-process FIFO is several times
+# slower than Redis on this machine), stock = a third of the requests, so the
+# stock sells out and every outcome (sold, sold out) is exercised.
+size() {
+	local r=${BASE_RPS:-100} n
+	n=$((r * $1))
+	((n < 600)) && n=600
+	((n > 4000)) && n=4000
+	echo "$n $((n / 3))"
+}
+
+fault_kill() {
+	local v=$1 b=$2 c n st
+	read -r n st <<<"$(size 12)"
 	c=$(replica 1)
-	bg_load kill-$b 3000 50 1000
+	bg_load kill-$b "$n" 50 "$st"
 	sleep 1.5
 	docker kill "$c" >/dev/null
 	fg_wait
-	verdict "$v" "$b" "kill $(cname "$c" | sed 's/.*_\(stockd_[0-9]*\)$/\1/')" "kill-$b" 1000
+	verdict "$v" "$b" "kill $(cname "$c" | sed 's/.*_\(stockd_[0-9]*\)$/\1/')" "kill-$b" "$st"
 	load afterkill-$b 300 30 200
 	verdict "$v" "$b" "after kill: routing" "afterkill-$b" 200 'routed around (errors under 10%)=((errors * 10 <= 300 && sold > 0))'
 	docker start "$c" >/dev/null
 	wait_healthy stockd || true
 	nginx_reload
+}
 
-	# 3. pause a replica (it may hold the lock) past the TTL, then unpause.
-	c=$(replica 2)
-	bg_load pause-$b 3000 50 1000
+# Pause the LOCK HOLDER past its TTL. The holder is not known in advance (the
+# lock changes hands every few ms), so: pause a replica, and if the lock
+# server's holder then stays the same for a second, the paused replica holds
+# it (only a frozen holder keeps it that long; with FIFO locks a paused
+# waiter becomes that holder when its turn comes). Otherwise unpause and try
+# the next replica. Once caught it stays paused 2 x TTL + 1 s: the lease
+# expires, the others sell on, and on unpause its stale write must be fenced.
+fault_pause() {
+	local v=$1 b=$2 c i s1 s2 caught="" who="" hold=$((2 * LOCK_TTL_S + 1)) t0 note n st
+	read -r n st <<<"$(size 30)"
+	bg_load pause-$b "$n" 50 "$st"
 	sleep 1.5
-	docker pause "$c" >/dev/null
-	sleep $((2 * LOCK_TTL_S + 1))
-	docker unpause "$c" >/dev/null
+	for i in 1 2 3 1 2 3; do
+		c=$(replica "$i")
+		t0=$(date +%s)
+		docker pause "$c" >/dev/null
+		sleep 0.7
+		s1=$(holder_sig)
+		sleep 1
+		s2=$(holder_sig)
+		if [[ -n "${s1// }" && "$s1" == "$s2" ]]; then
+			caught=$c who=$(holder_replica "$s1")
+			sleep $((hold - ($(date +%s) - t0) > 1 ? hold - ($(date +%s) - t0) : 1))
+			docker unpause "$c" >/dev/null
+			break
+		fi
+		docker unpause "$c" >/dev/null
+		kill -0 "$LOAD_PID" 2>/dev/null || break
+		sleep 0.5
+	done
 	fg_wait
-	verdict "$v" "$b" "pause $((2 * LOCK_TTL_S + 1))s (ttl ${LOCK_TTL_S}s)" "pause-$b" 1000
+	if [[ -n "$caught" ]]; then
+		note="holder $(cname "$caught" | sed 's/.*_\(stockd_[0-9]*\)$/\1/') paused ${hold}s"
+		if [[ -n "$who" ]]; then
+			[[ "$who" == "$(docker inspect -f '{{.Config.Hostname}}' "$caught")" ]] && note+=" (etcd lease confirms)" ||
+				note+=" (etcd lease says $who!)"
+		fi
+		verdict "$v" "$b" "pause holder > ttl ${LOCK_TTL_S}s" "pause-$b" "$st" "$note=true"
+	else
+		verdict "$v" "$b" "pause holder > ttl ${LOCK_TTL_S}s" "pause-$b" "$st" 'holder not caught in 6 tries=false'
+	fi
+}
 
-	# 4. cut a replica off the network mid-load, reconnect, it serves again.
+fault_netcut() {
+	local v=$1 b=$2 c net a aliases=() n st
+	read -r n st <<<"$(size 15)"
 	c=$(replica 3)
-	local net
 	net=$(network "$c")
-	bg_load netcut-$b 3000 50 1000
+	bg_load netcut-$b "$n" 50 "$st"
 	sleep 1.5
 	# Compose's aliases (the service name nginx resolves) must be restored too.
-	local aliases=() a
 	for a in $(docker inspect -f "{{range .NetworkSettings.Networks}}{{range .Aliases}}{{.}} {{end}}{{end}}" "$c"); do
 		aliases+=(--alias "$a")
 	done
@@ -316,7 +453,7 @@ scenarios_single() {
 	sleep $((2 * LOCK_TTL_S + 1))
 	docker network connect "${aliases[@]}" "$net" "$c"
 	fg_wait
-	verdict "$v" "$b" "network disconnect" "netcut-$b" 1000
+	verdict "$v" "$b" "network disconnect $((2 * LOCK_TTL_S + 1))s" "netcut-$b" "$st"
 	if wait_healthy stockd; then
 		nginx_reload # the reconnected replica may have a new address
 		load reconnect-$b 300 30 200
@@ -326,6 +463,20 @@ scenarios_single() {
 	else
 		row "$v" "$b" "reconnected: serving" FAIL - - - - - - "replica not ready after reconnect"
 	fi
+}
+
+scenarios_single() {
+	local v=$1 b=$2 f faults
+	check_election "$v" "$b"
+	load base-$b 500 50 300
+	verdict "$v" "$b" baseline "base-$b" 300 'exact (rc 0)=[[ $rc == 0 ]]'
+	BASE_RPS=$(jget "$OUT/base-$b.json" rps | cut -d. -f1)
+	faults="FAULTS_$b"
+	faults=${!faults:-kill pause netcut}
+	((FULL)) && faults="kill pause netcut"
+	for f in $faults; do
+		"fault_$f" "$v" "$b"
+	done
 }
 
 # leader_of etcd|zookeeper: container id of the current leader.
@@ -352,21 +503,41 @@ leader_of() {
 	esac
 }
 
+# scenarios_ha BACKEND (etcd|zookeeper): stop that lock service's LEADER
+# mid-sale; the stock must still sell out, with no oversell, and the replicas
+# must still agree on one leader of their own election.
 scenarios_ha() {
-	local v=ha b=$1 c svc
+	local v=ha b=$1 c svc le lz n ln
+	le=$(leader_of etcd) lz=$(leader_of zookeeper)
+	n=$(for svc in etcd etcd2 etcd3 zookeeper zookeeper2 zookeeper3; do cids "$svc"; done | wc -l)
+	ln="$(docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' $le $lz 2>/dev/null | tr '\n' ' ')"
+	check_election "$v" "$b"
 	load base-ha-$b 500 50 300
-	verdict "$v" "$b" baseline "base-ha-$b" 300 'exact (rc 0)=[[ $rc == 0 ]]'
+	verdict "$v" "$b" "baseline, clusters up" "base-ha-$b" 300 \
+		"$n lock members healthy, leaders: ${ln% }=[[ \$rc == 0 && $n == 6 && -n '$le' && -n '$lz' ]]"
+	[[ $b == etcd || $b == zookeeper ]] || return 0
 	c=$(leader_of "$b")
 	[[ -n "$c" ]] || { row "$v" "$b" "stop leader" FAIL - - - - - - "no leader found"; return; }
 	svc=$(docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' "$c")
-	bg_load leader-ha-$b 3000 50 1000
+	BASE_RPS=$(jget "$OUT/base-ha-$b.json" rps | cut -d. -f1)
+	local n st
+	read -r n st <<<"$(size 15)"
+	bg_load leader-ha-$b "$n" 50 "$st"
 	sleep 1.5
 	docker stop -t 2 "$c" >/dev/null
 	fg_wait
-	# Sales continue: the whole stock is sold although the leader died early.
-	verdict "$v" "$b" "stop leader ($svc)" "leader-ha-$b" 1000 'sold out after the stop=((stock == 0))'
-	docker start "$c" >/dev/null
-	wait_healthy "$svc" || true
+	# Mid-stop: no oversell (the stock may be left over: while ZooKeeper
+	# elects, requests fail fast with 503 and a short load can burn out).
+	verdict "$v" "$b" "stop $b leader ($svc)" "leader-ha-$b" "$st" \
+		"new leader $(leader_of "$b" | xargs -r docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}')=true"
+	# Sales continue on the two survivors: a fresh sale sells out exactly.
+	wait_healthy stockd || true
+	load after-ha-$b 300 30 200
+	verdict "$v" "$b" "after stop: sales go on" "after-ha-$b" 200 'sold out, exact=[[ $rc == 0 ]] && ((stock == 0))'
+	check_election "$v" "$b"
+	# Not restarted: its data was in a tmpfs, and an etcd member back with an
+	# empty data dir cannot rejoin its old cluster. The next HA backend gets
+	# a fresh cluster (down -v below).
 }
 
 # ---- run -----------------------------------------------------------------
@@ -374,6 +545,7 @@ log "project $PROJECT, compose: ${COMPOSE[*]}, images: $IMAGES, nginx on $URL"
 T0=$(date +%s)
 first=1
 for b in $BACKENDS; do
+	[[ "${SINGLE:-1}" == 1 ]] || break
 	rc=0
 	up_backend single "$b" || rc=$?
 	if ((first && rc == 0)); then
@@ -396,18 +568,15 @@ if [[ "$HA" == 1 ]]; then
 	compose down -v --remove-orphans >/dev/null 2>&1
 	FILES=(-f docker-compose.yml -f docker-compose.ha.yml)
 	# The HA file itself: 3 etcd members and a 3-server ensemble with quorum
-	# (their healthchecks require it), a sale through it on the redis lock.
-	if up_backend ha redis; then
-		le=$(leader_of etcd) lz=$(leader_of zookeeper)
-		n=$(for svc in etcd etcd2 etcd3 zookeeper zookeeper2 zookeeper3; do cids "$svc"; done | wc -l)
-		ln="$(docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' $le $lz 2>/dev/null | tr '\n' ' ')"
-		load base-ha-redis 500 50 300
-		verdict ha redis "baseline, clusters up" base-ha-redis 300 \
-			"$n lock members healthy, leaders: ${ln% }=[[ \$rc == 0 && $n == 6 && -n '$le' && -n '$lz' ]]"
-	fi
-	for b in $BACKENDS; do
-		[[ "$b" == etcd || "$b" == zookeeper ]] || continue
+	# (their healthchecks require it); the etcd and zookeeper locks lose
+	# their service's leader mid-sale. Without either backend: a baseline on
+	# the redis lock.
+	ha=()
+	for b in $BACKENDS; do [[ $b == etcd || $b == zookeeper ]] && ha+=("$b"); done
+	((${#ha[@]})) || ha=(redis)
+	for b in "${ha[@]}"; do
 		rc=0
+		[[ $b == "${ha[0]}" ]] || compose down -v --remove-orphans >/dev/null 2>&1
 		up_backend ha "$b" || rc=$?
 		((rc == 2)) && break
 		((rc == 0)) || continue

@@ -8,6 +8,9 @@
 #   ZK_SERVERS   ensemble, "1=zookeeper:2888:3888,2=zookeeper2:2888:3888,...";
 #                empty: a standalone server
 #   ZK_DATA_DIR  data directory (default /zk-data, a tmpfs in compose)
+#   ZK_TICK_MS   tickTime in ms (default 2000). Sessions are granted at least
+#                2 x tickTime, so short session timeouts (compose-test's 3s)
+#                need a shorter tick.
 set -euo pipefail
 
 id=${ZK_MY_ID:-1}
@@ -19,14 +22,14 @@ mkdir -p "$data"
 echo "$id" >"$data/myid"
 
 cat >"$conf" <<CFG
-tickTime=2000
+tickTime=${ZK_TICK_MS:-2000}
 initLimit=10
 syncLimit=5
 dataDir=$data
 clientPort=2181
 maxClientCnxns=0
 admin.enableServer=false
-4lw.commands.whitelist=srvr,ruok,mntr,stat
+4lw.commands.whitelist=srvr,ruok,mntr,stat,cons,dump
 quorumListenOnAllIPs=true
 reconfigEnabled=false
 CFG
