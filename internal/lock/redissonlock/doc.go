@@ -34,6 +34,34 @@
 // a release therefore costs N acquire attempts, not one per waiting goroutine.
 // Stats counts the attempts so a benchmark can check that.
 //
+// # Local hand-off
+//
+// A final Release while another goroutine of the same Locker waits for the
+// key does not delete the lock: transfer.lua checks the releasing owner's
+// field, replaces it with a new owner minted by the Locker (HDEL, HSET 1,
+// PEXPIRE) and INCRs the fence, all in one call, and the new *Lease goes to
+// the oldest idle waiter through a channel. One round trip replaces release,
+// PUBLISH, the pub/sub wake-up and the waiter's acquire script, and nothing
+// is published, so other processes' waiters sleep on. Redis always names the
+// true holder, so renewal, Reacquire, ForceUnlock and crash expiry work as
+// for any lease; the new lease has its own watchdog, Done and token.
+//
+// The in-memory alternative, a cohort lock that passes the Redis hold
+// between goroutines without telling Redis and derives tokens as
+// token<<16|n, saves that round trip but was rejected: the hash would name
+// an owner that has left, re-entry counts of two leases would share one
+// field, and tokens would no longer equal the fence counter other tools read.
+//
+// Hand-offs are bounded by Options.LocalHandoffs (default 8) in a row. The
+// Release that reaches the bound asks the script to release instead when
+// PUBSUB NUMSUB shows another connection listening on the channel; it then
+// publishes "yield:<Locker uuid>", which the Locker's own dispatcher ignores,
+// and the Locker's queue head holds back until another process's release
+// message arrives (or a short fallback passes, in case the listener never
+// takes the lock). So a waiter of another process acquires after at most
+// LocalHandoffs+1 holders of this one. With nobody else listening the
+// hand-offs simply go on. Stats counts Handoffs and Yields.
+//
 // # Watchdog and lease time
 //
 // With Options.LeaseTime 0 (the default) a lock is held with TTL
@@ -55,5 +83,7 @@
 // # Redis Cluster
 //
 // The lock hash and its fence key must live in one slot: give cluster keys a
-// hash tag, e.g. "{sku42}".
+// hash tag, e.g. "{sku42}". PUBSUB NUMSUB counts only the node the script
+// runs on, so in a cluster the hand-off bound may miss listeners connected
+// elsewhere; set LocalHandoffs negative there if that matters.
 package redissonlock

@@ -23,8 +23,9 @@ type Lease struct {
 	token uint64
 	sig   *lock.Signal
 
-	mu    sync.Mutex // held across Acquire/Release scripts so holds matches Redis
-	holds int        // hold count; 0 once the lease has ended
+	mu     sync.Mutex // held across Acquire/Release scripts so holds matches Redis
+	holds  int        // hold count; 0 once the lease has ended
+	streak int        // local hand-offs in a row that led to this lease
 
 	// Watchdog mode (LeaseTime 0).
 	renewTimer *time.Timer // next renewal
@@ -103,7 +104,9 @@ func (l *Lease) Reacquire(ctx context.Context) error {
 }
 
 // Release drops one hold. The last one deletes the lock, wakes the waiters
-// and closes Done with lock.ErrReleased. Once the lease has ended (released
+// and closes Done with lock.ErrReleased; when a goroutine of the same Locker
+// waits for the key, it instead hands the lock to that goroutine in the same
+// script call (see Options.LocalHandoffs). Once the lease has ended (released
 // or lost), Release returns lock.ErrNotHeld without touching Redis; it does
 // too when Redis shows the lock was taken away. A Redis failure returns an
 // error wrapping lock.ErrUnavailable and ends the lease as lost, since
@@ -118,6 +121,15 @@ func (l *Lease) Release(ctx context.Context) error {
 	if l.holds == 0 {
 		return l.endedErr("release")
 	}
+	if l.holds == 1 && l.lk.maxHandoffs > 0 && l.lk.hasIdleWaiter(l.key) {
+		return l.handOffLocked(ctx)
+	}
+	return l.releaseLocked(ctx)
+}
+
+// releaseLocked runs the release script for one hold. Called with l.mu held
+// and l.holds > 0.
+func (l *Lease) releaseLocked(ctx context.Context) error {
 	sent := time.Now()
 	n, err := releaseScript.Run(ctx, l.lk.rdb, []string{l.key}, l.owner, millis(l.lk.ttl), channelOf(l.key), msgUnlock).Int64()
 	switch {

@@ -19,6 +19,9 @@ const (
 	// DefaultWatchdog is Redisson's lockWatchdogTimeout.
 	DefaultWatchdog = 30 * time.Second
 
+	// DefaultLocalHandoffs bounds a run of local hand-offs (Options.LocalHandoffs).
+	DefaultLocalHandoffs = 8
+
 	// abandonTimeout bounds the best-effort release of a lock that an
 	// acquire call may have taken before its reply was lost.
 	abandonTimeout = time.Second
@@ -44,6 +47,16 @@ type Options struct {
 	// (Redisson's lock(leaseTime)): the lease's Done closes when it runs out,
 	// whether or not the work is finished. The default, 0, uses the watchdog.
 	LeaseTime time.Duration
+
+	// LocalHandoffs bounds how many times in a row a final Release hands
+	// the lock straight to a goroutine waiting in the same Locker (one
+	// script call: the owner field is replaced and a new fencing token
+	// minted) instead of releasing it. The Release after the bound
+	// publishes a "yield" and lets other processes' waiters go first, unless
+	// none is listening, in which case the hand-offs go on. The default, 0,
+	// is DefaultLocalHandoffs (8); a negative value disables hand-offs, so
+	// every final Release deletes the lock and publishes.
+	LocalHandoffs int
 }
 
 // Stats are cumulative counters of one Locker, cheap enough to read per
@@ -59,6 +72,12 @@ type Stats struct {
 	Wakeups uint64
 	// Renewals counts successful watchdog renewals.
 	Renewals uint64
+	// Handoffs counts final Releases that handed the lock to a goroutine
+	// waiting in this Locker (each is also counted in Acquired).
+	Handoffs uint64
+	// Yields counts final Releases that ended a run of Options.LocalHandoffs
+	// hand-offs by releasing to the other processes listening.
+	Yields uint64
 }
 
 // Locker hands out Redisson-style reentrant locks stored in Redis. It is safe
@@ -71,7 +90,11 @@ type Locker struct {
 	id   string        // instance UUID, the first half of every owner id
 	seq  atomic.Uint64 // second half of the owner id, one per acquisition
 
-	acquireScripts, acquired, wakeups, renewals atomic.Uint64
+	maxHandoffs   int           // Options.LocalHandoffs resolved; 0 = disabled
+	yieldFallback time.Duration // defaultYieldFallback; tests lengthen it
+	yieldMsg      string        // msgYield + id
+
+	acquireScripts, acquired, wakeups, renewals, handoffs, yields atomic.Uint64
 
 	ctx    context.Context // cancelled by Close: stops watchdogs and waiters
 	cancel context.CancelFunc
@@ -98,18 +121,28 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 	if opts.LeaseTime > 0 {
 		ttl = opts.LeaseTime
 	}
+	switch {
+	case opts.LocalHandoffs == 0:
+		opts.LocalHandoffs = DefaultLocalHandoffs
+	case opts.LocalHandoffs < 0:
+		opts.LocalHandoffs = -1
+	}
+	id := uuid.NewString()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Locker{
-		rdb:     rdb,
-		opts:    opts,
-		ttl:     ttl,
-		id:      uuid.NewString(),
-		ctx:     ctx,
-		cancel:  cancel,
-		leases:  make(map[*Lease]struct{}),
-		queues:  make(map[string]*queue),
-		opsSig:  make(chan struct{}, 1),
-		pending: make(map[string][]*queue),
+		rdb:           rdb,
+		opts:          opts,
+		ttl:           ttl,
+		id:            id,
+		maxHandoffs:   max(opts.LocalHandoffs, 0),
+		yieldFallback: defaultYieldFallback,
+		yieldMsg:      msgYield + id,
+		ctx:           ctx,
+		cancel:        cancel,
+		leases:        make(map[*Lease]struct{}),
+		queues:        make(map[string]*queue),
+		opsSig:        make(chan struct{}, 1),
+		pending:       make(map[string][]*queue),
 	}
 }
 
@@ -131,6 +164,8 @@ func (lk *Locker) Stats() Stats {
 		Acquired:       lk.acquired.Load(),
 		Wakeups:        lk.wakeups.Load(),
 		Renewals:       lk.renewals.Load(),
+		Handoffs:       lk.handoffs.Load(),
+		Yields:         lk.yields.Load(),
 	}
 }
 
@@ -144,7 +179,7 @@ func (lk *Locker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
 	if lk.ctx.Err() != nil {
 		return nil, closedErr(key)
 	}
-	owner := lk.id + ":" + strconv.FormatUint(lk.seq.Add(1), 10)
+	owner := lk.newOwner()
 	// Goroutines already queued here go first: a newcomer that tried Redis
 	// anyway would only add an attempt that fails while the head waits.
 	lk.mu.Lock()
@@ -164,6 +199,11 @@ func (lk *Locker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// newOwner mints an owner id: "<Locker uuid>:<acquisition sequence>".
+func (lk *Locker) newOwner() string {
+	return lk.id + ":" + strconv.FormatUint(lk.seq.Add(1), 10)
 }
 
 // try runs the acquire script once for a new owner. It returns the lease
@@ -188,7 +228,7 @@ func (lk *Locker) try(ctx context.Context, key, owner string) (*Lease, time.Dura
 	}
 	switch status {
 	case acqFirst:
-		l, err := lk.newLease(ctx, key, owner, uint64(n), sent)
+		l, err := lk.newLease(ctx, key, owner, uint64(n), sent, 0)
 		return l, 0, err
 	case acqBusy:
 		return nil, time.Duration(n) * time.Millisecond, nil
@@ -198,8 +238,10 @@ func (lk *Locker) try(ctx context.Context, key, owner string) (*Lease, time.Dura
 }
 
 // newLease registers a freshly acquired lock and starts keeping it alive.
-func (lk *Locker) newLease(ctx context.Context, key, owner string, token uint64, sent time.Time) (*Lease, error) {
-	l := &Lease{lk: lk, key: key, owner: owner, token: token, sig: lock.NewSignal(), holds: 1}
+// streak is the number of local hand-offs that led to it (0 when taken from
+// Redis by the acquire script).
+func (lk *Locker) newLease(ctx context.Context, key, owner string, token uint64, sent time.Time, streak int) (*Lease, error) {
+	l := &Lease{lk: lk, key: key, owner: owner, token: token, sig: lock.NewSignal(), holds: 1, streak: streak}
 	// Lock order is Lease.mu then Locker.mu; l.mu also orders the timer
 	// fields set here before the expiry callback can read them.
 	l.mu.Lock()

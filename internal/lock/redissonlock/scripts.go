@@ -24,6 +24,10 @@ var (
 	renewLua    string
 	renewScript = redis.NewScript(renewLua)
 
+	//go:embed transfer.lua
+	transferLua    string
+	transferScript = redis.NewScript(transferLua)
+
 	//go:embed forceunlock.lua
 	forceUnlockLua    string
 	forceUnlockScript = redis.NewScript(forceUnlockLua)
@@ -40,6 +44,10 @@ const (
 
 	msgUnlock = "unlock" // published by the final Release
 	msgForce  = "force"  // published by ForceUnlock
+	// msgYield prefixes the message of a release that ends a run of local
+	// hand-offs; the Locker id follows, so the Locker's own dispatcher can
+	// tell its yield from everyone else's releases.
+	msgYield = "yield:"
 )
 
 // channelOf returns the pub/sub channel on which releases of key are announced.
@@ -62,10 +70,18 @@ const (
 	acqNotOwner = -1 // re-entry found the lock not held by the owner
 )
 
+// Outcomes of transfer.lua.
+const (
+	xferYield    = 0  // released and published: other processes go first
+	xferDone     = 1  // value is the new owner's fencing token
+	xferKept     = 2  // value is the current owner's remaining hold count
+	xferNotOwner = -1 // the current owner does not hold the lock
+)
+
 // millis renders d for PEXPIRE, never below 1ms (0 would be rejected).
 func millis(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 
-// pair decodes the {status, value} reply of acquire.lua.
+// pair decodes the {status, value} reply of acquire.lua and transfer.lua.
 func pair(v any) (status, value int64, err error) {
 	xs, ok := v.([]any)
 	if !ok || len(xs) != 2 {

@@ -37,6 +37,10 @@ type queue struct {
 	waiters []*waiter     // guarded by Locker.mu; waiters[0] is the head
 	notify  chan struct{} // cap 1: a release (or a resubscription) since the head last looked
 	expires time.Time     // guarded by Locker.mu: best-known expiry of the current holder
+	// holdBack, guarded by Locker.mu, is set while this Locker yields the
+	// lock to other processes: until then (or until another process's
+	// release message clears it) the head does not run the acquire script.
+	holdBack time.Time
 
 	readyOnce sync.Once
 	ready     chan struct{} // closed when SUBSCRIBE is confirmed or failed
@@ -45,7 +49,9 @@ type queue struct {
 
 // waiter is one goroutine in a queue.
 type waiter struct {
-	turn chan struct{} // closed when the waiter becomes head
+	turn   chan struct{} // closed when the waiter becomes head
+	handed chan *Lease   // cap 1: a lease handed over by a local Release
+	state  int           // guarded by Locker.mu: waitIdle, waitTrying, …
 }
 
 // subOp is a SUBSCRIBE (q set) or an UNSUBSCRIBE (key set) to send.
@@ -73,7 +79,7 @@ func (q *queue) nudge() {
 // the acquire script and sleeping until a release message or the holder's
 // TTL: Redisson's semaphore-latch loop, with one latch per process.
 func (lk *Locker) wait(ctx context.Context, key, owner string) (*Lease, error) {
-	w := &waiter{turn: make(chan struct{})}
+	w := &waiter{turn: make(chan struct{}), handed: make(chan *Lease, 1)}
 	lk.mu.Lock()
 	if lk.closed {
 		lk.mu.Unlock()
@@ -92,18 +98,34 @@ func (lk *Locker) wait(ctx context.Context, key, owner string) (*Lease, error) {
 
 	acquired := false
 	defer func() { lk.leave(q, w, acquired) }()
+	// A local Release may hand this waiter the lock at any point while it
+	// is idle; each way out below first checks for that under Locker.mu.
+	handed := func(l *Lease) (*Lease, error) {
+		acquired = true
+		return l, nil
+	}
+	gaveUp := func(err error) (*Lease, error) {
+		// Handed over just as ctx ended: the lock is ours, so return it
+		// rather than leave it held. After Close it is lost anyway.
+		if l := lk.takeHanded(w, waitLeft); l != nil && lk.ctx.Err() == nil {
+			return handed(l)
+		}
+		return nil, err
+	}
 
 	for _, ch := range []<-chan struct{}{w.turn, q.ready} {
 		select {
 		case <-ch:
+		case l := <-w.handed:
+			return handed(l)
 		case <-ctx.Done():
-			return nil, notObtained(ctx, key)
+			return gaveUp(notObtained(ctx, key))
 		case <-lk.ctx.Done():
-			return nil, closedErr(key)
+			return gaveUp(closedErr(key))
 		}
 	}
 	if q.subErr != nil {
-		return nil, unavailable("subscribe", key, q.subErr)
+		return gaveUp(unavailable("subscribe", key, q.subErr))
 	}
 
 	timer := time.NewTimer(maxWait)
@@ -117,24 +139,41 @@ func (lk *Locker) wait(ctx context.Context, key, owner string) (*Lease, error) {
 		if !skipWait {
 			lk.mu.Lock()
 			d := min(max(time.Until(q.expires), 0), maxWait)
+			if hb := time.Until(q.holdBack); hb > 0 {
+				d = hb
+			}
 			lk.mu.Unlock()
 			timer.Reset(d)
 			select {
 			case <-q.notify:
 			case <-timer.C:
+			case l := <-w.handed:
+				return handed(l)
 			case <-ctx.Done():
-				return nil, notObtained(ctx, key)
+				return gaveUp(notObtained(ctx, key))
 			case <-lk.ctx.Done():
-				return nil, closedErr(key)
+				return gaveUp(closedErr(key))
 			}
 		}
 		skipWait = false
+		lk.mu.Lock()
+		hold := time.Now().Before(q.holdBack)
+		lk.mu.Unlock()
+		if hold {
+			continue // this Locker yielded: wait for the others' release
+		}
+		if l := lk.takeHanded(w, waitTrying); l != nil {
+			return handed(l)
+		}
 		sent := time.Now()
 		l, pttl, err := lk.try(ctx, key, owner)
 		if err != nil {
 			return nil, err
 		}
 		lk.mu.Lock()
+		if l == nil {
+			w.state = waitIdle
+		}
 		if l != nil {
 			q.expires = sent.Add(lk.ttl)
 		} else if pttl >= 0 {
@@ -293,6 +332,9 @@ func (lk *Locker) dispatch(m any) {
 	var ch string
 	switch m := m.(type) {
 	case *redis.Message:
+		if m.Payload == lk.yieldMsg {
+			return // our own yield: our waiters let the others go first
+		}
 		ch = m.Channel
 	case *redis.Subscription:
 		if m.Kind != "subscribe" {
@@ -320,6 +362,9 @@ func (lk *Locker) dispatch(m any) {
 	}
 	lk.mu.Lock()
 	q := lk.queues[key]
+	if q != nil {
+		q.holdBack = time.Time{}
+	}
 	lk.mu.Unlock()
 	if q != nil {
 		lk.wakeups.Add(1)
