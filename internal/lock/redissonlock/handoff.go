@@ -57,8 +57,8 @@ func (l *Lease) handOffLocked(ctx context.Context) error {
 	}
 	owner := lk.newOwner()
 	sent := time.Now()
-	v, err := transferScript.Run(ctx, lk.rdb, []string{l.key, l.key + fenceSuffix},
-		l.owner, owner, millis(lk.ttl), channelOf(l.key), lk.yieldMsg, limited).Result()
+	v, err := transferScript.Run(ctx, lk.rdb, l.names.keys,
+		l.owner, owner, lk.ttlArg, l.names.channel, lk.yieldArg, limited).Result()
 	var status, n int64
 	if err == nil {
 		status, n, err = pair(v)
@@ -68,7 +68,7 @@ func (l *Lease) handOffLocked(ctx context.Context) error {
 			lk.holdBack(l.key, time.Time{})
 		}
 		// The new owner may hold the lock now; nobody would release it.
-		lk.abandon(l.key, owner)
+		lk.abandon(l.names, owner)
 		l.endLocked(fmt.Errorf("redisson: release of %q failed, left to expire: %w: %w", l.key, lock.ErrLost, err))
 		return unavailable("release", l.key, err)
 	}
@@ -79,7 +79,7 @@ func (l *Lease) handOffLocked(ctx context.Context) error {
 	case xferDone:
 		l.endLocked(lock.ErrReleased)
 		lk.handoffs.Add(1)
-		nl, err := lk.newLease(ctx, l.key, owner, uint64(n), sent, l.streak+1)
+		nl, err := lk.newLease(ctx, l.names, owner, uint64(n), sent, l.streak+1)
 		if err != nil {
 			return nil // closed meanwhile: newLease gave the lock back
 		}
@@ -105,7 +105,7 @@ func (l *Lease) handOffLocked(ctx context.Context) error {
 		l.endLocked(fmt.Errorf("redisson: %q was taken over before release: %w", l.key, lock.ErrLost))
 		return fmt.Errorf("redisson: release %q: %w", l.key, lock.ErrNotHeld)
 	default:
-		lk.abandon(l.key, owner)
+		lk.abandon(l.names, owner)
 		l.endLocked(fmt.Errorf("redisson: release of %q: unexpected transfer status %d: %w", l.key, status, lock.ErrLost))
 		return unavailable("release", l.key, fmt.Errorf("unexpected transfer status %d", status))
 	}

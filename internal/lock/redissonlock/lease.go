@@ -19,6 +19,7 @@ var _ lock.Lease = (*Lease)(nil)
 type Lease struct {
 	lk    *Locker
 	key   string
+	names *keyNames
 	owner string
 	token uint64
 	sig   *lock.Signal
@@ -79,7 +80,7 @@ func (l *Lease) Reacquire(ctx context.Context) error {
 	}
 	l.lk.acquireScripts.Add(1)
 	sent := time.Now()
-	v, err := acquireScript.Run(ctx, l.lk.rdb, []string{l.key, l.key + fenceSuffix}, millis(l.lk.ttl), l.owner, "1").Result()
+	v, err := acquireScript.Run(ctx, l.lk.rdb, l.names.keys, l.lk.ttlArg, l.owner, "1").Result()
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("redisson: reacquire %q: %w: %w", l.key, lock.ErrNotObtained, ctx.Err())
@@ -131,7 +132,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // and l.holds > 0.
 func (l *Lease) releaseLocked(ctx context.Context) error {
 	sent := time.Now()
-	n, err := releaseScript.Run(ctx, l.lk.rdb, []string{l.key}, l.owner, millis(l.lk.ttl), channelOf(l.key), msgUnlock).Int64()
+	n, err := releaseScript.Run(ctx, l.lk.rdb, l.names.keys[:1], l.owner, l.lk.ttlArg, l.names.channel, msgUnlock).Int64()
 	switch {
 	case err != nil:
 		l.endLocked(fmt.Errorf("redisson: release of %q failed, left to expire: %w: %w", l.key, lock.ErrLost, err))

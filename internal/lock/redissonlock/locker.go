@@ -91,6 +91,8 @@ type Locker struct {
 	seq  atomic.Uint64 // second half of the owner id, one per acquisition
 
 	maxHandoffs   int           // Options.LocalHandoffs resolved; 0 = disabled
+	ttlArg        any           // millis(ttl), boxed once for script ARGV
+	yieldArg      any           // yieldMsg, boxed once
 	yieldFallback time.Duration // defaultYieldFallback; tests lengthen it
 	yieldMsg      string        // msgYield + id
 
@@ -137,6 +139,8 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 		maxHandoffs:   max(opts.LocalHandoffs, 0),
 		yieldFallback: defaultYieldFallback,
 		yieldMsg:      msgYield + id,
+		ttlArg:        millis(ttl),
+		yieldArg:      msgYield + id,
 		ctx:           ctx,
 		cancel:        cancel,
 		leases:        make(map[*Lease]struct{}),
@@ -179,14 +183,19 @@ func (lk *Locker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
 	if lk.ctx.Err() != nil {
 		return nil, closedErr(key)
 	}
-	owner := lk.newOwner()
 	// Goroutines already queued here go first: a newcomer that tried Redis
 	// anyway would only add an attempt that fails while the head waits.
 	lk.mu.Lock()
 	queued := lk.queues[key] != nil
 	lk.mu.Unlock()
+	var (
+		names *keyNames
+		owner string // minted when needed: a handed lease brings its own
+	)
 	if !queued {
-		l, _, err := lk.try(ctx, key, owner)
+		owner = lk.newOwner()
+		names = newKeyNames(key)
+		l, _, err := lk.try(ctx, names, owner)
 		if err != nil {
 			return nil, err
 		}
@@ -194,7 +203,7 @@ func (lk *Locker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
 			return l, nil
 		}
 	}
-	l, err := lk.wait(ctx, key, owner)
+	l, err := lk.wait(ctx, key, names, owner)
 	if err != nil {
 		return nil, err
 	}
@@ -203,20 +212,25 @@ func (lk *Locker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
 
 // newOwner mints an owner id: "<Locker uuid>:<acquisition sequence>".
 func (lk *Locker) newOwner() string {
-	return lk.id + ":" + strconv.FormatUint(lk.seq.Add(1), 10)
+	var buf [64]byte // uuid, colon, up to 20 digits: one allocation, in string
+	b := append(buf[:0], lk.id...)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, lk.seq.Add(1), 10)
+	return string(b)
 }
 
 // try runs the acquire script once for a new owner. It returns the lease
 // when it got the lock, else the holder's remaining TTL (negative when the
 // key has none).
-func (lk *Locker) try(ctx context.Context, key, owner string) (*Lease, time.Duration, error) {
+func (lk *Locker) try(ctx context.Context, names *keyNames, owner string) (*Lease, time.Duration, error) {
+	key := names.key
 	lk.acquireScripts.Add(1)
 	sent := time.Now()
-	v, err := acquireScript.Run(ctx, lk.rdb, []string{key, key + fenceSuffix}, millis(lk.ttl), owner, "0").Result()
+	v, err := acquireScript.Run(ctx, lk.rdb, names.keys, lk.ttlArg, owner, "0").Result()
 	if err != nil {
 		// The script may have run before the reply was lost; nobody would
 		// ever release that hold, so give it back now.
-		lk.abandon(key, owner)
+		lk.abandon(names, owner)
 		if ctx.Err() != nil {
 			return nil, 0, notObtained(ctx, key)
 		}
@@ -228,7 +242,7 @@ func (lk *Locker) try(ctx context.Context, key, owner string) (*Lease, time.Dura
 	}
 	switch status {
 	case acqFirst:
-		l, err := lk.newLease(ctx, key, owner, uint64(n), sent, 0)
+		l, err := lk.newLease(ctx, names, owner, uint64(n), sent, 0)
 		return l, 0, err
 	case acqBusy:
 		return nil, time.Duration(n) * time.Millisecond, nil
@@ -240,8 +254,9 @@ func (lk *Locker) try(ctx context.Context, key, owner string) (*Lease, time.Dura
 // newLease registers a freshly acquired lock and starts keeping it alive.
 // streak is the number of local hand-offs that led to it (0 when taken from
 // Redis by the acquire script).
-func (lk *Locker) newLease(ctx context.Context, key, owner string, token uint64, sent time.Time, streak int) (*Lease, error) {
-	l := &Lease{lk: lk, key: key, owner: owner, token: token, sig: lock.NewSignal(), holds: 1, streak: streak}
+func (lk *Locker) newLease(ctx context.Context, names *keyNames, owner string, token uint64, sent time.Time, streak int) (*Lease, error) {
+	key := names.key
+	l := &Lease{lk: lk, key: key, names: names, owner: owner, token: token, sig: lock.NewSignal(), holds: 1, streak: streak}
 	// Lock order is Lease.mu then Locker.mu; l.mu also orders the timer
 	// fields set here before the expiry callback can read them.
 	l.mu.Lock()
@@ -252,7 +267,7 @@ func (lk *Locker) newLease(ctx context.Context, key, owner string, token uint64,
 		// Closed while the script ran: hand the lock straight back.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
 		defer cancel()
-		_ = releaseScript.Run(rctx, lk.rdb, []string{key}, owner, millis(lk.ttl), channelOf(key), msgUnlock).Err()
+		_ = releaseScript.Run(rctx, lk.rdb, names.keys[:1], owner, lk.ttlArg, names.channel, msgUnlock).Err()
 		return nil, closedErr(key)
 	}
 	lk.leases[l] = struct{}{}
@@ -271,7 +286,7 @@ func (lk *Locker) forget(l *Lease) {
 
 // abandon releases, in the background, a hold that an acquire call with an
 // unknown outcome may have taken. Close cuts it short: the TTL covers that.
-func (lk *Locker) abandon(key, owner string) {
+func (lk *Locker) abandon(names *keyNames, owner string) {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	if lk.closed {
@@ -280,7 +295,7 @@ func (lk *Locker) abandon(key, owner string) {
 	lk.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(lk.ctx, abandonTimeout)
 		defer cancel()
-		_ = releaseScript.Run(ctx, lk.rdb, []string{key}, owner, millis(lk.ttl), channelOf(key), msgUnlock).Err()
+		_ = releaseScript.Run(ctx, lk.rdb, names.keys[:1], owner, lk.ttlArg, names.channel, msgUnlock).Err()
 	})
 }
 

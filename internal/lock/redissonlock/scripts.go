@@ -50,6 +50,19 @@ const (
 	msgYield = "yield:"
 )
 
+// keyNames are the Redis names derived from one lock key, built once and
+// shared by a queue's attempts and by every lease of a run of hand-offs, so
+// the hot path does not rebuild them per script call.
+type keyNames struct {
+	key     string
+	keys    []string // {lock, fence}; keys[:1] is the lock alone
+	channel any      // channelOf(key), boxed once for script ARGV
+}
+
+func newKeyNames(key string) *keyNames {
+	return &keyNames{key: key, keys: []string{key, key + fenceSuffix}, channel: channelOf(key)}
+}
+
 // channelOf returns the pub/sub channel on which releases of key are announced.
 func channelOf(key string) string { return channelPrefix + "{" + key + "}" }
 

@@ -34,6 +34,7 @@ const (
 // costs one attempt per process instead of one per goroutine.
 type queue struct {
 	key     string
+	names   *keyNames
 	waiters []*waiter     // guarded by Locker.mu; waiters[0] is the head
 	notify  chan struct{} // cap 1: a release (or a resubscription) since the head last looked
 	expires time.Time     // guarded by Locker.mu: best-known expiry of the current holder
@@ -41,6 +42,10 @@ type queue struct {
 	// lock to other processes: until then (or until another process's
 	// release message clears it) the head does not run the acquire script.
 	holdBack time.Time
+	// timer is the head's sleep, created by the first head and reused by
+	// each next one (only the head touches it; it is stopped before the
+	// turn passes on), so a run of heads does not allocate a timer each.
+	timer *time.Timer
 
 	readyOnce sync.Once
 	ready     chan struct{} // closed when SUBSCRIBE is confirmed or failed
@@ -78,7 +83,10 @@ func (q *queue) nudge() {
 // wait queues the caller for key and, once at the head, alternates between
 // the acquire script and sleeping until a release message or the holder's
 // TTL: Redisson's semaphore-latch loop, with one latch per process.
-func (lk *Locker) wait(ctx context.Context, key, owner string) (*Lease, error) {
+//
+// names, when not nil, were built by the caller's first attempt; a new
+// queue adopts them. owner is minted before the first attempt when empty.
+func (lk *Locker) wait(ctx context.Context, key string, names *keyNames, owner string) (*Lease, error) {
 	w := &waiter{turn: make(chan struct{}), handed: make(chan *Lease, 1)}
 	lk.mu.Lock()
 	if lk.closed {
@@ -88,7 +96,10 @@ func (lk *Locker) wait(ctx context.Context, key, owner string) (*Lease, error) {
 	q := lk.queues[key]
 	created := q == nil
 	if created {
-		q = &queue{key: key, notify: make(chan struct{}, 1), ready: make(chan struct{})}
+		if names == nil {
+			names = newKeyNames(key)
+		}
+		q = &queue{key: key, names: names, notify: make(chan struct{}, 1), ready: make(chan struct{})}
 		lk.queues[key] = q
 		lk.pushOpLocked(subOp{q: q})
 		close(w.turn)
@@ -128,8 +139,12 @@ func (lk *Locker) wait(ctx context.Context, key, owner string) (*Lease, error) {
 		return gaveUp(unavailable("subscribe", key, q.subErr))
 	}
 
-	timer := time.NewTimer(maxWait)
-	defer timer.Stop()
+	// Runs before leave passes the turn on (defers run last-in first-out).
+	defer func() {
+		if q.timer != nil {
+			q.timer.Stop()
+		}
+	}()
 	// The creator's first attempt happened before the subscription, so a
 	// release may have slipped by unseen: try again now that it is live.
 	// A promoted head first waits, since its predecessor most likely holds
@@ -143,10 +158,14 @@ func (lk *Locker) wait(ctx context.Context, key, owner string) (*Lease, error) {
 				d = hb
 			}
 			lk.mu.Unlock()
-			timer.Reset(d)
+			if q.timer == nil {
+				q.timer = time.NewTimer(d)
+			} else {
+				q.timer.Reset(d)
+			}
 			select {
 			case <-q.notify:
-			case <-timer.C:
+			case <-q.timer.C:
 			case l := <-w.handed:
 				return handed(l)
 			case <-ctx.Done():
@@ -165,8 +184,11 @@ func (lk *Locker) wait(ctx context.Context, key, owner string) (*Lease, error) {
 		if l := lk.takeHanded(w, waitTrying); l != nil {
 			return handed(l)
 		}
+		if owner == "" {
+			owner = lk.newOwner()
+		}
 		sent := time.Now()
-		l, pttl, err := lk.try(ctx, key, owner)
+		l, pttl, err := lk.try(ctx, q.names, owner)
 		if err != nil {
 			return nil, err
 		}

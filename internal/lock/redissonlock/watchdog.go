@@ -52,7 +52,7 @@ func (l *Lease) renew() {
 	// held here, so Release never waits for a renewal round trip.
 	ctx, cancel := context.WithDeadline(lk.ctx, valid)
 	start := time.Now()
-	ok, err := renewScript.Run(ctx, lk.rdb, []string{l.key}, l.owner, millis(lk.ttl)).Int64()
+	ok, err := renewScript.Run(ctx, lk.rdb, l.names.keys[:1], l.owner, lk.ttlArg).Int64()
 	cancel()
 
 	l.mu.Lock()
