@@ -21,15 +21,70 @@ func (l *Locker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
 	if err := l.subscribe(ctx); err != nil {
 		return nil, fmt.Errorf("redislock: acquire %q: %w", key, err)
 	}
-	// Only the front of the local queue goes to Redis; it leaves the queue as
-	// soon as it holds the lock (or gives up), so the next local waiter can
-	// take its place in Redis's queue while the lock is still held.
-	gate, err := l.gate.Acquire(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("redislock: acquire %q: %w", key, err)
+	l.cmu.Lock()
+	if l.cclosed {
+		l.cmu.Unlock()
+		return nil, fmt.Errorf("redislock: acquire %q: %w", key, lock.ErrClosed)
 	}
-	defer gate.Release(context.Background()) //nolint:errcheck // a local gate cannot fail to open
-	return l.contend(ctx, key)
+	c := l.cohortLocked(key)
+	if c.hold == nil && !c.busy && c.head == nil {
+		c.busy = true
+		l.cmu.Unlock()
+		return l.contend(ctx, c)
+	}
+	// Someone of this process holds the lock or is getting it from Redis:
+	// wait for a pass in memory, or for the turn to go to Redis.
+	w := waiters.Get().(*waiter)
+	c.push(w)
+	l.cmu.Unlock()
+	select {
+	case s := <-w.ch:
+		waiters.Put(w)
+		if s != nil {
+			return s, nil
+		}
+		return l.contend(ctx, c)
+	case <-ctx.Done():
+		return nil, l.abandon(c, w, fmt.Errorf("redislock: acquire %q: %w: %w", key, lock.ErrNotObtained, ctx.Err()))
+	case <-l.done:
+		return nil, l.abandon(c, w, fmt.Errorf("redislock: acquire %q: %w", key, lock.ErrClosed))
+	}
+}
+
+// abandon takes a local waiter whose Acquire gives up out of the queue. If
+// its turn came meanwhile, it passes the turn on: a lease is released in the
+// background (the caller must return now), a turn at Redis goes to the next
+// waiter. It returns err.
+func (l *Locker) abandon(c *cohort, w *waiter, err error) error {
+	l.cmu.Lock()
+	if w.queued {
+		c.remove(w)
+		l.cmu.Unlock()
+		waiters.Put(w)
+		return err
+	}
+	s := <-w.ch // sent under l.cmu when w left the queue
+	waiters.Put(w)
+	if s == nil {
+		l.handOnBusyLocked(c)
+		l.cmu.Unlock()
+		return err
+	}
+	closed := l.cclosed
+	l.cmu.Unlock()
+	if !closed { // after Close the lease is lost and left to expire
+		release := func() {
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			if rerr := s.Release(ctx); rerr != nil {
+				l.log.Debug("releasing an abandoned pass failed", "key", c.key, "err", rerr)
+			}
+		}
+		if !l.spawn(release) {
+			release()
+		}
+	}
+	return err
 }
 
 // acquireResult is acquire.lua's answer.
@@ -55,10 +110,38 @@ func (l *Locker) runAcquire(ctx context.Context, k keys, owner string) (acquireR
 	return acquireResult{}, fmt.Errorf("acquire script returned %v", vals)
 }
 
-// contend is the Redis side of Acquire, run by one goroutine per key at a
-// time in this process.
-func (l *Locker) contend(ctx context.Context, key string) (lock.Lease, error) {
-	k := keysFor(key)
+// contend is the Redis side of Acquire, run by the goroutine that has c's
+// turn at Redis (c.busy). Whatever the outcome, the turn ends here: with a
+// hold, or handed to the next local waiter.
+func (l *Locker) contend(ctx context.Context, c *cohort) (lock.Lease, error) {
+	s, err := l.contendRedis(ctx, c)
+	if err != nil {
+		l.cmu.Lock()
+		l.handOnBusyLocked(c)
+		l.cmu.Unlock()
+		return nil, err
+	}
+	return s, nil
+}
+
+// got records a Redis acquisition and returns its first lease. If Close came
+// first the lock is left to expire, as Close does with every held lock.
+func (l *Locker) got(c *cohort, owner string, token uint64, validUntil time.Time) (*lease, error) {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
+	if l.cclosed {
+		return nil, fmt.Errorf("redislock: acquire %q: %w", c.key, lock.ErrClosed)
+	}
+	return l.newHoldLocked(c, owner, token, validUntil), nil
+}
+
+func (l *Locker) contendRedis(ctx context.Context, c *cohort) (*lease, error) {
+	key, k := c.key, c.k
+	select {
+	case <-l.done: // a turn handed on by a waiter that saw Close
+		return nil, fmt.Errorf("redislock: acquire %q: %w", key, lock.ErrClosed)
+	default:
+	}
 	owner := l.instance + ":" + strconv.FormatUint(l.seq.Add(1), 36)
 	handoff := make(chan uint64, 1)
 	l.mu.Lock()
@@ -93,7 +176,7 @@ func (l *Locker) contend(ctx context.Context, key string) (lock.Lease, error) {
 			if res.handed {
 				l.handedOver.Add(1)
 			}
-			return l.newLease(key, k, owner, res.token, sent.Add(res.pttl)), nil
+			return l.got(c, owner, res.token, sent.Add(res.pttl))
 		}
 
 		wait := backoff
@@ -108,7 +191,7 @@ func (l *Locker) contend(ctx context.Context, key string) (lock.Lease, error) {
 		select {
 		case token := <-handoff:
 			l.handedOver.Add(1)
-			return l.newLease(key, k, owner, token, time.Now().Add(l.ttl)), nil
+			return l.got(c, owner, token, time.Now().Add(l.ttl))
 		case <-timer.C:
 			backoff = min(2*backoff, maxRetry)
 		case <-ctx.Done():

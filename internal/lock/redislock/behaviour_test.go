@@ -17,69 +17,100 @@ import (
 	"seckill/internal/servers/servertest"
 )
 
-// Under contention each acquisition should cost about one acquire call: the
-// next waiter of each process queues once and is handed the lock. A
-// broadcast wake-up would cost about one call per waiter per release.
-func TestOneWaiterWokenPerRelease(t *testing.T) {
+// Under contention each acquisition from Redis should cost about one acquire
+// call: the waiter of each process queues once and is handed the lock. A
+// broadcast wake-up would cost about one call per waiter per release. With
+// local passes most acquisitions cost none. Either way fencing tokens
+// increase in lock order and the processes take turns.
+func TestContendedHandoff(t *testing.T) {
 	srv := servertest.Redis(t)
-	const lockers, perLocker, rounds = 3, 10, 10
-	lks := make([]*redislock.Locker, lockers)
-	for i := range lks {
-		lks[i], _ = newLocker(t, srv, 5*time.Second)
+	tests := []struct {
+		name          string
+		localHandoffs int
+	}{
+		{"NoLocalPasses", -1},
+		{"DefaultLocalPasses", 0},
 	}
-	key := locktest.Key(t)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		sales = make([]int, lockers)
-	)
-	for g := range lockers * perLocker {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range rounds {
-				l, err := lks[g%lockers].Acquire(t.Context(), key)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				sales[g%lockers]++
-				mu.Unlock()
-				if err := l.Release(t.Context()); err != nil {
-					t.Error(err)
-					return
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			const lockers, perLocker, rounds = 3, 10, 10
+			lks := make([]*redislock.Locker, lockers)
+			for i := range lks {
+				lks[i], _ = newLockerOpts(t, srv, redislock.Options{TTL: 5 * time.Second, LocalHandoffs: tc.localHandoffs})
+			}
+			key := locktest.Key(t)
+			var (
+				wg     sync.WaitGroup
+				mu     sync.Mutex
+				who    []int    // locker of each acquisition, in lock order
+				tokens []uint64 // token of each acquisition, in lock order
+			)
+			for g := range lockers * perLocker {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range rounds {
+						l, err := lks[g%lockers].Acquire(t.Context(), key)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						who = append(who, g%lockers)
+						tokens = append(tokens, l.Token())
+						mu.Unlock()
+						if err := l.Release(t.Context()); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+
+			var total redislock.Stats
+			for _, lk := range lks {
+				s := lk.Stats()
+				total.Acquired += s.Acquired
+				total.AcquireCalls += s.AcquireCalls
+				total.Handoffs += s.Handoffs
+				total.LocalHandoffs += s.LocalHandoffs
+			}
+			n := uint64(lockers * perLocker * rounds)
+			if total.Acquired != n {
+				t.Fatalf("Acquired = %d, want %d", total.Acquired, n)
+			}
+			for i := 1; i < len(tokens); i++ {
+				if tokens[i] <= tokens[i-1] {
+					t.Fatalf("acquisition %d has token %#x after %#x, want strictly increasing", i, tokens[i], tokens[i-1])
 				}
 			}
-		}()
-	}
-	wg.Wait()
-
-	var total redislock.Stats
-	for _, lk := range lks {
-		s := lk.Stats()
-		total.Acquired += s.Acquired
-		total.AcquireCalls += s.AcquireCalls
-		total.Handoffs += s.Handoffs
-	}
-	n := uint64(lockers * perLocker * rounds)
-	if total.Acquired != n {
-		t.Fatalf("Acquired = %d, want %d", total.Acquired, n)
-	}
-	perSale := float64(total.AcquireCalls) / float64(n)
-	t.Logf("%d acquisitions: %d acquire calls (%.2f each), %d hand-offs, per locker %v",
-		n, total.AcquireCalls, perSale, total.Handoffs, sales)
-	if perSale > 1.5 {
-		t.Errorf("%.2f acquire calls per acquisition, want <= 1.5 (a herd costs ~%d)", perSale, lockers*perLocker)
-	}
-	if total.Handoffs < n/2 {
-		t.Errorf("%d of %d acquisitions were hand-offs, want most of them", total.Handoffs, n)
-	}
-	// Round-robin between processes: each gets about a third.
-	for i, got := range sales {
-		if want := int(n) / lockers; got < want/2 || got > 2*want {
-			t.Errorf("locker %d made %d acquisitions, want about %d", i, got, want)
-		}
+			perSale := float64(total.AcquireCalls) / float64(n)
+			t.Logf("%d acquisitions: %d acquire calls (%.2f each), %d hand-offs, %d local passes",
+				n, total.AcquireCalls, perSale, total.Handoffs, total.LocalHandoffs)
+			if perSale > 1.5 {
+				t.Errorf("%.2f acquire calls per acquisition, want <= 1.5 (a herd costs ~%d)", perSale, lockers*perLocker)
+			}
+			switch {
+			case tc.localHandoffs < 0 && total.LocalHandoffs != 0:
+				t.Errorf("%d local passes with passing disabled, want 0", total.LocalHandoffs)
+			case tc.localHandoffs < 0 && total.Handoffs < n/2:
+				t.Errorf("%d of %d acquisitions were hand-offs, want most of them", total.Handoffs, n)
+			case tc.localHandoffs >= 0 && total.LocalHandoffs < n/2:
+				t.Errorf("%d of %d acquisitions were local passes, want most of them", total.LocalHandoffs, n)
+			}
+			// Processes take turns: while all of them still have work (the
+			// first half), each gets about a third, not one after another.
+			firstHalf := make([]int, lockers)
+			for _, w := range who[:n/2] {
+				firstHalf[w]++
+			}
+			for i, got := range firstHalf {
+				if want := int(n) / 2 / lockers; got <= want/2 || got >= 2*want {
+					t.Errorf("locker %d made %d of the first %d acquisitions, want about %d", i, got, n/2, want)
+				}
+			}
+		})
 	}
 }
 

@@ -94,7 +94,9 @@ func reportStats(b *testing.B, lks ...*redislock.Locker) {
 		s.Acquired += st.Acquired
 		s.AcquireCalls += st.AcquireCalls
 		s.Handoffs += st.Handoffs
+		s.LocalHandoffs += st.LocalHandoffs
 	}
 	b.ReportMetric(float64(s.AcquireCalls)/float64(s.Acquired), "acquirecalls/acq")
 	b.ReportMetric(float64(s.Handoffs)/float64(s.Acquired), "handoffs/acq")
+	b.ReportMetric(float64(s.LocalHandoffs)/float64(s.Acquired), "localhandoffs/acq")
 }

@@ -1,6 +1,6 @@
 // Package redislock is the "redis" backend: a single-instance Redis lock with
-// fencing tokens, renewal, and fair, event-driven waiting with direct
-// hand-off.
+// fencing tokens, renewal, fair, event-driven waiting with direct hand-off
+// between processes, and bounded lock passing within a process.
 //
 // # Keys
 //
@@ -8,7 +8,7 @@
 // slot whatever K is):
 //
 //	{K}        the owner value, SET NX PX ttl
-//	{K}:fence  INCR once per acquisition; the value is the lease's token
+//	{K}:fence  INCR once per acquisition from Redis (see Fencing tokens)
 //	{K}:q      waiting owners in arrival order (sorted set)
 //	{K}:qe     each waiter's entry deadline and TTL (hash)
 //
@@ -20,9 +20,10 @@
 // one lose the race and go back to sleep. On this lab's two cores, 50
 // goroutines woken that way sold 5x less than a 10ms sleep-poll. So:
 //
-//  1. Per process and key, waiting goroutines queue locally (a locallock);
-//     only the one at the front talks to Redis. A process adds at most one
-//     waiter per key to Redis, and local waiters are served in order.
+//  1. Per process and key, waiting goroutines queue locally, in order; only
+//     one of them talks to Redis, and only while the process does not hold
+//     the lock (see Cohort hand-off). A process adds at most one waiter per
+//     key to Redis.
 //  2. That waiter runs acquire.lua, which either takes the lock or appends
 //     the waiter to {K}:q, atomically, so no release can slip in between.
 //  3. release.lua gives the lock straight to the first live waiter in the
@@ -43,6 +44,42 @@
 //     the meantime. A live-looking entry of a process that crashed less than
 //     1s ago can still be handed the lock, which then waits out its TTL like
 //     any crashed holder.
+//
+// # Cohort hand-off
+//
+// Even with direct hand-off, every acquisition under contention costs a trip
+// through Redis: a release script, a pub/sub message, goroutine wake-ups in
+// two processes. So a
+// Locker treats its goroutines as one cohort (as in NUMA-aware cohort
+// locks): when a holder releases and another goroutine of the same Locker
+// waits for the key, the lock is passed to it in memory, with no round trip,
+// up to Options.LocalHandoffs (default 8) times in a row, even while other
+// processes wait in {K}:q. After that many passes, or when no local
+// goroutine waits, Release runs release.lua as above, which hands the lock
+// to the head of {K}:q; the next local waiter then queues in Redis like any
+// other process. So a waiter in another process gets the lock after at most
+// LocalHandoffs+1 holders of the current process, processes take turns in
+// Redis's FIFO order, and goroutines of one process in local FIFO order.
+//
+// The lock in Redis, and its validity, belong to the acquisition, not to one
+// lease: the owner value stays the one the acquisition set (a release after
+// passes is still owner-checked), and one watchdog timer per acquisition
+// renews it every TTL/3 across passes. A lock is passed only while it has
+// more than TTL/3 of validity left and has not been reported lost, so a pass
+// never extends a lock past what Redis granted; otherwise it goes back to
+// Redis. When the lock is lost, the current holder's Done closes and no
+// further pass happens. A released lease cannot touch its successor's: its
+// second Release returns lock.ErrNotHeld without a round trip.
+//
+// # Fencing tokens
+//
+// A lease's token is c<<16 | n: c is the {K}:fence value its Redis
+// acquisition got, n the number of in-memory passes since then (0 for the
+// acquiring goroutine, at most 65535, which is why LocalHandoffs is capped).
+// The next acquisition from Redis INCRs c, so its token exceeds every token
+// passed before it: tokens are strictly increasing in lock order. They are
+// uint64 and fit as long as c stays below 2^48; compare them as integers (or
+// as canonical decimal strings), not as Lua numbers, past 2^53.
 //
 // # Validity
 //

@@ -37,6 +37,8 @@ func ExampleLocker() {
 		log.Fatal(err) // errors.Is(err, lock.ErrNotObtained) when busy past ctx, lock.ErrUnavailable when Redis is down
 	}
 	// Pass the token to the store so it can refuse writes from an older holder.
+	// It is the lock's acquisition count in Redis shifted left 16 bits, plus
+	// the passes within this process since (1<<16 | 0 here).
 	fmt.Println("holding", lease.Key(), "with token", lease.Token())
 	select {
 	case <-lease.Done():
@@ -49,6 +51,6 @@ func ExampleLocker() {
 	}
 	fmt.Println("released:", lease.Err())
 	// Output:
-	// holding sku:42 with token 1
+	// holding sku:42 with token 65536
 	// released: lock: released
 }

@@ -1,5 +1,21 @@
 package redislock
 
+import (
+	"time"
+
+	"seckill/internal/lock"
+)
+
+// ShortenValidity makes the lock behind l look confirmed for only left more,
+// as if renewals had been failing, so that a test can check that a lock
+// short of validity is not passed on. l must come from this package.
+func ShortenValidity(l lock.Lease, left time.Duration) {
+	h := l.(*lease).h
+	h.l.cmu.Lock()
+	defer h.l.cmu.Unlock()
+	h.validUntil = time.Now().Add(left)
+}
+
 // LockKey is the Redis key holding key's owner, for tests that delete it.
 func LockKey(key string) string { return keysFor(key)[0] }
 
@@ -8,4 +24,16 @@ func QueueKey(key string) string { return keysFor(key)[2] }
 
 // Waiting reports how many goroutines of l are queued locally for key,
 // including the one contending in Redis.
-func Waiting(l *Locker, key string) int { return l.gate.Len(key) }
+func Waiting(l *Locker, key string) int {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
+	c := l.cohorts[key]
+	if c == nil {
+		return 0
+	}
+	n := c.waiting
+	if c.busy {
+		n++
+	}
+	return n
+}

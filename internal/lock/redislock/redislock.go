@@ -15,7 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lock"
-	"seckill/internal/lock/locallock"
 )
 
 var (
@@ -57,6 +56,13 @@ const (
 	cleanupTimeout = 2 * time.Second
 	// channelPrefix must match grant in queue.lua.
 	channelPrefix = "redislock:"
+
+	// DefaultLocalHandoffs is Options.LocalHandoffs when it is zero.
+	DefaultLocalHandoffs = 8
+	// MaxLocalHandoffs is the largest Options.LocalHandoffs: the pass count
+	// fills the low tokenShift bits of a fencing token.
+	MaxLocalHandoffs = 1<<tokenShift - 1
+	tokenShift       = 16
 )
 
 // Options configure a Locker. Zero values mean the documented defaults.
@@ -64,6 +70,14 @@ type Options struct {
 	// TTL is how long a lock outlives a holder that stops renewing it. The
 	// watchdog renews every TTL/3. The default is 10s (DefaultTTL).
 	TTL time.Duration
+
+	// LocalHandoffs bounds how many times in a row a released lock is passed
+	// in memory to another goroutine of this Locker waiting for the same key,
+	// before it goes back to Redis's queue (see "Cohort hand-off" in the
+	// package doc). The default (zero) is 8 (DefaultLocalHandoffs); a
+	// negative value disables passing; values above MaxLocalHandoffs (65535)
+	// are capped to it.
+	LocalHandoffs int
 
 	// Logger receives renewal failures and lost leases. The default is
 	// slog.Default().
@@ -73,22 +87,29 @@ type Options struct {
 // Stats counts a Locker's work since New, so a benchmark can report Redis
 // round trips per acquisition.
 type Stats struct {
-	Acquired     uint64 // leases returned by Acquire
-	AcquireCalls uint64 // acquire.lua round trips (first tries and fallback retries)
-	Handoffs     uint64 // leases given to this Locker by another holder's release
-	Renewals     uint64 // successful watchdog renewals
+	Acquired      uint64 // leases returned by Acquire, from Redis or passed in memory
+	AcquireCalls  uint64 // acquire.lua round trips (first tries and fallback retries)
+	Handoffs      uint64 // Redis acquisitions handed to this Locker by another holder's release
+	LocalHandoffs uint64 // leases passed in memory from one goroutine of this Locker to another
+	Renewals      uint64 // successful watchdog renewals
 }
 
-// Locker acquires Redis locks. It is safe for concurrent use; goroutines of
-// one Locker contend like separate processes would, but wait in a local
-// queue so that only one of them per key talks to Redis.
+// Locker acquires Redis locks. It is safe for concurrent use. Goroutines of
+// one Locker wait in a local FIFO per key, so that only one of them talks to
+// Redis at a time, and a held lock is passed among them in memory a bounded
+// number of times before it goes back to Redis's queue.
 type Locker struct {
-	rdb      redis.UniversalClient
-	ttl      time.Duration
-	log      *slog.Logger
-	instance string // owner prefix and channel suffix, unique per Locker
-	seq      atomic.Uint64
-	gate     *locallock.Locker // local FIFO per key in front of Redis
+	rdb        redis.UniversalClient
+	ttl        time.Duration
+	maxPasses  uint64        // Options.LocalHandoffs, resolved
+	passMargin time.Duration // a lock with less validity left is not passed
+	log        *slog.Logger
+	instance   string // owner prefix and channel suffix, unique per Locker
+	seq        atomic.Uint64
+
+	cmu     sync.Mutex
+	cohorts map[string]*cohort // per key: hold, Redis role, local waiters
+	cclosed bool               // Close has marked every hold lost
 
 	subSem     chan struct{} // one subscriber at a time, abandonable by ctx
 	subscribed atomic.Bool
@@ -104,7 +125,7 @@ type Locker struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup // dispatcher, watchdogs, waiter clean-ups
 
-	acquired, acquireCalls, handedOver, renewals atomic.Uint64
+	acquired, acquireCalls, handedOver, localHandoffs, renewals atomic.Uint64
 }
 
 // New returns a Locker on rdb. It does not talk to Redis until the first
@@ -117,18 +138,28 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	switch {
+	case opts.LocalHandoffs == 0:
+		opts.LocalHandoffs = DefaultLocalHandoffs
+	case opts.LocalHandoffs < 0:
+		opts.LocalHandoffs = 0
+	case opts.LocalHandoffs > MaxLocalHandoffs:
+		opts.LocalHandoffs = MaxLocalHandoffs
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Locker{
-		ctx:      ctx,
-		cancel:   cancel,
-		rdb:      rdb,
-		ttl:      opts.TTL,
-		log:      opts.Logger.With("lock", "redis"),
-		instance: uuid.NewString(),
-		gate:     locallock.New(),
-		subSem:   make(chan struct{}, 1),
-		handoffs: make(map[string]chan uint64),
-		done:     make(chan struct{}),
+		ctx:        ctx,
+		cancel:     cancel,
+		rdb:        rdb,
+		ttl:        opts.TTL,
+		maxPasses:  uint64(opts.LocalHandoffs),
+		passMargin: opts.TTL / 3,
+		log:        opts.Logger.With("lock", "redis"),
+		instance:   uuid.NewString(),
+		cohorts:    make(map[string]*cohort),
+		subSem:     make(chan struct{}, 1),
+		handoffs:   make(map[string]chan uint64),
+		done:       make(chan struct{}),
 	}
 }
 
@@ -146,10 +177,11 @@ func (l *Locker) Ping(ctx context.Context) error {
 // Stats returns the counters so far.
 func (l *Locker) Stats() Stats {
 	return Stats{
-		Acquired:     l.acquired.Load(),
-		AcquireCalls: l.acquireCalls.Load(),
-		Handoffs:     l.handedOver.Load(),
-		Renewals:     l.renewals.Load(),
+		Acquired:      l.acquired.Load(),
+		AcquireCalls:  l.acquireCalls.Load(),
+		Handoffs:      l.handedOver.Load(),
+		LocalHandoffs: l.localHandoffs.Load(),
+		Renewals:      l.renewals.Load(),
 	}
 }
 
@@ -169,20 +201,38 @@ func (l *Locker) Close() error {
 			// Errors here only say the connection was already gone.
 			_ = ps.Close()
 		}
+		l.cmu.Lock()
+		l.cclosed = true
+		for _, c := range l.cohorts {
+			if c.hold != nil {
+				l.loseLocked(c.hold, fmt.Errorf("%w: %w", lock.ErrLost, lock.ErrClosed))
+			}
+		}
+		l.cmu.Unlock()
 		l.wg.Wait()
 	})
 	return nil
 }
 
-// spawn runs fn in a goroutine that Close waits for, unless the Locker is
-// closed already, in which case it reports false and runs nothing.
-func (l *Locker) spawn(fn func()) bool {
+// track registers work that Close must wait for, unless the Locker is
+// closed already, in which case it reports false. The caller calls l.wg.Done
+// when it reported true.
+func (l *Locker) track() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return false
 	}
 	l.wg.Add(1)
+	return true
+}
+
+// spawn runs fn in a goroutine that Close waits for, unless the Locker is
+// closed already, in which case it reports false and runs nothing.
+func (l *Locker) spawn(fn func()) bool {
+	if !l.track() {
+		return false
+	}
 	go func() {
 		defer l.wg.Done()
 		fn()

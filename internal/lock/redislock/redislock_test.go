@@ -28,8 +28,14 @@ func newClient(t testing.TB, srv *servers.Process) *redis.Client {
 // newLocker returns a Locker on a client of its own, both closed when t ends.
 func newLocker(t testing.TB, srv *servers.Process, ttl time.Duration) (*redislock.Locker, *redis.Client) {
 	t.Helper()
+	return newLockerOpts(t, srv, redislock.Options{TTL: ttl})
+}
+
+// newLockerOpts is newLocker with every option.
+func newLockerOpts(t testing.TB, srv *servers.Process, opts redislock.Options) (*redislock.Locker, *redis.Client) {
+	t.Helper()
 	c := newClient(t, srv)
-	lk := redislock.New(c, redislock.Options{TTL: ttl})
+	lk := redislock.New(c, opts)
 	t.Cleanup(func() { _ = lk.Close() })
 	return lk, c
 }
