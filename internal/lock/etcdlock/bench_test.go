@@ -33,7 +33,9 @@ func BenchmarkAcquireUncontended(b *testing.B) {
 // 16 contenders hand one lock around. "raw" is the baseline: one plain
 // concurrency.Mutex per contender, each on its own session, as a user of
 // etcd's package would write it. The others spread the contenders over 1, 4
-// or 16 Lockers (processes). Reported as handoffs/s.
+// or 16 Lockers (processes); "cohort=K" spreads them over 3 Lockers with
+// Options.LocalHandoffs K (-1: no hand-over while others wait). Reported
+// as handoffs/s.
 func BenchmarkContended(b *testing.B) {
 	const contenders = 16
 	c := newCluster(b)
@@ -56,12 +58,22 @@ func BenchmarkContended(b *testing.B) {
 			return m.Unlock(ctx)
 		})
 	})
-	for _, nl := range []int{1, 4, 16} {
-		b.Run(fmt.Sprintf("lockers=%d", nl), func(b *testing.B) {
+	type variant struct {
+		name     string
+		lockers  int
+		handoffs int
+	}
+	variants := []variant{{"lockers=1", 1, 0}, {"lockers=4", 4, 0}, {"lockers=16", 16, 0}}
+	for _, k := range []int{-1, 1, 8, 32} {
+		variants = append(variants, variant{fmt.Sprintf("lockers=3/cohort=%d", k), 3, k})
+	}
+	for _, v := range variants {
+		nl := v.lockers
+		b.Run(v.name, func(b *testing.B) {
 			key := testKey(b)
 			lockers := make([]*etcdlock.Locker, nl)
 			for i := range lockers {
-				lockers[i] = c.locker(b, 10*time.Second)
+				lockers[i] = c.lockerWith(b, 10*time.Second, etcdlock.Options{LocalHandoffs: v.handoffs})
 			}
 			run(b, contenders, func(ctx context.Context, i int) error {
 				l, err := lockers[i%nl].Acquire(ctx, key)

@@ -22,19 +22,38 @@
 // keeps waiting after its session expired, and Mutex.Unlock deletes without
 // checking it still owns the key.
 //
-// # One etcd contender per process
+// # One etcd contender per process, cohorts
 //
 // Goroutines of one Locker share one session, so they are first serialised
 // locally (per name, FIFO, ctx-aware); only the head of the local queue
-// talks to etcd. When a holder releases while another local goroutine waits
-// and no other process has queued for the name, the etcd key is kept and
-// the lock is handed over in memory: zero round trips. To know that, the
-// holder watches the prefix once a local goroutine queues behind it (plus
-// one catch-up read); a lock won after a wait also knows from its last read
-// whether others queued behind it. As soon as another process is queued,
-// releases go through etcd, so processes are served in arrival order; one
-// that queues during a run of hand-overs waits at most until the holder's
-// watch reports it (about one round trip).
+// talks to etcd. When a holder releases while another local goroutine
+// waits, the etcd key is kept and the lock is handed over in memory (zero
+// round trips) up to Options.LocalHandoffs times in a row (default 8), even
+// while other processes are queued; the next release then deletes the key,
+// and the next process in etcd's order proceeds while this process's next
+// goroutine queues a fresh key behind it. This is a cohort lock: FIFO
+// within a process, FIFO across processes at batch granularity (a batch is
+// at most LocalHandoffs+1 holders on one key), so a queued process waits
+// for at most one batch per process queued ahead of it. The price is
+// fairness between goroutines of different processes: a goroutine may be
+// overtaken by up to LocalHandoffs goroutines that queued after it in
+// another process. With LocalHandoffs < 0 the lock is kept in memory only
+// while the Locker knows that no other process is queued (FIFO per
+// goroutine, but a process that queues during a run of hand-overs waits
+// until the holder's watch reports it).
+//
+// # Waiting without re-reads
+//
+// While a name is contended in a process (a local goroutine queued, or an
+// enqueue found keys ahead), the slot keeps one watch on the name's prefix
+// (see feed). The enqueue Txn returns the keys created before ours; the
+// watch's delete events remove them, and when none is left while our own
+// key was not deleted, we hold the lock: the watch delivers events in
+// revision order without gaps, so this is what a read at that revision
+// would say. A remote hand-off then costs the holder's delete and the
+// event, nothing more. Without a feed (or once it ends: leader lost, client
+// closed), waiters fall back to watching their predecessor and reading
+// again after each delete, as concurrency.Mutex does.
 //
 // # Fencing tokens
 //
@@ -43,8 +62,11 @@
 // counts the in-memory hand-overs since (0 for the acquisition that went
 // through etcd). etcd revisions increase with every write, the holder's key
 // always has the smallest create revision of the keys under the prefix, and a
-// key created later has a larger one; the next holder's key was created
-// after ours, so its token is larger than all of ours. Hand-overs stop
+// key created later has a larger one; the next holder's key — another
+// process's, queued while we passed the lock around, or our own next one —
+// was created after ours, so its token is larger than all of ours. The
+// validity of every token of a batch is the session: a hand-over checks
+// that the session is alive and the key was not seen deleted. Hand-overs stop
 // before n would overflow 16 bits. For a fresh acquisition, Token()>>16 is
 // exactly the lock key's create revision.
 //
@@ -90,25 +112,38 @@ var (
 // keys must differ, or two of them would both believe they hold the lock.
 var lockerIDs atomic.Uint64
 
+// DefaultLocalHandoffs is the number of in-memory hand-overs a process may
+// make in a row while another process waits, when Options.LocalHandoffs is 0.
+const DefaultLocalHandoffs = 8
+
 // Options configure a Locker.
 type Options struct {
 	// Prefix is prepended to every lock's etcd keys. The default is
 	// DefaultPrefix ("/seckill/locks/").
 	Prefix string
+	// LocalHandoffs bounds the cohort: how many times in a row the lock may
+	// be handed over in memory to another goroutine of this Locker while
+	// other processes are (or may be) queued for it, so that at most
+	// LocalHandoffs+1 local holders go before the next process. 0 means
+	// DefaultLocalHandoffs (8); a negative value disables cohort hand-overs
+	// (the lock is then kept in memory only while the Locker knows that no
+	// other process is queued).
+	LocalHandoffs int
 }
 
 // Locker acquires etcd locks through the session of an etcdsess.Manager.
 // It is safe for concurrent use. Leases are lost when the session expires.
 type Locker struct {
-	m      *etcdsess.Manager
-	prefix string
-	id     uint64
-	seq    atomic.Uint64 // makes every acquisition's key unique
-	log    *slog.Logger
+	m        *etcdsess.Manager
+	prefix   string
+	handoffs int // Options.LocalHandoffs resolved; < 0: none while others wait
+	id       uint64
+	seq      atomic.Uint64 // makes every acquisition's key unique
+	log      *slog.Logger
 
 	life  context.Context // cancelled by Close: aborts waits and watches
 	close context.CancelFunc
-	bg    sync.WaitGroup // cleanups and holder watches
+	bg    sync.WaitGroup // cleanups and prefix watches (feeds)
 
 	mu     sync.Mutex
 	slots  map[string]*slot
@@ -122,17 +157,21 @@ func New(m *etcdsess.Manager, opts Options) *Locker {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
+	if opts.LocalHandoffs == 0 {
+		opts.LocalHandoffs = DefaultLocalHandoffs
+	}
 	life, cancel := context.WithCancel(context.Background())
 	id := lockerIDs.Add(1)
 	return &Locker{
-		m:      m,
-		prefix: opts.Prefix,
-		id:     id,
-		log:    slog.Default().With("component", "etcdlock", "locker", id),
-		life:   life,
-		close:  cancel,
-		slots:  make(map[string]*slot),
-		leases: make(map[*Lease]struct{}),
+		m:        m,
+		prefix:   opts.Prefix,
+		handoffs: opts.LocalHandoffs,
+		id:       id,
+		log:      slog.Default().With("component", "etcdlock", "locker", id),
+		life:     life,
+		close:    cancel,
+		slots:    make(map[string]*slot),
+		leases:   make(map[*Lease]struct{}),
 	}
 }
 
@@ -178,7 +217,7 @@ func (l *Locker) Close() error {
 			case <-le.own.sess.Done():
 				// Session gone (or its client closed): the keys went, or
 				// go, with the lease; a delete could only hang.
-				le.own.stop()
+				le.own.untrack()
 				continue
 			default:
 			}

@@ -54,9 +54,15 @@ func newClient(t testing.TB, addr string) *clientv3.Client {
 // process. Cleanup closes the Locker, then the Manager (revoking the lease).
 func (c *cluster) locker(t testing.TB, ttl time.Duration) *etcdlock.Locker {
 	t.Helper()
+	return c.lockerWith(t, ttl, etcdlock.Options{})
+}
+
+// lockerWith is locker with options.
+func (c *cluster) lockerWith(t testing.TB, ttl time.Duration, opts etcdlock.Options) *etcdlock.Locker {
+	t.Helper()
 	cli := newClient(t, c.addr)
 	m := etcdsess.New(cli, ttl)
-	l := etcdlock.New(m, etcdlock.Options{})
+	l := etcdlock.New(m, opts)
 	t.Cleanup(func() { _ = l.Close(); _ = m.Close() })
 	c.mu.Lock()
 	c.clients[l] = cli

@@ -15,8 +15,9 @@ var _ lock.Lease = (*Lease)(nil)
 // Lease is one acquisition of an etcd lock. Done closes when the session
 // lease expires or is revoked (a crash, pause or partition longer than the
 // TTL; the keep-alive notices within about TTL/3 of a revoke). A lock key
-// deleted by hand is noticed at once while other goroutines of this Locker
-// wait for the lock (the holder watch runs then), otherwise at Release.
+// deleted by hand is noticed at once when the name is contended in this
+// Locker (the slot's prefix watch tracked the acquisition from its enqueue),
+// otherwise at Release.
 type Lease struct {
 	l     *Locker
 	name  string
@@ -33,7 +34,7 @@ func newLease(l *Locker, name string, s *slot, own *ownership) *Lease {
 	return le
 }
 
-// watch turns the session's and the holder watch's signals into Done. It
+// watch turns the session's and the prefix watch's signals into Done. It
 // exits when the lease ends, however it ends.
 func (le *Lease) watch() {
 	select {
@@ -74,8 +75,8 @@ func (le *Lease) EtcdKey() string { return le.own.key }
 func (le *Lease) LeaseID() clientv3.LeaseID { return le.own.sess.Lease() }
 
 // Release gives the lock up: to the next goroutine of this Locker waiting
-// for it when no other process is queued (no round trip), otherwise by
-// deleting the key — only if it is still the key this lease created, so a
+// for it, in memory, while the batch allows (Options.LocalHandoffs),
+// otherwise by deleting the key — only if it is still the key this lease created, so a
 // lease whose session expired can never delete a newer holder's key. Errors
 // wrap lock.ErrNotHeld (second call, or the lock was already lost) or
 // lock.ErrUnavailable (etcd did not answer; the key then goes with the

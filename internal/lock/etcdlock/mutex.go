@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -14,9 +13,10 @@ import (
 	"seckill/internal/lock"
 )
 
-// errSessionExpired: the session lease ended while we waited in the queue,
-// so our key is gone and we must not be told we hold the lock.
-var errSessionExpired = errors.New("etcd session expired while queued")
+// errSessionExpired: the session lease ended (or someone deleted our key)
+// while we waited in the queue, so our key is gone and we must not be told
+// we hold the lock.
+var errSessionExpired = errors.New("etcd session expired (or lock key deleted) while queued")
 
 // maxHandovers keeps the hand-over count within the token's low 16 bits.
 const maxHandovers = 1<<16 - 1
@@ -30,52 +30,38 @@ type ownership struct {
 	rev  int64  // create revision of key
 	seq  uint64 // in-memory hand-overs so far; guarded by Locker.mu
 
-	// remote is set by the holder watch when another process queues (or
-	// when the watch can no longer tell): from then on, release via etcd.
-	remote atomic.Bool
-	// synced is set once the holder watch runs and has caught up: only
-	// then does remote mean "nobody else waits". The watch starts lazily,
-	// when a local goroutine queues behind the holder, so a process with
-	// one contender per lock pays nothing for it.
-	synced    atomic.Bool
-	watchOnce sync.Once
-	watching  atomic.Bool   // the holder watch was started
-	ready     chan struct{} // closed once the watch caught up or ended
-	readyOnce sync.Once
-	pfx       string
-	ctx       context.Context // the holder watch's; ended by stop
-	// lost is closed when the holder watch sees our key deleted while the
-	// session lives on (someone deleted it by hand).
+	// tr is the slot feed's view of this acquisition (nil if it was not
+	// tracked): whether another process queued behind us, and whether our
+	// key was deleted.
+	tr *tracker
+	// lost is closed when the feed sees our key deleted while the session
+	// lives on (someone deleted it by hand).
 	lost     chan struct{}
 	lostOnce sync.Once
-	stop     context.CancelFunc // ends the holder watch
-	closed   func() bool        // the Locker is closed
+	closed   func() bool // the Locker is closed
 }
 
 func (o *ownership) token() uint64 { return uint64(o.rev)<<16 | o.seq }
 
 func (o *ownership) markLost() { o.lostOnce.Do(func() { close(o.lost) }) }
 
-func (o *ownership) markReady() { o.readyOnce.Do(func() { close(o.ready) }) }
-
-// awaitWatch waits until the holder watch, if started, can tell whether
-// other processes wait: one read is cheaper than releasing in etcd and
-// queueing again (two writes) when a local goroutine is next.
-func (o *ownership) awaitWatch(ctx context.Context) {
-	if !o.watching.Load() {
-		return
-	}
-	select {
-	case <-o.ready:
-	case <-ctx.Done():
-	case <-o.sess.Done():
+// untrack detaches the ownership from the slot's feed.
+func (o *ownership) untrack() {
+	if o.tr != nil {
+		o.tr.untrack()
 	}
 }
 
 // reusable reports whether the next local waiter may take the lock over
-// without a round trip: nobody else is queued, the key and session live.
-func (o *ownership) reusable() bool {
-	if !o.synced.Load() || o.remote.Load() || o.seq >= maxHandovers || o.closed() {
+// without a round trip: the key and session live, and either fewer than k
+// hand-overs were made since the key won (whoever else is queued), or,
+// with cohorts disabled (k < 0), the feed says no other process queued.
+// After k hand-overs the key is released even if nobody else seems to be
+// queued: another process may be putting its key right now, and the feed
+// would tell us only after a few more hand-overs, breaking the bound.
+// Locker.mu is held.
+func (o *ownership) reusable(k int) bool {
+	if o.seq >= maxHandovers || o.closed() {
 		return false
 	}
 	select {
@@ -84,13 +70,18 @@ func (o *ownership) reusable() bool {
 	case <-o.lost:
 		return false
 	default:
-		return true
 	}
+	if k >= 0 {
+		return o.seq < uint64(k)
+	}
+	return o.tr != nil && o.tr.nobodyElse()
 }
 
 // lockEtcd queues this process's key for name and waits until it is the
-// oldest, then starts the holder watch.
-func (l *Locker) lockEtcd(ctx context.Context, name string) (*ownership, error) {
+// oldest. With a live feed on the slot (the name is contended here), the
+// wait costs no request beyond the enqueue Txn: the feed's delete events
+// say when every key ahead of ours is gone.
+func (l *Locker) lockEtcd(ctx context.Context, name string, s *slot) (*ownership, error) {
 	ctx, stop := l.bound(ctx)
 	defer stop()
 	sess, err := l.m.Session(ctx)
@@ -103,63 +94,129 @@ func (l *Locker) lockEtcd(ctx context.Context, name string) (*ownership, error) 
 	// release can then be removed later without any risk of hitting a
 	// newer acquisition's key, and every acquisition gets a new revision.
 	key := fmt.Sprintf("%s%x-%d-%d", pfx, int64(sess.Lease()), l.id, l.seq.Add(1))
+	own := &ownership{sess: sess, key: key, lost: make(chan struct{}), closed: l.isClosed}
+	if f := l.feed(name, s, false); f != nil {
+		// Before the Txn, so that every event after it is seen.
+		own.tr = f.track(ctx, sess, key, own.markLost)
+	}
 
-	// Enqueue in one round trip: put our key and fetch the newest key
-	// created before it — our predecessor, or none: we own the lock.
+	// Enqueue in one round trip: put our key and fetch the keys created
+	// before it (newest first; usually one per process queued) — none: we
+	// own the lock.
 	resp, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpGet(pfx, clientv3.WithLastCreate()...),
+		Then(clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)),
 			clientv3.OpPut(key, "", clientv3.WithLease(sess.Lease()))).
 		Commit()
 	if err != nil {
 		// The put may have been applied before ctx cut the reply off.
+		own.untrack()
 		l.cleanup(key, 0)
 		return nil, err
 	}
 	if !resp.Succeeded {
+		own.untrack()
 		return nil, fmt.Errorf("enqueue: key %s already exists", key)
 	}
-	myRev := resp.Header.Revision // the put is the Txn's only write
-	preds := resp.Responses[0].GetResponseRange().Kvs
-	rev := resp.Header.Revision
-	behind := false // others queued after us, as of the last read
-
-	for len(preds) > 0 {
-		if err := waitDelete(ctx, cli, sess, string(preds[0].Key), rev+1); err != nil {
-			l.cleanup(key, myRev)
-			return nil, err
+	own.rev = resp.Header.Revision // the put is the Txn's only write
+	ahead, rev := resp.Responses[0].GetResponseRange().Kvs, own.rev
+	if own.tr != nil {
+		own.tr.settle(own.rev, ahead, false)
+	} else if len(ahead) > 0 {
+		// Contended, and no feed yet: start one (for this wait and the
+		// slot's later acquisitions) and read once more after it exists.
+		if f := l.feed(name, s, true); f != nil {
+			own.tr = f.track(ctx, sess, key, own.markLost)
 		}
-		// Look again in one read: a predecessor that gave up is not the
-		// holder, so the one before it may still be there; and our own key
-		// must still exist (the session may have expired meanwhile).
-		// The third get counts those queued behind us, so that a lock
-		// won after a wait is not handed over in memory while they wait.
-		g, err := cli.Txn(ctx).Then(
-			clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(myRev-1))...),
-			clientv3.OpGet(key, clientv3.WithKeysOnly()),
-			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithMinCreateRev(myRev+1), clientv3.WithKeysOnly(), clientv3.WithLimit(1))).Commit()
-		if err != nil {
-			l.cleanup(key, myRev)
-			return nil, err
+		if own.tr != nil {
+			own.tr.unsettle()
+			g, err := l.reread(ctx, pfx, own)
+			if err != nil {
+				own.untrack()
+				l.cleanup(key, own.rev)
+				return nil, err
+			}
+			ahead, rev = g.ahead, g.rev
+			own.tr.settle(g.rev, g.ahead, g.behind)
 		}
-		if len(g.Responses[1].GetResponseRange().Kvs) == 0 {
-			return nil, errSessionExpired
-		}
-		preds, rev = g.Responses[0].GetResponseRange().Kvs, g.Header.Revision
-		behind = len(g.Responses[2].GetResponseRange().Kvs) > 0
+	}
+	if err := l.waitHead(ctx, pfx, own, ahead, rev); err != nil {
+		own.untrack()
+		l.cleanup(key, own.rev) // guarded: harmless if the key went
+		return nil, err
 	}
 	// The wait can end in the same instant the session does: never report
 	// a lock whose lease is already gone.
 	select {
 	case <-sess.Done():
-		l.cleanup(key, myRev)
+		own.untrack()
+		l.cleanup(key, own.rev)
 		return nil, errSessionExpired
 	default:
 	}
-	own := &ownership{sess: sess, key: key, rev: myRev, pfx: pfx, lost: make(chan struct{}), ready: make(chan struct{}), closed: l.isClosed}
-	own.ctx, own.stop = context.WithCancel(clientv3.WithRequireLeader(l.life))
-	own.remote.Store(behind)
 	return own, nil
+}
+
+// waitHead waits until own's key is the oldest under the prefix: on the
+// feed when tracked, else (or once the feed ends) by watching the
+// predecessor and reading again after each delete. ahead is the keys
+// created before ours, newest first, as read at revision rev.
+func (l *Locker) waitHead(ctx context.Context, pfx string, own *ownership, ahead []*mvccpb.KeyValue, rev int64) error {
+	if own.tr != nil {
+		err := own.tr.await(ctx, own.sess)
+		if !errors.Is(err, errFeedEnded) {
+			return err
+		}
+		own.untrack()
+		own.tr = nil
+		g, err := l.reread(ctx, pfx, own)
+		if err != nil {
+			return err
+		}
+		ahead, rev = g.ahead, g.rev
+	}
+	for len(ahead) > 0 {
+		if err := waitDelete(ctx, l.m.Client(), own.sess, string(ahead[0].Key), rev+1); err != nil {
+			return err
+		}
+		g, err := l.reread(ctx, pfx, own)
+		if err != nil {
+			return err
+		}
+		ahead, rev = g.ahead, g.rev
+	}
+	return nil
+}
+
+// view is one re-read of the queue around our key.
+type view struct {
+	rev    int64
+	ahead  []*mvccpb.KeyValue // keys created before ours, newest first
+	behind bool               // a key created after ours exists
+}
+
+// reread looks at the queue again in one read: the keys still ahead of ours
+// (one that gave up is not the holder, so the ones before it may still be
+// there), whether others queued behind us, and whether our own key still
+// exists (errSessionExpired if not: the session may have expired meanwhile).
+func (l *Locker) reread(ctx context.Context, pfx string, own *ownership) (view, error) {
+	g, err := l.m.Client().Txn(ctx).Then(
+		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(own.rev-1),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)),
+		clientv3.OpGet(own.key, clientv3.WithKeysOnly()),
+		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithMinCreateRev(own.rev+1), clientv3.WithKeysOnly(), clientv3.WithLimit(1))).Commit()
+	if err != nil {
+		return view{}, err
+	}
+	if len(g.Responses[1].GetResponseRange().Kvs) == 0 {
+		return view{}, errSessionExpired
+	}
+	return view{
+		rev:    g.Header.Revision,
+		ahead:  g.Responses[0].GetResponseRange().Kvs,
+		behind: len(g.Responses[2].GetResponseRange().Kvs) > 0,
+	}, nil
 }
 
 // waitDelete returns when key is deleted at or after rev, the session
@@ -194,75 +251,12 @@ func waitDelete(ctx context.Context, cli *clientv3.Client, sess *concurrency.Ses
 	}
 }
 
-// watchHolder watches the whole prefix while we hold the lock: a PUT of
-// another key means another process queued (stop handing over in memory);
-// a DELETE of our key means the lock is gone.
-//
-// The watch starts at the server's current revision rather than at
-// myRev+1: etcd serves a watch that starts in the past from its "unsynced"
-// group, caught up by a loop that may sleep 100ms — long enough for
-// thousands of in-memory hand-overs while another process waits. What
-// happened between myRev and the watch's start is read once instead.
-func (l *Locker) watchHolder(own *ownership) {
-	own.watchOnce.Do(func() {
-		own.watching.Store(true)
-		l.spawn(func() { l.runHolderWatch(own) })
-	})
-}
-
-func (l *Locker) runHolderWatch(own *ownership) {
-	defer own.markReady()
-	defer own.remote.Store(true) // once blind, assume others wait
-	wch := l.m.Client().Watch(own.ctx, own.pfx, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-	for wr := range wch {
-		if wr.Err() != nil || wr.Canceled {
-			own.remote.Store(true)
-			own.stop()
-			continue // drain until the channel closes
-		}
-		if wr.Created {
-			l.catchUp(own.ctx, own, own.pfx, own.rev)
-		}
-		for _, ev := range wr.Events {
-			switch k := string(ev.Kv.Key); {
-			case k == own.key && ev.Type == mvccpb.DELETE:
-				own.markLost()
-			case k != own.key && ev.Type == mvccpb.PUT:
-				own.remote.Store(true)
-			}
-		}
-	}
-}
-
-// catchUp covers the revisions before the holder watch started: keys
-// created after ours (other processes queued) and our own key's survival.
-func (l *Locker) catchUp(ctx context.Context, own *ownership, pfx string, myRev int64) {
-	resp, err := l.m.Client().Txn(ctx).Then(
-		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithMinCreateRev(myRev+1), clientv3.WithKeysOnly(), clientv3.WithLimit(1)),
-		clientv3.OpGet(own.key, clientv3.WithCountOnly())).Commit()
-	if err != nil {
-		own.remote.Store(true) // cannot tell: be fair rather than fast
-		own.markReady()
-		return
-	}
-	// (Not WithCountOnly: etcd reports the count before the revision
-	// filter, which would always include our own key.)
-	if len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
-		own.remote.Store(true)
-	}
-	if resp.Responses[1].GetResponseRange().Count == 0 {
-		own.markLost()
-	}
-	own.synced.Store(true)
-	own.markReady()
-}
-
 // releaseEtcd deletes our key if it is still the one we created, and stops
-// the holder watch. It wraps lock.ErrNotHeld when the key was already gone
+// tracking it in the feed. It wraps lock.ErrNotHeld when the key was already gone
 // (session expired, deleted) — never deleting a newer holder's key — and
 // lock.ErrUnavailable when etcd did not answer.
 func (l *Locker) releaseEtcd(ctx context.Context, own *ownership) error {
-	defer own.stop()
+	defer own.untrack()
 	resp, err := l.m.Client().Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(own.key), "=", own.rev)).
 		Then(clientv3.OpDelete(own.key)).Commit()

@@ -19,6 +19,7 @@ type slot struct {
 	busy    bool
 	waiters []chan *ownership // FIFO; each buffered(1), receives the grant
 	own     *ownership        // the etcd hold of the current local holder
+	feed    *feed             // the prefix watch while the name is contended
 }
 
 // Acquire blocks until the lock name is held or ctx is done. Errors wrap
@@ -30,7 +31,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (lock.Lease, error) {
 		return nil, l.acquireErr(ctx, name, err)
 	}
 	if own == nil {
-		own, err = l.lockEtcd(ctx, name)
+		own, err = l.lockEtcd(ctx, name, s)
 		if err != nil {
 			l.leave(name, s, nil)
 			return nil, l.acquireErr(ctx, name, err)
@@ -46,11 +47,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (lock.Lease, error) {
 	}
 	l.leases[le] = struct{}{}
 	s.own = own
-	queued := len(s.waiters) > 0
 	l.mu.Unlock()
-	if queued {
-		l.watchHolder(own)
-	}
 	return le, nil
 }
 
@@ -76,13 +73,11 @@ func (l *Locker) enter(ctx context.Context, name string) (*slot, *ownership, err
 	}
 	ch := make(chan *ownership, 1)
 	s.waiters = append(s.waiters, ch)
-	held := s.own
+	// The name is contended here: watch its prefix, so that the next etcd
+	// acquisition waits without re-reads and its holder knows whether
+	// other processes queued.
+	l.feedLocked(name, s, true)
 	l.mu.Unlock()
-	if held != nil {
-		// Someone now waits behind the holder: learn whether other
-		// processes wait too, so the lock can be handed over in memory.
-		l.watchHolder(held)
-	}
 
 	select {
 	case own := <-ch:
@@ -118,13 +113,13 @@ func (l *Locker) enter(ctx context.Context, name string) (*slot, *ownership, err
 }
 
 // pass ends a local holder's turn: it hands own to the next local waiter if
-// it may be kept, otherwise releases it in etcd first. It returns the etcd
-// release's error (nil after an in-memory hand-over).
+// it may be kept (see ownership.reusable and Options.LocalHandoffs),
+// otherwise releases it in etcd first. It returns the etcd release's error
+// (nil after an in-memory hand-over).
 func (l *Locker) pass(ctx context.Context, name string, s *slot, own *ownership) error {
 	if own != nil {
-		own.awaitWatch(ctx)
 		l.mu.Lock()
-		if len(s.waiters) > 0 && own.reusable() {
+		if len(s.waiters) > 0 && own.reusable(l.handoffs) {
 			next := s.waiters[0]
 			s.waiters = s.waiters[1:]
 			own.seq++
@@ -191,10 +186,14 @@ func (l *Locker) unref(name string, s *slot) {
 	s.refs--
 	if s.refs == 0 && l.slots[name] == s {
 		delete(l.slots, name)
+		if s.feed != nil {
+			s.feed.stop()
+			s.feed = nil
+		}
 	}
 }
 
 // String is for logs.
 func (s *slot) String() string {
-	return fmt.Sprintf("slot{busy:%v waiters:%d refs:%d}", s.busy, len(s.waiters), s.refs)
+	return fmt.Sprintf("slot{busy:%v waiters:%d refs:%d feed:%v}", s.busy, len(s.waiters), s.refs, s.feed != nil)
 }
