@@ -30,34 +30,79 @@ var errRestart = errors.New("zklock: lock node vanished while waiting")
 // Acquire blocks until the lock for key is held or ctx is done.
 //
 // The key becomes a path below Root ("a/b" → Root/a/b); empty segments are
-// rejected. If ctx ends first the error wraps lock.ErrNotObtained and
-// ctx.Err(), and the waiting node is deleted in the background. Without an
-// established session, or when a request fails, the error wraps
+// rejected. Goroutines of this Locker wait for a key in FIFO order; the one
+// at the front queues the process's node in ZooKeeper (see the package
+// documentation). If ctx ends first the error wraps lock.ErrNotObtained and
+// ctx.Err(); a node nobody waits for any more is deleted in the background.
+// Without an established session, or when a request fails, the error wraps
 // lock.ErrUnavailable. After Close it wraps lock.ErrClosed.
 func (l *Locker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
 	if err := validKey(key); err != nil {
 		return nil, err
 	}
-	dir := l.root + "/" + key
+	if err := l.ready(); err != nil {
+		return nil, l.fail(ctx, key, err)
+	}
+	c, w := l.enqueue(key, l.root+"/"+key)
+	if w != nil {
+		if err := l.awaitTurn(ctx, c, w); err != nil {
+			return nil, l.fail(ctx, key, err)
+		}
+	}
+	ls, err := l.contend(ctx, c)
+	if err != nil {
+		// Our node, waiting or not, goes to the next local waiter: it keeps
+		// the process's place in ZooKeeper's queue.
+		l.mu.Lock()
+		l.nextFrontLocked(c)
+		l.unlock()
+		return nil, l.fail(ctx, key, err)
+	}
+	return ls, nil
+}
+
+// contend is the ZooKeeper side of Acquire, run by the front goroutine of
+// c: it takes the lease from our node if the node holds the lock, else
+// queues a node (or keeps waiting on the one a previous front left) until it
+// is the lowest.
+func (l *Locker) contend(ctx context.Context, c *cohort) (*lease, error) {
 	for {
-		if err := l.ready(); err != nil {
-			return nil, l.fail(ctx, key, err)
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return nil, lock.ErrClosed
 		}
-		node, own, czxid, err := l.create(ctx, dir)
-		if err != nil {
-			return nil, l.fail(ctx, key, err)
+		n := c.node
+		if n != nil && n.held {
+			if n.lost == nil && l.sess.State() == zk.StateHasSession {
+				ls := l.grantLocked(n)
+				l.mu.Unlock()
+				return ls, nil
+			}
+			l.dropNodeLocked(n) // uncertain after a session blip: queue again
+			n = nil
 		}
-		ls, err := l.wait(ctx, key, dir, node, own, czxid)
+		l.unlock()
+		if n == nil {
+			if err := l.ready(); err != nil {
+				return nil, err
+			}
+			var err error
+			if n, err = l.create(ctx, c); err != nil {
+				return nil, err
+			}
+		}
+		err := l.wait(ctx, n)
 		if errors.Is(err, errRestart) {
-			l.deleteNode(node) // normally gone already; this clears the bookkeeping
-			l.log.Debug("queueing again", "key", key, "node", node)
+			l.mu.Lock()
+			l.dropNodeLocked(n) // normally gone already; this clears the bookkeeping
+			l.unlock()
+			l.log.Debug("queueing again", "key", c.key, "node", n.path)
 			continue
 		}
 		if err != nil {
-			l.deleteNode(node)
-			return nil, l.fail(ctx, key, err)
+			return nil, err
 		}
-		return ls, nil
 	}
 }
 
@@ -94,55 +139,41 @@ func (l *Locker) fail(ctx context.Context, key string, err error) error {
 	}
 }
 
-// create makes our protected ephemeral-sequential node under dir, creating
-// dir's ancestors as container nodes when missing (the server removes an
-// empty container later, so keys do not accumulate). It also sets the watch
-// on our own node, which stays armed for the node's whole life, and returns
-// the node's czxid, the fencing token.
-func (l *Locker) create(ctx context.Context, dir string) (node string, own <-chan zk.Event, czxid int64, err error) {
+// create makes our protected ephemeral-sequential node under c.dir and
+// makes it the cohort's node, creating dir's ancestors as container nodes
+// when missing (the server removes an empty container later, so keys do not
+// accumulate).
+func (l *Locker) create(ctx context.Context, c *cohort) (*node, error) {
+	dir := c.dir
 	prefix := dir + "/" + protectedPrefix + uuid.NewString() + lockMarker
+	var path string
+	var err error
 	for attempt := 0; ; attempt++ {
-		node, err = do(ctx, l, func() (string, error) {
+		path, err = do(ctx, l, func() (string, error) {
 			return l.conn.Create(prefix, nil, zk.FlagEphemeral|zk.FlagSequence, l.acl)
 		}, func(p string, err error) { l.undoCreate(dir, prefix, p, err) })
 		if errors.Is(err, zk.ErrConnectionClosed) {
 			// The reply was lost, not necessarily the create: look for our
 			// GUID before trying again, so no ghost node stays queued.
-			node, err = l.findProtected(ctx, dir, prefix)
+			path, err = l.findProtected(ctx, dir, prefix)
 		}
 		if errors.Is(err, zk.ErrNoNode) && attempt == 0 {
 			if err = l.ensurePath(ctx, dir); err != nil {
-				return "", nil, 0, err
+				return nil, err
 			}
 			continue
 		}
 		if err != nil {
-			return "", nil, 0, err
+			return nil, err
 		}
 		break
 	}
+	n := &node{c: c, path: path, stop: make(chan struct{})}
 	l.mu.Lock()
-	l.nodes[node] = struct{}{}
+	l.nodes[path] = struct{}{}
+	c.node = n
 	l.mu.Unlock()
-
-	type existsW struct {
-		ok   bool
-		stat *zk.Stat
-		ch   <-chan zk.Event
-	}
-	r, err := do(ctx, l, func() (existsW, error) {
-		ok, stat, ch, err := l.conn.ExistsW(node)
-		return existsW{ok, stat, ch}, err
-	}, nil)
-	switch {
-	case err != nil:
-		l.deleteNode(node)
-		return "", nil, 0, err
-	case !r.ok:
-		l.forget(node)
-		return "", nil, 0, fmt.Errorf("%w: lock node %s gone right after its create", zksess.ErrUnavailable, node)
-	}
-	return node, r.ch, r.stat.Czxid, nil
+	return n, nil
 }
 
 // findProtected returns the node under dir created with prefix's GUID, or
@@ -195,24 +226,39 @@ func (l *Locker) ensurePath(ctx context.Context, dir string) error {
 	return nil
 }
 
-// wait queues behind our predecessor until our node is the lowest.
-func (l *Locker) wait(ctx context.Context, key, dir, node string, own <-chan zk.Event, czxid int64) (*lease, error) {
-	name := node[len(dir)+1:]
+// listing is a getChildren reply with its watch.
+type listing struct {
+	children []string
+	stat     *zk.Stat
+	watch    <-chan zk.Event
+}
+
+// wait queues n behind its predecessor until it is the lowest, then marks it
+// held. Each look is one getChildren with a watch: when n is lowest, that
+// reply carries the fencing base (the key node's pzxid) and the watch fires
+// if n is deleted, so holding costs no further request. When n is not
+// lowest, the watch is simply never read.
+func (l *Locker) wait(ctx context.Context, n *node) error {
+	dir := n.c.dir
+	name := n.path[len(dir)+1:]
 	for {
-		children, err := do(ctx, l, func() ([]string, error) {
-			c, _, err := l.conn.Children(dir)
-			return c, err
+		r, err := do(ctx, l, func() (listing, error) {
+			c, st, ch, err := l.conn.ChildrenW(dir)
+			return listing{c, st, ch}, err
 		}, nil)
-		if err != nil {
-			return nil, err
+		if errors.Is(err, zk.ErrNoNode) {
+			return l.restartOrFail() // the key node went, and our node with it
 		}
-		queue := sortBySequence(children)
+		if err != nil {
+			return err
+		}
+		queue := sortBySequence(r.children)
 		i := slices.Index(queue, name)
 		if i < 0 {
-			return nil, l.restartOrFail()
+			return l.restartOrFail()
 		}
 		if i == 0 {
-			return l.grant(key, node, own, czxid)
+			return l.hold(n, r.stat.Pzxid, r.watch)
 		}
 		pred := dir + "/" + queue[i-1]
 		// GetW rather than ExistsW: on a vanished predecessor it leaves no
@@ -225,23 +271,16 @@ func (l *Locker) wait(ctx context.Context, key, dir, node string, own <-chan zk.
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		select {
-		case ev := <-predW:
-			// The predecessor was the head at our last look: nothing lower
-			// can appear (sequence numbers only grow, and the parent cannot
-			// be replaced while our node is in it), so we are the head now
-			// without another listing.
-			if ev.Type == zk.EventNodeDeleted && i == 1 {
-				return l.grant(key, node, own, czxid)
-			}
-		case <-own:
-			return nil, l.restartOrFail()
+		case <-predW:
+			// Look again even when the predecessor was the head: the new
+			// listing is what gives us the token and our node's watch.
 		case <-l.closing:
-			return nil, lock.ErrClosed
+			return lock.ErrClosed
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }
@@ -255,26 +294,26 @@ func (l *Locker) restartOrFail() error {
 	return errRestart
 }
 
-// grant registers the lease, unless the session was interrupted since we
-// looked: then the node may be gone (expired) or uncertain (suspended).
-func (l *Locker) grant(key, node string, own <-chan zk.Event, czxid int64) (*lease, error) {
-	select {
-	case <-own: // deleted, or the watch was invalidated by an expiry
-		return nil, l.restartOrFail()
-	default:
-	}
-	ls := &lease{l: l, key: key, path: node, token: uint64(czxid), own: own, sig: lock.NewSignal()}
+// hold marks n as holding the lock, unless the session was interrupted
+// since we looked (then the node may be gone or uncertain), and starts its
+// monitor on watch, the child watch of the listing that found it lowest.
+func (l *Locker) hold(n *node, pzxid int64, watch <-chan zk.Event) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return nil, lock.ErrClosed
+		return lock.ErrClosed
 	}
 	if st := l.sess.State(); st != zk.StateHasSession {
-		return nil, fmt.Errorf("%w: state %v", zksess.ErrUnavailable, st)
+		return fmt.Errorf("%w: state %v", zksess.ErrUnavailable, st)
 	}
-	l.held[ls] = struct{}{}
-	l.wg.Go(ls.monitor)
-	return ls, nil
+	if n.done {
+		return errRestart
+	}
+	n.held = true
+	n.base = uint64(pzxid) << 16
+	l.held[n] = struct{}{}
+	l.wg.Go(func() { l.monitor(n, watch) })
+	return nil
 }
 
 // sortBySequence returns the lock nodes among children ordered by their

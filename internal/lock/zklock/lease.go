@@ -12,25 +12,30 @@ import (
 )
 
 // lease is one held ZooKeeper lock: our node is the lowest in its key's
-// queue.
+// queue and this lease is the one holding it now.
 type lease struct {
 	l     *Locker
+	n     *node
 	key   string
-	path  string // our lock node
-	token uint64 // czxid of the node
-	own   <-chan zk.Event
+	token uint64
 	sig   *lock.Signal
 
 	mu        sync.Mutex
-	releasing bool // Release has been called: our own delete is not a loss
+	releasing bool // Release has been called
 }
 
 var _ lock.Lease = (*lease)(nil)
 
+func newLease(l *Locker, n *node, token uint64) *lease {
+	return &lease{l: l, n: n, key: n.c.key, token: token, sig: lock.NewSignal()}
+}
+
 // Key is the key passed to Acquire.
 func (ls *lease) Key() string { return ls.key }
 
-// Token is the lock node's czxid: ZooKeeper's transaction id of its create.
+// Token is pzxid<<16 | n: the key node's last-child-change zxid when our
+// node became the lowest, and the lease's rank among those granted on that
+// node. See the package documentation.
 func (ls *lease) Token() uint64 { return ls.token }
 
 // Done closes on Release, on a disconnect, on expiry, or when the node is
@@ -41,49 +46,61 @@ func (ls *lease) Done() <-chan struct{} { return ls.sig.Done() }
 func (ls *lease) Err() error { return ls.sig.Err() }
 
 // Path is the lease's lock node, for logs and tests.
-func (ls *lease) Path() string { return ls.path }
+func (ls *lease) Path() string { return ls.n.path }
 
-// monitor closes Done when our node disappears underneath us (deleted by an
-// operator, or the session expired: the watch is then invalidated). Session
-// suspension is handled by Locker.watchSession for all leases at once.
-func (ls *lease) monitor() {
-	select {
-	case ev := <-ls.own:
-		ls.mu.Lock()
-		releasing := ls.releasing
-		ls.mu.Unlock()
-		if releasing {
-			return // our own Release deleted it; Release closes the signal
+// monitor loses n when it disappears underneath us (deleted by an operator,
+// or the session expired: the watch is then invalidated). watch starts as
+// the child watch of the listing that found n lowest; when another node
+// comes or goes it fires, and one exists-watch on n itself re-arms it.
+// Session suspension is handled by Locker.watchSession for all nodes at once.
+func (l *Locker) monitor(n *node, watch <-chan zk.Event) {
+	for {
+		var ev zk.Event
+		select {
+		case ev = <-watch:
+		case <-n.stop:
+			return // released or lost already
 		}
-		reason := "lock node deleted"
-		if ev.Type == zk.EventNotWatching {
+		var reason string
+		switch ev.Type {
+		case zk.EventNodeChildrenChanged:
+			ok, _, ch, err := l.conn.ExistsW(n.path)
+			if err == nil && ok {
+				watch = ch
+				continue
+			}
+			reason = "lock node deleted"
+			if err != nil {
+				reason = fmt.Sprintf("cannot watch lock node: %v", err)
+			}
+		case zk.EventNodeDeleted:
+			reason = "lock node deleted"
+		case zk.EventNotWatching:
 			reason = fmt.Sprintf("watch on lock node lost: %v", ev.Err)
-		} else if ev.Type != zk.EventNodeDeleted {
+		default:
 			// Nobody writes lock nodes, but a watch is one-shot: after any
 			// other event we could no longer see a deletion, so be safe.
 			reason = fmt.Sprintf("unexpected %v event on lock node", ev.Type)
 		}
-		ls.lose(fmt.Errorf("%w: %s", lock.ErrLost, reason))
-	case <-ls.sig.Done():
+		l.mu.Lock()
+		l.loseNodeLocked(n, fmt.Errorf("%w: %s", lock.ErrLost, reason))
+		l.unlock()
+		return
 	}
 }
 
-// lose ends the lease as lost and stops tracking it.
-func (ls *lease) lose(err error) {
-	if ls.sig.Close(err) {
-		ls.l.log.Warn("lock lost", "key", ls.key, "err", err)
-	}
-	ls.l.mu.Lock()
-	delete(ls.l.held, ls)
-	ls.l.mu.Unlock()
-}
-
-// Release deletes our node, which wakes the next waiter. The first call
-// releases or, if the lease was already lost, returns an error wrapping
-// lock.ErrNotHeld and the loss; later calls return lock.ErrNotHeld. If the
-// delete cannot be confirmed (ctx done, server unreachable) the error wraps
-// lock.ErrUnavailable, Done closes with ErrLost, and the node is deleted as
-// soon as the session is back (or goes with the session if it expires).
+// Release gives the lock up. If another goroutine of this Locker waits for
+// the key and the node has served fewer than LocalHandoffs+1 leases, the
+// lock passes to it in memory: no request, and Release returns nil at once.
+// Otherwise our node is deleted, which wakes the next process, and our next
+// local waiter (if any) queues a new node.
+//
+// The first call releases or, if the lease was already lost, returns an
+// error wrapping lock.ErrNotHeld and the loss; later calls return
+// lock.ErrNotHeld. If the delete cannot be confirmed (ctx done, server
+// unreachable) the error wraps lock.ErrUnavailable, Done closes with
+// ErrLost, and the node is deleted as soon as the session is back (or goes
+// with the session if it expires).
 func (ls *lease) Release(ctx context.Context) error {
 	ls.mu.Lock()
 	if ls.releasing {
@@ -93,32 +110,45 @@ func (ls *lease) Release(ctx context.Context) error {
 	ls.releasing = true
 	ls.mu.Unlock()
 
-	l := ls.l
-	if err := ls.sig.Err(); err != nil {
-		// Lost already. A node left by a suspension is orphaned (deleted
-		// on reconnect) by watchSession; make sure of it here too.
-		l.deleteNode(ls.path)
-		return fmt.Errorf("zklock: release %q: %w: %w", ls.key, lock.ErrNotHeld, err)
+	l, n := ls.l, ls.n
+	l.mu.Lock()
+	if n.cur != ls {
+		// Lost already (loseNodeLocked moved the front on and deletes the
+		// node, or orphans it until the session is back).
+		l.mu.Unlock()
+		return fmt.Errorf("zklock: release %q: %w: %w", ls.key, lock.ErrNotHeld, ls.sig.Err())
 	}
+	n.cur = nil
+	if l.passableLocked(n, ls) {
+		ls.sig.Close(lock.ErrReleased)
+		l.nextFrontLocked(n.c)
+		l.mu.Unlock()
+		return nil
+	}
+	// Give the node up. The next local waiter becomes the front now, so its
+	// create overlaps our delete; it cannot get ahead of the processes
+	// already queued, nor hold before our delete is applied.
+	l.detachLocked(n)
+	l.nextFrontLocked(n.c)
+	l.mu.Unlock()
+
+	path := n.path
 	_, err := do(ctx, l, func() (struct{}, error) {
-		return struct{}{}, l.conn.Delete(ls.path, -1)
+		return struct{}{}, l.conn.Delete(path, -1)
 	}, func(_ struct{}, err error) {
 		if err == nil || errors.Is(err, zk.ErrNoNode) {
-			l.forget(ls.path)
+			l.forget(path)
 		} else {
-			l.orphan(ls.path)
+			l.orphan(path)
 		}
 	})
-	l.mu.Lock()
-	delete(l.held, ls)
-	l.mu.Unlock()
 	switch {
 	case err == nil:
-		l.forget(ls.path)
+		l.forget(path)
 		ls.sig.Close(lock.ErrReleased)
 		return nil
 	case errors.Is(err, zk.ErrNoNode):
-		l.forget(ls.path)
+		l.forget(path)
 		ls.sig.Close(fmt.Errorf("%w: lock node deleted before release", lock.ErrLost))
 		return fmt.Errorf("zklock: release %q: %w: %w", ls.key, lock.ErrNotHeld, ls.sig.Err())
 	case ctx.Err() != nil:
@@ -127,7 +157,7 @@ func (ls *lease) Release(ctx context.Context) error {
 		return fmt.Errorf("zklock: release %q: %w: %w", ls.key, lock.ErrUnavailable, ctx.Err())
 	default:
 		if !errors.Is(err, lock.ErrClosed) {
-			l.orphan(ls.path)
+			l.orphan(path)
 		}
 		ls.sig.Close(fmt.Errorf("%w: release failed: %w", lock.ErrLost, err))
 		return fmt.Errorf("zklock: release %q: %w: %w", ls.key, lock.ErrUnavailable, err)

@@ -1,8 +1,13 @@
 package zklock
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,51 +95,228 @@ func waitChildren(t *testing.T, conn *zk.Conn, dir string, n int) {
 	}
 }
 
-func TestFIFO(t *testing.T) {
+// queuedHook makes lk report every goroutine that queues locally; the
+// channel carries the local queue length.
+func queuedHook(lk *Locker) <-chan int {
+	ch := make(chan int, 64)
+	lk.onQueue = func(_ string, waiting int) { ch <- waiting }
+	return ch
+}
+
+// waitQueued waits until a goroutine has queued locally as the n-th waiter.
+func waitQueued(t *testing.T, ch <-chan int, n int) {
+	t.Helper()
+	select {
+	case got := <-ch:
+		if got != n {
+			t.Fatalf("local queue length %d, want %d", got, n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("waiter %d never queued locally", n)
+	}
+}
+
+// acquisition is one grant in an ordering test.
+type acquisition struct {
+	who   string
+	token uint64
+}
+
+// recorder collects acquisitions; every acquirer releases right away.
+type recorder struct {
+	mu  sync.Mutex
+	got []acquisition
+	wg  sync.WaitGroup
+}
+
+func (r *recorder) acquire(t *testing.T, lk *Locker, key, who string) {
+	r.wg.Go(func() {
+		l, err := lk.Acquire(t.Context(), key)
+		if err != nil {
+			t.Errorf("%s: %v", who, err)
+			return
+		}
+		r.mu.Lock()
+		r.got = append(r.got, acquisition{who, l.Token()})
+		r.mu.Unlock()
+		if err := l.Release(t.Context()); err != nil {
+			t.Errorf("%s: release: %v", who, err)
+		}
+	})
+}
+
+func (r *recorder) order() []string {
+	r.wg.Wait()
+	var names []string
+	for _, a := range r.got {
+		names = append(names, a.who)
+	}
+	return names
+}
+
+// checkTokens fails unless tokens grow strictly in acquisition order.
+func (r *recorder) checkTokens(t *testing.T, after uint64) {
+	t.Helper()
+	last := after
+	for _, a := range r.got {
+		if a.token <= last {
+			t.Fatalf("%s got token %#x after %#x, want strictly greater (order %v)", a.who, a.token, last, r.order())
+		}
+		last = a.token
+	}
+}
+
+// Processes are served in ZooKeeper's FIFO order, a batch at a time; the
+// goroutines of one process in their local arrival order.
+func TestFIFOAcrossLockersByBatch(t *testing.T) {
 	srv := servertest.ZooKeeper(t)
 	admin := zksesstest.Dial(t, srv.Addr(), 5*time.Second)
-	lockers := []*Locker{
-		New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{}),
-		New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{}),
+	var lockers [3]*Locker
+	var queued [3]<-chan int
+	for i := range lockers {
+		lockers[i] = New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{})
+		t.Cleanup(func() { _ = lockers[i].Close() })
+		queued[i] = queuedHook(lockers[i])
 	}
+	a, b, c := lockers[0], lockers[1], lockers[2]
 	key := locktest.Key(t)
 	dir := DefaultRoot + "/" + key
 
-	holder, err := lockers[0].Acquire(t.Context(), key)
+	holder, err := a.Acquire(t.Context(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const waiters = 8
-	var (
-		mu    sync.Mutex
-		order []int
-		wg    sync.WaitGroup
-	)
-	for i := range waiters {
-		wg.Go(func() {
-			l, err := lockers[i%2].Acquire(t.Context(), key)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			order = append(order, i)
-			mu.Unlock()
-			_ = l.Release(t.Context())
-		})
-		waitChildren(t, admin.Conn(), dir, i+2) // waiter i has queued
-	}
+	var r recorder
+	r.acquire(t, b, key, "b1")
+	waitChildren(t, admin.Conn(), dir, 2) // b's node queued behind a's
+	r.acquire(t, c, key, "c1")
+	waitChildren(t, admin.Conn(), dir, 3) // c's node behind b's
+	r.acquire(t, b, key, "b2")
+	waitQueued(t, queued[1], 1)
+	r.acquire(t, c, key, "c2")
+	waitQueued(t, queued[2], 1)
+	r.acquire(t, a, key, "a1")
+	waitQueued(t, queued[0], 1)
+	r.acquire(t, a, key, "a2")
+	waitQueued(t, queued[0], 2)
 	if err := holder.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
-	for i, got := range order {
-		if got != i {
-			t.Fatalf("acquisition order %v, want arrival order 0..%d", order, waiters-1)
-		}
+	got := r.order()
+	want := []string{"a1", "a2", "b1", "b2", "c1", "c2"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("acquisition order %v, want %v", got, want)
 	}
-	if len(order) != waiters {
-		t.Fatalf("%d waiters acquired, want %d", len(order), waiters)
+	r.checkTokens(t, holder.Token())
+	waitChildren(t, admin.Conn(), dir, 0)
+}
+
+// A Locker passes the lock locally at most LocalHandoffs times in a row,
+// then lets the process queued in ZooKeeper in; passes cost no write (the
+// node, hence the token's high bits, stays the same).
+func TestLocalHandoffsBounded(t *testing.T) {
+	srv := servertest.ZooKeeper(t)
+	admin := zksesstest.Dial(t, srv.Addr(), 5*time.Second)
+	for _, tt := range []struct {
+		name     string
+		handoffs int
+		before   int // holders of a before b's waiter
+	}{
+		{"K=2", 2, 3},
+		{"K=0 (default 8)", 0, 6}, // all 5 local waiters fit in one batch
+		{"disabled", -1, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{LocalHandoffs: tt.handoffs})
+			t.Cleanup(func() { _ = a.Close() })
+			b := New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{LocalHandoffs: tt.handoffs})
+			t.Cleanup(func() { _ = b.Close() })
+			queued := queuedHook(a)
+			key := locktest.Key(t)
+			dir := DefaultRoot + "/" + key
+
+			holder, err := a.Acquire(t.Context(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r recorder
+			r.acquire(t, b, key, "b")
+			waitChildren(t, admin.Conn(), dir, 2)
+			const local = 5
+			for i := range local {
+				r.acquire(t, a, key, fmt.Sprintf("a%d", i))
+				waitQueued(t, queued, i+1)
+			}
+			if err := holder.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			got := r.order()
+			i := slices.Index(got, "b")
+			if i+1 != tt.before {
+				t.Fatalf("order %v: b acquired after %d holders of a, want %d", got, i+1, tt.before)
+			}
+			r.checkTokens(t, holder.Token())
+			// Holders of one batch share the node: same high bits, low bits
+			// counting the leases granted on it.
+			tokens := append([]uint64{holder.Token()}, tokenList(r.got[:i])...)
+			for j, tok := range tokens {
+				if tok>>16 != holder.Token()>>16 || tok&0xffff != uint64(j+1) {
+					t.Fatalf("token %d of the first batch is %#x, want node %#x, lease %d", j, tok, holder.Token()>>16, j+1)
+				}
+			}
+			waitChildren(t, admin.Conn(), dir, 0)
+		})
+	}
+}
+
+func tokenList(as []acquisition) []uint64 {
+	var ts []uint64
+	for _, a := range as {
+		ts = append(ts, a.token)
+	}
+	return ts
+}
+
+// A lost lease gives up the front: the next local waiter queues a new node
+// instead of waiting for a Release that may never come.
+func TestLossMovesLocalFront(t *testing.T) {
+	srv := servertest.ZooKeeper(t)
+	admin := zksesstest.Dial(t, srv.Addr(), 5*time.Second)
+	lk := New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{})
+	t.Cleanup(func() { _ = lk.Close() })
+	queued := queuedHook(lk)
+	key := locktest.Key(t)
+
+	holder, err := lk.Acquire(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := make(chan lock.Lease, 1)
+	go func() {
+		l, err := lk.Acquire(t.Context(), key)
+		if err != nil {
+			t.Error(err)
+		}
+		next <- l
+	}()
+	waitQueued(t, queued, 1)
+	if err := admin.Conn().Delete(holder.(*lease).Path(), -1); err != nil {
+		t.Fatal(err)
+	}
+	l := <-next
+	if l == nil {
+		t.FailNow()
+	}
+	defer l.Release(t.Context())
+	if !errors.Is(holder.Err(), lock.ErrLost) {
+		t.Fatalf("holder Err() = %v, want ErrLost", holder.Err())
+	}
+	if l.(*lease).Path() == holder.(*lease).Path() || l.Token()>>16 <= holder.Token()>>16 {
+		t.Fatalf("waiter got node %s token %#x after the lost %s %#x, want a new node and a greater token",
+			l.(*lease).Path(), l.Token(), holder.(*lease).Path(), holder.Token())
+	}
+	if err := holder.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release of the lost lease = %v, want ErrNotHeld", err)
 	}
 }
 
@@ -143,6 +325,8 @@ func TestCancelledWaitsLeaveNoNode(t *testing.T) {
 	admin := zksesstest.Dial(t, srv.Addr(), 5*time.Second)
 	lk := New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{})
 	t.Cleanup(func() { _ = lk.Close() })
+	other := New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{})
+	t.Cleanup(func() { _ = other.Close() })
 	key := locktest.Key(t)
 	dir := DefaultRoot + "/" + key
 
@@ -150,12 +334,15 @@ func TestCancelledWaitsLeaveNoNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Waiters on the holder's Locker queue locally; those on the other
+	// Locker share one node, handed from one front to the next as each
+	// gives up, and deleted when the last one does.
 	var wg sync.WaitGroup
-	for i := range 6 {
+	for i := range 8 {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Duration(100+50*i)*time.Millisecond)
 			defer cancel()
-			l, err := lk.Acquire(ctx, key)
+			l, err := []*Locker{lk, other}[i%2].Acquire(ctx, key)
 			if err == nil {
 				_ = l.Release(t.Context())
 				t.Error("Acquire succeeded while held")
@@ -172,6 +359,14 @@ func TestCancelledWaitsLeaveNoNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitChildren(t, admin.Conn(), dir, 0)
+	for _, l := range []*Locker{lk, other} {
+		l.mu.Lock()
+		n := len(l.cohorts)
+		l.mu.Unlock()
+		if n != 0 {
+			t.Errorf("%d cohorts left, want 0", n)
+		}
+	}
 }
 
 // Goroutines of one Locker exclude each other exactly as processes do.
@@ -401,4 +596,97 @@ func TestDescribe(t *testing.T) {
 	if err := validKey("a//b"); err == nil {
 		t.Fatal(`validKey("a//b") = nil, want an error`)
 	}
+}
+
+// packetsReceived reads the server's zk_packets_received (mntr): every
+// request any client sent, heartbeats included.
+func packetsReceived(t *testing.T, addr string) int64 {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write([]byte("mntr")); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "zk_packets_received\t"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("mntr: no zk_packets_received (%v)", sc.Err())
+	return 0
+}
+
+// Requests per acquire+release, counted by the server: uncontended, a
+// create, one getChildren and a delete (raw zk.Lock's count); a cohort of
+// goroutines on one Locker shares a node, so it costs well under one request
+// per acquisition (one node per goroutine costs four or more).
+func TestRequestsPerAcquisition(t *testing.T) {
+	srv := servertest.ZooKeeper(t)
+	// A long session timeout keeps heartbeats (every third of it) out of
+	// the count.
+	lk := New(zksesstest.Dial(t, srv.Addr(), 30*time.Second), Options{})
+	t.Cleanup(func() { _ = lk.Close() })
+	key := locktest.Key(t)
+	if l, err := lk.Acquire(t.Context(), key); err != nil { // creates the key's parents
+		t.Fatal(err)
+	} else if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("uncontended", func(t *testing.T) {
+		const rounds = 20
+		before := packetsReceived(t, srv.Addr())
+		for range rounds {
+			l, err := lk.Acquire(t.Context(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// -1: the mntr connection itself. One packet of slack: a heartbeat
+		// may fall in the window.
+		got := packetsReceived(t, srv.Addr()) - before - 1
+		if want := int64(3*rounds + 1); got > want {
+			t.Fatalf("%d requests for %d acquire+release, want at most %d (3 each)", got, rounds, want)
+		}
+		t.Logf("%d requests for %d acquire+release", got, rounds)
+	})
+
+	t.Run("one process, 8 goroutines", func(t *testing.T) {
+		const goroutines, rounds = 8, 20
+		before := packetsReceived(t, srv.Addr())
+		var wg sync.WaitGroup
+		for range goroutines {
+			wg.Go(func() {
+				for range rounds {
+					l, err := lk.Acquire(t.Context(), key)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if err := l.Release(t.Context()); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		got := packetsReceived(t, srv.Addr()) - before - 1
+		if n := int64(goroutines * rounds); got >= n {
+			t.Fatalf("%d requests for %d acquisitions, want fewer than one each", got, n)
+		}
+		t.Logf("%d requests for %d acquisitions", got, goroutines*rounds)
+	})
 }
