@@ -75,7 +75,7 @@ type contender interface {
 func Subjects() []Subject {
 	return []Subject{
 		{Name: "redis", Kind: KindBackend, Server: "redis",
-			About: "redislock: FIFO queue in Redis, direct hand-off by pub/sub, local gate per process",
+			About: "redislock: Redis FIFO with direct hand-off by pub/sub; in-process cohort passes (≤8 in a row)",
 			open: redisOpen(func(rdb *redis.Client) lock.Locker {
 				return redislock.New(rdb, redislock.Options{TTL: lockTTL, Logger: quiet()})
 			})},
@@ -83,18 +83,18 @@ func Subjects() []Subject {
 			About: "go-redsync/redsync v4 defaults (32 tries, 50-250 ms random delay); a given-up Lock is called again",
 			open:  redsyncOpen},
 		{Name: "redisson", Kind: KindBackend, Server: "redis",
-			About: "redissonlock: Redisson RLock (hash + watchdog), one waker per process",
+			About: "redissonlock: Redisson RLock (hash + watchdog), one waker per process, owner transfer to a local waiter (≤8)",
 			open: redisOpen(func(rdb *redis.Client) lock.Locker {
 				return redissonlock.New(rdb, redissonlock.Options{})
 			})},
 		{Name: "etcd", Kind: KindBackend, Server: "etcd",
-			About: "etcdlock: one session per process, create-revision FIFO, predecessor watch",
+			About: "etcdlock: one session per process, create-revision FIFO, prefix watch, in-process cohort passes (≤8)",
 			open:  etcdBackendOpen},
 		{Name: "etcd-mutex", Kind: KindPeer, Server: "etcd",
 			About: "etcd concurrency.Mutex used raw: one session per contender",
 			open:  etcdMutexOpen},
 		{Name: "zookeeper", Kind: KindBackend, Server: "zookeeper",
-			About: "zklock: Curator-style ephemeral-sequential nodes, predecessor watch",
+			About: "zklock: Curator-style ephemeral-sequential node per process, predecessor watch, in-process cohort passes (≤8)",
 			open:  zkBackendOpen},
 		{Name: "zk-lock", Kind: KindPeer, Server: "zookeeper",
 			About: "go-zookeeper zk.NewLock per contender, one conn per process",
