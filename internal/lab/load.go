@@ -14,6 +14,7 @@ import (
 
 // response is one reduce answer as the load saw it.
 type response struct {
+	Sent    time.Time // when the request was sent
 	At      time.Time // when the answer arrived
 	Status  int       // 0 on a transport error
 	Result  string    // stockd's "result", "" when the body was not stockd's
@@ -76,7 +77,9 @@ func (l *load) reduce() response { return l.do(context.Background(), l.url) }
 // reduceAt makes one sale at url (a replica directly) outside the buyers,
 // and records it with their answers so the books include it.
 func (l *load) reduceAt(ctx context.Context, url string) response {
+	sent := time.Now()
 	r := l.do(ctx, url)
+	r.Sent = sent
 	l.mu.Lock()
 	l.resps = append(l.resps, r)
 	close(l.changed)
@@ -136,6 +139,21 @@ func (l *load) count(since time.Time, pred func(response) bool) int {
 	n := 0
 	for _, r := range l.resps {
 		if !r.At.Before(since) && pred(r) {
+			n++
+		}
+	}
+	return n
+}
+
+// countSent is count by send time: answers to requests sent at or after
+// since. A request sent before a fault may have done its work before the
+// fault and answered after it, so only these prove what happened during it.
+func (l *load) countSent(since time.Time, pred func(response) bool) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.resps {
+		if !r.Sent.Before(since) && pred(r) {
 			n++
 		}
 	}

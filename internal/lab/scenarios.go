@@ -292,7 +292,9 @@ func runPartition(x *run) error {
 		return err
 	}
 	x.faultEnd = time.Now()
-	sold := x.load.count(cutAt, func(r response) bool { return r.sold() && r.Replica == name && r.At.Before(x.faultEnd) })
+	// By send time, as in stockdown: a sale begun before the cut may end
+	// after it; one begun after it cannot renew its lease (work is 1.5x it).
+	sold := x.load.countSent(cutAt, func(r response) bool { return r.sold() && r.Replica == name && r.At.Before(x.faultEnd) })
 	if sold > 0 {
 		x.problemf("%s sold %d while cut off from the lock server", name, sold)
 	}
@@ -417,8 +419,10 @@ func runStockDown(x *run) error {
 	} else {
 		x.notef("503 %q", firstN(r.Error, 60))
 	}
-	if sold := x.load.count(cutAt, response.sold); sold > 0 {
-		x.problemf("%d sales while the stock Redis was unreachable", sold)
+	// By send time: a sale whose write landed before the cut can answer
+	// after it; a request sent after every link was cut cannot sell.
+	if sold := x.load.countSent(cutAt, response.sold); sold > 0 {
+		x.problemf("%d sales sent while the stock Redis was unreachable", sold)
 	}
 	if err := x.hold(cutAt.Add(2 * x.lease)); err != nil {
 		_ = restoreAll()
