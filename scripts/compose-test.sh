@@ -200,7 +200,7 @@ nginx_reload() { # re-resolve "stockd" after replicas were recreated or moved
 }
 
 # jget FILE KEY: a top-level scalar of seckill's flat JSON report (no jq needed).
-jget() { grep -o "\"$2\":[^,}]*" "$1" | head -1 | cut -d: -f2 | tr -d '" '; }
+jget() { grep -o "\"$2\":[^,}]*" "$1" | head -1 | cut -d: -f2 | tr -d '" ' || true; }
 
 redis_state() { # prints "stock lucky"
 	docker exec "$(cids redis)" redis-cli --raw mget stock lucky | tr '\n' ' '
@@ -343,15 +343,17 @@ zk_leader_or_standalone() {
 			grep -qE 'Mode: (leader|standalone)' && { echo "$c"; return; }
 	done
 }
+# The probes below end pipelines early (head, awk exit): under pipefail the
+# writer's SIGPIPE (141) would abort the whole run, so each ends in || true.
 holder_sig() {
 	case $LOCK_BACKEND in
-	redis) docker exec "$(cids redis)" redis-cli --raw get "{seckill:lock}" 2>/dev/null ;; # redislock keeps the owner in {key}
-	redisson) docker exec "$(cids redis)" redis-cli --raw hkeys seckill:lock 2>/dev/null | sort | tr '\n' ' ' ;;
+	redis) docker exec "$(cids redis)" redis-cli --raw get "{seckill:lock}" 2>/dev/null || true ;; # redislock keeps the owner in {key}
+	redisson) docker exec "$(cids redis)" redis-cli --raw hkeys seckill:lock 2>/dev/null | sort | tr '\n' ' ' || true ;;
 	etcd) docker exec "$(cids etcd)" etcdctl --endpoints=http://127.0.0.1:2379 get --prefix /seckill/locks/ \
-		--keys-only --sort-by=CREATE --order=ASCEND --limit=1 2>/dev/null | head -1 ;;
+		--keys-only --sort-by=CREATE --order=ASCEND --limit=1 2>/dev/null | head -1 || true ;;
 	zookeeper) # "dump" lists every session's ephemeral nodes; the lowest lock sequence holds
 		docker exec "$(zk_leader_or_standalone)" bash -c 'exec 3<>/dev/tcp/127.0.0.1/2181; printf dump >&3; cat <&3' 2>/dev/null |
-			grep -o '/seckill/locks/[^ ]*-lock-[0-9]*' | awk -F-lock- '{print $2, $0}' | sort -n | head -1 ;;
+			grep -o '/seckill/locks/[^ ]*-lock-[0-9]*' | awk -F-lock- '{print $2, $0}' | sort -n | head -1 || true ;;
 	esac
 }
 # holder_replica SIG: for etcd, the replica owning the lock key's lease (its
@@ -364,7 +366,7 @@ holder_replica() {
 	# key then value; the key is <election.path>/<lease hex> (stockd's
 	# election path gets one more "/" from etcd's concurrency package)
 	docker exec "$(cids etcd)" etcdctl --endpoints=http://127.0.0.1:2379 get --prefix /seckill/leader/ 2>/dev/null |
-		awk -v l="/$lease" 'f { print; exit } substr($0, length($0) - length(l) + 1) == l { f = 1 }'
+		awk -v l="/$lease" 'f { print; exit } substr($0, length($0) - length(l) + 1) == l { f = 1 }' || true
 }
 
 # size SECONDS: "requests stock" for a fault load that lasts about SECONDS at
