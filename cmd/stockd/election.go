@@ -120,7 +120,12 @@ func startElection(ctx context.Context, cfg *Config, d electionDeps) (stop func(
 		switch {
 		case err == nil:
 			v.Leader, v.Term = l.ID, l.Term
+			// A replica that was paused past its session still has its
+			// local flag set until it processes the expiry; the fresh read
+			// is authoritative, so never claim leadership it contradicts.
+			v.IsLeader = v.IsLeader && l.ID == cfg.Replica
 		case errors.Is(err, election.ErrNoLeader):
+			v.IsLeader = false
 		default:
 			v.Error = err.Error()
 			c.JSON(http.StatusServiceUnavailable, v)
