@@ -84,3 +84,15 @@ type Options struct {
 type Pinger interface {
 	Ping(ctx context.Context) error
 }
+
+// TokenAdvancer is implemented by lockers whose token sequence lives in a
+// server that can lose it (a Redis restarted empty, or from an older
+// snapshot, or promoted from a lagging replica). A fence that has seen a
+// higher token than the lock now hands out refuses every sale; the stock
+// service then calls AdvanceTokens with the fence's high-water mark, and
+// every acquisition of key that starts after it returns nil gets a token
+// above `above`. Tokens only ever move forward, so calling it with a stale
+// or small value is harmless; it is idempotent.
+type TokenAdvancer interface {
+	AdvanceTokens(ctx context.Context, key string, above uint64) error
+}
