@@ -41,6 +41,7 @@ type Session struct {
 	conn    *zk.Conn
 	timeout time.Duration
 	log     *slog.Logger
+	state   func() zk.State // the connection's state; a seam for tests
 
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
@@ -73,7 +74,7 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration) (
 		loopDone: make(chan struct{}),
 	}
 	// Subscribe before Connect so the first HasSession cannot be missed.
-	events, cancel := s.subscribe(zk.StateDisconnected)
+	events, cancel := s.subscribe(func() zk.State { return zk.StateDisconnected })
 	defer cancel()
 
 	conn, libEvents, err := zk.Connect(servers, sessionTimeout,
@@ -85,6 +86,7 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration) (
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	s.conn = conn
+	s.state = conn.State
 	// The library closes its own event channel when its connection goroutine
 	// exits; draining it keeps it from filling and tells Close when the
 	// library is really finished. Events themselves arrive via onEvent.
@@ -114,7 +116,7 @@ func (s *Session) Conn() *zk.Conn { return s.conn }
 // State is the connection's current state. zk.StateHasSession means
 // requests can be served; anything else means the session is suspended,
 // lost or closed.
-func (s *Session) State() zk.State { return s.conn.State() }
+func (s *Session) State() zk.State { return s.state() }
 
 // SessionID is the id of the current ZooKeeper session, 0 while none is
 // established. It changes after an expiry: go-zookeeper silently opens a new

@@ -29,10 +29,15 @@ type subscriber struct {
 //     latest state, so a state change is never lost as a whole.
 //   - The channel is closed by cancel (idempotent) or by Session.Close.
 func (s *Session) Subscribe() (events <-chan zk.Event, cancel func()) {
-	return s.subscribe(s.State())
+	return s.subscribe(s.State)
 }
 
-func (s *Session) subscribe(initial zk.State) (<-chan zk.Event, func()) {
+// subscribe registers a subscriber whose first event is initial(), read
+// under s.mu. go-zookeeper stores a new state before it calls onEvent, and
+// onEvent delivers under s.mu, so a state read under the mutex is at least
+// as new as every event already delivered: a transition can at worst arrive
+// twice (once as the initial state, once as the event), never be missed.
+func (s *Session) subscribe(initial func() zk.State) (<-chan zk.Event, func()) {
 	sub := &subscriber{ch: make(chan zk.Event, subscriberBuffer)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -40,7 +45,7 @@ func (s *Session) subscribe(initial zk.State) (<-chan zk.Event, func()) {
 		close(sub.ch)
 		return sub.ch, func() {}
 	}
-	sub.ch <- zk.Event{Type: zk.EventSession, State: initial}
+	sub.ch <- zk.Event{Type: zk.EventSession, State: initial()}
 	s.subs[sub] = struct{}{}
 	return sub.ch, func() {
 		s.mu.Lock()
