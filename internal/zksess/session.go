@@ -43,9 +43,14 @@ type Session struct {
 	log     *slog.Logger
 	state   func() zk.State // the connection's state; a seam for tests
 
-	mu     sync.Mutex
-	subs   map[*subscriber]struct{}
-	closed bool
+	mu       sync.Mutex
+	subs     map[*subscriber]struct{}
+	closed   bool
+	expiries uint64                  // StateExpired events seen
+	tracked  map[*protected]struct{} // protected creates whose node may be unowned (protected.go)
+
+	kick chan struct{}  // wakes the sweeper when a protected create settles
+	wg   sync.WaitGroup // the sweeper and request goroutines; Close waits
 
 	last    zk.State    // previous state, for logging; only onEvent touches it
 	closing atomic.Bool // Close has begun: the coming disconnect is expected
@@ -71,6 +76,8 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration) (
 		timeout:  sessionTimeout,
 		log:      slog.Default().With("component", "zookeeper"),
 		subs:     make(map[*subscriber]struct{}),
+		tracked:  make(map[*protected]struct{}),
+		kick:     make(chan struct{}, 1),
 		loopDone: make(chan struct{}),
 	}
 	// Subscribe before Connect so the first HasSession cannot be missed.
@@ -100,6 +107,13 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration) (
 		select {
 		case ev := <-events:
 			if ev.State == zk.StateHasSession {
+				sweeps, _ := s.Subscribe()
+				s.mu.Lock()
+				if !s.closed {
+					s.wg.Add(1)
+					go s.sweeper(sweeps)
+				}
+				s.mu.Unlock()
 				return s, nil
 			}
 		case <-ctx.Done():
@@ -128,8 +142,8 @@ func (s *Session) Timeout() time.Duration { return s.timeout }
 
 // Close ends the session gracefully: the server deletes its ephemeral nodes
 // at once (so locks and leadership are free immediately, without waiting for
-// the session timeout), the library's goroutines stop and every subscriber's
-// channel is closed. Close is idempotent. It waits for the library's
+// the session timeout), the library's goroutines and the Session's sweeper
+// stop and every subscriber's channel is closed. Close is idempotent. It waits for the library's
 // connection goroutine, which is bounded by the library's own timeouts
 // (about 2/3 of the session timeout when the server does not answer).
 func (s *Session) Close() {
@@ -144,6 +158,7 @@ func (s *Session) Close() {
 			delete(s.subs, sub)
 		}
 		s.mu.Unlock()
+		s.wg.Wait() // the sweeper ends with its subscription, requests with the conn
 		s.log.Debug("zookeeper session closed")
 	})
 }

@@ -67,6 +67,17 @@ func (s *Session) onEvent(ev zk.Event) {
 	s.logTransition(ev)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ev.State == zk.StateExpired {
+		// Every node of the expired session is gone, including those of
+		// settled protected creates (an unsettled one may still be sent
+		// in the next session: it stays tracked).
+		s.expiries++
+		for p := range s.tracked {
+			if p.settled {
+				delete(s.tracked, p)
+			}
+		}
+	}
 	for sub := range s.subs {
 		deliver(sub.ch, ev)
 	}

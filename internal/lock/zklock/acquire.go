@@ -9,18 +9,17 @@ import (
 	"strings"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/google/uuid"
 
 	"seckill/internal/lock"
 	"seckill/internal/zksess"
 )
 
 const (
-	// protectedPrefix marks a node name carrying a creation GUID (Curator
-	// and go-zookeeper use the same prefix).
-	protectedPrefix = "_c_"
+	// lockName follows the creation GUID in a lock node's name
+	// (zksess.ProtectedPrefix + GUID + "-" + lockName + sequence).
+	lockName = "lock-"
 	// lockMarker separates the GUID from ZooKeeper's 10-digit sequence.
-	lockMarker = "-lock-"
+	lockMarker = "-" + lockName
 )
 
 // errRestart: our node vanished while we queued (session expired, node
@@ -142,23 +141,17 @@ func (l *Locker) fail(ctx context.Context, key string, err error) error {
 // create makes our protected ephemeral-sequential node under c.dir and
 // makes it the cohort's node, creating dir's ancestors as container nodes
 // when missing (the server removes an empty container later, so keys do not
-// accumulate).
+// accumulate). The create goes through zksess.Session.CreateProtected: the
+// node is tracked from the moment the request is sent, and if its reply is
+// lost (or ctx ends first) the Session sweeps it once the session is back,
+// so no node we cannot name stays queued.
 func (l *Locker) create(ctx context.Context, c *cohort) (*node, error) {
-	dir := c.dir
-	prefix := dir + "/" + protectedPrefix + uuid.NewString() + lockMarker
-	var path string
+	var created zksess.Created
 	var err error
 	for attempt := 0; ; attempt++ {
-		path, err = do(ctx, l, func() (string, error) {
-			return l.conn.Create(prefix, nil, zk.FlagEphemeral|zk.FlagSequence, l.acl)
-		}, func(p string, err error) { l.undoCreate(dir, prefix, p, err) })
-		if errors.Is(err, zk.ErrConnectionClosed) {
-			// The reply was lost, not necessarily the create: look for our
-			// GUID before trying again, so no ghost node stays queued.
-			path, err = l.findProtected(ctx, dir, prefix)
-		}
+		created, err = l.sess.CreateProtected(ctx, c.dir, lockName, nil, l.acl)
 		if errors.Is(err, zk.ErrNoNode) && attempt == 0 {
-			if err = l.ensurePath(ctx, dir); err != nil {
+			if err = l.ensurePath(ctx, c.dir); err != nil {
 				return nil, err
 			}
 			continue
@@ -168,45 +161,12 @@ func (l *Locker) create(ctx context.Context, c *cohort) (*node, error) {
 		}
 		break
 	}
-	n := &node{c: c, path: path, stop: make(chan struct{})}
+	n := &node{c: c, path: created.Path, inc: created.Incarnation, stop: make(chan struct{})}
 	l.mu.Lock()
-	l.nodes[path] = struct{}{}
+	l.nodes[n.path] = struct{}{}
 	c.node = n
 	l.mu.Unlock()
 	return n, nil
-}
-
-// findProtected returns the node under dir created with prefix's GUID, or
-// zk.ErrConnectionClosed so the caller fails (and may retry later).
-func (l *Locker) findProtected(ctx context.Context, dir, prefix string) (string, error) {
-	children, err := do(ctx, l, func() ([]string, error) {
-		c, _, err := l.conn.Children(dir)
-		return c, err
-	}, nil)
-	if err != nil {
-		return "", err
-	}
-	name := prefix[len(dir)+1:]
-	for _, c := range children {
-		if strings.HasPrefix(c, name) {
-			return dir + "/" + c, nil
-		}
-	}
-	return "", zk.ErrConnectionClosed
-}
-
-// undoCreate removes a node whose create completed after Acquire gave up.
-func (l *Locker) undoCreate(dir, prefix, node string, err error) {
-	if errors.Is(err, zk.ErrConnectionClosed) {
-		node, err = l.findProtected(context.Background(), dir, prefix)
-	}
-	if err != nil {
-		return // never created, or gone with its session
-	}
-	l.mu.Lock()
-	l.nodes[node] = struct{}{}
-	l.mu.Unlock()
-	l.deleteNode(node)
 }
 
 // ensurePath creates every missing ancestor of dir as a container node.

@@ -6,6 +6,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"seckill/internal/lock"
+	"seckill/internal/zksess"
 )
 
 // The local half of the lock: per key, the goroutines of this process queue
@@ -27,11 +28,12 @@ type waiter struct {
 	front bool
 }
 
-// node is one of our lock nodes. path and c never change; the rest is
+// node is one of our lock nodes. path, inc and c never change; the rest is
 // guarded by Locker.mu.
 type node struct {
 	c    *cohort
 	path string
+	inc  zksess.Incarnation // the session that created it
 
 	held   bool          // lowest in the queue: this process holds the lock
 	base   uint64        // fencing base: pzxid<<16 of the listing that found it lowest

@@ -7,9 +7,11 @@
 // A process queues a protected ephemeral-sequential node
 // Root/<key>/_c_<guid>-lock-<seq>. The lowest sequence holds the lock; every
 // other node's owner watches only its predecessor, so a release wakes exactly
-// one process (no herd). The "protected" GUID lets a create whose reply was
-// lost in a disconnect be found again instead of leaving a ghost in the
-// queue. An uncontended acquisition costs two requests, as raw zk.Lock's
+// one process (no herd). The create is zksess.Session.CreateProtected: the
+// node is tracked by its GUID from the moment the request is sent, and if
+// the reply is lost in a disconnect (or the caller gives up first) the
+// Session sweeps it on reconnection, so no ghost stays queued behind a
+// session that survived the blip. An uncontended acquisition costs two requests, as raw zk.Lock's
 // does: the create and one getChildren, which both tells us we are lowest
 // and leaves a child watch that doubles as the watch on our own node (when
 // it fires while we hold, one exists-watch on our node re-arms it).
