@@ -24,6 +24,10 @@ type cohort struct {
 	busy       bool
 	head, tail *waiter
 	waiting    int
+	// floor is the smallest fencing counter a hold may be passed on with:
+	// AdvanceTokens raises it, so that no acquisition starting after the
+	// advance gets a token of a hold from before it.
+	floor uint64
 }
 
 // waiters recycles waiter structs and their channels: one is needed per
@@ -113,7 +117,7 @@ func (l *Locker) handOnBusyLocked(c *cohort) {
 // acquisition's validity, which only a renewal moves.
 func (l *Locker) passLocked(h *hold, from *lease, now time.Time) bool {
 	c := h.c
-	if c.head == nil || h.lost != nil || h.passes >= l.maxPasses || h.validUntil.Sub(now) <= l.passMargin {
+	if c.head == nil || h.lost != nil || h.passes >= l.maxPasses || h.base < c.floor || h.validUntil.Sub(now) <= l.passMargin {
 		return false
 	}
 	w := c.pop()

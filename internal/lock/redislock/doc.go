@@ -81,6 +81,12 @@
 // uint64 and fit as long as c stays below 2^48; compare them as integers (or
 // as canonical decimal strings), not as Lua numbers, past 2^53.
 //
+// {K}:fence lives only in Redis. A Redis that restarts empty, from an older
+// snapshot, or as a promoted lagging replica hands out tokens below ones
+// already seen, which a fence refuses forever; AdvanceTokens (the
+// lock.TokenAdvancer a fence calls) moves the counter back past the highest
+// token seen, forward only.
+//
 // # Validity
 //
 // A lease is valid until its last confirmed renewal (or acquisition) plus

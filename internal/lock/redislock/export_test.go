@@ -37,3 +37,6 @@ func Waiting(l *Locker, key string) int {
 	}
 	return n
 }
+
+// FenceKey is the Redis key of key's fencing counter, for tests that wipe it.
+func FenceKey(key string) string { return keysFor(key)[1] }

@@ -9,6 +9,8 @@
 // count, deletes the hash at zero and PUBLISHes on the lock's channel
 // "redisson_lock__channel:{key}". A first acquisition also INCRs "<key>:fence"
 // inside the same script, which makes the fencing token of Lease.Token.
+// AdvanceTokens (lock.TokenAdvancer) moves that counter forward past a
+// fence's high-water mark when a Redis that lost its state restarts it low.
 //
 // # Owner identity and reentrancy
 //

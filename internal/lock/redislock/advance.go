@@ -1,0 +1,76 @@
+package redislock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/lock"
+)
+
+var _ lock.TokenAdvancer = (*Locker)(nil)
+
+var (
+	//go:embed lua/advance.lua
+	advanceLua    string
+	advanceScript = redis.NewScript(advanceLua)
+)
+
+// ErrTokenRange is returned by AdvanceTokens for a value no token of this
+// backend can exceed: the counter part of a token (its top 48 bits) would
+// overflow.
+var ErrTokenRange = errors.New("redislock: fencing token out of range")
+
+// maxCounter is the largest {K}:fence value whose token c<<tokenShift still
+// fits in a uint64. AdvanceTokens leaves room for the INCR after it.
+const maxCounter = 1<<(64-tokenShift) - 1
+
+// AdvanceTokens moves key's token sequence past above (see
+// lock.TokenAdvancer): it sets {K}:fence to at least above>>16 + 1, never
+// lowering it, so the next acquisition from Redis, which INCRs the counter,
+// gets a token (counter<<16 | 0) greater than above. It is idempotent and
+// safe to call concurrently with anything, from any number of processes.
+//
+// Every acquisition of key through this Locker that starts after it returns
+// nil gets a token above `above`: a lock this Locker holds from before the
+// call is no longer passed in memory (its passes would keep the old counter),
+// so local waiters go to Redis for a new one. Leases passed or acquired
+// before the call keep their tokens, which may be low; a fence refuses them,
+// as it should refuse anything from before the lock server forgot. Other
+// Lockers holding key from before the call likewise pass their old counter
+// to their own goroutines until their hold goes back to Redis; only a call
+// on each of them (each stock service instance calls it when its own fence
+// refuses) stops that.
+//
+// The counter is compared as a decimal string in Lua, not as a Lua number
+// (a double, exact only below 2^53), so any counter value is handled
+// exactly; counters of this backend stay below 2^48. An above so large that
+// the next counter would not fit in a token returns an error wrapping
+// ErrTokenRange; a Redis failure, or a counter that is not a non-negative
+// integer, one wrapping lock.ErrUnavailable.
+func (l *Locker) AdvanceTokens(ctx context.Context, key string, above uint64) error {
+	floor := above>>tokenShift + 1
+	if floor >= maxCounter {
+		return fmt.Errorf("redislock: advance tokens of %q past %d: %w", key, above, ErrTokenRange)
+	}
+	k := keysFor(key)
+	moved, err := advanceScript.Run(ctx, l.rdb, k[1:2], strconv.FormatUint(floor, 10)).Int64()
+	if err != nil {
+		return fmt.Errorf("redislock: advance tokens of %q: %w: %w", key, lock.ErrUnavailable, err)
+	}
+	if moved == 1 {
+		l.log.Info("fencing counter advanced", "key", key, "above", above, "counter", floor)
+	}
+	l.cmu.Lock()
+	if c := l.cohorts[key]; c != nil && c.floor < floor {
+		// A hold acquired before the advance may be in place, or about to
+		// be (its acquire.lua ran before ours): no more passes on it.
+		c.floor = floor
+	}
+	l.cmu.Unlock()
+	return nil
+}

@@ -1,0 +1,65 @@
+package redissonlock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/lock"
+)
+
+var _ lock.TokenAdvancer = (*Locker)(nil)
+
+var (
+	//go:embed advance.lua
+	advanceLua    string
+	advanceScript = redis.NewScript(advanceLua)
+)
+
+// ErrTokenRange is returned by AdvanceTokens for a value no token of this
+// backend can exceed exactly (see maxAdvance).
+var ErrTokenRange = errors.New("redisson: fencing token out of range")
+
+// maxAdvance is the largest mark AdvanceTokens accepts. acquire.lua and
+// transfer.lua return INCR's reply through a Lua number, a double, exact
+// only up to 2^53, so the token after the mark must not pass 2^53-1.
+const maxAdvance = 1<<53 - 2
+
+// AdvanceTokens moves key's token sequence past above (see
+// lock.TokenAdvancer). A token of this backend is the "<key>:fence" counter
+// itself, so the counter is set to at least above, never lowered, and the
+// next acquisition or local hand-off, each of which INCRs it, gets a token
+// greater than above. It is idempotent and safe to call concurrently with
+// anything, from any number of processes.
+//
+// Every acquisition of key that starts after it returns nil gets a token
+// above `above`: there is no in-memory token here, a hand-off between
+// goroutines mints its token in Redis too. Leases from before the call
+// (and their re-entries, which keep the token) may carry low tokens; a fence
+// refuses them, as it should refuse anything from before the lock server
+// forgot.
+//
+// The counter is compared as a decimal string in Lua, not as a Lua number (a
+// double, exact only below 2^53), so a counter of any size is judged
+// exactly. Since tokens themselves pass through Lua numbers, an above
+// greater than 2^53-2 returns an error wrapping ErrTokenRange; a Redis
+// failure, or a counter that is not a non-negative integer, one wrapping
+// lock.ErrUnavailable.
+func (lk *Locker) AdvanceTokens(ctx context.Context, key string, above uint64) error {
+	if above > maxAdvance {
+		return fmt.Errorf("redisson: advance tokens of %q past %d: %w", key, above, ErrTokenRange)
+	}
+	moved, err := advanceScript.Run(ctx, lk.rdb, []string{key + fenceSuffix}, strconv.FormatUint(above, 10)).Int64()
+	if err != nil {
+		return fmt.Errorf("redisson: advance tokens of %q: %w: %w", key, lock.ErrUnavailable, err)
+	}
+	if moved == 1 {
+		slog.Info("fencing counter advanced", "lock", "redisson", "key", key, "counter", above)
+	}
+	return nil
+}
