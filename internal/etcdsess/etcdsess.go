@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -181,6 +182,28 @@ func (m *Manager) Close() error {
 	}
 	m.cancel()
 	return err
+}
+
+// End ends s at once, for a borrower that cannot otherwise make sure a key
+// it wrote on s goes away (etcd did not confirm the delete): s's keep-alive
+// stops — so its lease, and every key on it, expires within one TTL even
+// if etcd cannot be reached — and the lease is revoked under ctx, which
+// frees the keys at once when etcd answers. Every lock and leadership held
+// through s is lost (s.Done closes); the next call to Session grants a new
+// lease. The error wraps ErrUnavailable when the revoke did not get
+// through; s is over either way.
+func (m *Manager) End(ctx context.Context, s *concurrency.Session) error {
+	m.mu.Lock()
+	if m.cur == s {
+		m.cur = nil
+	}
+	m.mu.Unlock()
+	s.Orphan() // stops the keep-alive and waits for it: s.Done is closed
+	if _, err := m.cli.Revoke(ctx, s.Lease()); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("%w: revoke lease %x: %w", ErrUnavailable, int64(s.Lease()), err)
+	}
+	m.log.Warn("etcd session ended by a borrower", "lease", fmt.Sprintf("%x", int64(s.Lease())))
+	return nil
 }
 
 func (m *Manager) closeSession(s *concurrency.Session) error {

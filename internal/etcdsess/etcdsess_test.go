@@ -100,6 +100,36 @@ func TestSession(t *testing.T) {
 		}
 	})
 
+	t.Run("EndRevokesAndReplaces", func(t *testing.T) {
+		m := etcdsess.New(cli, 10*time.Second)
+		t.Cleanup(func() { _ = m.Close() })
+		s1, err := m.Session(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.End(t.Context(), s1); err != nil {
+			t.Fatalf("End: %v", err)
+		}
+		select {
+		case <-s1.Done():
+		default:
+			t.Fatal("session Done not closed after End")
+		}
+		if ttl := leaseTTL(t, cli, s1.Lease()); ttl != -1 {
+			t.Fatalf("lease TTL after End = %d, want -1 (revoked)", ttl)
+		}
+		if err := m.End(t.Context(), s1); err != nil {
+			t.Fatalf("second End = %v, want nil (lease already gone)", err)
+		}
+		s2, err := m.Session(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s2.Lease() == s1.Lease() {
+			t.Fatalf("Session after End returned the ended lease %x", s1.Lease())
+		}
+	})
+
 	t.Run("CloseRevokes", func(t *testing.T) {
 		m := etcdsess.New(cli, 10*time.Second)
 		s, err := m.Session(t.Context())

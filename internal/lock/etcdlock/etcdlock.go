@@ -144,6 +144,7 @@ type Locker struct {
 	life  context.Context // cancelled by Close: aborts waits and watches
 	close context.CancelFunc
 	bg    sync.WaitGroup // cleanups and prefix watches (feeds)
+	sw    *sweeper       // removes keys whose delete was not confirmed
 
 	mu     sync.Mutex
 	slots  map[string]*slot
@@ -162,12 +163,14 @@ func New(m *etcdsess.Manager, opts Options) *Locker {
 	}
 	life, cancel := context.WithCancel(context.Background())
 	id := lockerIDs.Add(1)
+	log := slog.Default().With("component", "etcdlock", "locker", id)
 	return &Locker{
 		m:        m,
 		prefix:   opts.Prefix,
 		handoffs: opts.LocalHandoffs,
 		id:       id,
-		log:      slog.Default().With("component", "etcdlock", "locker", id),
+		log:      log,
+		sw:       newSweeper(m.Client(), m, m.TTL(), log),
 		life:     life,
 		close:    cancel,
 		slots:    make(map[string]*slot),
@@ -229,6 +232,8 @@ func (l *Locker) Close() error {
 		}
 	}
 	l.bg.Wait()
+	// Last: the releases above may have left keys to sweep.
+	l.sw.close()
 	return errors.Join(errs...)
 }
 

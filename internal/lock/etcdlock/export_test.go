@@ -31,3 +31,6 @@ func WaitQueued(t testing.TB, l *Locker, name string, n int) {
 		}
 	}
 }
+
+// CleanupTimeout bounds one background attempt at removing a key.
+const CleanupTimeout = cleanupTimeout

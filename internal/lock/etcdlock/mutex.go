@@ -27,8 +27,9 @@ const maxHandovers = 1<<16 - 1
 type ownership struct {
 	sess *concurrency.Session
 	key  string
-	rev  int64  // create revision of key
-	seq  uint64 // in-memory hand-overs so far; guarded by Locker.mu
+	ref  *keyRef // the sweeper's handle on key
+	rev  int64   // create revision of key
+	seq  uint64  // in-memory hand-overs so far; guarded by Locker.mu
 
 	// tr is the slot feed's view of this acquisition (nil if it was not
 	// tracked): whether another process queued behind us, and whether our
@@ -94,7 +95,9 @@ func (l *Locker) lockEtcd(ctx context.Context, name string, s *slot) (*ownership
 	// release can then be removed later without any risk of hitting a
 	// newer acquisition's key, and every acquisition gets a new revision.
 	key := fmt.Sprintf("%s%x-%d-%d", pfx, int64(sess.Lease()), l.id, l.seq.Add(1))
-	own := &ownership{sess: sess, key: key, lost: make(chan struct{}), closed: l.isClosed}
+	// Tracked before the put is sent: if the reply is lost, the key may
+	// exist, and the sweeper removes it by name.
+	own := &ownership{sess: sess, key: key, ref: l.sw.sent(key, sess), lost: make(chan struct{}), closed: l.isClosed}
 	if f := l.feed(name, s, false); f != nil {
 		// Before the Txn, so that every event after it is seen.
 		own.tr = f.track(ctx, sess, key, own.markLost)
@@ -112,14 +115,16 @@ func (l *Locker) lockEtcd(ctx context.Context, name string, s *slot) (*ownership
 	if err != nil {
 		// The put may have been applied before ctx cut the reply off.
 		own.untrack()
-		l.cleanup(key, 0)
+		l.sw.abandon(own.ref)
 		return nil, err
 	}
 	if !resp.Succeeded {
 		own.untrack()
+		l.sw.abandon(own.ref) // by name: the key is ours whoever put it
 		return nil, fmt.Errorf("enqueue: key %s already exists", key)
 	}
 	own.rev = resp.Header.Revision // the put is the Txn's only write
+	l.sw.created(own.ref, own.rev)
 	ahead, rev := resp.Responses[0].GetResponseRange().Kvs, own.rev
 	if own.tr != nil {
 		own.tr.settle(own.rev, ahead, false)
@@ -134,7 +139,7 @@ func (l *Locker) lockEtcd(ctx context.Context, name string, s *slot) (*ownership
 			g, err := l.reread(ctx, pfx, own)
 			if err != nil {
 				own.untrack()
-				l.cleanup(key, own.rev)
+				l.sw.abandon(own.ref)
 				return nil, err
 			}
 			ahead, rev = g.ahead, g.rev
@@ -143,7 +148,7 @@ func (l *Locker) lockEtcd(ctx context.Context, name string, s *slot) (*ownership
 	}
 	if err := l.waitHead(ctx, pfx, own, ahead, rev); err != nil {
 		own.untrack()
-		l.cleanup(key, own.rev) // guarded: harmless if the key went
+		l.sw.abandon(own.ref) // guarded: harmless if the key went
 		return nil, err
 	}
 	// The wait can end in the same instant the session does: never report
@@ -151,7 +156,7 @@ func (l *Locker) lockEtcd(ctx context.Context, name string, s *slot) (*ownership
 	select {
 	case <-sess.Done():
 		own.untrack()
-		l.cleanup(key, own.rev)
+		l.sw.abandon(own.ref)
 		return nil, errSessionExpired
 	default:
 	}
@@ -254,40 +259,23 @@ func waitDelete(ctx context.Context, cli *clientv3.Client, sess *concurrency.Ses
 // releaseEtcd deletes our key if it is still the one we created, and stops
 // tracking it in the feed. It wraps lock.ErrNotHeld when the key was already gone
 // (session expired, deleted) — never deleting a newer holder's key — and
-// lock.ErrUnavailable when etcd did not answer.
+// lock.ErrUnavailable when etcd did not answer; the sweeper then keeps
+// trying (see sweeper), so the key never outlives the failure for long.
 func (l *Locker) releaseEtcd(ctx context.Context, own *ownership) error {
 	defer own.untrack()
 	resp, err := l.m.Client().Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(own.key), "=", own.rev)).
 		Then(clientv3.OpDelete(own.key)).Commit()
 	if err != nil {
-		// Try once more in the background, guarded by the revision; if
-		// that fails too the key goes when the session lease ends.
-		l.cleanup(own.key, own.rev)
+		// The delete may or may not have been applied: the sweeper retries
+		// it, guarded by the revision, until it is confirmed.
+		l.sw.abandon(own.ref)
 		return fmt.Errorf("etcdlock: release %s: %w: %w", own.key, lock.ErrUnavailable, err)
 	}
 	if !resp.Succeeded {
 		return fmt.Errorf("etcdlock: release %s: %w: key gone (session expired or deleted)", own.key, lock.ErrNotHeld)
 	}
 	return nil
-}
-
-// cleanup removes key in the background after an abandoned acquisition;
-// rev 0 removes it whatever its revision (we never learned it). It runs
-// detached from the caller's ctx so Acquire returns at its deadline even
-// when etcd does not answer.
-func (l *Locker) cleanup(key string, rev int64) {
-	l.spawn(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		defer cancel()
-		txn := l.m.Client().Txn(ctx)
-		if rev != 0 {
-			txn = txn.If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
-		}
-		if _, err := txn.Then(clientv3.OpDelete(key)).Commit(); err != nil {
-			l.log.Warn("could not remove abandoned lock key; it expires with the session", "key", key, "err", err)
-		}
-	})
 }
 
 // bound derives a ctx that also ends when the Locker closes.

@@ -1,0 +1,239 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Sweep timing. An orphan is retried with a backoff from sweepMinBackoff
+// doubling to sweepMaxBackoff, each attempt bounded by sweepAttempt; when it
+// is still there one session TTL after it was abandoned, its session is
+// ended instead (see sweeper).
+const (
+	sweepMinBackoff = 100 * time.Millisecond
+	sweepMaxBackoff = time.Second
+	sweepAttempt    = 2 * time.Second
+)
+
+// keyRef is one lock key of this Locker from the moment its put is sent
+// until it is confirmed gone. rev is its create revision, 0 while unknown
+// (the enqueue's reply never came); keys are unique per acquisition, so a
+// delete by name can only hit our own key.
+type keyRef struct {
+	key  string
+	sess *concurrency.Session
+
+	// guarded by sweeper.mu
+	rev       int64
+	abandoned time.Time // zero while an acquisition or a lease owns the key
+	next      time.Time // next attempt
+	backoff   time.Duration
+}
+
+// sessionEnder ends a session at once so that its lease — and every key on
+// it — cannot outlive us; etcdsess.Manager.End.
+type sessionEnder interface {
+	End(ctx context.Context, s *concurrency.Session) error
+}
+
+// sweeper removes the keys that an acquisition or a release could not
+// confirm removed (a timeout, a reset, a lost reply). The write may or may
+// not have been applied, and the session usually lives on — a network blip
+// shorter than the TTL ends with keep-alives resuming — so a leftover key
+// would keep the smallest create revision under its prefix forever and
+// every contender, this process's included, would queue behind it. The
+// sweeper retries the guarded delete until it is confirmed, or the session
+// is over (its keys went with the lease); when that takes longer than one
+// session TTL it ends the session itself rather than leave a live orphan.
+type sweeper struct {
+	cli   *clientv3.Client
+	ender sessionEnder
+	bound time.Duration // give up deleting, end the session, after this
+	log   *slog.Logger
+	now   func() time.Time
+
+	mu      sync.Mutex
+	keys    map[*keyRef]struct{} // abandoned keys only
+	started bool                 // the goroutine runs (from the first abandon)
+	stopped bool                 // close has begun: abandon sweeps inline
+	wake    chan struct{}        // buffered(1)
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func newSweeper(cli *clientv3.Client, ender sessionEnder, bound time.Duration, log *slog.Logger) *sweeper {
+	sw := &sweeper{
+		cli: cli, ender: ender, bound: bound, log: log, now: time.Now,
+		keys: make(map[*keyRef]struct{}),
+		wake: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	return sw
+}
+
+// sent registers key before the request that puts it is sent.
+func (sw *sweeper) sent(key string, sess *concurrency.Session) *keyRef {
+	return &keyRef{key: key, sess: sess}
+}
+
+// created records the key's create revision once the put is confirmed.
+func (sw *sweeper) created(k *keyRef, rev int64) {
+	sw.mu.Lock()
+	k.rev = rev
+	sw.mu.Unlock()
+}
+
+// abandon hands k to the background: nobody owns it any more and its
+// removal was not confirmed.
+func (sw *sweeper) abandon(k *keyRef) {
+	sw.mu.Lock()
+	if sw.stopped {
+		// An acquisition that outlived Close: nobody sweeps any more, so
+		// make the final attempt here.
+		rev := k.rev
+		k.abandoned = sw.now()
+		sw.mu.Unlock()
+		sw.sweep(k, rev, true)
+		return
+	}
+	if k.abandoned.IsZero() {
+		k.abandoned = sw.now()
+		k.next = k.abandoned
+		k.backoff = sweepMinBackoff
+		sw.keys[k] = struct{}{}
+	}
+	if !sw.started {
+		sw.started = true
+		go sw.run()
+	}
+	sw.mu.Unlock()
+	select {
+	case sw.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pending reports how many abandoned keys are not yet confirmed gone.
+func (sw *sweeper) pending() int {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return len(sw.keys)
+}
+
+// close (Locker.Close, once) makes one last bounded round, ends the sessions of the keys still
+// left, and stops the goroutine.
+func (sw *sweeper) close() {
+	sw.mu.Lock()
+	sw.stopped = true
+	started := sw.started
+	sw.mu.Unlock()
+	if started {
+		close(sw.stop)
+		<-sw.done
+	}
+}
+
+func (sw *sweeper) run() {
+	defer close(sw.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait := sw.round(false)
+		timer.Reset(wait)
+		select {
+		case <-sw.stop:
+			sw.round(true)
+			return
+		case <-sw.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// round tries every due key once, concurrently, and returns how long until
+// the next one is due. final (Close): every key is due, and a key still not
+// confirmed gone has its session ended.
+func (sw *sweeper) round(final bool) time.Duration {
+	now := sw.now()
+	sw.mu.Lock()
+	var due []*keyRef
+	var revs []int64
+	for k := range sw.keys {
+		if final || !k.next.After(now) {
+			due = append(due, k)
+			revs = append(revs, k.rev)
+		}
+	}
+	sw.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for i, k := range due {
+		wg.Go(func() { sw.sweep(k, revs[i], final) })
+	}
+	wg.Wait()
+
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	wait := time.Hour
+	now = sw.now()
+	for k := range sw.keys {
+		wait = min(wait, max(k.next.Sub(now), 0))
+	}
+	return wait
+}
+
+// sweep makes one attempt at removing k.
+func (sw *sweeper) sweep(k *keyRef, rev int64, final bool) {
+	select {
+	case <-k.sess.Done():
+		// The session is over: the key went (or goes, nobody keeping its
+		// lease alive) with the lease.
+		sw.forget(k)
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sweepAttempt)
+	defer cancel()
+	txn := sw.cli.Txn(ctx)
+	if rev != 0 {
+		txn = txn.If(clientv3.Compare(clientv3.CreateRevision(k.key), "=", rev))
+	}
+	_, err := txn.Then(clientv3.OpDelete(k.key)).Commit()
+	if err == nil {
+		// Deleted, or (guarded) already gone: either way not ours any more.
+		sw.forget(k)
+		return
+	}
+	sw.mu.Lock()
+	overdue := final || sw.now().Sub(k.abandoned) >= sw.bound
+	if !overdue {
+		k.next = sw.now().Add(k.backoff)
+		k.backoff = min(2*k.backoff, sweepMaxBackoff)
+	}
+	sw.mu.Unlock()
+	if !overdue {
+		sw.log.Debug("lock key not removed yet; retrying", "key", k.key, "err", err)
+		return
+	}
+	// Ending the session stops its keep-alive at once, so the lease and all
+	// its keys expire within one TTL even if the revoke does not get through.
+	ectx, ecancel := context.WithTimeout(context.Background(), sweepAttempt)
+	defer ecancel()
+	eerr := sw.ender.End(ectx, k.sess)
+	sw.log.Warn("could not remove an abandoned lock key; ended its session so the key cannot outlive it",
+		"key", k.key, "lease", fmt.Sprintf("%x", int64(k.sess.Lease())), "err", err, "revoke_err", eerr)
+	sw.forget(k)
+}
+
+func (sw *sweeper) forget(k *keyRef) {
+	sw.mu.Lock()
+	delete(sw.keys, k)
+	sw.mu.Unlock()
+}
