@@ -132,4 +132,3 @@ func (p *proxy) forward(client net.Conn) {
 	go pipe(server, client, false)
 	go pipe(client, server, true)
 }
-
