@@ -108,7 +108,7 @@ func (s *Session) CreateProtected(ctx context.Context, dir, name string, data []
 			s.settleLocked(p, r.err)
 			return Created{}, r.err
 		}
-		delete(s.tracked, p) // the caller owns it now
+		s.untrackLocked(p) // the caller owns it now
 		return Created{Path: r.path, Incarnation: Incarnation{SessionID: s.conn.SessionID(), expiries: expiries}}, nil
 	case <-ctx.Done():
 		s.mu.Lock()
@@ -127,7 +127,7 @@ func (s *Session) CreateProtected(ctx context.Context, dir, name string, data []
 // err proves no node exists, the sweeper looks for it.
 func (s *Session) settleLocked(p *protected, err error) {
 	if err != nil && notCreated(err) {
-		delete(s.tracked, p)
+		s.untrackLocked(p)
 		return
 	}
 	p.settled = true
@@ -163,12 +163,43 @@ func (s *Session) Alive(inc Incarnation) bool {
 		s.conn.SessionID() == inc.SessionID && s.state() == zk.StateHasSession
 }
 
-// Unswept is how many protected creates may still have left a node that
-// the sweeper has not yet confirmed gone.
-func (s *Session) Unswept() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.tracked)
+// Swept waits until no protected create under dir can have left a node
+// this process does not know: each is taken by its caller, confirmed gone,
+// or its session is over. A recipe calls it before queueing anew, so its new
+// node is not queued behind an orphan of its own. Errors are ctx's, or wrap
+// ErrUnavailable once the Session is closed.
+func (s *Session) Swept(ctx context.Context, dir string) error {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: session closed", ErrUnavailable)
+		}
+		pending := false
+		for p := range s.tracked {
+			if p.dir == dir {
+				pending = true
+				break
+			}
+		}
+		changed := s.untracked
+		s.mu.Unlock()
+		if !pending {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// untrackLocked forgets p and wakes Swept.
+func (s *Session) untrackLocked(p *protected) {
+	delete(s.tracked, p)
+	close(s.untracked)
+	s.untracked = make(chan struct{})
 }
 
 // sweeper deletes the nodes of settled protected creates whenever the
@@ -254,7 +285,7 @@ func (s *Session) sweep() error {
 				s.log.Info("deleted a protected node whose create outcome was lost", "path", path)
 			}
 			s.mu.Lock()
-			delete(s.tracked, p)
+			s.untrackLocked(p)
 			s.mu.Unlock()
 		}
 	}

@@ -43,11 +43,12 @@ type Session struct {
 	log     *slog.Logger
 	state   func() zk.State // the connection's state; a seam for tests
 
-	mu       sync.Mutex
-	subs     map[*subscriber]struct{}
-	closed   bool
-	expiries uint64                  // StateExpired events seen
-	tracked  map[*protected]struct{} // protected creates whose node may be unowned (protected.go)
+	mu        sync.Mutex
+	subs      map[*subscriber]struct{}
+	closed    bool
+	expiries  uint64                  // StateExpired events seen
+	tracked   map[*protected]struct{} // protected creates whose node may be unowned (protected.go)
+	untracked chan struct{}           // closed (and replaced) when one leaves tracked
 
 	kick chan struct{}  // wakes the sweeper when a protected create settles
 	wg   sync.WaitGroup // the sweeper and request goroutines; Close waits
@@ -73,12 +74,13 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration) (
 		return nil, fmt.Errorf("%w: no servers given", ErrUnavailable)
 	}
 	s := &Session{
-		timeout:  sessionTimeout,
-		log:      slog.Default().With("component", "zookeeper"),
-		subs:     make(map[*subscriber]struct{}),
-		tracked:  make(map[*protected]struct{}),
-		kick:     make(chan struct{}, 1),
-		loopDone: make(chan struct{}),
+		timeout:   sessionTimeout,
+		log:       slog.Default().With("component", "zookeeper"),
+		subs:      make(map[*subscriber]struct{}),
+		tracked:   make(map[*protected]struct{}),
+		untracked: make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		loopDone:  make(chan struct{}),
 	}
 	// Subscribe before Connect so the first HasSession cannot be missed.
 	events, cancel := s.subscribe(func() zk.State { return zk.StateDisconnected })
@@ -153,6 +155,8 @@ func (s *Session) Close() {
 		<-s.loopDone
 		s.mu.Lock()
 		s.closed = true
+		close(s.untracked) // Swept waiters see closed
+		s.untracked = make(chan struct{})
 		for sub := range s.subs {
 			close(sub.ch)
 			delete(s.subs, sub)

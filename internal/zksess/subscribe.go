@@ -74,7 +74,7 @@ func (s *Session) onEvent(ev zk.Event) {
 		s.expiries++
 		for p := range s.tracked {
 			if p.settled {
-				delete(s.tracked, p)
+				s.untrackLocked(p)
 			}
 		}
 	}

@@ -74,18 +74,26 @@ func (e *Elector) ensureNode(ctx context.Context) (string, error) {
 	if err := e.ensurePath(ctx); err != nil {
 		return "", err
 	}
-	// The protected create finds its own node again if the connection drops
-	// between the server creating it and us hearing back.
-	node, err := call(ctx, func() (string, error) {
-		return e.s.Conn().CreateProtectedEphemeralSequential(e.path+"/"+nodePrefix, []byte(e.id), zk.WorldACL(zk.PermAll))
-	})
+	// A protected create: if the connection drops between the server
+	// creating the node and us hearing back, the node is an orphan of our
+	// live session, queued ahead of the one the next Campaign makes, which
+	// would watch it forever while Leader reports us. The Session tracks the
+	// create from the moment it is sent and sweeps such a node as soon as
+	// the session is back. (go-zookeeper's CreateProtectedEphemeralSequential
+	// searches once, and gives up when that search fails too.)
+	// Wait for any orphan of ours to be swept first, so the new node is
+	// never queued behind it.
+	if err := e.s.Swept(ctx, e.path); err != nil {
+		return "", e.zkErr("sweep lost latch creates", err)
+	}
+	created, err := e.s.CreateProtected(ctx, e.path, nodePrefix, []byte(e.id), zk.WorldACL(zk.PermAll))
 	if err != nil {
 		return "", e.zkErr("create latch node", err)
 	}
 	e.mu.Lock()
-	e.node = node
+	e.node = created.Path
 	e.mu.Unlock()
-	return node, nil
+	return created.Path, nil
 }
 
 // ensurePath creates the election path and its ancestors as persistent nodes.

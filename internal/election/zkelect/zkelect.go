@@ -32,8 +32,8 @@ import (
 
 var _ election.Elector = (*Elector)(nil)
 
-// nodePrefix names latch nodes; the library prepends its protection GUID
-// and appends a 10-digit sequence number.
+// nodePrefix names latch nodes; zksess.Session.CreateProtected prepends
+// its protection GUID and the server appends a 10-digit sequence number.
 const nodePrefix = "latch-"
 
 // Options configure an Elector.

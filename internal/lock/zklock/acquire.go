@@ -146,6 +146,11 @@ func (l *Locker) fail(ctx context.Context, key string, err error) error {
 // lost (or ctx ends first) the Session sweeps it once the session is back,
 // so no node we cannot name stays queued.
 func (l *Locker) create(ctx context.Context, c *cohort) (*node, error) {
+	// Never queue behind an orphan of our own: wait until the Session has
+	// swept the nodes of lost creates under dir (normally none).
+	if err := l.sess.Swept(ctx, c.dir); err != nil {
+		return nil, err
+	}
 	var created zksess.Created
 	var err error
 	for attempt := 0; ; attempt++ {

@@ -88,8 +88,8 @@ func TestLostCreateReplyLeavesNoOrphan(t *testing.T) {
 	if got := nodesOwnedBy(t, admin, dir, sidA); len(got) != 0 {
 		t.Fatalf("nodes of the first session left once idle: %v, want none", got)
 	}
-	if n := sa.Unswept(); n != 0 {
-		t.Fatalf("Unswept() = %d once the orphan is gone, want 0", n)
+	if err := sa.Swept(ctx, dir); err != nil {
+		t.Fatalf("Swept: %v, want every lost create swept", err)
 	}
 	if err := lb.Release(t.Context()); err != nil {
 		t.Fatal(err)
