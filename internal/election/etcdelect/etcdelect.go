@@ -84,7 +84,8 @@ func (e *Elector) Campaign(ctx context.Context) (election.Leadership, error) {
 		// On ctx end, Campaign has already deleted our key.
 		return nil, notElected(ctx, fmt.Errorf("%w: campaign: %w", election.ErrUnavailable, err))
 	}
-	l := &leadership{el: el, sess: s, key: el.Key(), term: uint64(el.Rev()), sig: newSignal()}
+	l := &leadership{el: el, sess: s, key: el.Key(), term: uint64(el.Rev()), sig: newSignal(),
+		rewatched: make(chan struct{}, 1)}
 	if err := l.Check(ctx); err != nil {
 		_ = el.Resign(context.WithoutCancel(ctx))
 		return nil, notElected(ctx, err)

@@ -2,7 +2,9 @@ package etcdelect
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -26,21 +28,41 @@ type leadership struct {
 	term uint64
 	sig  *lock.Signal
 	stop context.CancelFunc // ends the watch goroutine
+
+	// seen is the revision of the last read that proved leadership (Check
+	// runs from the Runner and the watch); the watch starts after it.
+	seenMu sync.Mutex
+	seen   int64
+	// rewatched gets a token each time the watch is re-established after
+	// a compaction (for tests); buffered(1), never blocks.
+	rewatched chan struct{}
 }
 
 func (l *leadership) Term() uint64          { return l.term }
 func (l *leadership) Done() <-chan struct{} { return l.sig.Done() }
 func (l *leadership) Err() error            { return l.sig.Err() }
 
+// Re-read backoff after a compacted watch when etcd does not answer.
+const (
+	rereadMin = 100 * time.Millisecond
+	rereadMax = time.Second
+)
+
 // watch closes Done when the session ends (lease expired or revoked,
 // keep-alive gave up) or our key is deleted or replaced — by an operator, a
-// compaction-free revoke from another client, or our own Resign.
+// revoke from another client, or our own Resign.
+//
+// It watches from the revision after the read that proved leadership (any
+// later event on our key ends the tenure). A compaction past that revision
+// is no news about our key: the watch (resumed after a reconnect) is then
+// refused with ErrCompacted, and watch reads again — is our key still the
+// oldest? — and watches on from that read, instead of giving up a tenure
+// that nothing ended (re-campaigning would reuse the same key and term, and
+// fail the same way).
 func (l *leadership) watch(cli *clientv3.Client) {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
 	l.stop = cancel
-	// Watch from the revision after our key's creation: any later event on
-	// it (a delete, or a put under another lease) ends the tenure.
-	wch := cli.Watch(ctx, l.key, clientv3.WithRev(int64(l.term)+1))
+	wch := cli.Watch(ctx, l.key, clientv3.WithRev(l.seenRev()+1))
 	go func() {
 		defer cancel()
 		for {
@@ -51,6 +73,17 @@ func (l *leadership) watch(cli *clientv3.Client) {
 			case <-l.sig.Done():
 				return
 			case resp, ok := <-wch:
+				if ok && resp.CompactRevision != 0 {
+					if !l.reread(ctx) {
+						return
+					}
+					wch = cli.Watch(ctx, l.key, clientv3.WithRev(l.seenRev()+1))
+					select {
+					case l.rewatched <- struct{}{}:
+					default:
+					}
+					continue
+				}
 				if !ok || resp.Canceled {
 					// The watch ends when etcd has no leader (WithRequireLeader)
 					// or the client closes: we can no longer see our key.
@@ -67,6 +100,35 @@ func (l *leadership) watch(cli *clientv3.Client) {
 			}
 		}
 	}()
+}
+
+// reread confirms leadership after the watch lost its place, retrying
+// while etcd does not answer (the session's end stops it if that lasts).
+// It reports whether the tenure goes on; l.seen is then the read's revision.
+func (l *leadership) reread(ctx context.Context) bool {
+	wait := rereadMin
+	for {
+		rctx, cancel := context.WithTimeout(ctx, closeTimeout)
+		err := l.Check(rctx)
+		cancel()
+		if err == nil {
+			return true
+		}
+		if errors.Is(err, election.ErrNotLeader) {
+			return false // Check closed Done
+		}
+		select {
+		case <-l.sess.Done():
+			l.sig.Close(fmt.Errorf("%w: etcd session expired or closed", election.ErrLost))
+			return false
+		case <-l.sig.Done():
+			return false
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, rereadMax)
+	}
 }
 
 // Check reads the oldest key under the prefix (a linearizable read, so it
@@ -86,7 +148,16 @@ func (l *leadership) Check(ctx context.Context) error {
 	if string(kv.Key) != l.key || uint64(kv.CreateRevision) != l.term {
 		return l.lost(fmt.Sprintf("leader is %s (rev %d)", kv.Value, kv.CreateRevision))
 	}
+	l.seenMu.Lock()
+	l.seen = max(l.seen, resp.Header.Revision)
+	l.seenMu.Unlock()
 	return nil
+}
+
+func (l *leadership) seenRev() int64 {
+	l.seenMu.Lock()
+	defer l.seenMu.Unlock()
+	return l.seen
 }
 
 func (l *leadership) lost(why string) error {
