@@ -104,23 +104,26 @@ func backendNames() []string {
 // wiring owns the clients built for the locker and closes them, last built
 // first, after the locker itself.
 type wiring struct {
-	cfg      *Config
-	log      *slog.Logger
-	stockRDB *redis.Client
-	lockRDB  *redis.Client
-	etcdMgr  *etcdsess.Manager // shared by the etcd lock and the etcd election
-	zkSess   *zksess.Session   // shared by the ZooKeeper lock and election
-	closers  []func() error
+	cfg     *Config
+	log     *slog.Logger
+	lockRDB *redis.Client
+	etcdMgr *etcdsess.Manager // shared by the etcd lock and the etcd election
+	zkSess  *zksess.Session   // shared by the ZooKeeper lock and election
+	closers []func() error
 }
 
 // lockRedis is the Redis the lock lives in: the stock Redis unless
-// lock.redis_addr names another (the fault tests proxy them separately).
+// lock.redis_addr names another (the fault tests proxy them separately). It
+// is always a client of its own: the lock's scripts are idempotent per
+// attempt (an owner id per acquisition), so go-redis may retry them, which
+// the stock client must not do.
 func (w *wiring) lockRedis() redis.UniversalClient {
-	if w.cfg.Lock.RedisAddr == "" || w.cfg.Lock.RedisAddr == w.cfg.Redis.Addr {
-		return w.stockRDB
-	}
 	if w.lockRDB == nil {
-		w.lockRDB = newRedisClient(w.cfg, w.cfg.Lock.RedisAddr)
+		addr := w.cfg.Lock.RedisAddr
+		if addr == "" {
+			addr = w.cfg.Redis.Addr
+		}
+		w.lockRDB = newRedisClient(w.cfg, addr, 0)
 		w.onClose(w.lockRDB.Close)
 	}
 	return w.lockRDB
@@ -208,9 +211,12 @@ func buildLocker(ctx context.Context, w *wiring) (lock.Locker, lock.Info, error)
 	return lk, info, nil
 }
 
-func newRedisClient(cfg *Config, addr string) *redis.Client {
+// newRedisClient builds a client; maxRetries is go-redis's MaxRetries (0 =
+// its default of 3, -1 = none).
+func newRedisClient(cfg *Config, addr string, maxRetries int) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr:         addr,
+		MaxRetries:   maxRetries,
 		Password:     cfg.Redis.Password,
 		DB:           cfg.Redis.DB,
 		DialTimeout:  cfg.Redis.Timeout,

@@ -41,8 +41,8 @@ func TestBuildLockerEveryBackend(t *testing.T) {
 			if err := Validate(c); err != nil {
 				t.Fatal(err)
 			}
-			w := &wiring{cfg: c, log: slog.Default(), stockRDB: newRedisClient(c, c.Redis.Addr)}
-			t.Cleanup(func() { _ = w.stockRDB.Close() })
+			w := &wiring{cfg: c, log: slog.Default()}
+			t.Cleanup(func() { _ = w.close() })
 
 			lk, info, err := buildLocker(t.Context(), w)
 			if err != nil {

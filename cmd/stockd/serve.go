@@ -21,8 +21,11 @@ import (
 // stop accepting, let in-flight sales finish (each releases its own lease),
 // then close the locker and the clients.
 func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
-	stockRDB := newRedisClient(cfg, cfg.Redis.Addr)
-	w := &wiring{cfg: cfg, log: log, stockRDB: stockRDB}
+	// No client retries on the stock: a retried write could sell twice if its
+	// first reply was lost. The stock service retries its own writes, which
+	// are exactly-once by the attempt id they carry (see package stock).
+	stockRDB := newRedisClient(cfg, cfg.Redis.Addr, -1)
+	w := &wiring{cfg: cfg, log: log}
 	defer func() {
 		err = errors.Join(err, w.close(), stockRDB.Close())
 	}()
@@ -55,8 +58,16 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		WaitTimeout: cfg.Lock.WaitTimeout,
 		Delay:       cfg.Work.Delay,
 		OnLockWait:  m.ObserveLockWait,
+		OnEvent:     func(e stock.Event) { m.CountEvent(string(e)) },
 		Logger:      log,
 	})
+	// Best effort: a sale then runs its script at once; a Redis that is down
+	// now shows in /readyz and as 503s, and the scripts load on first use.
+	lctx, cancel := context.WithTimeout(ctx, cfg.Redis.Timeout)
+	if err := store.LoadScripts(lctx); err != nil {
+		log.Warn("could not preload the stock scripts", "err", err)
+	}
+	cancel()
 	// The election shares the lock's etcd/ZooKeeper session when there is
 	// one (nil otherwise: it builds its own).
 	stopElection, leader, err := startElection(ctx, cfg, electionDeps{
@@ -80,7 +91,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		Version:    buildVersion(),
 		AdminToken: cfg.Admin.Token,
 	}, handler.Deps{
-		Seller: svc, Inventory: store, LockPinger: pinger, Metrics: m, Logger: log, Leader: leader,
+		Seller: svc, Inventory: store, LockPinger: pinger, Fence: svc, Metrics: m, Logger: log, Leader: leader,
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)

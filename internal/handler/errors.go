@@ -17,6 +17,7 @@ const (
 	ResultBusy          = "busy"
 	ResultLockLost      = "lock_lost"
 	ResultMixedBackends = "mixed_backends"
+	ResultUnconfirmed   = "unconfirmed"
 	ResultError         = "error"
 )
 
@@ -27,6 +28,10 @@ func classify(err error) (status int, result string) {
 	switch {
 	case err == nil:
 		return http.StatusOK, ResultSold
+	case errors.Is(err, stock.ErrUnconfirmed):
+		// Before the unavailability it wraps: the write may have sold, and
+		// the answer's attempt id lets the buyer find out (GET /stock/receipts/:attempt).
+		return http.StatusServiceUnavailable, ResultUnconfirmed
 	case errors.Is(err, stock.ErrSoldOut):
 		return http.StatusConflict, ResultSoldOut
 	case errors.Is(err, stock.ErrFenced):
@@ -53,5 +58,5 @@ func classify(err error) (status int, result string) {
 // operator must act on. Ordinary outcomes (sold out, busy) stay terse.
 func hasErrorDetail(result string) bool {
 	return result == ResultError || result == ResultMixedBackends || result == ResultFenced ||
-		result == ResultLockLost
+		result == ResultLockLost || result == ResultUnconfirmed
 }

@@ -5,6 +5,7 @@ package handler
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -28,6 +29,13 @@ type Inventory interface {
 	Status(ctx context.Context) (stock.Status, error)
 	Reset(ctx context.Context, n int64) error
 	Ping(ctx context.Context) error
+	Receipt(ctx context.Context, attempt string) (stockAfter int64, sold bool, err error)
+}
+
+// FenceChecker says why the fence refuses every sale, if it does, for
+// /readyz; *stock.Service implements it.
+type FenceChecker interface {
+	FenceProblem() error
 }
 
 // Config describes this replica for responses, and guards admin calls.
@@ -48,8 +56,10 @@ type Deps struct {
 	Seller     Seller
 	Inventory  Inventory
 	LockPinger lock.Pinger
-	Metrics    *metrics.Metrics
-	Logger     *slog.Logger
+	// Fence, if set, adds the fence's verdict to /readyz.
+	Fence   FenceChecker
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
 	// Leader, if set, serves GET /leader (the election's view).
 	Leader gin.HandlerFunc
 }
@@ -90,6 +100,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	r.POST("/stock/reduce", a.reduce)
 	r.GET("/stock/reduce", a.reduce) // the articles drive it with GET
 	r.GET("/stock", a.status)
+	r.GET("/stock/receipts/:attempt", a.receipt)
 	r.POST("/stock/reset", a.reset)
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
@@ -118,11 +129,16 @@ func (a *api) reduce(c *gin.Context) {
 		m.SaleDuration.Observe(time.Since(start).Seconds())
 	}
 	body := gin.H{"result": result}
+	var ue *stock.UnconfirmedError
 	if err == nil {
 		body["stock"] = sale.StockAfter
 		body["token"] = sale.Token
+		body["attempt"] = sale.Attempt
 	} else if hasErrorDetail(result) {
 		body["error"] = err.Error()
+	}
+	if errors.As(err, &ue) {
+		body["attempt"] = ue.Attempt
 	}
 	if status >= http.StatusInternalServerError || result == ResultFenced || result == ResultMixedBackends {
 		a.deps.Logger.Warn("reduce failed", "result", result, "status", status, "err", err)
@@ -137,6 +153,26 @@ func (a *api) status(c *gin.Context) {
 		return
 	}
 	a.json(c, http.StatusOK, gin.H{"stock": st.Stock, "lucky": st.Lucky})
+}
+
+// receipt settles a sale answered "unconfirmed": its attempt's receipt says
+// whether the write took effect. Receipts live stock.ReceiptTTL.
+func (a *api) receipt(c *gin.Context) {
+	id := c.Param("attempt")
+	if len(id) > 64 {
+		a.json(c, http.StatusBadRequest, gin.H{"error": "attempt id too long"})
+		return
+	}
+	after, sold, err := a.deps.Inventory.Receipt(c.Request.Context(), id)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	body := gin.H{"attempt": id, "sold": sold}
+	if sold {
+		body["stock"] = after
+	}
+	a.json(c, http.StatusOK, body)
 }
 
 func (a *api) reset(c *gin.Context) {
@@ -205,11 +241,17 @@ func (a *api) readyz(c *gin.Context) {
 	if a.deps.LockPinger != nil {
 		lockState = check(a.deps.LockPinger.Ping)
 	}
+	fenceState := "ok"
+	if a.deps.Fence != nil {
+		if err := a.deps.Fence.FenceProblem(); err != nil {
+			fenceState = err.Error()
+		}
+	}
 	status := http.StatusOK
-	if redisState != "ok" || lockState != "ok" {
+	if redisState != "ok" || lockState != "ok" || fenceState != "ok" {
 		status = http.StatusServiceUnavailable
 	}
-	a.json(c, status, gin.H{"redis": redisState, "lock": lockState})
+	a.json(c, status, gin.H{"redis": redisState, "lock": lockState, "fence": fenceState})
 }
 
 func (a *api) info(c *gin.Context) {

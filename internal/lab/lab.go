@@ -109,10 +109,15 @@ type Result struct {
 	Busy     int    `json:"busy"`
 	Errors   int    `json:"errors"` // 5xx "error", nginx 502/504, transport errors
 	Sold     int    `json:"sold"`   // 200 "sold" answers
-	Lucky    int64  `json:"lucky"`
-	Stock    int64  `json:"stock"`
-	Initial  int    `json:"initial"`
-	// Consistent: stock + lucky == initial and lucky == sold.
+	// Unconfirmed answers (503 "unconfirmed") may have sold;
+	// UnconfirmedSold is how many did, by their receipts.
+	Unconfirmed     int   `json:"unconfirmed"`
+	UnconfirmedSold int   `json:"unconfirmed_sold"`
+	Lucky           int64 `json:"lucky"`
+	Stock           int64 `json:"stock"`
+	Initial         int   `json:"initial"`
+	// Consistent: stock + lucky == initial and lucky == sold answers plus
+	// the unconfirmed ones that sold.
 	Consistent bool `json:"consistent"`
 	// RecoveryMS is from the fault's end to the first sale after it; -1
 	// when the scenario has no end (slowwork) or never recovered.
@@ -320,19 +325,33 @@ func (x *run) books(client *http.Client, resps []response) error {
 		case a.Result == "busy":
 			r.Busy++
 		case a.Result == "sold_out":
+		case a.Result == "unconfirmed":
+			r.Unconfirmed++
 		default:
 			r.Errors++
 		}
 	}
 	ctx, cancel := context.WithTimeout(x.ctx, 10*time.Second)
 	defer cancel()
+	for _, a := range resps {
+		if a.Result != "unconfirmed" || a.Attempt == "" {
+			continue
+		}
+		sold, err := loadgen.ReceiptSold(ctx, client, x.c.URL(), a.Attempt)
+		if err != nil {
+			return fmt.Errorf("settle unconfirmed sale %s: %w", a.Attempt, err)
+		}
+		if sold {
+			r.UnconfirmedSold++
+		}
+	}
 	st, err := loadgen.GetStock(ctx, client, x.c.URL())
 	if err != nil {
 		return fmt.Errorf("read stock back: %w", err)
 	}
 	r.Stock, r.Lucky = st.Stock, st.Lucky
 	r.Oversold = max(0, st.Stock+st.Lucky-int64(r.Initial))
-	r.Consistent = st.Stock+st.Lucky == int64(r.Initial) && st.Lucky == int64(r.Sold)
+	r.Consistent = st.Stock+st.Lucky == int64(r.Initial) && st.Lucky == int64(r.Sold+r.UnconfirmedSold)
 	return nil
 }
 
@@ -346,7 +365,8 @@ func (x *run) judge() {
 			why = append(why, fmt.Sprintf("oversold %d", r.Oversold))
 		}
 		if !r.Consistent {
-			why = append(why, fmt.Sprintf("books: stock %d + lucky %d vs initial %d, sold answers %d", r.Stock, r.Lucky, r.Initial, r.Sold))
+			why = append(why, fmt.Sprintf("books: stock %d + lucky %d vs initial %d, sold answers %d (+%d unconfirmed that sold)",
+				r.Stock, r.Lucky, r.Initial, r.Sold, r.UnconfirmedSold))
 		}
 		if !x.faultEnd.IsZero() && r.RecoveryMS < 0 {
 			why = append(why, fmt.Sprintf("no sale within %v of the fault's end", RecoveryBound))

@@ -20,6 +20,8 @@ type response struct {
 	Result  string    // stockd's "result", "" when the body was not stockd's
 	Replica string
 	Error   string
+	Attempt string // the sale's attempt id, on "sold" and "unconfirmed"
+	Settled bool   // an "unconfirmed" answer whose receipt says it sold
 }
 
 func (r response) sold() bool { return r.Status == http.StatusOK && r.Result == "sold" }
@@ -100,9 +102,9 @@ func (l *load) do(ctx context.Context, url string) response {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	r := response{At: time.Now(), Status: resp.StatusCode}
-	var body struct{ Result, Replica, Error string }
+	var body struct{ Result, Replica, Error, Attempt string }
 	if json.Unmarshal(raw, &body) == nil {
-		r.Result, r.Replica, r.Error = body.Result, body.Replica, body.Error
+		r.Result, r.Replica, r.Error, r.Attempt = body.Result, body.Replica, body.Error, body.Attempt
 	} else {
 		r.Error = fmt.Sprintf("non-JSON answer %d", resp.StatusCode)
 	}

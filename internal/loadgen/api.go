@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -93,4 +94,35 @@ func do(client *http.Client, req *http.Request, into any) error {
 		return fmt.Errorf("%w: %s: %v", ErrBadResponse, what, err)
 	}
 	return nil
+}
+
+// receiptBody is GET /stock/receipts/:attempt.
+type receiptBody struct {
+	Sold bool `json:"sold"`
+}
+
+// Settle reads the receipt of every unconfirmed answer in responses and
+// marks the ones that did sell (Response.Settled), so the books can be
+// checked against what buyers were told.
+func Settle(ctx context.Context, client *http.Client, base string, responses []Response) error {
+	for i := range responses {
+		r := &responses[i]
+		if r.Outcome != OutcomeUnconfirmed || r.Attempt == "" {
+			continue
+		}
+		sold, err := ReceiptSold(ctx, client, base, r.Attempt)
+		if err != nil {
+			return err
+		}
+		r.Settled = sold
+	}
+	return nil
+}
+
+// ReceiptSold reads GET /stock/receipts/:attempt: whether that sale attempt
+// took effect.
+func ReceiptSold(ctx context.Context, client *http.Client, base, attempt string) (bool, error) {
+	var rb receiptBody
+	err := get(ctx, client, base+"/stock/receipts/"+url.PathEscape(attempt), &rb)
+	return rb.Sold, err
 }

@@ -34,6 +34,9 @@ const (
 	OutcomeBusy
 	OutcomeFenced
 	OutcomeLockLost
+	// OutcomeUnconfirmed: the sale's write got no answer in time; it may
+	// have sold. Run settles it by the receipt of its Attempt.
+	OutcomeUnconfirmed
 )
 
 // Response is what one reduce request produced.
@@ -41,6 +44,8 @@ type Response struct {
 	Outcome Outcome
 	Status  int           // HTTP status, 0 on a transport error
 	Replica string        // replica that sold, from the body
+	Attempt string        // the sale's attempt id (sold or unconfirmed), from the body
+	Settled bool          // an unconfirmed sale that its receipt says sold (Settle)
 	Latency time.Duration // request start to body read
 	Err     error         // transport or decoding error, if any
 }
@@ -50,6 +55,7 @@ type reduceBody struct {
 	Result  string `json:"result"`
 	Replica string `json:"replica"`
 	Error   string `json:"error"`
+	Attempt string `json:"attempt"`
 }
 
 // Fire sends n reduce requests (method POST) to url with c in flight and
@@ -104,7 +110,7 @@ func reduce(ctx context.Context, client *http.Client, url string) Response {
 		r.Err = errors.Join(ErrBadResponse, err)
 		return r
 	}
-	r.Replica = body.Replica
+	r.Replica, r.Attempt = body.Replica, body.Attempt
 	r.Outcome = classify(resp.StatusCode, body.Result)
 	if r.Outcome == OutcomeError && body.Error != "" {
 		r.Err = errors.New(body.Error)
@@ -126,6 +132,8 @@ func classify(status int, result string) Outcome {
 		return OutcomeBusy
 	case status == http.StatusServiceUnavailable && result == "lock_lost":
 		return OutcomeLockLost
+	case status == http.StatusServiceUnavailable && result == "unconfirmed":
+		return OutcomeUnconfirmed
 	default:
 		return OutcomeError
 	}

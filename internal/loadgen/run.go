@@ -54,27 +54,31 @@ func (c *Config) defaults() {
 
 // Report is the outcome of one run; its JSON form is `seckill run --json`.
 type Report struct {
-	Backend     string         `json:"backend"`
-	Requests    int            `json:"requests"` // responses received (== Config.Requests unless cut short)
-	Concurrency int            `json:"concurrency"`
-	Sold        int            `json:"sold"`
-	SoldOut     int            `json:"sold_out"`
-	Busy        int            `json:"busy"`
-	Fenced      int            `json:"fenced"`
-	LockLost    int            `json:"lock_lost"`
-	Errors      int            `json:"errors"`
-	Stock       int64          `json:"stock"`
-	Lucky       int64          `json:"lucky"`
-	Initial     int            `json:"initial"`
-	Oversold    int64          `json:"oversold"`
-	Consistent  bool           `json:"consistent"`
-	RPS         float64        `json:"rps"`
-	P50ms       float64        `json:"p50_ms"`
-	P99ms       float64        `json:"p99_ms"`
-	DurationMS  float64        `json:"duration_ms"`
-	Replicas    map[string]int `json:"replicas"` // sales per replica
-	TimedOut    bool           `json:"timed_out,omitempty"`
-	ErrorSample []string       `json:"error_sample,omitempty"` // a few distinct errors
+	Backend     string `json:"backend"`
+	Requests    int    `json:"requests"` // responses received (== Config.Requests unless cut short)
+	Concurrency int    `json:"concurrency"`
+	Sold        int    `json:"sold"`
+	SoldOut     int    `json:"sold_out"`
+	Busy        int    `json:"busy"`
+	Fenced      int    `json:"fenced"`
+	LockLost    int    `json:"lock_lost"`
+	// Unconfirmed answers may have sold; UnconfirmedSold is how many did,
+	// by their receipts, read after the run.
+	Unconfirmed     int            `json:"unconfirmed"`
+	UnconfirmedSold int            `json:"unconfirmed_sold"`
+	Errors          int            `json:"errors"`
+	Stock           int64          `json:"stock"`
+	Lucky           int64          `json:"lucky"`
+	Initial         int            `json:"initial"`
+	Oversold        int64          `json:"oversold"`
+	Consistent      bool           `json:"consistent"`
+	RPS             float64        `json:"rps"`
+	P50ms           float64        `json:"p50_ms"`
+	P99ms           float64        `json:"p99_ms"`
+	DurationMS      float64        `json:"duration_ms"`
+	Replicas        map[string]int `json:"replicas"` // sales per replica
+	TimedOut        bool           `json:"timed_out,omitempty"`
+	ErrorSample     []string       `json:"error_sample,omitempty"` // a few distinct errors
 }
 
 // Run resets the stock, fires the requests, reads the stock back and
@@ -106,6 +110,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	stock, err := GetStock(ctx, client, cfg.URL)
 	if err != nil {
+		return nil, err
+	}
+	if err := Settle(ctx, client, cfg.URL, responses); err != nil {
 		return nil, err
 	}
 	r := Summarize(info.Backend, cfg.Stock, responses, elapsed, stock)
@@ -143,6 +150,11 @@ func Summarize(backend string, initial int, responses []Response, elapsed time.D
 			r.Fenced++
 		case OutcomeLockLost:
 			r.LockLost++
+		case OutcomeUnconfirmed:
+			r.Unconfirmed++
+			if resp.Settled {
+				r.UnconfirmedSold++
+			}
 		default:
 			r.Errors++
 			msg := fmt.Sprintf("status %d", resp.Status)
@@ -156,8 +168,8 @@ func Summarize(backend string, initial int, responses []Response, elapsed time.D
 		}
 	}
 	want := int64(initial)
-	r.Oversold = max(0, r.Stock+r.Lucky-want, int64(r.Sold)-want)
-	r.Consistent = r.Stock+r.Lucky == want && int64(r.Sold) == r.Lucky && r.Stock >= 0
+	r.Oversold = max(0, r.Stock+r.Lucky-want, int64(r.Sold+r.UnconfirmedSold)-want)
+	r.Consistent = r.Stock+r.Lucky == want && int64(r.Sold+r.UnconfirmedSold) == r.Lucky && r.Stock >= 0
 	r.DurationMS = ms(elapsed)
 	if elapsed > 0 {
 		r.RPS = float64(len(responses)) / elapsed.Seconds()

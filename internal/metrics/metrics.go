@@ -23,6 +23,10 @@ type Metrics struct {
 	LockWait prometheus.Histogram
 	// SaleDuration is the time of a whole Reduce, lock wait included.
 	SaleDuration prometheus.Histogram
+	// Events counts what the sale path saw that an operator must be able to
+	// see: retried calls, unconfirmed sales, token collisions, tokens
+	// advanced past the fence, a fence of another lock (stock.Event).
+	Events *prometheus.CounterVec
 }
 
 // New registers the instruments, plus Go runtime and process collectors, on a
@@ -51,8 +55,13 @@ func New(constLabels prometheus.Labels) *Metrics {
 			ConstLabels: constLabels,
 			Buckets:     buckets,
 		}),
+		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name:        "seckill_sale_events_total",
+			Help:        "Events of the sale path: retried, unconfirmed, token_collision, tokens_advanced, mixed_lock.",
+			ConstLabels: constLabels,
+		}, []string{"event"}),
 	}
-	reg.MustRegister(m.Results, m.LockWait, m.SaleDuration,
+	reg.MustRegister(m.Results, m.LockWait, m.SaleDuration, m.Events,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -60,6 +69,10 @@ func New(constLabels prometheus.Labels) *Metrics {
 
 // ObserveLockWait records one Acquire; it fits stock.ServiceConfig.OnLockWait.
 func (m *Metrics) ObserveLockWait(d time.Duration) { m.LockWait.Observe(d.Seconds()) }
+
+// CountEvent counts one sale-path event; it fits stock.ServiceConfig.OnEvent
+// (by way of a string conversion).
+func (m *Metrics) CountEvent(event string) { m.Events.WithLabelValues(event).Inc() }
 
 // Handler serves the registry in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {

@@ -19,6 +19,18 @@ var (
 	// this lease did, or the fence was reset; the write was refused.
 	ErrFenced = errors.New("stock: fenced")
 
+	// ErrTokenCollision: two leases read under one token, so the lock service
+	// handed it out twice — it lost state (a restart without its last
+	// writes, a failover to a lagging replica). Both were refused. Errors
+	// that wrap it wrap ErrFenced too.
+	ErrTokenCollision = errors.New("stock: token collision: the lock service lost state")
+
+	// ErrUnconfirmed: the sale's write was sent but no answer came back
+	// before the confirm deadline, so whether it sold is not known here. Its
+	// receipt (Store.Receipt, by attempt id) settles it afterwards; the
+	// service never reports a sale it could not confirm.
+	ErrUnconfirmed = errors.New("stock: sale unconfirmed")
+
 	// ErrMixedBackends: the fence was recorded by a different lock backend.
 	// Replicas that use different locks do not exclude each other, and their
 	// tokens do not compare, so the store refuses to guess.
@@ -33,6 +45,39 @@ var (
 	// ErrUnavailable: the stock Redis could not be reached or is not serving.
 	ErrUnavailable = errors.New("stock: redis unavailable")
 )
+
+// FencedError is the store refusing a read or write under a lease that is no
+// longer (or never was) the fence's current one. It wraps ErrFenced, and
+// ErrTokenCollision when Collision is set.
+type FencedError struct {
+	Lock      string // the lease's lock identity
+	Token     uint64 // the lease's token
+	Highest   uint64 // the fence's highest token, when the read reported it (else 0)
+	Collision bool   // another lease read under the same token
+}
+
+func (e *FencedError) Error() string {
+	switch {
+	case e.Collision:
+		return fmt.Sprintf("%v: token %d of %q was also used by another lease: %v", ErrFenced, e.Token, e.Lock, ErrTokenCollision)
+	case e.Highest > e.Token:
+		return fmt.Sprintf("%v: token %d of %q is below the highest seen, %d", ErrFenced, e.Token, e.Lock, e.Highest)
+	default:
+		return fmt.Sprintf("%v: token %d of %q is no longer the current reader", ErrFenced, e.Token, e.Lock)
+	}
+}
+
+// Unwrap lets errors.Is see ErrFenced, and ErrTokenCollision on a collision.
+func (e *FencedError) Unwrap() []error {
+	if e.Collision {
+		return []error{ErrFenced, ErrTokenCollision}
+	}
+	return []error{ErrFenced}
+}
+
+// Stale reports whether the lock handed out a token below the fence's
+// high-water mark (a paused holder, or a lock service that forgot).
+func (e *FencedError) Stale() bool { return e.Highest > e.Token }
 
 // unavailablePrefixes are Redis error replies that mean "not serving right
 // now" rather than "your command is wrong", so they count as unavailability.

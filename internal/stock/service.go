@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"seckill/internal/lock"
@@ -27,7 +28,27 @@ const (
 type Sale struct {
 	StockAfter int64  // stock left after this sale
 	Token      uint64 // fencing token of the lease it was made under; 0 in atomic mode
+	Attempt    string // the attempt id: the sale's lease in the fence, and its receipt
 }
+
+// Event is something a Service saw that an operator should be able to count.
+type Event string
+
+// Events reported through ServiceConfig.OnEvent.
+const (
+	// EventRetried: a read or write got no definite answer and was sent again
+	// with the same identity.
+	EventRetried Event = "retried"
+	// EventUnconfirmed: a sale's write stayed unanswered past ConfirmTimeout.
+	EventUnconfirmed Event = "unconfirmed"
+	// EventTokenCollision: two leases held one token; the lock lost state.
+	EventTokenCollision Event = "token_collision"
+	// EventTokensAdvanced: the lock handed out a token below the fence and was
+	// asked to move its sequence past it (lock.TokenAdvancer).
+	EventTokensAdvanced Event = "tokens_advanced"
+	// EventMixedLock: the fence belongs to another lock identity.
+	EventMixedLock Event = "mixed_lock"
+)
 
 // ServiceConfig wires a Service. Zero durations get the documented defaults.
 type ServiceConfig struct {
@@ -35,8 +56,13 @@ type ServiceConfig struct {
 	Locker lock.Locker // unused in ModeAtomic
 	Mode   Mode        // default ModeLocked
 
-	// Backend names the lock backend; it is recorded in the fence.
+	// Backend names the lock backend; with LockKey (and LockCluster) it is the
+	// lock identity recorded in the fence: tokens of different identities
+	// never compare.
 	Backend string
+	// LockCluster, if set, names the lock server's cluster (an etcd cluster
+	// id, say), so a new cluster is a new token space.
+	LockCluster string
 	// Fencing turns on token checks at read and write. Only set it for
 	// backends whose tokens are trustworthy and shared by every replica
 	// (lock.Info.Safe, and distributed): "none" has no exclusion at all and
@@ -51,16 +77,50 @@ type ServiceConfig struct {
 	// the lock held until its TTL; default 2s.
 	ReleaseTimeout time.Duration
 	Delay          Delay // simulated work inside the critical section
+	// ConfirmTimeout bounds how long a read or write that got no answer is
+	// retried (with the same identity, so a retry never sells twice) before
+	// the sale is given up — as ErrUnconfirmed once the write was sent;
+	// default 3s.
+	ConfirmTimeout time.Duration
 
 	// OnLockWait, if set, observes how long each Acquire took (success or not).
 	OnLockWait func(time.Duration)
-	Logger     *slog.Logger // default slog.Default()
+	// OnEvent, if set, counts the events above.
+	OnEvent func(Event)
+	Logger  *slog.Logger // default slog.Default()
 }
 
 // Service runs sales. It is safe for concurrent use.
 type Service struct {
-	cfg ServiceConfig
-	log *slog.Logger
+	cfg   ServiceConfig
+	log   *slog.Logger
+	mixed atomic.Pointer[mixedNote] // the last refusal for another lock identity
+}
+
+// mixedNote is kept so /readyz can say why every sale is refused.
+type mixedNote struct {
+	at  time.Time
+	err error
+}
+
+// mixedMemory is how long a refusal for another lock identity keeps
+// FenceProblem reporting it.
+const mixedMemory = time.Minute
+
+func (s *Service) noteMixed(err error) {
+	s.mixed.Store(&mixedNote{at: time.Now(), err: err})
+}
+
+// FenceProblem explains why sales are being refused for a reason an
+// operator must fix (the fence belongs to another lock: replicas configured
+// with different backends, lock keys or lock clusters), or returns nil. It
+// forgets a refusal after a minute without another.
+func (s *Service) FenceProblem() error {
+	n := s.mixed.Load()
+	if n == nil || time.Since(n.at) > mixedMemory {
+		return nil
+	}
+	return n.err
 }
 
 // NewService returns a Service for cfg.
@@ -74,6 +134,12 @@ func NewService(cfg ServiceConfig) *Service {
 	if cfg.ReleaseTimeout <= 0 {
 		cfg.ReleaseTimeout = 2 * time.Second
 	}
+	if cfg.ConfirmTimeout <= 0 {
+		cfg.ConfirmTimeout = 3 * time.Second
+	}
+	if cfg.OnEvent == nil {
+		cfg.OnEvent = func(Event) {}
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -81,15 +147,37 @@ func NewService(cfg ServiceConfig) *Service {
 	return &Service{cfg: cfg, log: log}
 }
 
+// LockIdentity is the token space this service's leases belong to, as the
+// fence records it: backend, lock key and, when known, the lock cluster.
+func (s *Service) LockIdentity() string {
+	id := s.cfg.Backend + "/" + s.cfg.LockKey
+	if s.cfg.LockCluster != "" {
+		id += "@" + s.cfg.LockCluster
+	}
+	return id
+}
+
 // Reduce sells one unit. Errors wrap ErrSoldOut, ErrBusy, ErrLockLost,
-// ErrFenced, ErrMixedBackends, ErrUnavailable or lock.ErrUnavailable.
+// ErrFenced, ErrMixedBackends, ErrUnconfirmed, ErrUnavailable or
+// lock.ErrUnavailable.
 func (s *Service) Reduce(ctx context.Context) (Sale, error) {
 	if s.cfg.Mode == ModeAtomic {
-		after, err := s.cfg.Store.SellAtomic(ctx)
-		if err != nil {
+		id := NewAttemptID()
+		var after int64
+		tries, err := s.confirm(ctx, func(ctx context.Context) (err error) {
+			after, err = s.cfg.Store.SellAtomic(ctx, id)
+			return err
+		})
+		s.countRetries(tries)
+		switch {
+		case err == nil:
+			return Sale{StockAfter: after, Attempt: id}, nil
+		case errors.Is(err, ErrSoldOut):
 			return Sale{}, err
+		default:
+			s.cfg.OnEvent(EventUnconfirmed)
+			return Sale{}, &UnconfirmedError{Attempt: id, Err: err}
 		}
-		return Sale{StockAfter: after}, nil
 	}
 
 	lease, err := s.acquire(ctx)
@@ -128,12 +216,18 @@ func (s *Service) acquire(ctx context.Context) (lock.Lease, error) {
 
 // sell is the critical section: read, decide, work, check, write.
 func (s *Service) sell(ctx context.Context, lease lock.Lease) (Sale, error) {
-	f := Fence{Backend: s.cfg.Backend, Token: lease.Token()}
+	f := Fence{Lock: s.LockIdentity(), Token: lease.Token(), Lease: NewAttemptID()}
 
 	var cur int64
 	var err error
 	if s.cfg.Fencing {
-		cur, err = s.cfg.Store.Read(ctx, f)
+		var tries int
+		tries, err = s.confirm(ctx, func(ctx context.Context) (err error) {
+			cur, err = s.cfg.Store.Read(ctx, f)
+			return err
+		})
+		s.countRetries(tries)
+		s.fenceTrouble(ctx, lease, err)
 	} else {
 		cur, err = s.cfg.Store.ReadUnfenced(ctx)
 	}
@@ -165,15 +259,71 @@ func (s *Service) sell(ctx context.Context, lease lock.Lease) (Sale, error) {
 	default:
 	}
 
-	if s.cfg.Fencing {
-		err = s.cfg.Store.Write(ctx, f, cur-1)
-	} else {
-		err = s.cfg.Store.WriteUnfenced(ctx, cur-1)
+	if !s.cfg.Fencing {
+		// The articles' write: not idempotent, so no retry; it is the lab's
+		// control for what fencing prevents.
+		if err := s.cfg.Store.WriteUnfenced(ctx, cur-1); err != nil {
+			return Sale{}, err
+		}
+		return Sale{StockAfter: cur - 1, Token: f.Token, Attempt: f.Lease}, nil
 	}
-	if err != nil {
-		return Sale{}, err
+	tries, err := s.confirm(ctx, func(ctx context.Context) error {
+		return s.cfg.Store.Write(ctx, f, cur-1)
+	})
+	s.countRetries(tries)
+	s.fenceTrouble(ctx, lease, err)
+	switch {
+	case err == nil:
+		return Sale{StockAfter: cur - 1, Token: f.Token, Attempt: f.Lease}, nil
+	case errors.Is(err, ErrFenced), errors.Is(err, ErrMixedBackends):
+		return Sale{}, err // a definite refusal: nothing was written
+	default:
+		s.cfg.OnEvent(EventUnconfirmed)
+		s.log.Warn("sale unconfirmed: the write got no answer; its receipt will tell",
+			"attempt", f.Lease, "token", f.Token, "err", err)
+		return Sale{}, &UnconfirmedError{Attempt: f.Lease, Err: err}
 	}
-	return Sale{StockAfter: cur - 1, Token: f.Token}, nil
+}
+
+func (s *Service) countRetries(tries int) {
+	for range tries - 1 {
+		s.cfg.OnEvent(EventRetried)
+	}
+}
+
+// fenceTrouble reacts to what a fenced call's refusal says about the lock.
+// A collision is logged loudly and counted. A stale token may be a paused
+// holder, or a lock service that forgot its counter and now hands out
+// tokens below the fence — every later sale would be refused for good — so
+// a lock that can move its sequence forward is asked to move it past the
+// fence's high-water mark; forward-only, so a merely late holder's call
+// costs one script and changes nothing.
+func (s *Service) fenceTrouble(ctx context.Context, lease lock.Lease, err error) {
+	var fe *FencedError
+	switch {
+	case err == nil:
+	case errors.As(err, &fe) && fe.Collision:
+		s.cfg.OnEvent(EventTokenCollision)
+		s.log.Error("TOKEN COLLISION: two leases held one fencing token, so the lock service lost state; both refused",
+			"lock", fe.Lock, "token", fe.Token)
+	case errors.As(err, &fe) && fe.Stale():
+		adv, ok := s.cfg.Locker.(lock.TokenAdvancer)
+		if !ok {
+			return
+		}
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
+		defer cancel()
+		if aerr := adv.AdvanceTokens(actx, lease.Key(), fe.Highest); aerr != nil {
+			s.log.Warn("could not advance the lock's tokens past the fence", "lock", fe.Lock, "above", fe.Highest, "err", aerr)
+			return
+		}
+		s.cfg.OnEvent(EventTokensAdvanced)
+		s.log.Warn("lock handed out a token below the fence (a late holder, or the lock service lost state); advanced its tokens past it",
+			"lock", fe.Lock, "token", fe.Token, "fence", fe.Highest)
+	case errors.Is(err, ErrMixedBackends):
+		s.cfg.OnEvent(EventMixedLock)
+		s.noteMixed(err)
+	}
 }
 
 // release uses a context detached from the request: a client hanging up

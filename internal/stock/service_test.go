@@ -165,7 +165,7 @@ func TestServiceFencedWhenNewerHolderRead(t *testing.T) {
 	old := newFakeLease(1)
 	old.onDone = func() {
 		// The old holder has read and is "working"; a newer holder reads.
-		if _, err := s.Read(t.Context(), stock.Fence{Backend: "test", Token: 2}); err != nil {
+		if _, err := s.Read(t.Context(), stock.Fence{Lock: "test/seckill:lock", Token: 2, Lease: "newer"}); err != nil {
 			t.Errorf("newer holder's read: %v", err)
 		}
 	}

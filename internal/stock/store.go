@@ -8,6 +8,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -27,17 +28,26 @@ var (
 
 // Script status codes shared by fenced_read.lua and fenced_write.lua.
 const (
-	statusOK     = 0
-	statusFenced = 1
-	statusMixed  = 2
+	statusOK        = 0
+	statusFenced    = 1
+	statusMixed     = 2
+	statusCollision = 3
 )
+
+// ReceiptTTL is how long a write's receipt outlives it: far longer than any
+// retry of that write (Service.ConfirmTimeout), so a late retry still finds
+// it and sells nothing twice.
+const ReceiptTTL = 10 * time.Minute
 
 // Keys names the Redis keys of one sale. All must be non-empty; in a Redis
 // Cluster they would need a common hash tag, since the scripts touch several.
 type Keys struct {
 	Stock string // remaining units, an integer
 	Lucky string // units sold, an integer
-	Fence string // hash {backend, token}: the highest fencing token seen
+	Fence string // hash {lock, token, lease}: the highest token seen and its reader
+	// Receipts prefixes the per-attempt receipt keys that make writes
+	// exactly-once; default Fence + ":receipt:".
+	Receipts string
 	// Initial, if set, receives the stock each Reset starts from, so an
 	// auditor can check stock + lucky == initial.
 	Initial string
@@ -45,8 +55,16 @@ type Keys struct {
 
 // Fence identifies the lease a read or write is made under.
 type Fence struct {
-	Backend string // lock backend name, e.g. "redis"; tokens compare only within one
-	Token   uint64 // the lease's fencing token
+	// Lock names the token space: the backend and its lock key (and, where a
+	// backend knows it, its cluster), e.g. "redis/stock:lock". Tokens of
+	// different locks never compare: the store refuses a lock other than the
+	// one its fence recorded.
+	Lock  string
+	Token uint64 // the lease's fencing token
+	// Lease is unique per acquisition (the sale's attempt id). Two leases
+	// with one token mean the lock service handed the token out twice; the
+	// store refuses both. It also names the write's receipt.
+	Lease string
 }
 
 // Status is a snapshot of the sale.
@@ -63,12 +81,28 @@ type Store struct {
 
 // NewStore returns a Store over rdb using keys. The caller owns rdb.
 func NewStore(rdb redis.UniversalClient, keys Keys) *Store {
+	if keys.Receipts == "" {
+		keys.Receipts = keys.Fence + ":receipt:"
+	}
 	return &Store{rdb: rdb, keys: keys}
 }
 
 // Ping checks that the stock Redis answers.
 func (s *Store) Ping(ctx context.Context) error {
 	return wrapRedis(ctx, "ping", s.rdb.Ping(ctx).Err())
+}
+
+// LoadScripts loads the store's scripts into Redis, so that the first sale
+// runs its script at once instead of learning NOSCRIPT and sending it whole.
+// Optional: a script missing later (a restarted Redis) is sent again by
+// go-redis; tests use it so a fault lands on the script itself.
+func (s *Store) LoadScripts(ctx context.Context) error {
+	for _, sc := range []*redis.Script{fencedRead, fencedWrite, sellAtomic} {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return wrapRedis(ctx, "load scripts", err)
+		}
+	}
+	return nil
 }
 
 // Reset starts a new sale: stock = n, lucky = 0, and the fence is deleted so
@@ -103,39 +137,65 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
-// Read returns the stock and records f.Token as the highest token seen, so
-// any holder with a lower token can no longer write. A token lower than one
-// already seen is rejected with ErrFenced; a token from another backend than
-// the recorded one with ErrMixedBackends.
+// Read returns the stock and records f as the fence's current reader, so
+// that no earlier reader can write any more. It is refused with a
+// *FencedError (wrapping ErrFenced) for a token below the highest seen, or
+// equal to it under another lease (a collision: both are then refused), and
+// with ErrMixedBackends when the fence belongs to another lock. A second
+// Read of the same lease answers as the first did.
 func (s *Store) Read(ctx context.Context, f Fence) (int64, error) {
 	res, err := fencedRead.Run(ctx, s.rdb, []string{s.keys.Stock, s.keys.Fence},
-		f.Backend, strconv.FormatUint(f.Token, 10)).Int64Slice()
+		f.Lock, strconv.FormatUint(f.Token, 10), f.Lease).Slice()
 	if err != nil {
 		return 0, wrapRedis(ctx, "fenced read", err)
 	}
-	if len(res) != 2 {
+	if len(res) != 3 {
 		return 0, fmt.Errorf("stock: fenced read: unexpected reply %v", res)
 	}
-	if err := fenceStatus(res[0], f); err != nil {
+	code, _ := res[0].(int64)
+	stock, _ := res[1].(int64)
+	highest, _ := res[2].(string)
+	if err := fenceStatus(code, f, highest); err != nil {
 		return 0, fmt.Errorf("stock: fenced read: %w", err)
 	}
-	return res[1], nil
+	return stock, nil
 }
 
-// Write sets the stock to newStock and counts one sale, only if f.Token is
-// still the highest token seen — i.e. no one has read under a newer lease
-// since f's own Read. Otherwise nothing is written and ErrFenced (or
-// ErrMixedBackends) is returned.
+// Write sets the stock to newStock and counts one sale, only if f is still
+// the fence's current reader — i.e. no one has read since f's own Read.
+// Otherwise nothing is written and a *FencedError (or ErrMixedBackends) is
+// returned. It is exactly-once per lease: a second Write of the same lease
+// (a retry whose first reply was lost) finds the first one's receipt and
+// returns nil without selling again.
 func (s *Store) Write(ctx context.Context, f Fence, newStock int64) error {
-	code, err := fencedWrite.Run(ctx, s.rdb, []string{s.keys.Stock, s.keys.Lucky, s.keys.Fence},
-		f.Backend, strconv.FormatUint(f.Token, 10), newStock).Int64()
+	code, err := fencedWrite.Run(ctx, s.rdb,
+		[]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease},
+		f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, newStock, ReceiptTTL.Milliseconds()).Int64()
 	if err != nil {
 		return wrapRedis(ctx, "fenced write", err)
 	}
-	if err := fenceStatus(code, f); err != nil {
+	if err := fenceStatus(code, f, ""); err != nil {
 		return fmt.Errorf("stock: fenced write: %w", err)
 	}
 	return nil
+}
+
+// Receipt reports whether the write or atomic sale of attempt id took
+// effect, and the stock it left: how a sale answered "unconfirmed" is
+// settled afterwards. Receipts live ReceiptTTL.
+func (s *Store) Receipt(ctx context.Context, id string) (stockAfter int64, sold bool, err error) {
+	v, err := s.rdb.Get(ctx, s.keys.Receipts+id).Result()
+	if err == redis.Nil {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, wrapRedis(ctx, "receipt", err)
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("stock: receipt %s: %w", id, err)
+	}
+	return n, true, nil
 }
 
 // ReadUnfenced is a plain GET, for backends without usable tokens (and for
@@ -164,9 +224,12 @@ func (s *Store) WriteUnfenced(ctx context.Context, newStock int64) error {
 
 // SellAtomic sells one unit in a single Lua script without any lock: it
 // decrements the stock if positive and counts the sale, or returns
-// ErrSoldOut. It returns the stock after the sale.
-func (s *Store) SellAtomic(ctx context.Context) (int64, error) {
-	after, err := sellAtomic.Run(ctx, s.rdb, []string{s.keys.Stock, s.keys.Lucky}).Int64()
+// ErrSoldOut. It returns the stock after the sale. It is exactly-once per
+// attempt id: a second call with the same id returns the first one's result
+// and sells nothing.
+func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
+	after, err := sellAtomic.Run(ctx, s.rdb, []string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id},
+		ReceiptTTL.Milliseconds()).Int64()
 	if err != nil {
 		return 0, wrapRedis(ctx, "atomic sell", err)
 	}
@@ -176,14 +239,19 @@ func (s *Store) SellAtomic(ctx context.Context) (int64, error) {
 	return after, nil
 }
 
-func fenceStatus(code int64, f Fence) error {
+// fenceStatus turns a script status into an error; highest is the fence's
+// token as the script reported it (read only).
+func fenceStatus(code int64, f Fence, highest string) error {
 	switch code {
 	case statusOK:
 		return nil
-	case statusFenced:
-		return fmt.Errorf("%w: token %d of %q is not the highest seen", ErrFenced, f.Token, f.Backend)
+	case statusFenced, statusCollision:
+		fe := &FencedError{Lock: f.Lock, Token: f.Token, Collision: code == statusCollision}
+		fe.Highest, _ = strconv.ParseUint(highest, 10, 64)
+		return fe
 	case statusMixed:
-		return fmt.Errorf("%w: fence belongs to another backend than %q", ErrMixedBackends, f.Backend)
+		return fmt.Errorf("%w: the fence was recorded by another lock than %q (backend, lock key or lock cluster differ)",
+			ErrMixedBackends, f.Lock)
 	default:
 		return fmt.Errorf("unexpected script status %d", code)
 	}

@@ -2,6 +2,7 @@ package stock_test
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -38,8 +39,8 @@ func wantStatus(t *testing.T, s *stock.Store, want stock.Status) {
 func TestFencedInterleavings(t *testing.T) {
 	s, _ := newStore(t, 10)
 	ctx := t.Context()
-	a := stock.Fence{Backend: "redis", Token: 1}
-	b := stock.Fence{Backend: "redis", Token: 2}
+	a := stock.Fence{Lock: "redis", Token: 1, Lease: "a"}
+	b := stock.Fence{Lock: "redis", Token: 2, Lease: "b"}
 
 	// Steps run in order on one store; each step is one holder's call.
 	type step struct {
@@ -48,11 +49,18 @@ func TestFencedInterleavings(t *testing.T) {
 		want  error
 		after stock.Status
 	}
+	// Lease ids are unique per attempt in real use; each case gets its own,
+	// or an earlier case's receipt would answer for this case's write.
+	round := 0
+	inRound := func(f stock.Fence) stock.Fence {
+		f.Lease = fmt.Sprintf("%s#%d", f.Lease, round)
+		return f
+	}
 	read := func(f stock.Fence) func() error {
-		return func() error { _, err := s.Read(ctx, f); return err }
+		return func() error { _, err := s.Read(ctx, inRound(f)); return err }
 	}
 	write := func(f stock.Fence, n int64) func() error {
-		return func() error { return s.Write(ctx, f, n) }
+		return func() error { return s.Write(ctx, inRound(f), n) }
 	}
 	reset := func(n int64) func() error { return func() error { return s.Reset(ctx, n) } }
 
@@ -97,17 +105,18 @@ func TestFencedInterleavings(t *testing.T) {
 		}},
 		{"mixed backends on read and write", []step{
 			{"A read (redis)", read(a), nil, stock.Status{Stock: 10}},
-			{"etcd read", read(stock.Fence{Backend: "etcd", Token: 100}), stock.ErrMixedBackends, stock.Status{Stock: 10}},
-			{"etcd write", write(stock.Fence{Backend: "etcd", Token: 1}, 9), stock.ErrMixedBackends, stock.Status{Stock: 10}},
+			{"etcd read", read(stock.Fence{Lock: "etcd", Token: 100}), stock.ErrMixedBackends, stock.Status{Stock: 10}},
+			{"etcd write", write(stock.Fence{Lock: "etcd", Token: 1}, 9), stock.ErrMixedBackends, stock.Status{Stock: 10}},
 			{"A write (redis)", write(a, 9), nil, stock.Status{Stock: 9, Lucky: 1}},
 		}},
 		{"reset clears the backend too", []step{
 			{"A read (redis)", read(a), nil, stock.Status{Stock: 10}},
 			{"reset", reset(10), nil, stock.Status{Stock: 10}},
-			{"etcd read", read(stock.Fence{Backend: "etcd", Token: 1}), nil, stock.Status{Stock: 10}},
+			{"etcd read", read(stock.Fence{Lock: "etcd", Token: 1}), nil, stock.Status{Stock: 10}},
 		}},
 	}
 	for _, tc := range cases {
+		round++
 		t.Run(tc.name, func(t *testing.T) {
 			if err := s.Reset(ctx, 10); err != nil {
 				t.Fatal(err)
@@ -128,8 +137,8 @@ func TestFencedInterleavings(t *testing.T) {
 func TestFenceComparesLargeTokensExactly(t *testing.T) {
 	s, _ := newStore(t, 5)
 	ctx := t.Context()
-	hi := stock.Fence{Backend: "zookeeper", Token: 1<<63 + 1}
-	lo := stock.Fence{Backend: "zookeeper", Token: 1 << 63}
+	hi := stock.Fence{Lock: "zookeeper", Token: 1<<63 + 1}
+	lo := stock.Fence{Lock: "zookeeper", Token: 1 << 63}
 	if _, err := s.Read(ctx, hi); err != nil {
 		t.Fatal(err)
 	}
@@ -143,10 +152,10 @@ func TestFenceComparesLargeTokensExactly(t *testing.T) {
 	if err := s.Reset(ctx, 5); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Read(ctx, stock.Fence{Backend: "zookeeper", Token: 100}); err != nil {
+	if _, err := s.Read(ctx, stock.Fence{Lock: "zookeeper", Token: 100}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Read(ctx, stock.Fence{Backend: "zookeeper", Token: 99}); !errors.Is(err, stock.ErrFenced) {
+	if _, err := s.Read(ctx, stock.Fence{Lock: "zookeeper", Token: 99}); !errors.Is(err, stock.ErrFenced) {
 		t.Fatalf("read with token 99 after 100: got %v, want ErrFenced", err)
 	}
 }
@@ -158,7 +167,7 @@ func TestResetAndStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantStatus(t, s, stock.Status{Stock: 6, Lucky: 1})
-	if _, err := s.Read(ctx, stock.Fence{Backend: "redis", Token: 3}); err != nil {
+	if _, err := s.Read(ctx, stock.Fence{Lock: "redis", Token: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Reset(ctx, 300); err != nil {
@@ -173,7 +182,7 @@ func TestResetAndStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantStatus(t, s, stock.Status{})
-	if _, err := s.SellAtomic(ctx); !errors.Is(err, stock.ErrSoldOut) {
+	if _, err := s.SellAtomic(ctx, stock.NewAttemptID()); !errors.Is(err, stock.ErrSoldOut) {
 		t.Fatalf("atomic sale on a missing key: got %v, want ErrSoldOut", err)
 	}
 }
@@ -190,7 +199,7 @@ func TestSellAtomicNeverOversells(t *testing.T) {
 	for range buyers {
 		wg.Go(func() {
 			for range attempts {
-				after, err := s.SellAtomic(t.Context())
+				after, err := s.SellAtomic(t.Context(), stock.NewAttemptID())
 				mu.Lock()
 				switch {
 				case err == nil:
@@ -227,9 +236,9 @@ func TestUnavailable(t *testing.T) {
 	checks := map[string]error{
 		"ping":   s.Ping(ctx),
 		"reset":  s.Reset(ctx, 1),
-		"atomic": func() error { _, err := s.SellAtomic(ctx); return err }(),
-		"read":   func() error { _, err := s.Read(ctx, stock.Fence{Backend: "redis", Token: 1}); return err }(),
-		"write":  s.Write(ctx, stock.Fence{Backend: "redis", Token: 1}, 0),
+		"atomic": func() error { _, err := s.SellAtomic(ctx, stock.NewAttemptID()); return err }(),
+		"read":   func() error { _, err := s.Read(ctx, stock.Fence{Lock: "redis", Token: 1}); return err }(),
+		"write":  s.Write(ctx, stock.Fence{Lock: "redis", Token: 1}, 0),
 		"status": func() error { _, err := s.Status(ctx); return err }(),
 	}
 	for op, err := range checks {

@@ -1,31 +1,51 @@
--- fenced_write.lua: write the new stock and count the sale, but only if the
--- writer's token is still the highest one seen for this backend.
+-- fenced_write.lua: write the new stock and count the sale, exactly once,
+-- and only if the writer's lease is still the fence's current reader.
 --
 -- KEYS[1] stock key
 -- KEYS[2] lucky key            (number of successful sales)
--- KEYS[3] fence key            (hash: backend, token; see fenced_read.lua)
--- ARGV[1] backend name
+-- KEYS[3] fence key            (hash: lock, token, lease; see fenced_read.lua)
+-- KEYS[4] receipt key          (this lease's receipt: exists once it has sold)
+-- ARGV[1] lock identity
 -- ARGV[2] fencing token        (decimal uint64)
--- ARGV[3] new stock value      (decimal int64)
+-- ARGV[3] lease id
+-- ARGV[4] new stock value      (decimal int64)
+-- ARGV[5] receipt TTL in ms    (longer than any retry of this write)
 --
--- Returns 0 = written, 1 = fenced, 2 = mixed backends. Nothing is written
--- unless it returns 0.
+-- Returns 0 = written (now or by an earlier run of the same lease), 1 =
+-- fenced, 2 = mixed, 3 = collision. Nothing is written unless it returns 0.
 --
--- "Still the highest" means equal to the recorded token: the writer's own
--- fenced read recorded it, so anything else means a newer holder has read
--- since (A reads, B reads, A writes) or a reset wiped the fence in between.
--- Both make the writer's view of the stock stale.
+-- "Still the current reader" means lock, token and lease all equal what the
+-- writer's own fenced read recorded: every accepted read records its own
+-- unique lease, so anything else means another reader came in between (A
+-- reads, B reads, A writes), a reset wiped the fence, or the token was
+-- handed out twice. The check is a compare-and-set on the whole
+-- read-modify-write: it holds even if tokens lie.
+--
+-- The receipt makes a retry after a lost reply return the first run's
+-- answer instead of selling twice (go-redis retries on a read timeout and
+-- on EOF; the service retries too, with the same lease id).
 
-local fence = redis.call('HMGET', KEYS[3], 'backend', 'token')
-local backend, highest = fence[1], fence[2]
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return 0
+end
 
-if backend and backend ~= ARGV[1] then
+local fence = redis.call('HMGET', KEYS[3], 'lock', 'token', 'lease')
+local ident, highest, lease = fence[1], fence[2], fence[3]
+
+if ident and ident ~= ARGV[1] then
   return 2
 end
 if highest ~= ARGV[2] then
   return 1
 end
+if lease ~= ARGV[3] then
+  if lease == '!collision' then
+    return 3
+  end
+  return 1
+end
 
-redis.call('SET', KEYS[1], ARGV[3])
+redis.call('SET', KEYS[1], ARGV[4])
 redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[4], ARGV[4], 'PX', ARGV[5])
 return 0

@@ -1,0 +1,65 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Exactly-once, the rule of this package: a reply that never came back does
+// not mean the command did not run. So every script that changes the stock
+// carries the identity of its attempt (the lease id in the fence, a receipt
+// key per attempt) and answers a second run with the first run's result;
+// the Redis client's own retries are switched off for the stock (cmd/stockd
+// sets MaxRetries -1), and the service retries its own call, with the same
+// identity, until it gets a definite answer or ConfirmTimeout passes. Only
+// then does a sale answer ErrUnconfirmed — never "sold" without knowing.
+
+// Retry pacing of confirm: quick at first (a dropped reply on a healthy
+// link), then backing off so an outage is not hammered.
+const (
+	confirmMinBackoff = 5 * time.Millisecond
+	confirmMaxBackoff = 200 * time.Millisecond
+)
+
+// UnconfirmedError is a sale whose write was sent but never answered. It
+// wraps ErrUnconfirmed and the last transport error; Attempt names the
+// receipt that says afterwards whether it sold (Store.Receipt).
+type UnconfirmedError struct {
+	Attempt string
+	Err     error
+}
+
+func (e *UnconfirmedError) Error() string {
+	return fmt.Sprintf("%v: attempt %s: %v", ErrUnconfirmed, e.Attempt, e.Err)
+}
+
+// Unwrap exposes ErrUnconfirmed and the cause.
+func (e *UnconfirmedError) Unwrap() []error { return []error{ErrUnconfirmed, e.Err} }
+
+// confirm runs op, which must be idempotent by the identity it carries,
+// until it returns anything but an ErrUnavailable (a definite answer: done,
+// or refused) or the confirm deadline passes; it then returns the last
+// error. The deadline is detached from ctx's cancellation: a buyer who hangs
+// up must not leave the books unsure of a sale that may have happened.
+func (s *Service) confirm(ctx context.Context, op func(context.Context) error) (tries int, err error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ConfirmTimeout)
+	defer cancel()
+	backoff := confirmMinBackoff
+	for {
+		tries++
+		err = op(cctx)
+		if err == nil || !errors.Is(err, ErrUnavailable) {
+			return tries, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-cctx.Done():
+			t.Stop()
+			return tries, err
+		}
+		backoff = min(2*backoff, confirmMaxBackoff)
+	}
+}
