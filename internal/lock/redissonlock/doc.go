@@ -64,6 +64,19 @@
 // LocalHandoffs+1 holders of this one. With nobody else listening the
 // hand-offs simply go on. Stats counts Handoffs and Yields.
 //
+// # Lost replies
+//
+// A reply that never came does not mean the script did not run, and a
+// client retry may run it twice. So each call that adds a hold names its
+// result: acquire.lua gets the hold count the attempt makes (1, or the
+// lease's count + 1) and a second run returns the first run's answer
+// without adding a hold; transfer.lua's new owner id is minted per call, so
+// a second run that finds it holding reports the hand-off again. A reply
+// that is lost, or that no correct run could give, abandons the attempt:
+// abandon.lua drops every hold of that owner under its own bounded deadline,
+// so one lost reply never leaves the lock held for a watchdog TTL by an
+// owner nobody renews. A retried partial Release can still count down twice.
+//
 // # Watchdog and lease time
 //
 // With Options.LeaseTime 0 (the default) a lock is held with TTL

@@ -67,9 +67,9 @@ func (l *Lease) handOffLocked(ctx context.Context) error {
 		if streakEnd {
 			lk.holdBack(l.key, time.Time{})
 		}
-		// The new owner may hold the lock now; nobody would release it.
+		// Either owner may hold the lock now; nobody would release it.
 		lk.abandon(l.names, owner)
-		l.endLocked(fmt.Errorf("redisson: release of %q failed, left to expire: %w: %w", l.key, lock.ErrLost, err))
+		l.abandonLocked(fmt.Errorf("release failed: %w", err))
 		return unavailable("release", l.key, err)
 	}
 	if streakEnd && status != xferYield {
@@ -105,9 +105,10 @@ func (l *Lease) handOffLocked(ctx context.Context) error {
 		l.endLocked(fmt.Errorf("redisson: %q was taken over before release: %w", l.key, lock.ErrLost))
 		return fmt.Errorf("redisson: release %q: %w", l.key, lock.ErrNotHeld)
 	default:
+		err := fmt.Errorf("unexpected transfer status %d", status)
 		lk.abandon(l.names, owner)
-		l.endLocked(fmt.Errorf("redisson: release of %q: unexpected transfer status %d: %w", l.key, status, lock.ErrLost))
-		return unavailable("release", l.key, fmt.Errorf("unexpected transfer status %d", status))
+		l.abandonLocked(err)
+		return unavailable("release", l.key, err)
 	}
 }
 

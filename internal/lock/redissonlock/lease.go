@@ -66,9 +66,12 @@ func (l *Lease) HoldCount() int {
 // It fails with lock.ErrNotHeld once the lease has ended or Redis shows the
 // owner no longer holds the lock (which also ends the lease), and with
 // lock.ErrUnavailable on a Redis failure (lock.ErrNotObtained and ctx.Err()
-// when ctx ended first), after either of which the server-side count
-// may be one higher than HoldCount: the lock then outlives the final
-// Release by at most one TTL.
+// when ctx ended first), after either of which the server-side count may be
+// one higher than HoldCount: the next Reacquire adopts that hold instead of
+// adding another (each call names the count it makes, so a retried or
+// repeated run is idempotent), and if none comes the lock outlives the
+// final Release by at most one TTL. An answer Redis should never give ends
+// the lease as lost and drops its holds.
 func (l *Lease) Reacquire(ctx context.Context) error {
 	if l == nil {
 		return fmt.Errorf("redisson: reacquire on a nil lease: %w", lock.ErrNotHeld)
@@ -80,7 +83,7 @@ func (l *Lease) Reacquire(ctx context.Context) error {
 	}
 	l.lk.acquireScripts.Add(1)
 	sent := time.Now()
-	v, err := acquireScript.Run(ctx, l.lk.rdb, l.names.keys, l.lk.ttlArg, l.owner, "1").Result()
+	v, err := acquireScript.Run(ctx, l.lk.rdb, l.names.keys, l.lk.ttlArg, l.owner, "1", l.holds+1).Result()
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("redisson: reacquire %q: %w: %w", l.key, lock.ErrNotObtained, ctx.Err())
@@ -89,6 +92,7 @@ func (l *Lease) Reacquire(ctx context.Context) error {
 	}
 	status, n, err := pair(v)
 	if err != nil {
+		l.abandonLocked(err)
 		return unavailable("reacquire", l.key, err)
 	}
 	switch status {
@@ -100,8 +104,18 @@ func (l *Lease) Reacquire(ctx context.Context) error {
 		l.endLocked(fmt.Errorf("redisson: %q is no longer held by this lease: %w", l.key, lock.ErrLost))
 		return fmt.Errorf("redisson: reacquire %q: %w", l.key, lock.ErrNotHeld)
 	default:
-		return unavailable("reacquire", l.key, fmt.Errorf("unexpected status %d for a re-entry", status))
+		err := fmt.Errorf("unexpected status %d for a re-entry", status)
+		l.abandonLocked(err)
+		return unavailable("reacquire", l.key, err)
 	}
+}
+
+// abandonLocked ends the lease as lost after Redis answered in a way that
+// leaves its holds unknown, and drops them, so the lock is not left held
+// by an owner nobody renews or releases. Called with l.mu held.
+func (l *Lease) abandonLocked(cause error) {
+	l.endLocked(fmt.Errorf("redisson: %q: %w: %w", l.key, lock.ErrLost, cause))
+	l.lk.abandon(l.names, l.owner)
 }
 
 // Release drops one hold. The last one deletes the lock, wakes the waiters
@@ -111,8 +125,9 @@ func (l *Lease) Reacquire(ctx context.Context) error {
 // or lost), Release returns lock.ErrNotHeld without touching Redis; it does
 // too when Redis shows the lock was taken away. A Redis failure returns an
 // error wrapping lock.ErrUnavailable and ends the lease as lost, since
-// whether the hold was dropped is unknown: the watchdog stops and the lock
-// expires by its TTL.
+// whether the hold was dropped is unknown: the watchdog stops, and the
+// lease's holds are dropped in the background under a bounded deadline
+// (abandon.lua), or expire by TTL if Redis stays unreachable.
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil {
 		return fmt.Errorf("redisson: release on a nil lease: %w", lock.ErrNotHeld)
@@ -135,7 +150,8 @@ func (l *Lease) releaseLocked(ctx context.Context) error {
 	n, err := releaseScript.Run(ctx, l.lk.rdb, l.names.keys[:1], l.owner, l.lk.ttlArg, l.names.channel, msgUnlock).Int64()
 	switch {
 	case err != nil:
-		l.endLocked(fmt.Errorf("redisson: release of %q failed, left to expire: %w: %w", l.key, lock.ErrLost, err))
+		// The lease ends, so nobody would release what is left: drop it.
+		l.abandonLocked(fmt.Errorf("release failed: %w", err))
 		return unavailable("release", l.key, err)
 	case n > 0:
 		l.holds = int(n)

@@ -3,6 +3,7 @@ package redissonlock
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,8 +23,8 @@ const (
 	// DefaultLocalHandoffs bounds a run of local hand-offs (Options.LocalHandoffs).
 	DefaultLocalHandoffs = 8
 
-	// abandonTimeout bounds the best-effort release of a lock that an
-	// acquire call may have taken before its reply was lost.
+	// abandonTimeout bounds the best-effort release of a hold that a script
+	// call may have made before its reply was lost, or answered unexpectedly.
 	abandonTimeout = time.Second
 )
 
@@ -226,7 +227,7 @@ func (lk *Locker) try(ctx context.Context, names *keyNames, owner string) (*Leas
 	key := names.key
 	lk.acquireScripts.Add(1)
 	sent := time.Now()
-	v, err := acquireScript.Run(ctx, lk.rdb, names.keys, lk.ttlArg, owner, "0").Result()
+	v, err := acquireScript.Run(ctx, lk.rdb, names.keys, lk.ttlArg, owner, "0", "1").Result()
 	if err != nil {
 		// The script may have run before the reply was lost; nobody would
 		// ever release that hold, so give it back now.
@@ -238,6 +239,7 @@ func (lk *Locker) try(ctx context.Context, names *keyNames, owner string) (*Leas
 	}
 	status, n, err := pair(v)
 	if err != nil {
+		lk.abandon(names, owner) // whatever the script did, nobody will undo it
 		return nil, 0, unavailable("acquire", key, err)
 	}
 	switch status {
@@ -247,6 +249,9 @@ func (lk *Locker) try(ctx context.Context, names *keyNames, owner string) (*Leas
 	case acqBusy:
 		return nil, time.Duration(n) * time.Millisecond, nil
 	default:
+		// The owner id is new, so nothing but this attempt made whatever
+		// hold Redis shows; left alone, it would block everyone for a TTL.
+		lk.abandon(names, owner)
 		return nil, 0, unavailable("acquire", key, fmt.Errorf("unexpected status %d for a new owner", status))
 	}
 }
@@ -265,9 +270,7 @@ func (lk *Locker) newLease(ctx context.Context, names *keyNames, owner string, t
 	if lk.closed {
 		lk.mu.Unlock()
 		// Closed while the script ran: hand the lock straight back.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
-		defer cancel()
-		_ = releaseScript.Run(rctx, lk.rdb, names.keys[:1], owner, lk.ttlArg, names.channel, msgUnlock).Err()
+		lk.abandonNow(names, owner)
 		return nil, closedErr(key)
 	}
 	lk.leases[l] = struct{}{}
@@ -284,19 +287,30 @@ func (lk *Locker) forget(l *Lease) {
 	lk.mu.Unlock()
 }
 
-// abandon releases, in the background, a hold that an acquire call with an
-// unknown outcome may have taken. Close cuts it short: the TTL covers that.
+// abandon drops, in the background, every hold of owner: one that a script
+// call with an unknown outcome may have made, or one Redis reported in a
+// shape nobody will release. It runs under its own bounded context, not the
+// caller's (which may be what ended) nor the Locker's (Close waits for it,
+// at most abandonTimeout). Once the Locker is closed it runs in the caller.
 func (lk *Locker) abandon(names *keyNames, owner string) {
 	lk.mu.Lock()
-	defer lk.mu.Unlock()
 	if lk.closed {
+		lk.mu.Unlock()
+		lk.abandonNow(names, owner)
 		return
 	}
-	lk.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(lk.ctx, abandonTimeout)
-		defer cancel()
-		_ = releaseScript.Run(ctx, lk.rdb, names.keys[:1], owner, lk.ttlArg, names.channel, msgUnlock).Err()
-	})
+	lk.wg.Go(func() { lk.abandonNow(names, owner) })
+	lk.mu.Unlock()
+}
+
+// abandonNow is abandon in the calling goroutine.
+func (lk *Locker) abandonNow(names *keyNames, owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	defer cancel()
+	if err := abandonScript.Run(ctx, lk.rdb, names.keys[:1], owner, names.channel, msgUnlock).Err(); err != nil {
+		// The hold, if any, expires after its TTL.
+		slog.Debug("redisson: abandoning a hold failed", "key", names.key, "owner", owner, "err", err)
+	}
 }
 
 // ForceUnlock deletes the lock named key whoever holds it and wakes its

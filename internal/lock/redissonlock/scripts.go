@@ -28,6 +28,10 @@ var (
 	transferLua    string
 	transferScript = redis.NewScript(transferLua)
 
+	//go:embed abandon.lua
+	abandonLua    string
+	abandonScript = redis.NewScript(abandonLua)
+
 	//go:embed forceunlock.lua
 	forceUnlockLua    string
 	forceUnlockScript = redis.NewScript(forceUnlockLua)

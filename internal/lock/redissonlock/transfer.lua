@@ -16,7 +16,17 @@
 -- when the current owner still has holds left (nothing handed over), {0, 0}
 -- when the lock was deleted and the yield published, and {-1, 0} when the
 -- current owner does not hold the lock.
+--
+-- A hand-off is idempotent per attempt: the new owner id is minted for this
+-- call, so when the current owner is gone but the new one holds the lock, an
+-- earlier run of the same call (its reply lost, the client retried) made the
+-- hand-off, and this run returns its result; the fence still holds the new
+-- owner's token (or a value AdvanceTokens set meanwhile, which a fence
+-- refuses). A retried yield answers {-1, 0}: the lock is free either way.
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+  if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    return {1, tonumber(redis.call('get', KEYS[2]))}
+  end
   return {-1, 0}
 end
 local holds = redis.call('hincrby', KEYS[1], ARGV[1], -1)
