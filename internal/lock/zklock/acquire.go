@@ -73,7 +73,7 @@ func (l *Locker) contend(ctx context.Context, c *cohort) (*lease, error) {
 		}
 		n := c.node
 		if n != nil && n.held {
-			if n.lost == nil && l.sess.State() == zk.StateHasSession {
+			if n.lost == nil && l.sess.Alive(n.inc) {
 				ls := l.grantLocked(n)
 				l.mu.Unlock()
 				return ls, nil
@@ -259,9 +259,12 @@ func (l *Locker) restartOrFail() error {
 	return errRestart
 }
 
-// hold marks n as holding the lock, unless the session was interrupted
-// since we looked (then the node may be gone or uncertain), and starts its
-// monitor on watch, the child watch of the listing that found it lowest.
+// hold marks n as holding the lock and starts its monitor on watch, the
+// child watch of the listing that found it lowest. The grant is valid only
+// while the session that created n is the current one: the listing proved
+// n lowest in that session, and if it expired since (even if a new session
+// is established by now) n died with it, so hold refuses and the caller
+// queues again. It also refuses while the session is not established.
 func (l *Locker) hold(n *node, pzxid int64, watch <-chan zk.Event) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -271,7 +274,7 @@ func (l *Locker) hold(n *node, pzxid int64, watch <-chan zk.Event) error {
 	if st := l.sess.State(); st != zk.StateHasSession {
 		return fmt.Errorf("%w: state %v", zksess.ErrUnavailable, st)
 	}
-	if n.done {
+	if n.done || !l.sess.Alive(n.inc) {
 		return errRestart
 	}
 	n.held = true

@@ -3,8 +3,6 @@ package zklock
 import (
 	"context"
 
-	"github.com/go-zookeeper/zk"
-
 	"seckill/internal/lock"
 	"seckill/internal/zksess"
 )
@@ -167,13 +165,14 @@ func (l *Locker) grantLocked(n *node) *lease {
 // passableLocked reports whether the releasing lease ls may pass n to the
 // next local waiter without a ZooKeeper write: someone waits locally, n has
 // served fewer than LocalHandoffs+1 leases, and n is still ours beyond doubt
-// (session established, lease not lost).
+// (the session that created it is established and never expired, lease not
+// lost).
 func (l *Locker) passableLocked(n *node, ls *lease) bool {
 	return len(n.c.waiters) > 0 &&
 		n.grants <= l.handoffs &&
 		n.lost == nil && !n.done && !l.closed &&
 		ls.sig.Err() == nil &&
-		l.sess.State() == zk.StateHasSession
+		l.sess.Alive(n.inc)
 }
 
 // unlock releases l.mu, then deletes the nodes queued by dropNodeLocked

@@ -2,8 +2,11 @@ package zklock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"seckill/internal/lock/locktest"
 	"seckill/internal/servers/servertest"
@@ -93,5 +96,93 @@ func TestLostCreateReplyLeavesNoOrphan(t *testing.T) {
 	}
 	if err := lb.Release(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A listing proves a node lowest only for the session that created it. If
+// that session expires before the grant (and go-zookeeper has silently
+// opened a new one), the node is gone and hold must refuse it, even though
+// the session is established again.
+func TestHoldRefusesNodeOfExpiredSession(t *testing.T) {
+	srv := servertest.ZooKeeper(t)
+	admin := zksesstest.Dial(t, srv.Addr(), 5*time.Second)
+	p := newProxied(t, srv.Addr(), time.Second)
+	key := locktest.Key(t)
+	dir := DefaultRoot + "/" + key
+	if err := p.ensurePath(t.Context(), dir); err != nil {
+		t.Fatal(err)
+	}
+	c, w := p.enqueue(key, dir)
+	if w != nil {
+		t.Fatal("first goroutine of a fresh Locker was queued locally")
+	}
+	n, err := p.create(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The request that proves n lowest, in n's session.
+	children, st, watch, err := p.conn.ChildrenW(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := sortBySequence(children); len(q) != 1 || dir+"/"+q[0] != n.path {
+		t.Fatalf("queue %v, want only %s", q, n.path)
+	}
+	_, _, gone, err := admin.Conn().ExistsW(n.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, cancel := p.sess.Subscribe()
+	defer cancel()
+
+	// The session expires between the listing and the grant.
+	oldID := p.sess.SessionID()
+	p.proxy.Cut()
+	select {
+	case ev := <-gone:
+		if ev.Type != zk.EventNodeDeleted {
+			t.Fatalf("watch on the lock node: %v, want NodeDeleted", ev.Type)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the server never expired the cut session")
+	}
+	p.proxy.Restore(t)
+	waitState(t, events, zk.StateExpired)
+	waitState(t, events, zk.StateHasSession)
+	if id := p.sess.SessionID(); id == oldID {
+		t.Fatalf("session id %#x unchanged after expiry", id)
+	}
+
+	err = p.hold(n, st.Pzxid, watch)
+	if err == nil {
+		t.Fatal("hold granted a node that died with its expired session")
+	}
+	if !errors.Is(err, errRestart) {
+		t.Fatalf("hold = %v, want errRestart (queue again in the new session)", err)
+	}
+	p.mu.Lock()
+	held := n.held
+	p.mu.Unlock()
+	if held {
+		t.Fatal("node of the expired session marked held")
+	}
+}
+
+// waitState reads session events until want arrives.
+func waitState(t *testing.T, events <-chan zk.Event, want zk.State) {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("session events closed while waiting for %v", want)
+			}
+			if ev.State == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %v event", want)
+		}
 	}
 }
