@@ -1,7 +1,10 @@
 package redislock
 
 import (
+	"context"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lock"
 )
@@ -40,3 +43,28 @@ func Waiting(l *Locker, key string) int {
 
 // FenceKey is the Redis key of key's fencing counter, for tests that wipe it.
 func FenceKey(key string) string { return keysFor(key)[1] }
+
+// Scripts run one script call as the Locker does, for tests that repeat a
+// call the way a client retry after a lost reply would.
+type Scripts struct {
+	Rdb redis.UniversalClient
+	TTL time.Duration
+}
+
+// Acquire runs acquire.lua for owner.
+func (s Scripts) Acquire(ctx context.Context, key, owner string) ([]int64, error) {
+	return acquireScript.Run(ctx, s.Rdb, keysFor(key), owner, s.TTL.Milliseconds(), entryLife.Milliseconds()).Int64Slice()
+}
+
+// Release runs release.lua for owner.
+func (s Scripts) Release(ctx context.Context, key, owner string) (int64, error) {
+	return releaseScript.Run(ctx, s.Rdb, keysFor(key), owner).Int64()
+}
+
+// Renew runs renew.lua for owner.
+func (s Scripts) Renew(ctx context.Context, key, owner string) (int64, error) {
+	return renewScript.Run(ctx, s.Rdb, keysFor(key)[:1], owner, s.TTL.Milliseconds()).Int64()
+}
+
+// EntriesKey is the Redis hash of key's remote waiters' entries.
+func EntriesKey(key string) string { return keysFor(key)[3] }
