@@ -22,6 +22,10 @@ type Config struct {
 	HTTP    struct {
 		Addr            string
 		ShutdownTimeout time.Duration
+		// Limits of the public listener (see serve.go and README "Running
+		// it in public").
+		ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+		MaxHeaderBytes, MaxBodyBytes, MaxConns                    int
 	}
 	Admin struct{ Token string }
 	Log   struct{ Level, Format string }
@@ -72,6 +76,13 @@ var defaults = []struct {
 	{"replica", ""},
 	{"http.addr", ":8080"},
 	{"http.shutdown_timeout", "10s"},
+	{"http.read_header_timeout", "5s"},
+	{"http.read_timeout", "10s"},
+	{"http.write_timeout", "30s"},
+	{"http.idle_timeout", "60s"},
+	{"http.max_header_bytes", 16 << 10},
+	{"http.max_body_bytes", 64 << 10},
+	{"http.max_conns", 4096},
 	{"admin.token", "changeme"},
 	{"log.level", "info"},
 	{"log.format", "text"},
@@ -142,6 +153,13 @@ func Load(path string, env []string) (*Config, error) {
 	c.Replica = l.str("replica")
 	c.HTTP.Addr = l.str("http.addr")
 	c.HTTP.ShutdownTimeout = l.duration("http.shutdown_timeout")
+	c.HTTP.ReadHeaderTimeout = l.duration("http.read_header_timeout")
+	c.HTTP.ReadTimeout = l.duration("http.read_timeout")
+	c.HTTP.WriteTimeout = l.duration("http.write_timeout")
+	c.HTTP.IdleTimeout = l.duration("http.idle_timeout")
+	c.HTTP.MaxHeaderBytes = l.int("http.max_header_bytes")
+	c.HTTP.MaxBodyBytes = l.int("http.max_body_bytes")
+	c.HTTP.MaxConns = l.int("http.max_conns")
 	c.Admin.Token = l.str("admin.token")
 	c.Log.Level = l.str("log.level")
 	c.Log.Format = l.str("log.format")

@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
 
 	"seckill/internal/handler"
 	"seckill/internal/lock"
@@ -84,12 +84,13 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		pinger = p
 	}
 	h := handler.New(handler.Config{
-		Replica:    cfg.Replica,
-		Backend:    info.Name,
-		Fencing:    fencing,
-		Mode:       string(mode),
-		Version:    buildVersion(),
-		AdminToken: cfg.Admin.Token,
+		Replica:      cfg.Replica,
+		Backend:      info.Name,
+		Fencing:      fencing,
+		Mode:         string(mode),
+		Version:      buildVersion(),
+		AdminToken:   cfg.Admin.Token,
+		MaxBodyBytes: int64(cfg.HTTP.MaxBodyBytes),
 	}, handler.Deps{
 		Seller: svc, Inventory: store, LockPinger: pinger, Fence: svc, Metrics: m, Logger: log, Leader: leader,
 	})
@@ -98,11 +99,10 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
 	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	// Connections beyond the cap wait in the kernel's accept queue rather
+	// than costing a descriptor and a goroutine each.
+	ln = netutil.LimitListener(ln, cfg.HTTP.MaxConns)
+	srv := newHTTPServer(cfg, h, log)
 
 	log.Info("stockd starting", "addr", ln.Addr().String(), "backend", info.Name, "fencing", fencing,
 		"election", cfg.Election.Backend,
@@ -147,6 +147,23 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// newHTTPServer bounds what one client can hold: header and whole-request
+// read deadlines (a slow body is cut at http.read_timeout), a write deadline
+// above the longest sale (validated: lock.wait_timeout + work.delay), idle
+// keep-alive connections closed after http.idle_timeout, headers capped at
+// http.max_header_bytes (431 beyond).
+func newHTTPServer(cfg *Config, h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
+		ReadTimeout:       cfg.HTTP.ReadTimeout,
+		WriteTimeout:      cfg.HTTP.WriteTimeout,
+		IdleTimeout:       cfg.HTTP.IdleTimeout,
+		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // initialKey holds the stock of the last reset, for the election's audit

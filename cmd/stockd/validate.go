@@ -35,6 +35,19 @@ func Validate(c *Config) error {
 			bad(key, "must be positive, got %s", d)
 		}
 	}
+	// between bounds a duration: a value outside the range is a mistake or
+	// an attack surface (lock.ttl=1ns breaks every sale, an hour-long wait
+	// pins a connection for an hour).
+	between := func(key string, d, lo, hi time.Duration) {
+		if d < lo || d > hi {
+			bad(key, "must be between %s and %s, got %s", lo, hi, d)
+		}
+	}
+	intBetween := func(key string, n, lo, hi int) {
+		if n < lo || n > hi {
+			bad(key, "must be between %d and %d, got %d", lo, hi, n)
+		}
+	}
 	nonEmpty := func(key, val string) {
 		if val == "" {
 			bad(key, "must not be empty")
@@ -68,6 +81,16 @@ func Validate(c *Config) error {
 
 	hostPort("http.addr", c.HTTP.Addr)
 	positive("http.shutdown_timeout", c.HTTP.ShutdownTimeout)
+	between("http.read_header_timeout", c.HTTP.ReadHeaderTimeout, 100*time.Millisecond, time.Minute)
+	between("http.read_timeout", c.HTTP.ReadTimeout, 100*time.Millisecond, 5*time.Minute)
+	if c.HTTP.ReadHeaderTimeout > c.HTTP.ReadTimeout {
+		bad("http.read_header_timeout", "must not exceed http.read_timeout (%s), got %s", c.HTTP.ReadTimeout, c.HTTP.ReadHeaderTimeout)
+	}
+	between("http.write_timeout", c.HTTP.WriteTimeout, time.Second, 10*time.Minute)
+	between("http.idle_timeout", c.HTTP.IdleTimeout, 100*time.Millisecond, time.Hour)
+	intBetween("http.max_header_bytes", c.HTTP.MaxHeaderBytes, 1<<10, 1<<20)
+	intBetween("http.max_body_bytes", c.HTTP.MaxBodyBytes, 4<<10, 10<<20)
+	intBetween("http.max_conns", c.HTTP.MaxConns, 1, 1<<20)
 	nonEmpty("admin.token", c.Admin.Token)
 	oneOf("log.level", c.Log.Level, logLevels, "level")
 	oneOf("log.format", c.Log.Format, logFormats, "format")
@@ -118,6 +141,12 @@ func Validate(c *Config) error {
 	oneOf("stock.mode", c.Stock.Mode, stockModes, "mode")
 	if c.Work.Delay.Min < 0 || c.Work.Delay.Max < c.Work.Delay.Min {
 		bad("work.delay", "invalid range %s", c.Work.Delay)
+	}
+	// A sale waits for the lock, then works: it must be answered before
+	// the write deadline cuts its connection (and the proxy's read timeout,
+	// which http.write_timeout must not exceed, answers 504 instead).
+	if sale := c.Lock.WaitTimeout + c.Work.Delay.Max; c.Lock.WaitTimeout > 0 && sale >= c.HTTP.WriteTimeout {
+		bad("lock.wait_timeout", "lock.wait_timeout + work.delay (%s) must stay below http.write_timeout (%s)", sale, c.HTTP.WriteTimeout)
 	}
 
 	oneOf("election.backend", c.Election.Backend, electionBackends, "backend")

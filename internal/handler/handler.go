@@ -48,6 +48,9 @@ type Config struct {
 	AdminToken string // required by POST /stock/reset
 	// ProbeTimeout bounds each dependency check of /readyz; default 1s.
 	ProbeTimeout time.Duration
+	// MaxBodyBytes bounds every request body; larger ones get 413 and the
+	// connection is closed rather than drained. The default is 64 KiB.
+	MaxBodyBytes int64
 }
 
 // Deps are the collaborators. LockPinger may be nil (a backend with no
@@ -80,6 +83,9 @@ func New(cfg Config, deps Deps) http.Handler {
 	if cfg.ProbeTimeout <= 0 {
 		cfg.ProbeTimeout = time.Second
 	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 64 << 10
+	}
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
@@ -87,7 +93,7 @@ func New(cfg Config, deps Deps) http.Handler {
 
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(a.replicaHeader, a.requestLog, a.recovery) // log outside recovery: a panic is logged as its 500
+	r.Use(a.replicaHeader, a.requestLog, a.recovery, a.bodyLimit) // log outside recovery: a panic is logged as its 500
 	r.NoRoute(func(c *gin.Context) {
 		a.json(c, http.StatusNotFound, gin.H{"error": "no such route: " + c.Request.URL.Path})
 	})
@@ -177,7 +183,9 @@ func (a *api) receipt(c *gin.Context) {
 
 func (a *api) reset(c *gin.Context) {
 	if !a.authorized(c.Request) {
-		a.json(c, http.StatusUnauthorized, gin.H{"error": "missing or bad admin token (X-Admin-Token or Authorization: Bearer)"})
+		// Not drained: a refused caller cannot hold the connection by
+		// trickling the body it declared.
+		a.refuseBody(c, http.StatusUnauthorized, gin.H{"error": "missing or bad admin token (X-Admin-Token or Authorization: Bearer)"})
 		return
 	}
 	// One byte over the limit is enough for parseReset to refuse it.

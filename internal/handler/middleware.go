@@ -54,3 +54,31 @@ func (a *api) requestLog(c *gin.Context) {
 		"remote", c.ClientIP(),
 	)
 }
+
+// bodyLimit bounds every request body. A declared length over the limit is
+// refused before anything is read; an undeclared (chunked) one is cut by
+// http.MaxBytesReader.
+func (a *api) bodyLimit(c *gin.Context) {
+	if c.Request.ContentLength > a.cfg.MaxBodyBytes {
+		c.Abort()
+		a.refuseBody(c, http.StatusRequestEntityTooLarge, gin.H{"error": "request body too large"})
+		return
+	}
+	if c.Request.Body != nil {
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, a.cfg.MaxBodyBytes)
+	}
+	c.Next()
+}
+
+// refuseBody answers a request whose body will not be read, and closes the
+// connection instead of draining that body: net/http would otherwise read
+// up to 256 KiB of it after the answer, at whatever pace the client chooses
+// (a body trickled at 1 byte/s held the connection until the read timeout).
+func (a *api) refuseBody(c *gin.Context, status int, body gin.H) {
+	c.Header("Connection", "close")
+	a.json(c, status, body)
+	// The answer is flushed before the server drains the body; a read
+	// deadline in the past makes that drain fail at once, which closes the
+	// connection.
+	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now())
+}
