@@ -47,9 +47,10 @@ func TestNginxDoesNotReplayReduce(t *testing.T) {
 	results := make(chan result, n)
 	for range n {
 		go func() {
-			// GET, because nginx retries GETs (never POSTs) by default: GET is
-			// what a missing "proxy_next_upstream off" would replay.
-			resp, err := client.Get(c.URL() + "/stock/reduce")
+			// A sale is POST only. nginx does not replay a POST by default
+			// either; "proxy_next_upstream off" keeps it so even if someone
+			// adds "non_idempotent".
+			resp, err := client.Post(c.URL()+"/stock/reduce", "", nil)
 			if err != nil {
 				results <- result{body: err.Error()}
 				return

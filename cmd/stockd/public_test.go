@@ -243,3 +243,36 @@ func TestSlowBodiesAreCut(t *testing.T) {
 		})
 	}
 }
+
+// resetStock sets the stock through the admin API.
+func resetStock(t *testing.T, addr string, n int) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/stock/reset", strings.NewReader(fmt.Sprintf(`{"stock":%d}`, n)))
+	req.Header.Set("X-Admin-Token", testAdminToken)
+	if code, body := send(t, req); code != http.StatusOK {
+		t.Fatalf("reset: got %d %s", code, body)
+	}
+}
+
+// Finding 4: GET does not buy (405 with a message), while the bare POST
+// every load tool sends — no body, no Content-Type — still does.
+func TestSaleIsPOSTOnly(t *testing.T) {
+	p := startStockd(t)
+	resetStock(t, p.Addr(), 1)
+	c := rawConn(t, p.Addr())
+	br := bufio.NewReader(c)
+	resp, body, err := roundTrip(c, br, "GET /stock/reduce HTTP/1.1\r\nHost: x\r\n\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(body, `"error":"method GET not allowed`) {
+		t.Fatalf("GET /stock/reduce: got %d %s, want 405 with a JSON message", resp.StatusCode, body)
+	}
+	resp, body, err = roundTrip(c, br, "POST /stock/reduce HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"result":"sold"`) || !strings.Contains(body, `"stock":0`) {
+		t.Fatalf("bare POST /stock/reduce: got %d %s, want 200 sold with stock 0 (the GET must not have sold)", resp.StatusCode, body)
+	}
+}

@@ -98,13 +98,18 @@ func New(cfg Config, deps Deps) http.Handler {
 		a.json(c, http.StatusNotFound, gin.H{"error": "no such route: " + c.Request.URL.Path})
 	})
 	r.NoMethod(func(c *gin.Context) {
-		a.json(c, http.StatusMethodNotAllowed, gin.H{
-			"error": "method " + c.Request.Method + " not allowed on " + c.Request.URL.Path,
-		})
+		msg := "method " + c.Request.Method + " not allowed on " + c.Request.URL.Path
+		if c.Request.URL.Path == "/stock/reduce" {
+			msg += "; a sale is POST /stock/reduce (no body needed)"
+		}
+		a.json(c, http.StatusMethodNotAllowed, gin.H{"error": msg})
 	})
 
+	// POST only: a GET that buys would let any page's <img src>, a link
+	// prefetcher or a crawler spend a visitor's request on a sale. The
+	// body is ignored, so an empty POST with any or no Content-Type (what
+	// hey, ab, wrk and JMeter send) sells; GET gets 405 from NoMethod.
 	r.POST("/stock/reduce", a.reduce)
-	r.GET("/stock/reduce", a.reduce) // the articles drive it with GET
 	r.GET("/stock", a.status)
 	r.GET("/stock/receipts/:attempt", a.receipt)
 	r.POST("/stock/reset", a.reset)

@@ -108,10 +108,10 @@ func (e *env) wantStock(t *testing.T, want stock.Status) {
 
 func TestReduceSellsThenSoldOut(t *testing.T) {
 	e := newEnv(t, 2, nil, nil)
-	for i, method := range []string{http.MethodPost, http.MethodGet} {
-		r := e.do(t, method, "/stock/reduce", "")
+	for i := range 2 {
+		r := e.do(t, http.MethodPost, "/stock/reduce", "")
 		if r.code != http.StatusOK || r.body["result"] != "sold" || r.body["stock"] != float64(1-i) || r.body["token"] == nil {
-			t.Fatalf("%s sale %d: got %d %s, want 200 sold stock %d with a token", method, i, r.code, r.raw, 1-i)
+			t.Fatalf("sale %d: got %d %s, want 200 sold stock %d with a token", i, r.code, r.raw, 1-i)
 		}
 	}
 	r := e.do(t, http.MethodPost, "/stock/reduce", "")
@@ -217,6 +217,8 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{"GET reset", "GET", "/stock/reset", ``, auth, 405, "not allowed"},
 		{"DELETE stock", "DELETE", "/stock", ``, auth, 405, "not allowed"},
 		{"PUT reduce", "PUT", "/stock/reduce", ``, nil, 405, "not allowed"},
+		{"GET reduce", "GET", "/stock/reduce", ``, nil, 405, "a sale is POST /stock/reduce"},
+		{"HEAD reduce", "HEAD", "/stock/reduce", ``, nil, 405, "not allowed"},
 		{"unknown route", "POST", "/stock/steal", ``, nil, 404, "no such route"},
 	}
 	for _, tc := range cases {
@@ -303,4 +305,21 @@ func counter(t *testing.T, m *metrics.Metrics, result string) float64 {
 		}
 	}
 	return 0
+}
+
+// A sale needs no body and no particular Content-Type: load tools (hey, ab,
+// wrk, JMeter) send an empty POST with whatever type they default to.
+func TestReduceAcceptsAnyEmptyPOST(t *testing.T) {
+	types := []string{"", "text/plain", "application/x-www-form-urlencoded", "application/json", "multipart/form-data; boundary=x"}
+	e := newEnv(t, int64(len(types)), nil, nil)
+	for _, ct := range types {
+		var headers []string
+		if ct != "" {
+			headers = []string{"Content-Type", ct}
+		}
+		if r := e.do(t, http.MethodPost, "/stock/reduce", "", headers...); r.code != http.StatusOK || r.body["result"] != "sold" {
+			t.Fatalf("Content-Type %q: got %d %s, want 200 sold", ct, r.code, r.raw)
+		}
+	}
+	e.wantStock(t, stock.Status{Stock: 0, Lucky: int64(len(types))})
 }
