@@ -263,6 +263,8 @@ verdict() {
 # 1 skipped (stockd refused to start), 2 failed.
 up_backend() {
 	export LOCK_BACKEND=$2
+	# stockd refuses the lab-only backends unless told this is the lab.
+	case $2 in none | local | setnx | redis-nocheck | redis-checkdel) export LAB_UNSAFE=true ;; *) export LAB_UNSAFE=false ;; esac
 	# The election rides on the lock's own session where there is one
 	# (etcd, zookeeper); the Redis locks elect through etcd.
 	if [[ $2 == zookeeper ]]; then export ELECTION_BACKEND=zookeeper; else export ELECTION_BACKEND=etcd; fi

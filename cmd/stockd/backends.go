@@ -44,6 +44,9 @@ const (
 type backendSpec struct {
 	needs needs
 	build func(ctx context.Context, w *wiring) (lock.Locker, error)
+	// labOnly backends oversell across replicas on purpose; stockd runs
+	// them only with lab.unsafe: true.
+	labOnly bool
 }
 
 // errNotBuilt marks a backend whose name is valid but which this binary
@@ -54,8 +57,8 @@ var errNotBuilt = errors.New("not built yet")
 var backends = map[string]backendSpec{
 	// none and local are deliberately unsafe across replicas: they exist to
 	// show the overselling the articles start from.
-	"none":  {needs: needsNothing, build: func(context.Context, *wiring) (lock.Locker, error) { return nolock.New(), nil }},
-	"local": {needs: needsNothing, build: func(context.Context, *wiring) (lock.Locker, error) { return locallock.New(), nil }},
+	"none":  {needs: needsNothing, labOnly: true, build: func(context.Context, *wiring) (lock.Locker, error) { return nolock.New(), nil }},
+	"local": {needs: needsNothing, labOnly: true, build: func(context.Context, *wiring) (lock.Locker, error) { return locallock.New(), nil }},
 	"redis": {needs: needsRedis, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
 		return redislock.New(w.lockRedis(), redislock.Options{TTL: w.cfg.Lock.TTL, Logger: w.log}), nil
 	}},
@@ -80,9 +83,9 @@ var backends = map[string]backendSpec{
 	}},
 	// Lab-only broken Redis locks (issue 7): each fails in the way one of the
 	// articles' versions does. Never safe; they exist to be watched failing.
-	"setnx":          {needs: needsRedis, build: flawed(flawedlock.NewSetNX)},
-	"redis-nocheck":  {needs: needsRedis, build: flawed(flawedlock.NewNoCheck)},
-	"redis-checkdel": {needs: needsRedis, build: flawed(flawedlock.NewCheckDel)},
+	"setnx":          {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewSetNX)},
+	"redis-nocheck":  {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewNoCheck)},
+	"redis-checkdel": {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewCheckDel)},
 }
 
 func flawed(newFn func(redis.UniversalClient, flawedlock.Options) *flawedlock.Locker) func(context.Context, *wiring) (lock.Locker, error) {

@@ -33,6 +33,7 @@ func TestBuildLockerEveryBackend(t *testing.T) {
 		t.Run(tc.backend, func(t *testing.T) {
 			c := validConfig(t)
 			c.Lock.Backend = tc.backend
+			c.Lab.Unsafe = !tc.safe
 			c.Redis.Addr = rds.Addr()
 			c.Lock.TTL = 5 * time.Second
 			if tc.server != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/viper"
 
+	"seckill/internal/failpoint"
 	"seckill/internal/stock"
 )
 
@@ -64,6 +65,12 @@ type Config struct {
 		Path        string
 		JobInterval time.Duration
 	}
+	Lab struct {
+		// Unsafe permits what only the lab may run (lab.go).
+		Unsafe bool
+		// Failpoints is $SECKILL_FAILPOINTS, read here so Validate sees it.
+		Failpoints string
+	}
 }
 
 // defaults lists every key with its default. SetDefault on each is what makes
@@ -112,6 +119,7 @@ var defaults = []struct {
 	{"election.backend", "none"},
 	{"election.path", "/seckill/leader"},
 	{"election.job_interval", "1s"},
+	{"lab.unsafe", false},
 }
 
 // Load reads the configuration. path may be empty (defaults + environment).
@@ -189,6 +197,8 @@ func Load(path string, env []string) (*Config, error) {
 	c.Election.Backend = l.str("election.backend")
 	c.Election.Path = l.str("election.path")
 	c.Election.JobInterval = l.duration("election.job_interval")
+	c.Lab.Unsafe = l.bool("lab.unsafe")
+	c.Lab.Failpoints = lookupEnv(env, failpoint.EnvVar)
 	if len(l.errs) > 0 {
 		return nil, errors.Join(l.errs...)
 	}

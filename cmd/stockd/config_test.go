@@ -58,6 +58,18 @@ func TestValidate(t *testing.T) {
 		{"empty lock key", func(c *Config) { c.Lock.Key = "" }, "lock.key"},
 		{"missing redis addr", func(c *Config) { c.Redis.Addr = "" }, "redis.addr"},
 		{"bad lock redis addr", func(c *Config) { c.Lock.RedisAddr = "nohost" }, "lock.redis_addr"},
+		{"lab-only backend", func(c *Config) { c.Lock.Backend = "local" }, "lock.backend"},
+		{"flawed backend", func(c *Config) { c.Lock.Backend = "redis-checkdel" }, "lock.backend"},
+		{"lab-only backend in the lab", func(c *Config) { c.Lock.Backend = "setnx"; c.Lab.Unsafe = true }, ""},
+		{"unfenced", func(c *Config) { c.Stock.Fencing = false }, "stock.fencing"},
+		{"unfenced in the lab", func(c *Config) { c.Stock.Fencing = false; c.Lab.Unsafe = true }, ""},
+		{"unfenced atomic mode", func(c *Config) { c.Stock.Fencing = false; c.Stock.Mode = "atomic" }, ""},
+		{"failpoint outside the lab", func(c *Config) { c.Lab.Failpoints = "setnx/afterSetNX=1*exit" }, "SECKILL_FAILPOINTS"},
+		{"unknown failpoint", func(c *Config) { c.Lab.Unsafe = true; c.Lab.Failpoints = "setnx/afterSetNX=exit;x/y=exit" }, "SECKILL_FAILPOINTS"},
+		{"known failpoints in the lab", func(c *Config) {
+			c.Lab.Unsafe = true
+			c.Lab.Failpoints = "setnx/afterSetNX=1*exit; nocheck/beforeDel=sleep(1ms);checkdel/beforeDel=off"
+		}, ""},
 		{"bad http addr", func(c *Config) { c.HTTP.Addr = "8080" }, "http.addr"},
 		{"negative db", func(c *Config) { c.Redis.DB = -1 }, "redis.db"},
 		{"etcd without endpoints", func(c *Config) { c.Lock.Backend = "etcd"; c.Etcd.Endpoints = nil }, "etcd.endpoints"},

@@ -69,7 +69,8 @@ func run(ctx context.Context, args, env []string, stderr io.Writer) int {
 	// Lab fault injection (package failpoint): armed from the environment
 	// so a replica of the lab cluster can be made to crash or stall at a
 	// named point. A bad spec is a configuration error like any other.
-	armed, err := failpoint.EnableSpec(lookupEnv(env, failpoint.EnvVar))
+	// Validate has checked the names and that lab.unsafe permits them.
+	armed, err := failpoint.EnableSpec(cfg.Lab.Failpoints)
 	if err != nil {
 		fmt.Fprintf(stderr, "config: %s: %v\n", failpoint.EnvVar, err)
 		return exitConfig

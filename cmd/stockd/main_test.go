@@ -70,7 +70,11 @@ func TestBinaryRefusesBadConfig(t *testing.T) {
 		{"empty token", nil, []string{"STOCKD_ADMIN_TOKEN="}, "config: admin.token:"},
 		{"missing file", []string{"--config", "/nonexistent/stockd.yaml"}, nil, "/nonexistent/stockd.yaml"},
 		{"bad flag", []string{"--nope"}, nil, "flag provided but not defined"},
-		{"bad failpoint", nil, []string{"SECKILL_FAILPOINTS=x/y=explode"}, "config: SECKILL_FAILPOINTS:"},
+		{"bad failpoint", nil, []string{"STOCKD_LAB_UNSAFE=true", "SECKILL_FAILPOINTS=setnx/afterSetNX=explode"}, "config: SECKILL_FAILPOINTS:"},
+		{"lab-only backend", nil, []string{"STOCKD_LOCK_BACKEND=none"}, `config: lock.backend: "none" is lab-only`},
+		{"unfenced", nil, []string{"STOCKD_STOCK_FENCING=false"}, "config: stock.fencing: false is lab-only"},
+		{"armed failpoint", nil, []string{"SECKILL_FAILPOINTS=setnx/afterSetNX=1*exit"}, "config: SECKILL_FAILPOINTS: failpoints are lab-only"},
+		{"unknown failpoint", nil, []string{"STOCKD_LAB_UNSAFE=true", "SECKILL_FAILPOINTS=x/y=exit"}, `config: SECKILL_FAILPOINTS: unknown failpoint "x/y"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -107,6 +107,9 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	log.Info("stockd starting", "addr", ln.Addr().String(), "backend", info.Name, "fencing", fencing,
 		"election", cfg.Election.Backend,
 		"mode", mode, "work_delay", cfg.Work.Delay.String(), "version", buildVersion())
+	if cfg.Lab.Unsafe {
+		log.Warn("lab.unsafe is on: lab-only backends, unfenced writes and failpoints are permitted; never in production")
+	}
 	if mode == stock.ModeLocked && !info.Safe {
 		log.Warn("LOCK BACKEND IS NOT SAFE ACROSS REPLICAS: with more than one replica this WILL oversell",
 			"backend", info.Name)

@@ -153,5 +153,7 @@ func Validate(c *Config) error {
 	znodePath("election.path", c.Election.Path)
 	positive("election.job_interval", c.Election.JobInterval)
 
+	validateLab(c, bad)
+
 	return errors.Join(errs...)
 }
