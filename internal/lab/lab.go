@@ -144,7 +144,7 @@ func Matrix(backends, scenarios []string) []Cell {
 			continue
 		}
 		for _, s := range Scenarios() {
-			if s != "crash" && want(scenarios, s) {
+			if s != "crash" && want(scenarios, s) && supports(s, b) {
 				cells = append(cells, Cell{Backend: b, Scenario: s, Fencing: true})
 			}
 		}
@@ -154,6 +154,9 @@ func Matrix(backends, scenarios []string) []Cell {
 		if b == "redis" && want(scenarios, "latency") {
 			cells = append(cells, Cell{Backend: b, Scenario: "latency", Fencing: false})
 		}
+		if b == "redis" && want(scenarios, "lockforget") {
+			cells = append(cells, Cell{Backend: b, Scenario: "lockforget", Fencing: false})
+		}
 	}
 	for _, b := range []string{"redis-nocheck", "redis-checkdel", "setnx"} {
 		if want(backends, b) && want(scenarios, Flawed[b]) {
@@ -161,6 +164,12 @@ func Matrix(backends, scenarios []string) []Cell {
 		}
 	}
 	return cells
+}
+
+// supports reports whether scenario s can be staged on backend b.
+func supports(s, b string) bool {
+	only := scenarios[s].only
+	return len(only) == 0 || slices.Contains(only, b)
 }
 
 // ClusterConfig is the local cluster the lab needs: three replicas behind

@@ -24,8 +24,17 @@ func TestCellExpect(t *testing.T) {
 
 func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	cells := Matrix(nil, nil)
-	if got, want := len(cells), 4*7+4+1+3; got != want {
+	// 10 scenarios besides crash on each correct backend, but lockforget
+	// only where the lock server can be made to forget (Redis); controls:
+	// pause x4, latency and lockforget on redis; 3 flawed cells.
+	if got, want := len(cells), 4*10-2+4+1+1+3; got != want {
 		t.Fatalf("got %d cells, want %d", got, want)
+	}
+	if got := Matrix([]string{"etcd"}, []string{"lockforget"}); len(got) != 0 {
+		t.Fatalf("etcd/lockforget: got %v, want no cell (the fault is Redis-only)", got)
+	}
+	if got := Matrix([]string{"redis"}, []string{"lockforget"}); len(got) != 2 || got[1].Fencing {
+		t.Fatalf("redis/lockforget: got %v, want the fenced cell and its unfenced control", got)
 	}
 	if got := Matrix([]string{"redis"}, []string{"pause"}); len(got) != 2 || got[1].Fencing {
 		t.Fatalf("redis/pause: got %v, want the fenced cell and its unfenced control", got)
@@ -52,7 +61,7 @@ func TestWirePredicates(t *testing.T) {
 	}{
 		{"get", resp("get", "stock"), true, false},
 		{"fenced read", resp("evalsha", "abc", "2", "stock", "stock:fence", "redis", "7"), true, false},
-		{"fenced write", resp("evalsha", "def", "3", "stock", "lucky", "stock:fence", "redis", "7", "9"), false, true},
+		{"fenced write", resp("evalsha", "def", "4", "stock", "lucky", "stock:fence", "stock:fence:receipt:x-1", "redis/k", "7", "x-1", "9", "600000"), false, true},
 		{"multi write", append(resp("multi"), append(resp("set", "stock", "9"), resp("incr", "lucky")...)...), false, true},
 		{"status", resp("mget", "stock", "lucky"), false, false},
 		{"ping", resp("ping"), false, false},

@@ -79,9 +79,7 @@ func (l *load) reduce() response { return l.do(context.Background(), l.url) }
 // reduceAt makes one sale at url (a replica directly) outside the buyers,
 // and records it with their answers so the books include it.
 func (l *load) reduceAt(ctx context.Context, url string) response {
-	sent := time.Now()
 	r := l.do(ctx, url)
-	r.Sent = sent
 	l.mu.Lock()
 	l.resps = append(l.resps, r)
 	close(l.changed)
@@ -91,17 +89,18 @@ func (l *load) reduceAt(ctx context.Context, url string) response {
 }
 
 func (l *load) do(ctx context.Context, url string) response {
+	sent := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
-		return response{At: time.Now(), Error: err.Error()}
+		return response{Sent: sent, At: time.Now(), Error: err.Error()}
 	}
 	resp, err := l.client.Do(req)
 	if err != nil {
-		return response{At: time.Now(), Error: err.Error()}
+		return response{Sent: sent, At: time.Now(), Error: err.Error()}
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	r := response{At: time.Now(), Status: resp.StatusCode}
+	r := response{Sent: sent, At: time.Now(), Status: resp.StatusCode}
 	var body struct{ Result, Replica, Error, Attempt string }
 	if json.Unmarshal(raw, &body) == nil {
 		r.Result, r.Replica, r.Error, r.Attempt = body.Result, body.Replica, body.Error, body.Attempt

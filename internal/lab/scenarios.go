@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -26,9 +27,13 @@ type scenario struct {
 	run func(x *run) error
 	// check runs after the books are read, for expectations on the counts.
 	check func(x *run)
+	// only, if set, limits the scenario to these backends: the fault cannot
+	// be staged for the others yet.
+	only []string
 }
 
-var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency", "crash"}
+var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
+	"lostreply", "slowreply", "lockforget", "crash"}
 
 // Scenarios lists the scenario names in table order.
 func Scenarios() []string { return append([]string(nil), order...) }
@@ -100,6 +105,31 @@ var scenarios = map[string]scenario{
 			return map[string]string{"work.delay": "100ms", "redis.timeout": (2*lease + 5*time.Second).String()}
 		},
 		run: runLatency,
+	},
+	"lostreply": {
+		summary:     "lose 2% of the servers' replies (the command ran, the answer is cut) on every link for 5s",
+		concurrency: 6,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		run:         runLostReply,
+	},
+	"slowreply": {
+		summary:     "delay the replies on a quarter of every link's connections past the Redis read timeout for 5s",
+		concurrency: 6,
+		env: func(time.Duration) map[string]string {
+			return map[string]string{"work.delay": "20ms", "redis.timeout": slowReplyTimeout.String()}
+		},
+		run: runSlowReply,
+	},
+	"lockforget": {
+		summary:     "the lock Redis, after a long life (counters +10^6), forgets everything while a write is on the wire, 3 times",
+		concurrency: 6,
+		// A long read timeout, as in pause: the held write's own answer
+		// (fenced or sold) is what the cell is about.
+		env: func(time.Duration) map[string]string {
+			return map[string]string{"work.delay": "20ms", "redis.timeout": "30s"}
+		},
+		run:  runLockForget,
+		only: []string{"redis", "redisson"},
 	},
 	"crash": {
 		summary:     "crash between SETNX and EXPIRE (failpoint setnx/afterSetNX=exit)",
@@ -369,6 +399,178 @@ func httpStatus(ctx context.Context, method, url string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// Reply faults: how often, for how long.
+const (
+	lossRate         = 0.02
+	replyFaultWindow = 5 * time.Second
+	slowReplyTimeout = 250 * time.Millisecond
+	slowReplyDelay   = 600 * time.Millisecond
+	slowReplyShare   = 0.25
+)
+
+// onEveryLink adds a fault to every replica's stock and lock links, holds it
+// for replyFaultWindow and takes it away; faultEnd is then.
+func (x *run) onEveryLink(add func(i int, link localcluster.Link) (func() error, error)) error {
+	var removes []func() error
+	removeAll := func() error {
+		var errs []error
+		for _, r := range removes {
+			errs = append(errs, r())
+		}
+		return errors.Join(errs...)
+	}
+	for i := range x.c.Replicas() {
+		for _, link := range []localcluster.Link{localcluster.LinkStock, localcluster.LinkLock} {
+			rm, err := add(i, link)
+			if err != nil {
+				return errors.Join(err, removeAll())
+			}
+			removes = append(removes, rm)
+		}
+	}
+	start := time.Now()
+	err := x.hold(start.Add(replyFaultWindow))
+	if rerr := removeAll(); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	x.faultEnd = time.Now()
+	sold := x.load.countSent(start, func(r response) bool { return r.sold() && r.At.Before(x.faultEnd) })
+	unconfirmed := x.load.countSent(start, func(r response) bool { return r.Result == "unconfirmed" })
+	x.notef("%d sold and %d unconfirmed during the %v window; %d stock calls retried with the same attempt id",
+		sold, unconfirmed, replyFaultWindow, x.saleEvents("retried"))
+	return err
+}
+
+// saleEvents sums seckill_sale_events_total{event=...} over the replicas'
+// /metrics (-1 if a replica could not be read): evidence that a fault took
+// the path it was meant to.
+func (x *run) saleEvents(event string) int {
+	ctx, cancel := x.within(5 * time.Second)
+	defer cancel()
+	want := `event="` + event + `"`
+	total := 0
+	for i := range x.c.Replicas() {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, x.c.ReplicaURL(i)+"/metrics", nil)
+		if err != nil {
+			return -1
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return -1
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+		resp.Body.Close()
+		if err != nil {
+			return -1
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, "seckill_sale_events_total{") && strings.Contains(line, want) {
+				var v float64
+				if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+					total += int(v)
+				}
+			}
+		}
+	}
+	return total
+}
+
+func runLostReply(x *run) error {
+	before := localcluster.RepliesLost()
+	err := x.onEveryLink(func(i int, link localcluster.Link) (func() error, error) {
+		return x.c.LoseReplies(i, link, lossRate)
+	})
+	lost := localcluster.RepliesLost() - before
+	x.notef("%d replies lost", lost)
+	if lost == 0 {
+		x.problemf("no reply was lost: the fault did not happen")
+	}
+	return err
+}
+
+func runSlowReply(x *run) error {
+	return x.onEveryLink(func(i int, link localcluster.Link) (func() error, error) {
+		return x.c.SlowReplies(i, link, slowReplyDelay, slowReplyShare)
+	})
+}
+
+// longLife is how far the lab moves the lock's token counters before it
+// makes the lock forget them: a lock server that has served about a million
+// acquisitions.
+const longLife = 1_000_000
+
+// runLockForget makes the lock Redis lose everything — the lock, its queue,
+// the token counter — while a holder's write is on the wire, three times.
+// Each time the write is held in the proxy, the lock Redis is flushed,
+// another replica must sell (the lock is free again: two holders), and then
+// the held write lands: fencing must refuse it, or it sells a unit twice.
+// The counters restart far below the fence, so every token is stale until
+// the service moves the lock past the fence (lock.TokenAdvancer).
+func runLockForget(x *run) error {
+	lr := x.c.LockRedis()
+	if lr == nil {
+		return errors.New("no lock redis")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: lr.Addr()})
+	defer rdb.Close()
+	ctx, cancel := x.within(2 * time.Minute)
+	defer cancel()
+	var keys []string
+	if err := rdb.Keys(ctx, "*:fence").ScanSlice(&keys); err != nil || len(keys) == 0 {
+		return fmt.Errorf("find the token counters (%d found): %w", len(keys), err)
+	}
+	for _, k := range keys {
+		if err := rdb.IncrBy(ctx, k, longLife).Err(); err != nil {
+			return fmt.Errorf("age counter %s: %w", k, err)
+		}
+	}
+	var worst time.Duration
+	for n := range 3 {
+		if err := x.forgetOnce(ctx, rdb, n+1, &worst); err != nil {
+			return err
+		}
+	}
+	x.recovered = x.faultEnd.Add(worst)
+	x.notef("counters aged by %d, forgotten 3 times; slowest resumption %dms", longLife, ms(worst))
+	return nil
+}
+
+// forgetOnce holds the next write, flushes the lock Redis, waits for
+// another replica to sell, and lets the held write go.
+func (x *run) forgetOnce(ctx context.Context, rdb *redis.Client, n int, worst *time.Duration) error {
+	w, err := x.c.Watch(isWrite, true)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	hctx, cancel := x.within(10 * time.Second)
+	i, err := w.Held(hctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		w.Release()
+		return fmt.Errorf("forget %d: %w", n, err)
+	}
+	x.faultEnd = time.Now()
+	name := localcluster.ReplicaName(i)
+	r, err := x.otherSells(name, x.faultEnd, RecoveryBound)
+	w.Release()
+	if err != nil {
+		x.problemf("no other replica sold within %v of forget %d", RecoveryBound, n)
+		return nil
+	}
+	*worst = max(*worst, r.At.Sub(x.faultEnd))
+	// The held write's answer, before the next round holds another.
+	actx, cancel := x.within(40 * time.Second)
+	defer cancel()
+	if a, err := x.load.waitFor(actx, r.At, func(a response) bool { return a.Replica == name || a.Status == 0 }); err == nil {
+		x.notef("forget %d: the held write of %s answered %q", n, name, a.Result)
+	}
+	return nil
 }
 
 func runLockRestart(x *run) error {

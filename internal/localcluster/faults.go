@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
@@ -298,8 +300,15 @@ func nextToxicName(kind string) string {
 // addToxic adds a toxic, given as its JSON attributes, to the request
 // direction (replica → server) of p, and returns its remover.
 func addToxic(p *toxiproxy.Proxy, kind, typ, attrs string) (remove func() error, err error) {
+	return addToxicOn(p, kind, typ, "upstream", 1, attrs)
+}
+
+// addToxicOn adds a toxic on stream ("upstream": what the replica sends;
+// "downstream": what the server answers) to a toxicity share of the
+// connections.
+func addToxicOn(p *toxiproxy.Proxy, kind, typ, stream string, toxicity float64, attrs string) (remove func() error, err error) {
 	name := nextToxicName(kind)
-	body := fmt.Sprintf(`{"name":%q,"type":%q,"stream":"upstream","toxicity":1,"attributes":%s}`, name, typ, attrs)
+	body := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":%g,"attributes":%s}`, name, typ, stream, toxicity, attrs)
 	if _, err := p.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
 		return nil, fmt.Errorf("localcluster: add %s toxic to %s: %w", typ, p.Name, err)
 	}
@@ -309,6 +318,30 @@ func addToxic(p *toxiproxy.Proxy, kind, typ, attrs string) (remove func() error,
 		once.Do(func() { err = p.Toxics.RemoveToxic(context.Background(), name) })
 		return err
 	}, nil
+}
+
+// LoseReplies makes replica i lose, with probability p each, the answers
+// the server sends back over link: the chunk is dropped and the connection
+// cut, after the command it answers has run. It is the fault behind every
+// "did my write happen?" — a client that retries must not do it twice.
+// remove takes it away.
+func (c *Cluster) LoseReplies(i int, link Link, p float64) (remove func() error, err error) {
+	px, err := c.linkProxy(i, link)
+	if err != nil {
+		return nil, err
+	}
+	return addToxicOn(px, "lossy", lossyToxicType, "downstream", 1, fmt.Sprintf(`{"probability":%g}`, p))
+}
+
+// SlowReplies delays by d the answers on a share (0..1) of replica i's
+// connections over link: a reply that arrives after the client's read
+// timeout is, to the client, a lost one. remove takes it away.
+func (c *Cluster) SlowReplies(i int, link Link, d time.Duration, share float64) (remove func() error, err error) {
+	px, err := c.linkProxy(i, link)
+	if err != nil {
+		return nil, err
+	}
+	return addToxicOn(px, "slow", "latency", "downstream", share, fmt.Sprintf(`{"latency":%d}`, d.Milliseconds()))
 }
 
 // Latency delays everything replica i sends over link by d (the replies are
@@ -324,8 +357,48 @@ func (c *Cluster) Latency(i int, link Link, d time.Duration) (remove func() erro
 // watchToxicType is the toxiproxy type name of the Watch toxic.
 const watchToxicType = "seckill_watch"
 
+// lossyToxicType is the toxiproxy type name of the reply-losing toxic.
+const lossyToxicType = "seckill_lossy"
+
 func init() {
 	toxics.Register(watchToxicType, new(watchToxic))
+	toxics.Register(lossyToxicType, new(lossyToxic))
+}
+
+// repliesLost counts the chunks every lossy toxic has dropped, so a test can
+// tell that its fault happened.
+var repliesLost atomic.Int64
+
+// RepliesLost is how many server answers LoseReplies has dropped so far, in
+// every cluster of this process.
+func RepliesLost() int64 { return repliesLost.Load() }
+
+// lossyToxic drops a chunk with probability Probability and cuts the
+// connection there; its fields come from JSON.
+type lossyToxic struct {
+	Probability float64 `json:"probability"`
+}
+
+// Pipe forwards chunks until one is lost; then the connection is closed, as
+// a reset between the server's reply and the client would leave it.
+func (t *lossyToxic) Pipe(stub *toxics.ToxicStub) {
+	for {
+		select {
+		case <-stub.Interrupt:
+			return
+		case c := <-stub.Input:
+			if c == nil {
+				stub.Close()
+				return
+			}
+			if rand.Float64() < t.Probability {
+				repliesLost.Add(1)
+				stub.Close()
+				return
+			}
+			stub.Output <- c
+		}
+	}
 }
 
 // Event is one chunk a Watch matched: which replica sent it, and when.

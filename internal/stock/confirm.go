@@ -50,6 +50,12 @@ func (s *Service) confirm(ctx context.Context, op func(context.Context) error) (
 	for {
 		tries++
 		err = op(cctx)
+		if err != nil && cctx.Err() != nil && !errors.Is(err, ErrUnavailable) {
+			// Our own confirm deadline cut the call off: the server did not
+			// answer in time, which is unavailability, not the caller's
+			// cancellation.
+			err = fmt.Errorf("%w: no answer within %v: %w", ErrUnavailable, s.cfg.ConfirmTimeout, err)
+		}
 		if err == nil || !errors.Is(err, ErrUnavailable) {
 			return tries, err
 		}
