@@ -79,6 +79,27 @@ func TestValidate(t *testing.T) {
 		{"relative zk root", func(c *Config) { c.ZooKeeper.Root = "seckill" }, "zookeeper.root"},
 		{"relative election path", func(c *Config) { c.Election.Path = "leader" }, "election.path"},
 		{"inverted delay", func(c *Config) { c.Work.Delay = stock.Delay{Min: 2, Max: 1} }, "work.delay"},
+		// Ranges: each finding of issue 19 started a broken stockd.
+		{"nanosecond ttl", func(c *Config) { c.Lock.TTL = time.Nanosecond }, "lock.ttl"},
+		{"ten-year wait", func(c *Config) { c.Lock.WaitTimeout = 87600 * time.Hour }, "lock.wait_timeout"},
+		{"wait above write timeout", func(c *Config) { c.Lock.WaitTimeout = 40 * time.Second }, "lock.wait_timeout"},
+		{"wait plus delay above write timeout", func(c *Config) {
+			c.Lock.WaitTimeout = 25 * time.Second
+			c.Work.Delay = stock.Delay{Min: time.Second, Max: 5 * time.Second}
+		}, "lock.wait_timeout"},
+		{"long wait with a long write timeout", func(c *Config) { c.Lock.WaitTimeout = time.Minute; c.HTTP.WriteTimeout = 5 * time.Minute }, ""},
+		{"ten-minute work", func(c *Config) { c.Work.Delay = stock.Delay{Min: 10 * time.Minute, Max: 10 * time.Minute} }, "work.delay"},
+		{"nanosecond redis timeout", func(c *Config) { c.Redis.Timeout = time.Nanosecond }, "redis.timeout"},
+		{"tiny lease time", func(c *Config) { c.Redisson.LeaseTime = time.Millisecond }, "redisson.lease_time"},
+		{"day-long etcd ttl", func(c *Config) { c.Etcd.SessionTTL = 24 * time.Hour }, "etcd.session_ttl"},
+		{"tiny zk session", func(c *Config) { c.ZooKeeper.SessionTimeout = time.Millisecond }, "zookeeper.session_timeout"},
+		{"tiny read timeout", func(c *Config) { c.HTTP.ReadTimeout = time.Millisecond }, "http.read_timeout"},
+		{"header timeout above read timeout", func(c *Config) { c.HTTP.ReadHeaderTimeout = time.Minute }, "http.read_header_timeout"},
+		{"tiny write timeout", func(c *Config) { c.HTTP.WriteTimeout = time.Millisecond }, "http.write_timeout"},
+		{"zero idle timeout", func(c *Config) { c.HTTP.IdleTimeout = 0 }, "http.idle_timeout"},
+		{"1 MB headers", func(c *Config) { c.HTTP.MaxHeaderBytes = 2 << 20 }, "http.max_header_bytes"},
+		{"tiny body limit", func(c *Config) { c.HTTP.MaxBodyBytes = 10 }, "http.max_body_bytes"},
+		{"no connections", func(c *Config) { c.HTTP.MaxConns = 0 }, "http.max_conns"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

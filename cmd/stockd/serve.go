@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/net/netutil"
 
 	"seckill/internal/handler"
@@ -44,6 +45,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	fencing := cfg.Stock.Fencing && info.Safe && mode == stock.ModeLocked
 
 	m := metrics.New(prometheus.Labels{"replica": cfg.Replica, "backend": info.Name})
+	redis.SetLogger(redisLogger{log: log, lim: metrics.NewLogLimiter(m, 0)})
 	store := stock.NewStore(stockRDB, stock.Keys{
 		Stock: cfg.Stock.Key, Lucky: cfg.Stock.LuckyKey, Fence: cfg.Stock.FenceKey,
 		Initial: initialKey(cfg),

@@ -18,6 +18,10 @@ var (
 	electionBackends = []string{"none", "etcd", "zookeeper"}
 )
 
+// maxWorkDelay bounds the simulated business time; the lab's longest is a
+// few seconds (1.5 leases).
+const maxWorkDelay = 30 * time.Second
+
 // Validate checks c and returns every problem found, each naming its key.
 // It is pure: no I/O, no environment.
 func Validate(c *Config) error {
@@ -28,11 +32,6 @@ func Validate(c *Config) error {
 	oneOf := func(key, val string, allowed []string, what string) {
 		if !slices.Contains(allowed, val) {
 			bad(key, "unknown %s %q (want one of %s)", what, val, strings.Join(allowed, ", "))
-		}
-	}
-	positive := func(key string, d time.Duration) {
-		if d <= 0 {
-			bad(key, "must be positive, got %s", d)
 		}
 	}
 	// between bounds a duration: a value outside the range is a mistake or
@@ -80,7 +79,7 @@ func Validate(c *Config) error {
 	}
 
 	hostPort("http.addr", c.HTTP.Addr)
-	positive("http.shutdown_timeout", c.HTTP.ShutdownTimeout)
+	between("http.shutdown_timeout", c.HTTP.ShutdownTimeout, 100*time.Millisecond, 10*time.Minute)
 	between("http.read_header_timeout", c.HTTP.ReadHeaderTimeout, 100*time.Millisecond, time.Minute)
 	between("http.read_timeout", c.HTTP.ReadTimeout, 100*time.Millisecond, 5*time.Minute)
 	if c.HTTP.ReadHeaderTimeout > c.HTTP.ReadTimeout {
@@ -99,21 +98,23 @@ func Validate(c *Config) error {
 	if c.Redis.DB < 0 {
 		bad("redis.db", "must not be negative, got %d", c.Redis.DB)
 	}
-	positive("redis.timeout", c.Redis.Timeout)
+	between("redis.timeout", c.Redis.Timeout, time.Millisecond, time.Minute)
 
 	backend, known := backends[c.Lock.Backend]
 	if !known {
 		bad("lock.backend", "unknown backend %q (want one of %s)", c.Lock.Backend, strings.Join(backendNames(), ", "))
 	}
 	nonEmpty("lock.key", c.Lock.Key)
-	positive("lock.ttl", c.Lock.TTL)
-	positive("lock.wait_timeout", c.Lock.WaitTimeout)
+	// Below 100ms a lease cannot be renewed in time (Redis refuses a
+	// sub-millisecond PX outright: every sale would fail).
+	between("lock.ttl", c.Lock.TTL, 100*time.Millisecond, 10*time.Minute)
+	between("lock.wait_timeout", c.Lock.WaitTimeout, time.Millisecond, 10*time.Minute)
 	if c.Lock.RedisAddr != "" {
 		hostPort("lock.redis_addr", c.Lock.RedisAddr)
 	}
-	positive("redisson.watchdog", c.Redisson.Watchdog)
-	if c.Redisson.LeaseTime < 0 {
-		bad("redisson.lease_time", "must not be negative (0 = watchdog renews), got %s", c.Redisson.LeaseTime)
+	between("redisson.watchdog", c.Redisson.Watchdog, 100*time.Millisecond, 10*time.Minute)
+	if c.Redisson.LeaseTime != 0 {
+		between("redisson.lease_time", c.Redisson.LeaseTime, 100*time.Millisecond, 10*time.Minute)
 	}
 
 	needEtcd := (known && backend.needs == needsEtcd) || c.Election.Backend == "etcd"
@@ -124,12 +125,14 @@ func Validate(c *Config) error {
 	// etcd leases are whole seconds; a shorter TTL would be rounded away.
 	if c.Etcd.SessionTTL < time.Second {
 		bad("etcd.session_ttl", "must be at least 1s (etcd leases are whole seconds), got %s", c.Etcd.SessionTTL)
+	} else {
+		between("etcd.session_ttl", c.Etcd.SessionTTL, time.Second, 10*time.Minute)
 	}
-	positive("etcd.dial_timeout", c.Etcd.DialTimeout)
+	between("etcd.dial_timeout", c.Etcd.DialTimeout, 10*time.Millisecond, time.Minute)
 	if needZK {
 		list("zookeeper.servers", c.ZooKeeper.Servers)
 	}
-	positive("zookeeper.session_timeout", c.ZooKeeper.SessionTimeout)
+	between("zookeeper.session_timeout", c.ZooKeeper.SessionTimeout, 100*time.Millisecond, 10*time.Minute)
 	znodePath("zookeeper.root", c.ZooKeeper.Root)
 
 	nonEmpty("stock.key", c.Stock.Key)
@@ -141,6 +144,8 @@ func Validate(c *Config) error {
 	oneOf("stock.mode", c.Stock.Mode, stockModes, "mode")
 	if c.Work.Delay.Min < 0 || c.Work.Delay.Max < c.Work.Delay.Min {
 		bad("work.delay", "invalid range %s", c.Work.Delay)
+	} else if c.Work.Delay.Max > maxWorkDelay {
+		bad("work.delay", "must not exceed %s (it is spent holding the lock), got %s", maxWorkDelay, c.Work.Delay)
 	}
 	// A sale waits for the lock, then works: it must be answered before
 	// the write deadline cuts its connection (and the proxy's read timeout,
@@ -151,7 +156,7 @@ func Validate(c *Config) error {
 
 	oneOf("election.backend", c.Election.Backend, electionBackends, "backend")
 	znodePath("election.path", c.Election.Path)
-	positive("election.job_interval", c.Election.JobInterval)
+	between("election.job_interval", c.Election.JobInterval, 100*time.Millisecond, time.Hour)
 
 	validateLab(c, bad)
 

@@ -17,7 +17,7 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	// Results counts /stock/reduce outcomes by result label
-	// (sold, sold_out, fenced, busy, lock_lost, mixed_backends, error).
+	// (sold, sold_out, fenced, busy, lock_lost, mixed_backends, unconfirmed, error).
 	Results *prometheus.CounterVec
 	// LockWait is the time spent in Locker.Acquire, successful or not.
 	LockWait prometheus.Histogram
@@ -27,6 +27,12 @@ type Metrics struct {
 	// see: retried calls, unconfirmed sales, token collisions, tokens
 	// advanced past the fence, a fence of another lock (stock.Event).
 	Events *prometheus.CounterVec
+	// AdminAuthFailures counts refused admin calls (bad or missing token,
+	// or refused while the source backs off).
+	AdminAuthFailures prometheus.Counter
+	// LogSuppressed counts log lines a LogLimiter held back, by kind: the
+	// aggregate stays visible when the log does not repeat every line.
+	LogSuppressed *prometheus.CounterVec
 }
 
 // New registers the instruments, plus Go runtime and process collectors, on a
@@ -60,8 +66,18 @@ func New(constLabels prometheus.Labels) *Metrics {
 			Help:        "Events of the sale path: retried, unconfirmed, token_collision, tokens_advanced, mixed_lock.",
 			ConstLabels: constLabels,
 		}, []string{"event"}),
+		AdminAuthFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name:        "seckill_admin_auth_failures_total",
+			Help:        "Admin calls refused for a missing or wrong token, or during the source's back-off.",
+			ConstLabels: constLabels,
+		}),
+		LogSuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name:        "seckill_log_suppressed_total",
+			Help:        "Log lines held back by rate limiting, by kind.",
+			ConstLabels: constLabels,
+		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.Results, m.LockWait, m.SaleDuration, m.Events,
+	reg.MustRegister(m.Results, m.LockWait, m.SaleDuration, m.Events, m.AdminAuthFailures, m.LogSuppressed,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
