@@ -195,3 +195,52 @@ func TestStaleTokenAdvancesTheLock(t *testing.T) {
 		t.Fatalf("AdvanceTokens calls %v (events %d), want one with 1000", lk.above, advanced)
 	}
 }
+
+// A lock service that lost its state hands out tokens below the fence, or
+// comes back as another lock. The fence refuses them while it is busy, and
+// restarts at the next one once it has accepted nothing for its quiet
+// period; a holder from before the restart still cannot write. (The fence's
+// last-accepted time is moved back by hand instead of waiting it out.)
+func TestQuietFenceRestartsForAForgetfulLock(t *testing.T) {
+	s, rdb := newStore(t, 5)
+	ctx := t.Context()
+	const quiet = time.Hour
+	old := stock.Fence{Lock: "etcd/k", Token: 1000 << 16, Lease: "old", Quiet: quiet}
+	if _, err := s.Read(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	low := stock.Fence{Lock: "etcd/k", Token: 3 << 16, Lease: "low", Quiet: quiet}
+	if _, err := s.Read(ctx, low); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("stale read while the fence is busy: got %v, want ErrFenced", err)
+	}
+	if err := rdb.HSet(ctx, "stock:fence", "at", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := s.Read(ctx, low)
+	if err != nil || !rd.Restarted || rd.Stock != 5 {
+		t.Fatalf("stale read once the fence is quiet: got %+v, %v; want a restart reading 5", rd, err)
+	}
+	if err := s.Write(ctx, old, 4); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("the old holder's write after the restart: got %v, want ErrFenced", err)
+	}
+	if err := s.Write(ctx, low, 4); err != nil {
+		t.Fatalf("the new holder's write: %v", err)
+	}
+	next := stock.Fence{Lock: "etcd/k", Token: 4 << 16, Lease: "next", Quiet: quiet}
+	if rd, err := s.Read(ctx, next); err != nil || rd.Restarted {
+		t.Fatalf("the next token after the restart: got %+v, %v; want an ordinary read", rd, err)
+	}
+	other := stock.Fence{Lock: "zookeeper/k", Token: 1 << 40, Lease: "other", Quiet: quiet}
+	if _, err := s.Read(ctx, other); !errors.Is(err, stock.ErrMixedBackends) {
+		t.Fatalf("another lock while the fence is busy: got %v, want ErrMixedBackends", err)
+	}
+	strict := low
+	strict.Lease, strict.Quiet = "strict", 0
+	if err := rdb.HSet(ctx, "stock:fence", "at", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(ctx, strict); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("a stale read with no quiet period: got %v, want ErrFenced however long the fence was quiet", err)
+	}
+	wantStatus(t, s, stock.Status{Stock: 4, Lucky: 1})
+}

@@ -48,6 +48,9 @@ const (
 	EventTokensAdvanced Event = "tokens_advanced"
 	// EventMixedLock: the fence belongs to another lock identity.
 	EventMixedLock Event = "mixed_lock"
+	// EventFenceRestarted: the fence had refused every token for LockTTL and
+	// restarted at this sale's token (Fence.Quiet).
+	EventFenceRestarted Event = "fence_restarted"
 )
 
 // ServiceConfig wires a Service. Zero durations get the documented defaults.
@@ -63,6 +66,11 @@ type ServiceConfig struct {
 	// LockCluster, if set, names the lock server's cluster (an etcd cluster
 	// id, say), so a new cluster is a new token space.
 	LockCluster string
+	// LockTTL is how long the lock outlives a silent holder. A fence that
+	// has accepted no read for that long restarts at the next token it is
+	// shown, stale or of another lock (Fence.Quiet): the sale then recovers
+	// by itself from a lock service that lost its state. Zero: never.
+	LockTTL time.Duration
 	// Fencing turns on token checks at read and write. Only set it for
 	// backends whose tokens are trustworthy and shared by every replica
 	// (lock.Info.Safe, and distributed): "none" has no exclusion at all and
@@ -216,18 +224,25 @@ func (s *Service) acquire(ctx context.Context) (lock.Lease, error) {
 
 // sell is the critical section: read, decide, work, check, write.
 func (s *Service) sell(ctx context.Context, lease lock.Lease) (Sale, error) {
-	f := Fence{Lock: s.LockIdentity(), Token: lease.Token(), Lease: NewAttemptID()}
+	f := Fence{Lock: s.LockIdentity(), Token: lease.Token(), Lease: NewAttemptID(), Quiet: s.cfg.LockTTL}
 
 	var cur int64
 	var err error
 	if s.cfg.Fencing {
 		var tries int
+		var rd Reading
 		tries, err = s.confirm(ctx, func(ctx context.Context) (err error) {
-			cur, err = s.cfg.Store.Read(ctx, f)
+			rd, err = s.cfg.Store.Read(ctx, f)
 			return err
 		})
 		s.countRetries(tries)
 		s.fenceTrouble(ctx, lease, err)
+		cur = rd.Stock
+		if rd.Restarted {
+			s.cfg.OnEvent(EventFenceRestarted)
+			s.log.Warn("FENCE RESTARTED: it had refused every token for a lock TTL (the lock service lost its state, or another lock took over); it now follows this lease's token",
+				"lock", f.Lock, "token", f.Token)
+		}
 	} else {
 		cur, err = s.cfg.Store.ReadUnfenced(ctx)
 	}

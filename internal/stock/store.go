@@ -65,6 +65,21 @@ type Fence struct {
 	// with one token mean the lock service handed the token out twice; the
 	// store refuses both. It also names the write's receipt.
 	Lease string
+	// Quiet, if positive, lets a read that would be refused as stale or as
+	// another lock's restart the fence at its token, once no read at all
+	// has been accepted for that long (about one lock TTL): how the sale
+	// recovers by itself from a lock service that lost its state. Zero
+	// keeps the fence strict forever.
+	Quiet time.Duration
+}
+
+// Reading is the outcome of an accepted Read.
+type Reading struct {
+	Stock int64
+	// Restarted: the fence had been quiet and this read restarted it at its
+	// own token (see Fence.Quiet) — a lock service lost state, or another
+	// lock took over.
+	Restarted bool
 }
 
 // Status is a snapshot of the sale.
@@ -141,24 +156,26 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 // that no earlier reader can write any more. It is refused with a
 // *FencedError (wrapping ErrFenced) for a token below the highest seen, or
 // equal to it under another lease (a collision: both are then refused), and
-// with ErrMixedBackends when the fence belongs to another lock. A second
-// Read of the same lease answers as the first did.
-func (s *Store) Read(ctx context.Context, f Fence) (int64, error) {
+// with ErrMixedBackends when the fence belongs to another lock — unless the
+// fence has been quiet for f.Quiet, when it restarts at f (Reading.Restarted).
+// A second Read of the same lease answers as the first did.
+func (s *Store) Read(ctx context.Context, f Fence) (Reading, error) {
 	res, err := fencedRead.Run(ctx, s.rdb, []string{s.keys.Stock, s.keys.Fence},
-		f.Lock, strconv.FormatUint(f.Token, 10), f.Lease).Slice()
+		f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, f.Quiet.Milliseconds()).Slice()
 	if err != nil {
-		return 0, wrapRedis(ctx, "fenced read", err)
+		return Reading{}, wrapRedis(ctx, "fenced read", err)
 	}
-	if len(res) != 3 {
-		return 0, fmt.Errorf("stock: fenced read: unexpected reply %v", res)
+	if len(res) != 4 {
+		return Reading{}, fmt.Errorf("stock: fenced read: unexpected reply %v", res)
 	}
 	code, _ := res[0].(int64)
 	stock, _ := res[1].(int64)
 	highest, _ := res[2].(string)
+	restarted, _ := res[3].(int64)
 	if err := fenceStatus(code, f, highest); err != nil {
-		return 0, fmt.Errorf("stock: fenced read: %w", err)
+		return Reading{}, fmt.Errorf("stock: fenced read: %w", err)
 	}
-	return stock, nil
+	return Reading{Stock: stock, Restarted: restarted == 1}, nil
 }
 
 // Write sets the stock to newStock and counts one sale, only if f is still

@@ -7,13 +7,28 @@
 -- ARGV[1] lock identity        (backend/lock key: tokens of other locks do not compare)
 -- ARGV[2] fencing token        (decimal uint64, no leading zeros)
 -- ARGV[3] lease id             (unique per acquisition: one sale's attempt id)
+-- ARGV[4] quiet period in ms   (0 = never; see "Restarting the fence")
 --
--- Returns {status, stock, highest}: status 0 = ok, 1 = stale (a higher token
+-- Returns {status, stock, highest, restarted}: status 0 = ok, 1 = stale (a higher token
 -- was already seen; highest says which, so the caller can move a lock that
 -- forgot its counter past it), 2 = mixed (the fence belongs to another
 -- lock), 3 = collision (another lease read under the same token: the lock
 -- service handed one token out twice, so it lost state; both are refused).
 -- On status 1 or 2 the fence is left untouched.
+--
+-- restarted is 1 when this read restarted the fence (below).
+--
+-- Restarting the fence: a lock service that lost its state (an etcd
+-- restored from a snapshot, a new ZooKeeper ensemble, a lock Redis restarted
+-- empty) hands out tokens below the fence, or of another identity, and
+-- would be refused for good. Once no read at all has been accepted for the
+-- quiet period (one lock TTL: by then every lease of the old token space has
+-- lapsed unless it is still renewing — and a renewing holder's read is
+-- refused the same way), the next refused read is accepted instead and the
+-- fence restarts at its token. It stays safe because the write is a
+-- compare-and-set on the reader's lease (fenced_write.lua), not a token
+-- comparison: whatever the tokens, a write lands only if no other read was
+-- accepted since its own.
 --
 -- Idempotent: a second run for the same lease (a retry after a lost reply)
 -- finds its own lease recorded and answers as the first run did, unless a
@@ -26,24 +41,32 @@ local function less(a, b)
   return a < b
 end
 
-local fence = redis.call('HMGET', KEYS[2], 'lock', 'token', 'lease')
-local ident, highest, lease = fence[1], fence[2], fence[3]
+local fence = redis.call('HMGET', KEYS[2], 'lock', 'token', 'lease', 'at')
+local ident, highest, lease, at = fence[1], fence[2], fence[3], tonumber(fence[4])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local quiet = tonumber(ARGV[4]) or 0
 
+local status = 0
 if ident and ident ~= ARGV[1] then
-  return {2, 0, highest or ''}
+  status = 2
+elseif highest and less(ARGV[2], highest) then
+  status = 1
 end
-if highest then
-  if less(ARGV[2], highest) then
-    return {1, 0, highest}
+local restarted = 0
+if status ~= 0 then
+  if quiet > 0 and at and now - at >= quiet then
+    restarted = 1
+  else
+    return {status, 0, highest or '', 0}
   end
-  if ARGV[2] == highest and lease ~= ARGV[3] then
-    -- Poison the token: the lease that recorded it can no longer write
-    -- either, and every later reader under it is refused the same way.
-    redis.call('HSET', KEYS[2], 'lease', '!collision')
-    return {3, 0, highest}
-  end
+elseif highest and ARGV[2] == highest and lease ~= ARGV[3] then
+  -- Poison the token: the lease that recorded it can no longer write
+  -- either, and every later reader under it is refused the same way.
+  redis.call('HSET', KEYS[2], 'lease', '!collision')
+  return {3, 0, highest, 0}
 end
 
-redis.call('HSET', KEYS[2], 'lock', ARGV[1], 'token', ARGV[2], 'lease', ARGV[3])
+redis.call('HSET', KEYS[2], 'lock', ARGV[1], 'token', ARGV[2], 'lease', ARGV[3], 'at', now)
 local stock = tonumber(redis.call('GET', KEYS[1]) or '0')
-return {0, stock, ARGV[2]}
+return {0, stock, ARGV[2], restarted}
