@@ -126,7 +126,7 @@ gobuild healthcheck ./docker/healthcheck
 SECKILL=$STAGE/seckill
 T_GO=$(($(date +%s) - T0))
 
-export ADMIN_TOKEN=ct-$RANDOM$RANDOM
+export ADMIN_TOKEN=ct-$(date +%s)-$RANDOM$RANDOM # stockd wants 12+ characters
 # Lease lifetimes short enough that a pause can outlast them.
 export LOCK_TTL=${LOCK_TTL_S}s ETCD_SESSION_TTL=${LOCK_TTL_S}s ZK_SESSION_TIMEOUT=${LOCK_TTL_S}s \
 	REDISSON_WATCHDOG=${LOCK_TTL_S}s

@@ -27,6 +27,8 @@ type Config struct {
 		// it in public").
 		ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 		MaxHeaderBytes, MaxBodyBytes, MaxConns                    int
+		// TrustedProxies may set the client address by X-Forwarded-For.
+		TrustedProxies []string
 	}
 	Admin struct{ Token string }
 	Log   struct{ Level, Format string }
@@ -90,7 +92,8 @@ var defaults = []struct {
 	{"http.max_header_bytes", 16 << 10},
 	{"http.max_body_bytes", 64 << 10},
 	{"http.max_conns", 4096},
-	{"admin.token", "changeme"},
+	{"http.trusted_proxies", []string{}},
+	{"admin.token", ""},
 	{"log.level", "info"},
 	{"log.format", "text"},
 	{"redis.addr", "127.0.0.1:6379"},
@@ -168,6 +171,7 @@ func Load(path string, env []string) (*Config, error) {
 	c.HTTP.MaxHeaderBytes = l.int("http.max_header_bytes")
 	c.HTTP.MaxBodyBytes = l.int("http.max_body_bytes")
 	c.HTTP.MaxConns = l.int("http.max_conns")
+	c.HTTP.TrustedProxies = l.list("http.trusted_proxies")
 	c.Admin.Token = l.str("admin.token")
 	c.Log.Level = l.str("log.level")
 	c.Log.Format = l.str("log.format")

@@ -11,10 +11,14 @@ import (
 	"seckill/internal/stock"
 )
 
-// validConfig is the defaults as loaded with no file and no environment.
+// tokenEnv sets the one key without a usable default.
+var tokenEnv = []string{"STOCKD_ADMIN_TOKEN=" + testAdminToken}
+
+// validConfig is the defaults as loaded with no file and only an admin token
+// in the environment.
 func validConfig(t *testing.T) *Config {
 	t.Helper()
-	c, err := Load("", nil)
+	c, err := Load("", tokenEnv)
 	if err != nil {
 		t.Fatalf("load defaults: %v", err)
 	}
@@ -43,6 +47,12 @@ func TestValidate(t *testing.T) {
 		{"unknown format", func(c *Config) { c.Log.Format = "xml" }, "log.format"},
 		{"unknown election", func(c *Config) { c.Election.Backend = "consul" }, "election.backend"},
 		{"empty admin token", func(c *Config) { c.Admin.Token = "" }, "admin.token"},
+		{"short admin token", func(c *Config) { c.Admin.Token = "k3Y!x9" }, "admin.token"},
+		{"placeholder changeme", func(c *Config) { c.Admin.Token = "changeme" }, "admin.token"},
+		{"placeholder change-me", func(c *Config) { c.Admin.Token = "change-me" }, "admin.token"},
+		{"long placeholder", func(c *Config) { c.Admin.Token = "CHANGE_ME-1234567890" }, "admin.token"},
+		{"trusted proxy CIDR and IP", func(c *Config) { c.HTTP.TrustedProxies = []string{"172.16.0.0/12", "10.0.0.7", "::1"} }, ""},
+		{"bad trusted proxy", func(c *Config) { c.HTTP.TrustedProxies = []string{"nginx"} }, "http.trusted_proxies"},
 		{"zero ttl", func(c *Config) { c.Lock.TTL = 0 }, "lock.ttl"},
 		{"negative wait", func(c *Config) { c.Lock.WaitTimeout = -time.Second }, "lock.wait_timeout"},
 		{"zero shutdown", func(c *Config) { c.HTTP.ShutdownTimeout = 0 }, "http.shutdown_timeout"},
@@ -131,7 +141,7 @@ func TestValidateUnknownBackendMessage(t *testing.T) {
 
 func TestLoadDefaultsMatchTheShippedFile(t *testing.T) {
 	fromDefaults := validConfig(t)
-	fromFile, err := Load(filepath.Join("..", "..", "configs", "stockd.yaml"), nil)
+	fromFile, err := Load(filepath.Join("..", "..", "configs", "stockd.yaml"), tokenEnv)
 	if err != nil {
 		t.Fatal(err)
 	}

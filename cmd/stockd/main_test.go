@@ -68,9 +68,12 @@ func TestBinaryRefusesBadConfig(t *testing.T) {
 		{"unknown backend", nil, []string{"STOCKD_LOCK_BACKEND=redsi"}, `config: lock.backend: unknown backend "redsi"`},
 		{"bad duration", nil, []string{"STOCKD_LOCK_WAIT_TIMEOUT=-1s"}, "config: lock.wait_timeout:"},
 		{"empty token", nil, []string{"STOCKD_ADMIN_TOKEN="}, "config: admin.token:"},
+		{"no token", nil, nil, "config: admin.token: must be set"},
+		{"placeholder token", nil, []string{"STOCKD_ADMIN_TOKEN=change-me"}, "config: admin.token: is a well-known placeholder"},
+		{"short token", nil, []string{"STOCKD_ADMIN_TOKEN=tok"}, "config: admin.token: too short"},
 		{"missing file", []string{"--config", "/nonexistent/stockd.yaml"}, nil, "/nonexistent/stockd.yaml"},
 		{"bad flag", []string{"--nope"}, nil, "flag provided but not defined"},
-		{"bad failpoint", nil, []string{"STOCKD_LAB_UNSAFE=true", "SECKILL_FAILPOINTS=setnx/afterSetNX=explode"}, "config: SECKILL_FAILPOINTS:"},
+		{"bad failpoint", nil, []string{"STOCKD_ADMIN_TOKEN=" + testAdminToken, "STOCKD_LAB_UNSAFE=true", "SECKILL_FAILPOINTS=setnx/afterSetNX=explode"}, "config: SECKILL_FAILPOINTS:"},
 		{"nanosecond ttl", nil, []string{"STOCKD_LOCK_TTL=1ns"}, "config: lock.ttl: must be between 100ms and 10m0s, got 1ns"},
 		{"endless wait", nil, []string{"STOCKD_LOCK_WAIT_TIMEOUT=87600h"}, "config: lock.wait_timeout:"},
 		{"long work", nil, []string{"STOCKD_WORK_DELAY=10m"}, "config: work.delay:"},
@@ -111,7 +114,7 @@ func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 		"STOCKD_REDIS_ADDR=" + rds.Addr(),
 		"STOCKD_HTTP_ADDR=" + addr,
 		"STOCKD_LOCK_BACKEND=redis",
-		"STOCKD_ADMIN_TOKEN=tok",
+		"STOCKD_ADMIN_TOKEN=" + testAdminToken,
 		"STOCKD_REPLICA=bin-test",
 	}
 	stderr, err := cmd.StderrPipe()
@@ -151,7 +154,7 @@ func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 		t.Fatalf("readyz: %v", err)
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/stock/reset", strings.NewReader(`{"stock":1}`))
-	req.Header.Set("X-Admin-Token", "tok")
+	req.Header.Set("X-Admin-Token", testAdminToken)
 	if code, body := send(t, req); code != 200 {
 		t.Fatalf("reset: got %d %s", code, body)
 	}

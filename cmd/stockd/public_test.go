@@ -276,3 +276,39 @@ func TestSaleIsPOSTOnly(t *testing.T) {
 		t.Fatalf("bare POST /stock/reduce: got %d %s, want 200 sold with stock 0 (the GET must not have sold)", resp.StatusCode, body)
 	}
 }
+
+// Finding 5: the reset audit log names the real peer; X-Forwarded-For counts
+// only from a proxy in http.trusted_proxies (nginx, which appends the peer).
+func TestAuditLogNamesTheRealClient(t *testing.T) {
+	cases := []struct {
+		name, trusted, want string
+	}{
+		{"no trusted proxy", "", "remote=127.0.0.1"},
+		{"behind a trusted proxy", "127.0.0.1", "remote=198.51.100.7"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startStockd(t, "STOCKD_HTTP_TRUSTED_PROXIES="+tc.trusted)
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+p.Addr()+"/stock/reset", strings.NewReader(`{"stock":3}`))
+			req.Header.Set("X-Admin-Token", testAdminToken)
+			req.Header.Set("X-Forwarded-For", "10.9.9.9, 198.51.100.7")
+			req.Header.Set("X-Real-IP", "6.6.6.6")
+			if code, body := send(t, req); code != http.StatusOK {
+				t.Fatalf("reset: got %d %s", code, body)
+			}
+			logs, err := os.ReadFile(p.LogPath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var line string
+			for l := range strings.SplitSeq(string(logs), "\n") {
+				if strings.Contains(l, "stock reset") {
+					line = l
+				}
+			}
+			if !strings.Contains(line, tc.want) {
+				t.Fatalf("got reset log line %q, want %s", line, tc.want)
+			}
+		})
+	}
+}

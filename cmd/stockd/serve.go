@@ -57,6 +57,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		Backend:     info.Name,
 		Fencing:     fencing,
 		LockKey:     cfg.Lock.Key,
+		LockTTL:     lockTTL(cfg),
 		WaitTimeout: cfg.Lock.WaitTimeout,
 		Delay:       cfg.Work.Delay,
 		OnLockWait:  m.ObserveLockWait,
@@ -86,13 +87,14 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		pinger = p
 	}
 	h := handler.New(handler.Config{
-		Replica:      cfg.Replica,
-		Backend:      info.Name,
-		Fencing:      fencing,
-		Mode:         string(mode),
-		Version:      buildVersion(),
-		AdminToken:   cfg.Admin.Token,
-		MaxBodyBytes: int64(cfg.HTTP.MaxBodyBytes),
+		Replica:        cfg.Replica,
+		Backend:        info.Name,
+		Fencing:        fencing,
+		Mode:           string(mode),
+		Version:        buildVersion(),
+		AdminToken:     cfg.Admin.Token,
+		MaxBodyBytes:   int64(cfg.HTTP.MaxBodyBytes),
+		TrustedProxies: cfg.HTTP.TrustedProxies,
 	}, handler.Deps{
 		Seller: svc, Inventory: store, LockPinger: pinger, Fence: svc, Metrics: m, Logger: log, Leader: leader,
 	})
@@ -118,9 +120,6 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	}
 	if cfg.Stock.Fencing && !fencing && mode == stock.ModeLocked {
 		log.Warn("stock.fencing is on but has no effect: the backend's tokens are not trusted", "backend", info.Name)
-	}
-	if cfg.Admin.Token == "changeme" {
-		log.Warn("admin.token is the default; anyone can reset the stock")
 	}
 	if err := store.Ping(ctx); err != nil {
 		// Not fatal: Redis may come up after us; /readyz reports it meanwhile.

@@ -90,7 +90,14 @@ func Validate(c *Config) error {
 	intBetween("http.max_header_bytes", c.HTTP.MaxHeaderBytes, 1<<10, 1<<20)
 	intBetween("http.max_body_bytes", c.HTTP.MaxBodyBytes, 4<<10, 10<<20)
 	intBetween("http.max_conns", c.HTTP.MaxConns, 1, 1<<20)
-	nonEmpty("admin.token", c.Admin.Token)
+	for _, p := range c.HTTP.TrustedProxies {
+		if net.ParseIP(p) == nil {
+			if _, _, err := net.ParseCIDR(p); err != nil {
+				bad("http.trusted_proxies", "want an IP address or a CIDR like 172.16.0.0/12, got %q", p)
+			}
+		}
+	}
+	adminToken(c.Admin.Token, bad)
 	oneOf("log.level", c.Log.Level, logLevels, "level")
 	oneOf("log.format", c.Log.Format, logFormats, "format")
 
@@ -161,4 +168,39 @@ func Validate(c *Config) error {
 	validateLab(c, bad)
 
 	return errors.Join(errs...)
+}
+
+// minAdminTokenLen is the shortest admin.token accepted: long enough that
+// guessing it through the per-source back-off is hopeless.
+const minAdminTokenLen = 12
+
+// placeholderTokens are refused whatever their length: they are what the
+// examples and the defaults of other tools say, so the first thing guessed.
+var placeholderTokens = []string{
+	"changeme", "changeit", "replaceme", "password", "secret", "admin", "token",
+	"default", "example", "test", "todo", "xxx", "adminadmin", "admintoken", "secrettoken",
+	"pleasechangeme", "changemeplease", "changethis", "yourtoken", "yourtokenhere", "mysecret",
+}
+
+// adminToken refuses an empty, short or placeholder admin.token. Placeholders
+// are matched without case, separators or digits: "Change-Me", "change_me1"
+// and "CHANGEME-123456" are all changeme.
+func adminToken(tok string, bad func(key, format string, args ...any)) {
+	norm := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + 'a' - 'A'
+		}
+		return -1
+	}, tok)
+	switch {
+	case tok == "":
+		bad("admin.token", "must be set (%d+ characters; it guards POST /stock/reset)", minAdminTokenLen)
+	case slices.Contains(placeholderTokens, norm):
+		bad("admin.token", "is a well-known placeholder; set a random one (e.g. openssl rand -hex 16)")
+	case len(tok) < minAdminTokenLen:
+		bad("admin.token", "too short: want at least %d characters, got %d", minAdminTokenLen, len(tok))
+	}
 }

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +50,9 @@ type Config struct {
 	AdminToken string // required by POST /stock/reset
 	// ProbeTimeout bounds each dependency check of /readyz; default 1s.
 	ProbeTimeout time.Duration
+	// TrustedProxies are the addresses or CIDRs whose X-Forwarded-For is
+	// believed; empty trusts none (the peer's address is the client's).
+	TrustedProxies []string
 	// MaxBodyBytes bounds every request body; larger ones get 413 and the
 	// connection is closed rather than drained. The default is 64 KiB.
 	MaxBodyBytes int64
@@ -68,8 +73,10 @@ type Deps struct {
 }
 
 type api struct {
-	cfg  Config
-	deps Deps
+	cfg   Config
+	deps  Deps
+	admin adminGuard
+	logs  *metrics.LogLimiter // per-request warnings, at most one per kind per second
 }
 
 func init() {
@@ -89,9 +96,17 @@ func New(cfg Config, deps Deps) http.Handler {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	a := &api{cfg: cfg, deps: deps}
+	a := &api{cfg: cfg, deps: deps, logs: metrics.NewLogLimiter(deps.Metrics, time.Second)}
 
 	r := gin.New()
+	// The client address (logs, admin back-off) comes from X-Forwarded-For
+	// only when the peer is a trusted proxy; by default none is, and a
+	// client-sent X-Forwarded-For or X-Real-IP is ignored.
+	r.RemoteIPHeaders = []string{"X-Forwarded-For"}
+	if err := r.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		deps.Logger.Error("bad trusted proxies; trusting none", "proxies", cfg.TrustedProxies, "err", err)
+		_ = r.SetTrustedProxies(nil)
+	}
 	r.HandleMethodNotAllowed = true
 	r.Use(a.replicaHeader, a.requestLog, a.recovery, a.bodyLimit) // log outside recovery: a panic is logged as its 500
 	r.NoRoute(func(c *gin.Context) {
@@ -187,10 +202,7 @@ func (a *api) receipt(c *gin.Context) {
 }
 
 func (a *api) reset(c *gin.Context) {
-	if !a.authorized(c.Request) {
-		// Not drained: a refused caller cannot hold the connection by
-		// trickling the body it declared.
-		a.refuseBody(c, http.StatusUnauthorized, gin.H{"error": "missing or bad admin token (X-Admin-Token or Authorization: Bearer)"})
+	if !a.admit(c) {
 		return
 	}
 	// One byte over the limit is enough for parseReset to refuse it.
@@ -210,6 +222,37 @@ func (a *api) reset(c *gin.Context) {
 	}
 	a.deps.Logger.Info("stock reset", "stock", n, "remote", c.ClientIP())
 	a.json(c, http.StatusOK, gin.H{"stock": n, "lucky": 0})
+}
+
+// admit checks the admin token, with a back-off per source address after
+// repeated failures; it answers the refusals itself. Refused bodies are not
+// drained: a refused caller cannot hold the connection by trickling one.
+func (a *api) admit(c *gin.Context) bool {
+	ip := c.ClientIP()
+	if wait := a.admin.blocked(ip); wait > 0 {
+		a.countAdminFailure()
+		c.Header("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		a.refuseBody(c, http.StatusTooManyRequests, gin.H{"error": "too many failed admin attempts; retry later"})
+		return false
+	}
+	if !a.authorized(c.Request) {
+		a.countAdminFailure()
+		fails := a.admin.failed(ip)
+		if ok, suppressed := a.logs.Allow("admin_auth"); ok {
+			a.deps.Logger.Warn("admin call refused: missing or bad token", "path", c.Request.URL.Path,
+				"remote", ip, "failures", fails, "suppressed", suppressed)
+		}
+		a.refuseBody(c, http.StatusUnauthorized, gin.H{"error": "missing or bad admin token (X-Admin-Token or Authorization: Bearer)"})
+		return false
+	}
+	a.admin.succeeded(ip)
+	return true
+}
+
+func (a *api) countAdminFailure() {
+	if m := a.deps.Metrics; m != nil {
+		m.AdminAuthFailures.Inc()
+	}
 }
 
 // authorized compares in constant time so the token cannot be guessed byte
