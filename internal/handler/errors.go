@@ -54,9 +54,24 @@ func classify(err error) (status int, result string) {
 	}
 }
 
-// hasErrorDetail says which results carry the error text: the ones an
-// operator must act on. Ordinary outcomes (sold out, busy) stay terse.
-func hasErrorDetail(result string) bool {
-	return result == ResultError || result == ResultMixedBackends || result == ResultFenced ||
-		result == ResultLockLost || result == ResultUnconfirmed
+// publicError is the stable, generic text an anonymous client gets for a
+// failed call, or "" for ordinary outcomes (sold out, busy) that stay terse.
+// The detail (addresses, script hashes, key names) goes to the log only.
+func publicError(status int, result string) string {
+	switch result {
+	case ResultFenced:
+		return "sale refused: stale fencing token"
+	case ResultMixedBackends:
+		return "sale refused: the stock is guarded by another lock service"
+	case ResultLockLost:
+		return "lock lost before the sale was written"
+	case ResultUnconfirmed:
+		return "sale outcome unconfirmed; ask GET /stock/receipts/<attempt>"
+	case ResultError:
+		if status == http.StatusServiceUnavailable {
+			return "stock service unavailable"
+		}
+		return "internal error"
+	}
+	return ""
 }

@@ -160,14 +160,18 @@ func (a *api) reduce(c *gin.Context) {
 		body["stock"] = sale.StockAfter
 		body["token"] = sale.Token
 		body["attempt"] = sale.Attempt
-	} else if hasErrorDetail(result) {
-		body["error"] = err.Error()
+	} else if msg := publicError(status, result); msg != "" {
+		body["error"] = msg
 	}
 	if errors.As(err, &ue) {
 		body["attempt"] = ue.Attempt
 	}
+	// One WARN per result kind per second: under load every busy or
+	// failed sale would otherwise log (the counts are in the metrics).
 	if status >= http.StatusInternalServerError || result == ResultFenced || result == ResultMixedBackends {
-		a.deps.Logger.Warn("reduce failed", "result", result, "status", status, "err", err)
+		if ok, suppressed := a.logs.Allow("reduce_" + result); ok {
+			a.deps.Logger.Warn("reduce failed", "result", result, "status", status, "err", err, "suppressed", suppressed)
+		}
 	}
 	a.json(c, status, body)
 }
@@ -270,10 +274,18 @@ func (a *api) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(a.cfg.AdminToken)) == 1
 }
 
-// fail answers a non-sale request that hit a dependency error.
+// fail answers a non-sale request that hit a dependency error: a generic
+// text for the client, the detail in the (rate-limited) log.
 func (a *api) fail(c *gin.Context, err error) {
-	status, _ := classify(err)
-	a.json(c, status, gin.H{"error": err.Error()})
+	status, result := classify(err)
+	msg := publicError(status, result)
+	if status < http.StatusInternalServerError || msg == "" {
+		msg = "request failed"
+	}
+	if ok, suppressed := a.logs.Allow("request_failed"); ok {
+		a.deps.Logger.Warn("request failed", "path", c.Request.URL.Path, "status", status, "err", err, "suppressed", suppressed)
+	}
+	a.json(c, status, gin.H{"error": msg})
 }
 
 func (a *api) healthz(c *gin.Context) {

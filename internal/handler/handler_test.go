@@ -155,6 +155,12 @@ func TestReduceErrorStatuses(t *testing.T) {
 			if _, has := r.body["error"]; has != tc.wantError {
 				t.Fatalf("error field present %v, want %v: %s", has, tc.wantError, r.raw)
 			}
+			// Finding 9: the text is generic; no internals (addresses,
+			// wrapped error chains) reach an anonymous client.
+			if msg, _ := r.body["error"].(string); msg != "" && (strings.Contains(msg, "dial") || strings.Contains(msg, "x:") ||
+				strings.Contains(msg, "etcd") || strings.Contains(msg, "unexpected") || strings.Contains(msg, "canceled")) {
+				t.Fatalf("error text leaks the internal error: %s", r.raw)
+			}
 			if got := counter(t, e.metrics, tc.result); got != 1 {
 				t.Fatalf("got counter{result=%s} %v, want 1", tc.result, got)
 			}
@@ -328,4 +334,24 @@ func TestReduceAcceptsAnyEmptyPOST(t *testing.T) {
 		}
 	}
 	e.wantStock(t, stock.Status{Stock: 0, Lucky: int64(len(types))})
+}
+
+// The texts anonymous clients see are stable: tools and people can match
+// them, and they do not change with the failing dependency's address.
+func TestReduceErrorTextsAreStable(t *testing.T) {
+	cases := []struct {
+		err         error
+		result, msg string
+	}{
+		{fmt.Errorf("%w: read: dial tcp 127.0.0.1:16391: connect: connection refused", stock.ErrUnavailable), "error", "stock service unavailable"},
+		{fmt.Errorf("NOSCRIPT a108db5f: %w", errors.New("ERR invalid expire time")), "error", "internal error"},
+		{fmt.Errorf("stock:fence key %w", stock.ErrFenced), "fenced", "sale refused: stale fencing token"},
+	}
+	for _, tc := range cases {
+		e := newEnv(t, 1, sellerFunc(func(context.Context) (stock.Sale, error) { return stock.Sale{}, tc.err }), nil)
+		r := e.do(t, http.MethodPost, "/stock/reduce", "")
+		if r.body["result"] != tc.result || r.body["error"] != tc.msg {
+			t.Fatalf("%v: got %s, want result %q error %q", tc.err, r.raw, tc.result, tc.msg)
+		}
+	}
 }
