@@ -35,7 +35,7 @@ func dial(t *testing.T, addr string) *clientv3.Client {
 
 // proxiedElector is a candidate whose client reaches etcd through a
 // cuttable proxy.
-func proxiedElector(t *testing.T, etcdAddr, path, id string) (*etcdelect.Elector, *zksesstest.Proxy) {
+func proxiedElector(t *testing.T, etcdAddr, path, id string) (*etcdelect.Elector, *zksesstest.Proxy, *clientv3.Client) {
 	t.Helper()
 	proxy := zksesstest.NewProxy(t, etcdAddr)
 	cli := dial(t, proxy.Addr())
@@ -43,7 +43,7 @@ func proxiedElector(t *testing.T, etcdAddr, path, id string) (*etcdelect.Elector
 	el := etcdelect.New(m, etcdelect.Options{Prefix: path, ID: id})
 	t.Cleanup(func() { _ = m.Close() })
 	t.Cleanup(func() { _ = el.Close() })
-	return el, proxy
+	return el, proxy, cli
 }
 
 // A compaction past the leader watch's start revision is no news about the
@@ -53,7 +53,7 @@ func TestLeadershipSurvivesCompaction(t *testing.T) {
 	etcd := servertest.Etcd(t)
 	admin := dial(t, etcd.Addr())
 	path := "/test/" + t.Name()
-	el, proxy := proxiedElector(t, etcd.Addr(), path, "a")
+	el, proxy, _ := proxiedElector(t, etcd.Addr(), path, "a")
 
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

@@ -18,7 +18,6 @@ import (
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"seckill/internal/election"
 	"seckill/internal/etcdsess"
@@ -64,10 +63,12 @@ func (e *Elector) ID() string { return e.id }
 func (e *Elector) Backend() string { return "etcd" }
 
 // Campaign puts the candidate's key (bound to the current session's lease)
-// and waits until every older key is gone. concurrency.Election.Campaign
-// returns success even when our own key vanished while we waited (a lease
-// that expired mid-wait); Campaign therefore confirms that our key is the
-// oldest before it reports leadership.
+// and waits until every older key is gone, as concurrency.Election.Campaign
+// does, but every cleanup (ctx ended, etcd unreachable) runs under its own
+// bounded ctx, so a stop never waits for etcd. A wait can end successfully
+// even when our own key vanished meanwhile (a lease that expired mid-wait);
+// Campaign therefore confirms that our key is the oldest before it reports
+// leadership.
 func (e *Elector) Campaign(ctx context.Context) (election.Leadership, error) {
 	if e.isClosed() {
 		return nil, election.ErrClosed
@@ -79,21 +80,21 @@ func (e *Elector) Campaign(ctx context.Context) (election.Leadership, error) {
 		}
 		return nil, notElected(ctx, fmt.Errorf("%w: %w", election.ErrUnavailable, err))
 	}
-	el := concurrency.NewElection(s, e.prefix)
-	if err := el.Campaign(ctx, e.id); err != nil {
-		// On ctx end, Campaign has already deleted our key.
+	el, err := campaign(ctx, s, e.prefix, e.id)
+	if err != nil {
+		// campaign has deleted our key (or it goes with the lease).
 		return nil, notElected(ctx, fmt.Errorf("%w: campaign: %w", election.ErrUnavailable, err))
 	}
 	l := &leadership{el: el, sess: s, key: el.Key(), term: uint64(el.Rev()), sig: newSignal(),
 		rewatched: make(chan struct{}, 1)}
 	if err := l.Check(ctx); err != nil {
-		_ = el.Resign(context.WithoutCancel(ctx))
+		cleanup(s.Client(), l.key, int64(l.term))
 		return nil, notElected(ctx, err)
 	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		_ = el.Resign(context.WithoutCancel(ctx))
+		cleanup(s.Client(), l.key, int64(l.term))
 		return nil, election.ErrClosed
 	}
 	e.cur = l
