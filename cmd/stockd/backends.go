@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,9 +45,22 @@ const (
 type backendSpec struct {
 	needs needs
 	build func(ctx context.Context, w *wiring) (lock.Locker, error)
+	// ttl is how long the lock outlives a silent holder; nil means lock.ttl.
+	ttl func(c *Config) time.Duration
 	// labOnly backends oversell across replicas on purpose; stockd runs
 	// them only with lab.unsafe: true.
 	labOnly bool
+}
+
+// lockTTL is the configured backend's lease: after that long without an
+// accepted read, the fence restarts at the next token it sees
+// (stock.ServiceConfig.LockTTL), so the sale recovers from a lock service
+// that lost its state.
+func lockTTL(c *Config) time.Duration {
+	if spec, ok := backends[c.Lock.Backend]; ok && spec.ttl != nil {
+		return spec.ttl(c)
+	}
+	return c.Lock.TTL
 }
 
 // errNotBuilt marks a backend whose name is valid but which this binary
@@ -66,21 +80,21 @@ var backends = map[string]backendSpec{
 		return redissonlock.New(w.lockRedis(), redissonlock.Options{
 			Watchdog: w.cfg.Redisson.Watchdog, LeaseTime: w.cfg.Redisson.LeaseTime,
 		}), nil
-	}},
+	}, ttl: func(c *Config) time.Duration { return cmp.Or(c.Redisson.LeaseTime, c.Redisson.Watchdog) }},
 	"etcd": {needs: needsEtcd, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
 		m, err := w.etcdSession()
 		if err != nil {
 			return nil, err
 		}
 		return etcdlock.New(m, etcdlock.Options{}), nil
-	}},
+	}, ttl: func(c *Config) time.Duration { return c.Etcd.SessionTTL }},
 	"zookeeper": {needs: needsZK, build: func(ctx context.Context, w *wiring) (lock.Locker, error) {
 		s, err := w.zkSession(ctx)
 		if err != nil {
 			return nil, err
 		}
 		return zklock.New(s, zklock.Options{Root: w.cfg.ZooKeeper.Root}), nil
-	}},
+	}, ttl: func(c *Config) time.Duration { return c.ZooKeeper.SessionTimeout }},
 	// Lab-only broken Redis locks (issue 7): each fails in the way one of the
 	// articles' versions does. Never safe; they exist to be watched failing.
 	"setnx":          {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewSetNX)},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -260,6 +261,37 @@ func (c *Cluster) LockServer() *servers.Process {
 		return lr
 	}
 	return c.Redis()
+}
+
+// ForgetLockServer makes the current backend's lock server lose all its
+// state: it is stopped, its data directory emptied, and started again — a
+// new etcd cluster (new cluster id, revisions from 1), a new ZooKeeper
+// ensemble (zxids from the start, every session unknown). Only etcd and
+// ZooKeeper keep their data in the directory this empties; a lock Redis
+// forgets by FLUSHALL.
+func (c *Cluster) ForgetLockServer(ctx context.Context) error {
+	b := c.Backend()
+	if b != "etcd" && b != "zookeeper" {
+		return fmt.Errorf("localcluster: ForgetLockServer: backend %q keeps no data directory to forget", b)
+	}
+	p := c.LockServer()
+	if p == nil {
+		return fmt.Errorf("localcluster: ForgetLockServer: %s is not running", b)
+	}
+	if err := p.Stop(10 * time.Second); err != nil {
+		return fmt.Errorf("localcluster: stop %s: %w", p.Name(), err)
+	}
+	data := filepath.Join(p.Dir(), "data")
+	if err := os.RemoveAll(data); err != nil {
+		return fmt.Errorf("localcluster: forget %s: %w", p.Name(), err)
+	}
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return fmt.Errorf("localcluster: forget %s: %w", p.Name(), err)
+	}
+	if err := p.Start(ctx); err != nil {
+		return fmt.Errorf("localcluster: start %s empty: %w", p.Name(), err)
+	}
+	return nil
 }
 
 // Cut disconnects replica i from link's server: established connections are
