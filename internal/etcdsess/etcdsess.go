@@ -53,6 +53,9 @@ type Manager struct {
 	cancel context.CancelFunc
 	log    *slog.Logger
 
+	valid   sync.Map       // *concurrency.Session → *validity, while it pings
+	pingers sync.WaitGroup // one per session; Close waits for them
+
 	mu       sync.Mutex
 	cur      *concurrency.Session
 	creating chan struct{} // non-nil while one caller grants a new lease
@@ -145,6 +148,7 @@ func (m *Manager) Session(ctx context.Context) (*concurrency.Session, error) {
 // request that happened to create it) or the Manager's (the grant could not
 // be cancelled by the caller).
 func (m *Manager) grant(ctx context.Context) (*concurrency.Session, error) {
+	sent := time.Now()
 	resp, err := m.cli.Grant(ctx, int64(m.ttl))
 	if err != nil {
 		return nil, fmt.Errorf("%w: grant lease: %w", ErrUnavailable, err)
@@ -157,6 +161,8 @@ func (m *Manager) grant(ctx context.Context) (*concurrency.Session, error) {
 		// The lease exists but nobody keeps it alive; it expires by itself.
 		return nil, fmt.Errorf("%w: keep lease alive: %w", ErrUnavailable, err)
 	}
+	// etcd may grant more than asked (its minimum lease TTL), never less.
+	m.track(s, sent, time.Duration(resp.TTL)*time.Second)
 	return s, nil
 }
 
@@ -181,6 +187,7 @@ func (m *Manager) Close() error {
 		err = m.closeSession(s)
 	}
 	m.cancel()
+	m.pingers.Wait()
 	return err
 }
 

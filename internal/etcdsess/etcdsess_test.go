@@ -176,3 +176,38 @@ func TestSessionUnavailable(t *testing.T) {
 		t.Fatalf("Session returned after %v with a 300ms deadline", waited)
 	}
 }
+
+// ValidUntil is timed from the request that proved the lease alive: never
+// later than a TTL after the grant was sent, moved on by keep-alives, and
+// zero once the session is over.
+func TestValidUntil(t *testing.T) {
+	cli := newClient(t, servertest.Etcd(t).Addr())
+	m := etcdsess.New(cli, time.Second)
+	t.Cleanup(func() { _ = m.Close() })
+	before := time.Now()
+	s, err := m.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttlResp, err := cli.TimeToLive(t.Context(), s.Lease())
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := time.Duration(ttlResp.GrantedTTL) * time.Second
+	v := m.ValidUntil(s)
+	if !v.After(time.Now()) || v.After(before.Add(granted)) {
+		t.Fatalf("ValidUntil right after the grant = before+%v, want in (now, before+%v]", v.Sub(before), granted)
+	}
+	// Two TTLs later the grant alone would have lapsed: only keep-alives
+	// confirmed since can keep the validity in the future.
+	<-time.After(2 * granted)
+	if v2 := m.ValidUntil(s); !v2.After(time.Now()) {
+		t.Fatalf("ValidUntil two TTLs after the grant = %v ago, want in the future (kept alive)", time.Since(v2))
+	}
+	if err := m.End(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	if v := m.ValidUntil(s); !v.IsZero() {
+		t.Fatalf("ValidUntil after End = %v, want the zero time", v)
+	}
+}

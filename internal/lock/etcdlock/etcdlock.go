@@ -66,7 +66,11 @@
 // process's, queued while we passed the lock around, or our own next one —
 // was created after ours, so its token is larger than all of ours. The
 // validity of every token of a batch is the session: a hand-over checks
-// that the session is alive and the key was not seen deleted. Hand-overs stop
+// that the key was not seen deleted and that the session's lease is known
+// alive for more than TTL/6 more, timed from when the last keep-alive etcd
+// confirmed was sent (etcdsess.Manager.ValidUntil) — not from Session.Done,
+// which closes up to TTL/3 + 0.5s after etcd expired the lease; past that
+// the next holder goes through etcd. Hand-overs stop
 // before n would overflow 16 bits. For a fresh acquisition, Token()>>16 is
 // exactly the lock key's create revision.
 //
@@ -137,9 +141,13 @@ type Locker struct {
 	m        *etcdsess.Manager
 	prefix   string
 	handoffs int // Options.LocalHandoffs resolved; < 0: none while others wait
-	id       uint64
-	seq      atomic.Uint64 // makes every acquisition's key unique
-	log      *slog.Logger
+	// passMargin: a hold whose session lease is known alive for less than
+	// this is not passed on in memory (session TTL/6: one lost keep-alive
+	// is tolerated, two are not).
+	passMargin time.Duration
+	id         uint64
+	seq        atomic.Uint64 // makes every acquisition's key unique
+	log        *slog.Logger
 
 	life  context.Context // cancelled by Close: aborts waits and watches
 	close context.CancelFunc
@@ -165,16 +173,17 @@ func New(m *etcdsess.Manager, opts Options) *Locker {
 	id := lockerIDs.Add(1)
 	log := slog.Default().With("component", "etcdlock", "locker", id)
 	return &Locker{
-		m:        m,
-		prefix:   opts.Prefix,
-		handoffs: opts.LocalHandoffs,
-		id:       id,
-		log:      log,
-		sw:       newSweeper(m.Client(), m, m.TTL(), log),
-		life:     life,
-		close:    cancel,
-		slots:    make(map[string]*slot),
-		leases:   make(map[*Lease]struct{}),
+		m:          m,
+		prefix:     opts.Prefix,
+		handoffs:   opts.LocalHandoffs,
+		passMargin: m.TTL() / 6,
+		id:         id,
+		log:        log,
+		sw:         newSweeper(m.Client(), m, m.TTL(), log),
+		life:       life,
+		close:      cancel,
+		slots:      make(map[string]*slot),
+		leases:     make(map[*Lease]struct{}),
 	}
 }
 

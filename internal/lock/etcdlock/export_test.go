@@ -5,6 +5,9 @@ import (
 	"time"
 )
 
+// ValidUntil is how long le's session lease is known alive in etcd.
+func ValidUntil(le *Lease) time.Time { return le.own.validUntil() }
+
 // WaitQueued waits until n goroutines of l are queued locally behind the
 // holder of name (they cannot be observed in etcd: only the head of the
 // local queue puts a key). It polls the queue under the Locker's mutex

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -40,6 +41,10 @@ type ownership struct {
 	lost     chan struct{}
 	lostOnce sync.Once
 	closed   func() bool // the Locker is closed
+	// validUntil is how long sess's lease is known to be alive in etcd,
+	// timed from when the proving request was sent (etcdsess.ValidUntil):
+	// sess.Done closes only some time after that.
+	validUntil func() time.Time
 }
 
 func (o *ownership) token() uint64 { return uint64(o.rev)<<16 | o.seq }
@@ -54,15 +59,16 @@ func (o *ownership) untrack() {
 }
 
 // reusable reports whether the next local waiter may take the lock over
-// without a round trip: the key and session live, and either fewer than k
-// hand-overs were made since the key won (whoever else is queued), or,
-// with cohorts disabled (k < 0), the feed says no other process queued.
-// After k hand-overs the key is released even if nobody else seems to be
-// queued: another process may be putting its key right now, and the feed
-// would tell us only after a few more hand-overs, breaking the bound.
-// Locker.mu is held.
-func (o *ownership) reusable(k int) bool {
-	if o.seq >= maxHandovers || o.closed() {
+// without a round trip at now: the key and session live, the session's
+// lease is known alive for more than margin after now (see passable), and
+// either fewer than k hand-overs were made since the key won (whoever else
+// is queued), or, with cohorts disabled (k < 0), the feed says no other
+// process queued. After k hand-overs the key is released even if nobody
+// else seems to be queued: another process may be putting its key right
+// now, and the feed would tell us only after a few more hand-overs,
+// breaking the bound. Locker.mu is held.
+func (o *ownership) reusable(k int, now time.Time, margin time.Duration) bool {
+	if o.seq >= maxHandovers || o.closed() || !passable(now, o.validUntil(), margin) {
 		return false
 	}
 	select {
@@ -76,6 +82,15 @@ func (o *ownership) reusable(k int) bool {
 		return o.seq < uint64(k)
 	}
 	return o.tr != nil && o.tr.nobodyElse()
+}
+
+// passable reports whether a hold whose lease is known alive until
+// validUntil may be passed on at now: only with more than margin left, so
+// that the next holder has time to work before the lease can have expired.
+// sess.Done is no substitute: it closes up to TTL/3 + 0.5s after etcd
+// expired the lease (see etcdsess.Manager.ValidUntil).
+func passable(now, validUntil time.Time, margin time.Duration) bool {
+	return validUntil.Sub(now) > margin
 }
 
 // lockEtcd queues this process's key for name and waits until it is the
@@ -97,7 +112,8 @@ func (l *Locker) lockEtcd(ctx context.Context, name string, s *slot) (*ownership
 	key := fmt.Sprintf("%s%x-%d-%d", pfx, int64(sess.Lease()), l.id, l.seq.Add(1))
 	// Tracked before the put is sent: if the reply is lost, the key may
 	// exist, and the sweeper removes it by name.
-	own := &ownership{sess: sess, key: key, ref: l.sw.sent(key, sess), lost: make(chan struct{}), closed: l.isClosed}
+	own := &ownership{sess: sess, key: key, ref: l.sw.sent(key, sess), lost: make(chan struct{}), closed: l.isClosed,
+		validUntil: func() time.Time { return l.m.ValidUntil(sess) }}
 	if f := l.feed(name, s, false); f != nil {
 		// Before the Txn, so that every event after it is seen.
 		own.tr = f.track(ctx, sess, key, own.markLost)

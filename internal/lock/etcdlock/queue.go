@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"seckill/internal/lock"
 )
@@ -119,7 +120,7 @@ func (l *Locker) enter(ctx context.Context, name string) (*slot, *ownership, err
 func (l *Locker) pass(ctx context.Context, name string, s *slot, own *ownership) error {
 	if own != nil {
 		l.mu.Lock()
-		if len(s.waiters) > 0 && own.reusable(l.handoffs) {
+		if len(s.waiters) > 0 && own.reusable(l.handoffs, time.Now(), l.passMargin) {
 			next := s.waiters[0]
 			s.waiters = s.waiters[1:]
 			own.seq++

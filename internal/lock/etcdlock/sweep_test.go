@@ -38,6 +38,9 @@ func (c *cluster) proxiedLocker(t *testing.T, p *proxy, ttl time.Duration) *etcd
 	m := etcdsess.New(cli, ttl)
 	l := etcdlock.New(m, etcdlock.Options{})
 	t.Cleanup(func() { _ = l.Close(); _ = m.Close() })
+	c.mu.Lock()
+	c.clients[l] = cli
+	c.mu.Unlock()
 	return l
 }
 
