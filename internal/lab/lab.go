@@ -184,6 +184,12 @@ func ClusterConfig() localcluster.Config {
 	return localcluster.Config{Replicas: 3, Backend: "none", Faults: true}
 }
 
+// jobInterval is the leader-only job's period in cells with the election on.
+const jobInterval = 500 * time.Millisecond
+
+// elects reports whether backend's server also runs the leader election.
+func elects(backend string) bool { return backend == "etcd" || backend == "zookeeper" }
+
 // lease is how long the backend's lock outlives a silent holder, as
 // configured by baseEnv.
 func lease(backend string) time.Duration {
@@ -231,6 +237,10 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error
 	env := baseEnv(cell)
 	for k, v := range sc.env(lease(cell.Backend)) {
 		env[k] = v
+	}
+	if sc.election && elects(cell.Backend) {
+		env["election.backend"] = cell.Backend
+		env["election.job_interval"] = jobInterval.String()
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	err := c.SetBackend(sctx, cell.Backend, env)

@@ -71,8 +71,23 @@ func (l *load) buyer() {
 			// Nothing left to sell: stop hammering, the run's books are final.
 			return
 		}
+		if r.Status >= http.StatusInternalServerError || r.Status == 0 {
+			// A replica that fails fast (its server unreachable) would
+			// otherwise be asked thousands of times a second, starving the
+			// processes under test of CPU; people wait a moment too.
+			t := time.NewTimer(errorPause)
+			select {
+			case <-t.C:
+			case <-l.quit:
+				t.Stop()
+				return
+			}
+		}
 	}
 }
+
+// errorPause is how long a buyer waits after an error answer.
+const errorPause = 20 * time.Millisecond
 
 func (l *load) reduce() response { return l.do(context.Background(), l.url) }
 

@@ -27,10 +27,14 @@ type scenario struct {
 	run func(x *run) error
 	// check runs after the books are read, for expectations on the counts.
 	check func(x *run)
+	// election turns on the leader election (and its leader-only audit job)
+	// on the backend's own server, where it has one that elects (etcd,
+	// ZooKeeper).
+	election bool
 }
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
-	"lostreply", "slowreply", "lockforget", "crash"}
+	"lostreply", "slowreply", "lockforget", "blip", "crash"}
 
 // Scenarios lists the scenario names in table order.
 func Scenarios() []string { return append([]string(nil), order...) }
@@ -126,6 +130,15 @@ var scenarios = map[string]scenario{
 			return map[string]string{"work.delay": "20ms", "redis.timeout": "30s"}
 		},
 		run: runLockForget,
+	},
+	"blip": {
+		summary:     "cut the lock link for a third of the lease, 6 times (one replica each, then all), election on; the sale must finish",
+		concurrency: 6,
+		// Slow enough sales that the blips land mid-sale, not after it.
+		env:      func(time.Duration) map[string]string { return map[string]string{"work.delay": "50ms"} },
+		run:      runBlip,
+		check:    checkBlip,
+		election: true,
 	},
 	"crash": {
 		summary:     "crash between SETNX and EXPIRE (failpoint setnx/afterSetNX=exit)",
