@@ -91,19 +91,19 @@ func labCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func writeLabTable(w io.Writer, rows []lab.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "backend\tscenario\tfencing\texpect\toversold\tfenced\tlock_lost\terrors\tsold\tlucky+stock\trecovery\tstatus\tnote")
+	fmt.Fprintln(tw, "backend\tscenario\tfencing\texpect\toversold\tfenced\tlock_lost\terrors\tsold\tunconfirmed\tlucky+stock\trecovery\tstatus\tnote")
 	for _, r := range rows {
 		if r.Skipped() {
-			fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t-\t-\t-\t-\t-\t-\t-\t%s\t%s\n", r.Backend, r.Scenario, r.Fencing, r.Expect, r.Status, r.Note)
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t%s\t%s\n", r.Backend, r.Scenario, r.Fencing, r.Expect, r.Status, r.Note)
 			continue
 		}
 		rec := "-"
 		if r.RecoveryMS >= 0 {
 			rec = fmt.Sprintf("%dms", r.RecoveryMS)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%d\t%d\t%d\t%d (%d sold)\t%d/%d\t%s\t%s\t%s\n",
 			r.Backend, r.Scenario, r.Fencing, r.Expect, r.Oversold, r.Fenced, r.LockLost, r.Errors, r.Sold,
-			r.Lucky+r.Stock, r.Initial, rec, r.Status, r.Note)
+			r.Unconfirmed, r.UnconfirmedSold, r.Lucky+r.Stock, r.Initial, rec, r.Status, r.Note)
 	}
 	_ = tw.Flush()
 }

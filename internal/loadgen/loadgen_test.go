@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,9 +20,13 @@ import (
 type fakeStockd struct {
 	racy  bool
 	delay time.Duration
+	// unconfirmEvery, if positive, answers every nth sale "unconfirmed"
+	// (the sale happened; its receipt says so).
+	unconfirmEvery int
 
 	mu           sync.Mutex
 	stock, lucky int64
+	receipts     map[string]bool
 }
 
 func (f *fakeStockd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -49,6 +55,12 @@ func (f *fakeStockd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/stock/reduce":
 		f.reduce(reply)
 	default:
+		if id, ok := strings.CutPrefix(r.URL.Path, "/stock/receipts/"); ok {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			reply(http.StatusOK, map[string]any{"attempt": id, "sold": f.receipts[id]})
+			return
+		}
 		http.NotFound(w, r)
 	}
 }
@@ -75,6 +87,15 @@ func (f *fakeStockd) reduce(reply func(int, any)) {
 	}
 	f.stock = stock - 1
 	f.lucky++
+	if f.unconfirmEvery > 0 && f.lucky%int64(f.unconfirmEvery) == 0 {
+		id := "a" + strconv.FormatInt(f.lucky, 10)
+		if f.receipts == nil {
+			f.receipts = map[string]bool{}
+		}
+		f.receipts[id] = true
+		reply(http.StatusServiceUnavailable, map[string]any{"result": "unconfirmed", "attempt": id, "replica": "fake-1"})
+		return
+	}
 	reply(http.StatusOK, map[string]any{"result": "sold", "stock": stock - 1, "replica": "fake-1"})
 }
 
@@ -96,6 +117,23 @@ func TestRunConsistent(t *testing.T) {
 	}
 	if r.RPS <= 0 || r.P99ms < r.P50ms {
 		t.Fatalf("got rps %v p50 %v p99 %v", r.RPS, r.P50ms, r.P99ms)
+	}
+}
+
+// An unconfirmed answer whose receipt says it sold is a sale: the books
+// balance only when Run settles it.
+func TestRunSettlesUnconfirmed(t *testing.T) {
+	srv := httptest.NewServer(&fakeStockd{unconfirmEvery: 10})
+	t.Cleanup(srv.Close)
+	r, err := Run(t.Context(), Config{URL: srv.URL, AdminToken: "t", Requests: 200, Concurrency: 8, Stock: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Unconfirmed != 10 || r.UnconfirmedSold != 10 || r.Sold != 90 || r.Lucky != 100 {
+		t.Fatalf("got unconfirmed %d (sold %d), sold %d, lucky %d; want 10 (10), 90, 100", r.Unconfirmed, r.UnconfirmedSold, r.Sold, r.Lucky)
+	}
+	if !r.Consistent || r.Oversold != 0 {
+		t.Fatalf("got consistent=%v oversold=%d, want consistent books once settled", r.Consistent, r.Oversold)
 	}
 }
 

@@ -199,6 +199,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "backend %s: %d requests, %d in flight, initial stock %d\n", r.Backend, r.Requests, r.Concurrency, r.Initial)
 	fmt.Fprintf(&b, "  sold %d  sold out %d  busy %d  fenced %d  lock lost %d  errors %d\n",
 		r.Sold, r.SoldOut, r.Busy, r.Fenced, r.LockLost, r.Errors)
+	if r.Unconfirmed > 0 {
+		fmt.Fprintf(&b, "  unconfirmed %d (%d of them sold, by their receipts)\n", r.Unconfirmed, r.UnconfirmedSold)
+	}
 	fmt.Fprintf(&b, "  stock %d  lucky %d  oversold %d\n", r.Stock, r.Lucky, r.Oversold)
 	if len(r.Replicas) > 0 {
 		var parts []string
