@@ -60,6 +60,7 @@ type Config struct {
 		Key, LuckyKey, FenceKey string
 		Fencing                 bool
 		Mode                    string
+		ConfirmTimeout          time.Duration
 	}
 	Work     struct{ Delay stock.Delay }
 	Election struct {
@@ -117,6 +118,7 @@ var defaults = []struct {
 	{"stock.lucky_key", "lucky"},
 	{"stock.fence_key", "stock:fence"},
 	{"stock.fencing", true},
+	{"stock.confirm_timeout", "3s"},
 	{"stock.mode", "locked"},
 	{"work.delay", "0s"},
 	{"election.backend", "none"},
@@ -196,6 +198,7 @@ func Load(path string, env []string) (*Config, error) {
 	c.Stock.LuckyKey = l.str("stock.lucky_key")
 	c.Stock.FenceKey = l.str("stock.fence_key")
 	c.Stock.Fencing = l.bool("stock.fencing")
+	c.Stock.ConfirmTimeout = l.duration("stock.confirm_timeout")
 	c.Stock.Mode = l.str("stock.mode")
 	c.Work.Delay = l.delay("work.delay")
 	c.Election.Backend = l.str("election.backend")

@@ -51,18 +51,19 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		Initial: initialKey(cfg),
 	})
 	svc := stock.NewService(stock.ServiceConfig{
-		Store:       store,
-		Locker:      locker,
-		Mode:        mode,
-		Backend:     info.Name,
-		Fencing:     fencing,
-		LockKey:     cfg.Lock.Key,
-		LockTTL:     lockTTL(cfg),
-		WaitTimeout: cfg.Lock.WaitTimeout,
-		Delay:       cfg.Work.Delay,
-		OnLockWait:  m.ObserveLockWait,
-		OnEvent:     func(e stock.Event) { m.CountEvent(string(e)) },
-		Logger:      log,
+		Store:          store,
+		Locker:         locker,
+		Mode:           mode,
+		Backend:        info.Name,
+		Fencing:        fencing,
+		LockKey:        cfg.Lock.Key,
+		LockTTL:        lockTTL(cfg),
+		ConfirmTimeout: cfg.Stock.ConfirmTimeout,
+		WaitTimeout:    cfg.Lock.WaitTimeout,
+		Delay:          cfg.Work.Delay,
+		OnLockWait:     m.ObserveLockWait,
+		OnEvent:        func(e stock.Event) { m.CountEvent(string(e)) },
+		Logger:         log,
 	})
 	// Best effort: a sale then runs its script at once; a Redis that is down
 	// now shows in /readyz and as 503s, and the scripts load on first use.

@@ -149,6 +149,7 @@ func Validate(c *Config) error {
 		bad("stock.key", "stock.key, stock.lucky_key and stock.fence_key must differ")
 	}
 	oneOf("stock.mode", c.Stock.Mode, stockModes, "mode")
+	between("stock.confirm_timeout", c.Stock.ConfirmTimeout, 10*time.Millisecond, 10*time.Minute)
 	if c.Work.Delay.Min < 0 || c.Work.Delay.Max < c.Work.Delay.Min {
 		bad("work.delay", "invalid range %s", c.Work.Delay)
 	} else if c.Work.Delay.Max > maxWorkDelay {
@@ -157,8 +158,9 @@ func Validate(c *Config) error {
 	// A sale waits for the lock, then works: it must be answered before
 	// the write deadline cuts its connection (and the proxy's read timeout,
 	// which http.write_timeout must not exceed, answers 504 instead).
-	if sale := c.Lock.WaitTimeout + c.Work.Delay.Max; c.Lock.WaitTimeout > 0 && sale >= c.HTTP.WriteTimeout {
-		bad("lock.wait_timeout", "lock.wait_timeout + work.delay (%s) must stay below http.write_timeout (%s)", sale, c.HTTP.WriteTimeout)
+	// Reading and writing may each be retried until stock.confirm_timeout.
+	if sale := c.Lock.WaitTimeout + c.Work.Delay.Max + 2*c.Stock.ConfirmTimeout; c.Lock.WaitTimeout > 0 && sale >= c.HTTP.WriteTimeout {
+		bad("lock.wait_timeout", "lock.wait_timeout + work.delay + 2 x stock.confirm_timeout (%s) must stay below http.write_timeout (%s)", sale, c.HTTP.WriteTimeout)
 	}
 
 	oneOf("election.backend", c.Election.Backend, electionBackends, "backend")
