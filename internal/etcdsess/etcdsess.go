@@ -169,8 +169,9 @@ func (m *Manager) grant(ctx context.Context) (*concurrency.Session, error) {
 // Close closes the current session — revoking its lease, so the locks and
 // leadership held through it are freed at once instead of after the TTL —
 // and stops all keep-alives. Later calls to Session return ErrClosed. Close
-// waits for the revoke at most one TTL (etcd unreachable: the lease then
-// expires on its own). It returns the revoke's error, wrapping ErrUnavailable.
+// waits for the revoke at most 1s (etcd unreachable: the lease then expires
+// on its own within one TTL). It returns the revoke's error, wrapping
+// ErrUnavailable.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -213,10 +214,17 @@ func (m *Manager) End(ctx context.Context, s *concurrency.Session) error {
 	return nil
 }
 
+// closeTimeout bounds the revoke in Close: a courtesy that frees the locks
+// at once instead of after the TTL, which must never hold a process's exit
+// up for a whole (default 10s) TTL when etcd is unreachable.
+const closeTimeout = time.Second
+
 func (m *Manager) closeSession(s *concurrency.Session) error {
-	// Session.Close stops the keep-alive and revokes under m.life, bounded
-	// by the TTL; m.life must still be alive here or the revoke is skipped.
-	if err := s.Close(); err != nil {
+	// Not Session.Close: that revokes under a TTL-long deadline.
+	s.Orphan() // stops the keep-alive: the lease expires within one TTL anyway
+	ctx, cancel := context.WithTimeout(context.Background(), min(closeTimeout, m.TTL()))
+	defer cancel()
+	if _, err := m.cli.Revoke(ctx, s.Lease()); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("%w: revoke lease %x: %w", ErrUnavailable, int64(s.Lease()), err)
 	}
 	return nil

@@ -223,6 +223,10 @@ func (l *Locker) Close() error {
 
 	l.close()
 	var errs []error
+	// One deadline for all the releases, not one each: Close is bounded
+	// however many leases are held while etcd is unreachable.
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
 	for _, le := range held {
 		if le.drop(fmt.Errorf("etcdlock: %w: %w", lock.ErrLost, lock.ErrClosed)) {
 			select {
@@ -233,11 +237,9 @@ func (l *Locker) Close() error {
 				continue
 			default:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 			if err := l.releaseEtcd(ctx, le.own); err != nil && !errors.Is(err, lock.ErrNotHeld) {
 				errs = append(errs, err)
 			}
-			cancel()
 		}
 	}
 	l.bg.Wait()
