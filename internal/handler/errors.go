@@ -5,69 +5,60 @@ import (
 	"errors"
 	"net/http"
 
+	"seckill/internal/api"
 	"seckill/internal/lock"
 	"seckill/internal/stock"
 )
 
-// Result labels of /stock/reduce, used in responses and in the metrics.
-const (
-	ResultSold          = "sold"
-	ResultSoldOut       = "sold_out"
-	ResultFenced        = "fenced"
-	ResultBusy          = "busy"
-	ResultLockLost      = "lock_lost"
-	ResultMixedBackends = "mixed_backends"
-	ResultUnconfirmed   = "unconfirmed"
-	ResultError         = "error"
-)
-
 // classify is the one place that maps domain errors to HTTP statuses and
-// result labels. Order matters where errors can wrap several sentinels (a
-// lost lock may surface as ErrLockLost wrapping lock.ErrLost).
-func classify(err error) (status int, result string) {
+// result labels (package api declares both). Order matters where errors can
+// wrap several sentinels (a lost lock may surface as ErrLockLost wrapping
+// lock.ErrLost).
+func classify(err error) (status int, result api.Result) {
 	switch {
 	case err == nil:
-		return http.StatusOK, ResultSold
+		result = api.Sold
 	case errors.Is(err, stock.ErrUnconfirmed):
 		// Before the unavailability it wraps: the write may have sold, and
 		// the answer's attempt id lets the buyer find out (GET /stock/receipts/:attempt).
-		return http.StatusServiceUnavailable, ResultUnconfirmed
+		result = api.Unconfirmed
 	case errors.Is(err, stock.ErrSoldOut):
-		return http.StatusConflict, ResultSoldOut
+		result = api.SoldOut
 	case errors.Is(err, stock.ErrFenced):
-		return http.StatusConflict, ResultFenced
+		result = api.Fenced
 	case errors.Is(err, stock.ErrMixedBackends):
-		return http.StatusConflict, ResultMixedBackends
+		result = api.MixedBackends
 	case errors.Is(err, stock.ErrBusy):
-		return http.StatusServiceUnavailable, ResultBusy
+		result = api.Busy
 	case errors.Is(err, stock.ErrLockLost), errors.Is(err, lock.ErrLost):
-		return http.StatusServiceUnavailable, ResultLockLost
+		result = api.LockLost
 	case errors.Is(err, stock.ErrUnavailable), errors.Is(err, lock.ErrUnavailable),
 		errors.Is(err, lock.ErrClosed):
-		return http.StatusServiceUnavailable, ResultError
+		return http.StatusServiceUnavailable, api.Error
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The request's own context ended (client gone, or shutdown cut it
 		// off): the service could not finish, which is not a bug.
-		return http.StatusServiceUnavailable, ResultError
+		return http.StatusServiceUnavailable, api.Error
 	default:
-		return http.StatusInternalServerError, ResultError
+		result = api.Error // a bug: 500
 	}
+	return result.Status(), result
 }
 
 // publicError is the stable, generic text an anonymous client gets for a
 // failed call, or "" for ordinary outcomes (sold out, busy) that stay terse.
 // The detail (addresses, script hashes, key names) goes to the log only.
-func publicError(status int, result string) string {
+func publicError(status int, result api.Result) string {
 	switch result {
-	case ResultFenced:
+	case api.Fenced:
 		return "sale refused: stale fencing token"
-	case ResultMixedBackends:
+	case api.MixedBackends:
 		return "sale refused: the stock is guarded by another lock service"
-	case ResultLockLost:
+	case api.LockLost:
 		return "lock lost before the sale was written"
-	case ResultUnconfirmed:
+	case api.Unconfirmed:
 		return "sale outcome unconfirmed; ask GET /stock/receipts/<attempt>"
-	case ResultError:
+	case api.Error:
 		if status == http.StatusServiceUnavailable {
 			return "stock service unavailable"
 		}

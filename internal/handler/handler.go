@@ -16,6 +16,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"seckill/internal/api"
 	"seckill/internal/lock"
 	"seckill/internal/metrics"
 	"seckill/internal/stock"
@@ -72,7 +73,8 @@ type Deps struct {
 	Leader gin.HandlerFunc
 }
 
-type api struct {
+// server is the API: its config, collaborators and admin back-off.
+type server struct {
 	cfg   Config
 	deps  Deps
 	admin adminGuard
@@ -96,7 +98,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	a := &api{cfg: cfg, deps: deps, logs: metrics.NewLogLimiter(deps.Metrics, time.Second)}
+	a := &server{cfg: cfg, deps: deps, logs: metrics.NewLogLimiter(deps.Metrics, time.Second)}
 
 	r := gin.New()
 	// The client address (logs, admin back-off) comes from X-Forwarded-For
@@ -110,14 +112,14 @@ func New(cfg Config, deps Deps) http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.Use(a.replicaHeader, a.requestLog, a.recovery, a.bodyLimit) // log outside recovery: a panic is logged as its 500
 	r.NoRoute(func(c *gin.Context) {
-		a.json(c, http.StatusNotFound, gin.H{"error": "no such route: " + c.Request.URL.Path})
+		a.problem(c, http.StatusNotFound, "no such route: "+c.Request.URL.Path)
 	})
 	r.NoMethod(func(c *gin.Context) {
 		msg := "method " + c.Request.Method + " not allowed on " + c.Request.URL.Path
 		if c.Request.URL.Path == "/stock/reduce" {
 			msg += "; a sale is POST /stock/reduce (no body needed)"
 		}
-		a.json(c, http.StatusMethodNotAllowed, gin.H{"error": msg})
+		a.problem(c, http.StatusMethodNotAllowed, msg)
 	})
 
 	// POST only: a GET that buys would let any page's <img src>, a link
@@ -140,57 +142,63 @@ func New(cfg Config, deps Deps) http.Handler {
 	return r
 }
 
-// json writes body with the replica name added; every response carries it.
-func (a *api) json(c *gin.Context, status int, body gin.H) {
-	body["replica"] = a.cfg.Replica
-	c.JSON(status, body)
+// answer is a body of package api; every one names the replica.
+type answer interface{ SetReplica(name string) }
+
+// json writes b with the replica name added; every response carries it.
+func (a *server) json(c *gin.Context, status int, b answer) {
+	b.SetReplica(a.cfg.Replica)
+	c.JSON(status, b)
 }
 
-func (a *api) reduce(c *gin.Context) {
+// problem answers a failed non-sale request with msg.
+func (a *server) problem(c *gin.Context, status int, msg string) {
+	a.json(c, status, &api.Problem{Error: msg})
+}
+
+func (a *server) reduce(c *gin.Context) {
 	start := time.Now()
 	sale, err := a.deps.Seller.Reduce(c.Request.Context())
 	status, result := classify(err)
 	if m := a.deps.Metrics; m != nil {
-		m.Results.WithLabelValues(result).Inc()
+		m.Results.WithLabelValues(string(result)).Inc()
 		m.SaleDuration.Observe(time.Since(start).Seconds())
 	}
-	body := gin.H{"result": result}
+	body := &api.Sale{Result: result}
 	var ue *stock.UnconfirmedError
 	if err == nil {
-		body["stock"] = sale.StockAfter
-		body["token"] = sale.Token
-		body["attempt"] = sale.Attempt
-	} else if msg := publicError(status, result); msg != "" {
-		body["error"] = msg
+		body.Stock, body.Token, body.Attempt = &sale.StockAfter, &sale.Token, sale.Attempt
+	} else {
+		body.Error = publicError(status, result)
 	}
 	if errors.As(err, &ue) {
-		body["attempt"] = ue.Attempt
+		body.Attempt = ue.Attempt
 	}
 	// One WARN per result kind per second: under load every busy or
 	// failed sale would otherwise log (the counts are in the metrics).
-	if status >= http.StatusInternalServerError || result == ResultFenced || result == ResultMixedBackends {
-		if ok, suppressed := a.logs.Allow("reduce_" + result); ok {
+	if status >= http.StatusInternalServerError || result == api.Fenced || result == api.MixedBackends {
+		if ok, suppressed := a.logs.Allow("reduce_" + string(result)); ok {
 			a.deps.Logger.Warn("reduce failed", "result", result, "status", status, "err", err, "suppressed", suppressed)
 		}
 	}
 	a.json(c, status, body)
 }
 
-func (a *api) status(c *gin.Context) {
+func (a *server) status(c *gin.Context) {
 	st, err := a.deps.Inventory.Status(c.Request.Context())
 	if err != nil {
 		a.fail(c, err)
 		return
 	}
-	a.json(c, http.StatusOK, gin.H{"stock": st.Stock, "lucky": st.Lucky})
+	a.json(c, http.StatusOK, &api.Stock{Stock: st.Stock, Lucky: st.Lucky})
 }
 
 // receipt settles a sale answered "unconfirmed": its attempt's receipt says
 // whether the write took effect. Receipts live stock.ReceiptTTL.
-func (a *api) receipt(c *gin.Context) {
+func (a *server) receipt(c *gin.Context) {
 	id := c.Param("attempt")
 	if len(id) > 64 {
-		a.json(c, http.StatusBadRequest, gin.H{"error": "attempt id too long"})
+		a.problem(c, http.StatusBadRequest, "attempt id too long")
 		return
 	}
 	after, sold, err := a.deps.Inventory.Receipt(c.Request.Context(), id)
@@ -198,26 +206,26 @@ func (a *api) receipt(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	body := gin.H{"attempt": id, "sold": sold}
+	body := &api.Receipt{Attempt: id, Sold: sold}
 	if sold {
-		body["stock"] = after
+		body.Stock = &after
 	}
 	a.json(c, http.StatusOK, body)
 }
 
-func (a *api) reset(c *gin.Context) {
+func (a *server) reset(c *gin.Context) {
 	if !a.admit(c) {
 		return
 	}
 	// One byte over the limit is enough for parseReset to refuse it.
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxResetBody+1))
 	if err != nil {
-		a.json(c, http.StatusBadRequest, gin.H{"error": "reading body: " + err.Error()})
+		a.problem(c, http.StatusBadRequest, "reading body: "+err.Error())
 		return
 	}
 	n, err := parseReset(body)
 	if err != nil {
-		a.json(c, http.StatusBadRequest, gin.H{"error": err.Error()})
+		a.problem(c, http.StatusBadRequest, err.Error())
 		return
 	}
 	if err := a.deps.Inventory.Reset(c.Request.Context(), n); err != nil {
@@ -225,18 +233,18 @@ func (a *api) reset(c *gin.Context) {
 		return
 	}
 	a.deps.Logger.Info("stock reset", "stock", n, "remote", c.ClientIP())
-	a.json(c, http.StatusOK, gin.H{"stock": n, "lucky": 0})
+	a.json(c, http.StatusOK, &api.Stock{Stock: n})
 }
 
 // admit checks the admin token, with a back-off per source address after
 // repeated failures; it answers the refusals itself. Refused bodies are not
 // drained: a refused caller cannot hold the connection by trickling one.
-func (a *api) admit(c *gin.Context) bool {
+func (a *server) admit(c *gin.Context) bool {
 	ip := c.ClientIP()
 	if wait := a.admin.blocked(ip); wait > 0 {
 		a.countAdminFailure()
 		c.Header("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		a.refuseBody(c, http.StatusTooManyRequests, gin.H{"error": "too many failed admin attempts; retry later"})
+		a.refuseBody(c, http.StatusTooManyRequests, "too many failed admin attempts; retry later")
 		return false
 	}
 	if !a.authorized(c.Request) {
@@ -246,14 +254,14 @@ func (a *api) admit(c *gin.Context) bool {
 			a.deps.Logger.Warn("admin call refused: missing or bad token", "path", c.Request.URL.Path,
 				"remote", ip, "failures", fails, "suppressed", suppressed)
 		}
-		a.refuseBody(c, http.StatusUnauthorized, gin.H{"error": "missing or bad admin token (X-Admin-Token or Authorization: Bearer)"})
+		a.refuseBody(c, http.StatusUnauthorized, "missing or bad admin token (X-Admin-Token or Authorization: Bearer)")
 		return false
 	}
 	a.admin.succeeded(ip)
 	return true
 }
 
-func (a *api) countAdminFailure() {
+func (a *server) countAdminFailure() {
 	if m := a.deps.Metrics; m != nil {
 		m.AdminAuthFailures.Inc()
 	}
@@ -261,7 +269,7 @@ func (a *api) countAdminFailure() {
 
 // authorized compares in constant time so the token cannot be guessed byte
 // by byte from response timings.
-func (a *api) authorized(r *http.Request) bool {
+func (a *server) authorized(r *http.Request) bool {
 	got := r.Header.Get("X-Admin-Token")
 	if got == "" {
 		if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
@@ -276,7 +284,7 @@ func (a *api) authorized(r *http.Request) bool {
 
 // fail answers a non-sale request that hit a dependency error: a generic
 // text for the client, the detail in the (rate-limited) log.
-func (a *api) fail(c *gin.Context, err error) {
+func (a *server) fail(c *gin.Context, err error) {
 	status, result := classify(err)
 	msg := publicError(status, result)
 	if status < http.StatusInternalServerError || msg == "" {
@@ -285,16 +293,16 @@ func (a *api) fail(c *gin.Context, err error) {
 	if ok, suppressed := a.logs.Allow("request_failed"); ok {
 		a.deps.Logger.Warn("request failed", "path", c.Request.URL.Path, "status", status, "err", err, "suppressed", suppressed)
 	}
-	a.json(c, status, gin.H{"error": msg})
+	a.problem(c, status, msg)
 }
 
-func (a *api) healthz(c *gin.Context) {
-	a.json(c, http.StatusOK, gin.H{"status": "ok"})
+func (a *server) healthz(c *gin.Context) {
+	a.json(c, http.StatusOK, &api.Health{Status: api.OK})
 }
 
 // readyz checks both dependencies, each with its own bound, so one slow
 // server does not hide the state of the other.
-func (a *api) readyz(c *gin.Context) {
+func (a *server) readyz(c *gin.Context) {
 	ctx := c.Request.Context()
 	check := func(p func(context.Context) error) string {
 		pctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
@@ -302,31 +310,28 @@ func (a *api) readyz(c *gin.Context) {
 		if err := p(pctx); err != nil {
 			return err.Error()
 		}
-		return "ok"
+		return api.OK
 	}
 	redisState := check(a.deps.Inventory.Ping)
-	lockState := "ok"
+	lockState := api.OK
 	if a.deps.LockPinger != nil {
 		lockState = check(a.deps.LockPinger.Ping)
 	}
-	fenceState := "ok"
+	fenceState := api.OK
 	if a.deps.Fence != nil {
 		if err := a.deps.Fence.FenceProblem(); err != nil {
 			fenceState = err.Error()
 		}
 	}
 	status := http.StatusOK
-	if redisState != "ok" || lockState != "ok" || fenceState != "ok" {
+	if redisState != api.OK || lockState != api.OK || fenceState != api.OK {
 		status = http.StatusServiceUnavailable
 	}
-	a.json(c, status, gin.H{"redis": redisState, "lock": lockState, "fence": fenceState})
+	a.json(c, status, &api.Ready{Redis: redisState, Lock: lockState, Fence: fenceState})
 }
 
-func (a *api) info(c *gin.Context) {
-	a.json(c, http.StatusOK, gin.H{
-		"backend": a.cfg.Backend,
-		"fencing": a.cfg.Fencing,
-		"mode":    a.cfg.Mode,
-		"version": a.cfg.Version,
+func (a *server) info(c *gin.Context) {
+	a.json(c, http.StatusOK, &api.Info{
+		Backend: a.cfg.Backend, Fencing: a.cfg.Fencing, Mode: a.cfg.Mode, Version: a.cfg.Version,
 	})
 }

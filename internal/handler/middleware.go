@@ -13,14 +13,14 @@ import (
 // replicaHeader sets X-Replica before anything else runs, so even 404s,
 // 405s and recovered panics say which replica answered — the point of the
 // lab is watching requests spread over replicas behind nginx.
-func (a *api) replicaHeader(c *gin.Context) {
+func (a *server) replicaHeader(c *gin.Context) {
 	c.Header("X-Replica", a.cfg.Replica)
 	c.Next()
 }
 
 // recovery turns a panic in a handler into a 500 JSON answer and a logged
 // stack, instead of a dropped connection.
-func (a *api) recovery(c *gin.Context) {
+func (a *server) recovery(c *gin.Context) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler { // the client is gone; nothing to answer
@@ -30,7 +30,7 @@ func (a *api) recovery(c *gin.Context) {
 				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			if !c.Writer.Written() {
 				c.Abort()
-				a.json(c, http.StatusInternalServerError, gin.H{"error": "internal error"})
+				a.problem(c, http.StatusInternalServerError, "internal error")
 			}
 		}
 	}()
@@ -39,7 +39,7 @@ func (a *api) recovery(c *gin.Context) {
 
 // requestLog logs each request at debug level: under load the info level
 // must stay readable, and the metrics carry the aggregate.
-func (a *api) requestLog(c *gin.Context) {
+func (a *server) requestLog(c *gin.Context) {
 	if !a.deps.Logger.Enabled(c.Request.Context(), slog.LevelDebug) {
 		c.Next()
 		return
@@ -58,10 +58,10 @@ func (a *api) requestLog(c *gin.Context) {
 // bodyLimit bounds every request body. A declared length over the limit is
 // refused before anything is read; an undeclared (chunked) one is cut by
 // http.MaxBytesReader.
-func (a *api) bodyLimit(c *gin.Context) {
+func (a *server) bodyLimit(c *gin.Context) {
 	if c.Request.ContentLength > a.cfg.MaxBodyBytes {
 		c.Abort()
-		a.refuseBody(c, http.StatusRequestEntityTooLarge, gin.H{"error": "request body too large"})
+		a.refuseBody(c, http.StatusRequestEntityTooLarge, "request body too large")
 		return
 	}
 	if c.Request.Body != nil {
@@ -74,9 +74,9 @@ func (a *api) bodyLimit(c *gin.Context) {
 // connection instead of draining that body: net/http would otherwise read
 // up to 256 KiB of it after the answer, at whatever pace the client chooses
 // (a body trickled at 1 byte/s held the connection until the read timeout).
-func (a *api) refuseBody(c *gin.Context, status int, body gin.H) {
+func (a *server) refuseBody(c *gin.Context, status int, msg string) {
 	c.Header("Connection", "close")
-	a.json(c, status, body)
+	a.problem(c, status, msg)
 	// The answer is flushed before the server drains the body; a read
 	// deadline in the past makes that drain fail at once, which closes the
 	// connection.

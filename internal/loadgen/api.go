@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"seckill/internal/api"
 )
 
 // Sentinel errors of the admin and read calls; returned errors wrap them.
@@ -22,23 +24,9 @@ var (
 	ErrUnreachable = errors.New("loadgen: cluster unreachable")
 )
 
-// Info is the part of GET /info the report needs.
-type Info struct {
-	Replica string `json:"replica"`
-	Backend string `json:"backend"`
-	Fencing bool   `json:"fencing"`
-	Mode    string `json:"mode"`
-}
-
-// Stock is GET /stock: units left and units sold ("lucky" buyers).
-type Stock struct {
-	Stock int64 `json:"stock"`
-	Lucky int64 `json:"lucky"`
-}
-
 // Reset sets the stock to n and the lucky counter to zero.
 func Reset(ctx context.Context, client *http.Client, base, token string, n int) error {
-	body, _ := json.Marshal(map[string]int{"stock": n})
+	body, _ := json.Marshal(api.Reset{Stock: int64(n)})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/stock/reset", bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("loadgen: reset: %w", err)
@@ -49,15 +37,15 @@ func Reset(ctx context.Context, client *http.Client, base, token string, n int) 
 }
 
 // GetInfo reads GET /info from whichever replica nginx picks.
-func GetInfo(ctx context.Context, client *http.Client, base string) (Info, error) {
-	var info Info
+func GetInfo(ctx context.Context, client *http.Client, base string) (api.Info, error) {
+	var info api.Info
 	err := get(ctx, client, base+"/info", &info)
 	return info, err
 }
 
-// GetStock reads GET /stock.
-func GetStock(ctx context.Context, client *http.Client, base string) (Stock, error) {
-	var s Stock
+// GetStock reads GET /stock: units left and units sold ("lucky" buyers).
+func GetStock(ctx context.Context, client *http.Client, base string) (api.Stock, error) {
+	var s api.Stock
 	err := get(ctx, client, base+"/stock", &s)
 	return s, err
 }
@@ -96,11 +84,6 @@ func do(client *http.Client, req *http.Request, into any) error {
 	return nil
 }
 
-// receiptBody is GET /stock/receipts/:attempt.
-type receiptBody struct {
-	Sold bool `json:"sold"`
-}
-
 // Settle reads the receipt of every unconfirmed answer in responses and
 // marks the ones that did sell (Response.Settled), so the books can be
 // checked against what buyers were told.
@@ -122,7 +105,7 @@ func Settle(ctx context.Context, client *http.Client, base string, responses []R
 // ReceiptSold reads GET /stock/receipts/:attempt: whether that sale attempt
 // took effect.
 func ReceiptSold(ctx context.Context, client *http.Client, base, attempt string) (bool, error) {
-	var rb receiptBody
+	var rb api.Receipt
 	err := get(ctx, client, base+"/stock/receipts/"+url.PathEscape(attempt), &rb)
 	return rb.Sold, err
 }

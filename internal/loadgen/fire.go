@@ -20,13 +20,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"seckill/internal/api"
 )
 
 // Outcome classifies one reduce response.
 type Outcome int
 
-// Outcomes, from stockd's "result" field; OutcomeError is everything else
-// (a transport error, a 502/504 from nginx, an unparseable body).
+// Outcomes, from stockd's "result" field (outcomes maps them); OutcomeError
+// is everything else (api.Error, api.MixedBackends, a transport error, a
+// 502/504 from nginx, an unparseable body).
 const (
 	OutcomeError Outcome = iota
 	OutcomeSold
@@ -48,14 +51,6 @@ type Response struct {
 	Settled bool          // an unconfirmed sale that its receipt says sold (Settle)
 	Latency time.Duration // request start to body read
 	Err     error         // transport or decoding error, if any
-}
-
-// reduceBody is the subset of stockd's reduce answer we need.
-type reduceBody struct {
-	Result  string `json:"result"`
-	Replica string `json:"replica"`
-	Error   string `json:"error"`
-	Attempt string `json:"attempt"`
 }
 
 // Fire sends n reduce requests (method POST) to url with c in flight and
@@ -105,7 +100,7 @@ func reduce(ctx context.Context, client *http.Client, url string) Response {
 		r.Err = err
 		return r
 	}
-	var body reduceBody
+	var body api.Sale
 	if err := json.Unmarshal(raw, &body); err != nil {
 		r.Err = errors.Join(ErrBadResponse, err)
 		return r
@@ -118,25 +113,24 @@ func reduce(ctx context.Context, client *http.Client, url string) Response {
 	return r
 }
 
+// outcomes maps the results the report counts apart; every other result
+// counts as an error.
+var outcomes = map[api.Result]Outcome{
+	api.Sold:        OutcomeSold,
+	api.SoldOut:     OutcomeSoldOut,
+	api.Fenced:      OutcomeFenced,
+	api.Busy:        OutcomeBusy,
+	api.LockLost:    OutcomeLockLost,
+	api.Unconfirmed: OutcomeUnconfirmed,
+}
+
 // classify maps (status, result) to an Outcome; a result that does not match
 // its status is an error, so a confused proxy cannot pass as a sale.
-func classify(status int, result string) Outcome {
-	switch {
-	case status == http.StatusOK && result == "sold":
-		return OutcomeSold
-	case status == http.StatusConflict && result == "sold_out":
-		return OutcomeSoldOut
-	case status == http.StatusConflict && result == "fenced":
-		return OutcomeFenced
-	case status == http.StatusServiceUnavailable && result == "busy":
-		return OutcomeBusy
-	case status == http.StatusServiceUnavailable && result == "lock_lost":
-		return OutcomeLockLost
-	case status == http.StatusServiceUnavailable && result == "unconfirmed":
-		return OutcomeUnconfirmed
-	default:
-		return OutcomeError
+func classify(status int, result api.Result) Outcome {
+	if o, ok := outcomes[result]; ok && result.Matches(status) {
+		return o
 	}
+	return OutcomeError
 }
 
 // NewClient returns an HTTP client for c concurrent requests: one idle

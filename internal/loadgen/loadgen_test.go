@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"seckill/internal/api"
 )
 
 // fakeStockd is an in-process stand-in for stockd's HTTP contract, for
@@ -37,28 +39,28 @@ func (f *fakeStockd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/stock/reset":
 		if r.Header.Get("X-Admin-Token") != "t" {
-			reply(http.StatusUnauthorized, map[string]string{"result": "error"})
+			reply(http.StatusUnauthorized, api.Problem{Error: "bad token"})
 			return
 		}
-		var body struct{ Stock int64 }
+		var body api.Reset
 		_ = json.NewDecoder(r.Body).Decode(&body)
 		f.mu.Lock()
 		f.stock, f.lucky = body.Stock, 0
 		f.mu.Unlock()
-		reply(http.StatusOK, map[string]any{"stock": body.Stock})
+		reply(http.StatusOK, api.Stock{Stock: body.Stock})
 	case "/info":
-		reply(http.StatusOK, Info{Replica: "fake-1", Backend: "fake"})
+		reply(http.StatusOK, api.Info{From: api.From{Replica: "fake-1"}, Backend: "fake"})
 	case "/stock":
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		reply(http.StatusOK, Stock{Stock: f.stock, Lucky: f.lucky})
+		reply(http.StatusOK, api.Stock{Stock: f.stock, Lucky: f.lucky})
 	case "/stock/reduce":
 		f.reduce(reply)
 	default:
 		if id, ok := strings.CutPrefix(r.URL.Path, "/stock/receipts/"); ok {
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			reply(http.StatusOK, map[string]any{"attempt": id, "sold": f.receipts[id]})
+			reply(http.StatusOK, api.Receipt{Attempt: id, Sold: f.receipts[id]})
 			return
 		}
 		http.NotFound(w, r)
@@ -77,7 +79,7 @@ func (f *fakeStockd) reduce(reply func(int, any)) {
 		defer f.mu.Unlock()
 	}
 	if stock <= 0 {
-		reply(http.StatusConflict, map[string]string{"result": "sold_out"})
+		reply(http.StatusConflict, api.Sale{Result: api.SoldOut})
 		return
 	}
 	time.Sleep(f.delay) // the business work that widens the race window
@@ -93,10 +95,11 @@ func (f *fakeStockd) reduce(reply func(int, any)) {
 			f.receipts = map[string]bool{}
 		}
 		f.receipts[id] = true
-		reply(http.StatusServiceUnavailable, map[string]any{"result": "unconfirmed", "attempt": id, "replica": "fake-1"})
+		reply(http.StatusServiceUnavailable, api.Sale{Result: api.Unconfirmed, Attempt: id, From: api.From{Replica: "fake-1"}})
 		return
 	}
-	reply(http.StatusOK, map[string]any{"result": "sold", "stock": stock - 1, "replica": "fake-1"})
+	left := stock - 1
+	reply(http.StatusOK, api.Sale{Result: api.Sold, Stock: &left, From: api.From{Replica: "fake-1"}})
 }
 
 func TestRunConsistent(t *testing.T) {
@@ -190,7 +193,7 @@ func TestRunTimeout(t *testing.T) {
 func TestClassify(t *testing.T) {
 	for _, tc := range []struct {
 		status int
-		result string
+		result api.Result
 		want   Outcome
 	}{
 		{200, "sold", OutcomeSold},
@@ -198,8 +201,11 @@ func TestClassify(t *testing.T) {
 		{409, "fenced", OutcomeFenced},
 		{503, "busy", OutcomeBusy},
 		{503, "lock_lost", OutcomeLockLost},
+		{503, "unconfirmed", OutcomeUnconfirmed},
+		{409, "mixed_backends", OutcomeError},
 		{503, "error", OutcomeError},
-		{502, "sold", OutcomeError}, // a sale must come with 200
+		{502, "sold", OutcomeError},     // a sale must come with 200
+		{503, "sold_out", OutcomeError}, // so must every result with its own status
 		{200, "", OutcomeError},
 	} {
 		if got := classify(tc.status, tc.result); got != tc.want {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"seckill/internal/api"
 )
 
 // ErrTimeout: the run's time bound passed before every request was sent.
@@ -125,7 +127,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // Summarize counts responses and verifies them against the stock read back.
-func Summarize(backend string, initial int, responses []Response, elapsed time.Duration, s Stock) *Report {
+func Summarize(backend string, initial int, responses []Response, elapsed time.Duration, s api.Stock) *Report {
 	r := &Report{
 		Backend:  backend,
 		Requests: len(responses),

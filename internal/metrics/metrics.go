@@ -16,8 +16,9 @@ import (
 type Metrics struct {
 	reg *prometheus.Registry
 
-	// Results counts /stock/reduce outcomes by result label
-	// (sold, sold_out, fenced, busy, lock_lost, mixed_backends, unconfirmed, error).
+	// Results counts /stock/reduce outcomes by result label: one of
+	// api.Results (sold, sold_out, fenced, busy, lock_lost, mixed_backends,
+	// unconfirmed, error).
 	Results *prometheus.CounterVec
 	// LockWait is the time spent in Locker.Acquire, successful or not.
 	LockWait prometheus.Histogram

@@ -1,0 +1,97 @@
+package api
+
+// OK is the value of every healthy check in Health and Ready.
+const OK = "ok"
+
+// From names the replica that answered; every body of stockd's own routes
+// but /leader embeds it (the X-Replica header says the same).
+type From struct {
+	Replica string `json:"replica"`
+}
+
+// SetReplica stamps the answering replica; the handler calls it on every
+// body it writes.
+func (f *From) SetReplica(name string) { f.Replica = name }
+
+// Sale is the answer of POST /stock/reduce.
+type Sale struct {
+	// Attempt is the sale's attempt id, on Sold and Unconfirmed.
+	Attempt string `json:"attempt,omitempty"`
+	// Error is a stable, generic text for the failures worth explaining
+	// (fenced, lock_lost, unconfirmed, error); empty otherwise.
+	Error string `json:"error,omitempty"`
+	From
+	Result Result `json:"result"`
+	// Stock is what is left after a sale (0 after the last unit), on Sold.
+	Stock *int64 `json:"stock,omitempty"`
+	// Token is the fencing token the sale was made under (0 in atomic
+	// mode), on Sold.
+	Token *uint64 `json:"token,omitempty"`
+}
+
+// Stock is the answer of GET /stock and of POST /stock/reset: units left and
+// units sold ("lucky" buyers).
+type Stock struct {
+	Lucky int64 `json:"lucky"`
+	From
+	Stock int64 `json:"stock"`
+}
+
+// Reset is the body of POST /stock/reset (the admin token goes in
+// X-Admin-Token or Authorization: Bearer).
+type Reset struct {
+	Stock int64 `json:"stock"`
+}
+
+// Receipt is the answer of GET /stock/receipts/:attempt: whether that sale
+// attempt took effect, and the stock it left when it did.
+type Receipt struct {
+	Attempt string `json:"attempt"`
+	From
+	Sold  bool   `json:"sold"`
+	Stock *int64 `json:"stock,omitempty"`
+}
+
+// Info is the answer of GET /info.
+type Info struct {
+	Backend string `json:"backend"` // lock backend
+	Fencing bool   `json:"fencing"` // fencing in effect, not merely configured
+	Mode    string `json:"mode"`    // stock mode
+	From
+	Version string `json:"version"`
+}
+
+// Health is the answer of GET /healthz; Status is always OK.
+type Health struct {
+	From
+	Status string `json:"status"`
+}
+
+// Ready is the answer of GET /readyz (200 when every check is OK, else 503):
+// each field is OK or the failing check's error text.
+type Ready struct {
+	Fence string `json:"fence"`
+	Lock  string `json:"lock"`
+	Redis string `json:"redis"`
+	From
+}
+
+// Problem is the answer of a failed request other than a sale (bad input,
+// refused admin call, unknown route, a dependency down).
+type Problem struct {
+	Error string `json:"error"`
+	From
+}
+
+// Leader is the answer of GET /leader: the election as this replica sees it
+// (200), or Error when the election backend could not be read (503). It
+// carries no "replica": Self is the answering replica.
+type Leader struct {
+	Leader   string `json:"leader"`
+	Self     string `json:"self"`
+	IsLeader bool   `json:"is_leader"`
+	Term     uint64 `json:"term"`
+	// Backend is "none" when the election is off; empty otherwise.
+	Backend string `json:"backend,omitempty"`
+	Error   string `json:"error,omitempty"`
+}

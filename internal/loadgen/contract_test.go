@@ -1,0 +1,80 @@
+package loadgen_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"seckill/internal/api"
+	"seckill/internal/handler"
+	"seckill/internal/loadgen"
+	"seckill/internal/stock"
+)
+
+type sellerFunc func(context.Context) (stock.Sale, error)
+
+func (f sellerFunc) Reduce(ctx context.Context) (stock.Sale, error) { return f(ctx) }
+
+// saleErrors makes stockd's handler answer each result; a result added to
+// package api must be added here, and to the outcome the load tool gives it.
+var saleErrors = map[api.Result]error{
+	api.Sold:          nil,
+	api.SoldOut:       stock.ErrSoldOut,
+	api.Fenced:        stock.ErrFenced,
+	api.Busy:          stock.ErrBusy,
+	api.LockLost:      stock.ErrLockLost,
+	api.MixedBackends: stock.ErrMixedBackends,
+	api.Unconfirmed:   &stock.UnconfirmedError{Attempt: "a-1", Err: stock.ErrUnavailable},
+	api.Error:         errors.New("a bug"),
+}
+
+// Every result the real handler answers reaches the load tool as the
+// outcome it means, with the replica and attempt it carries: the server and
+// this client cannot drift apart on a status, a label or a field name.
+func TestHandlerResultsRoundTrip(t *testing.T) {
+	want := map[api.Result]loadgen.Outcome{
+		api.Sold:          loadgen.OutcomeSold,
+		api.SoldOut:       loadgen.OutcomeSoldOut,
+		api.Fenced:        loadgen.OutcomeFenced,
+		api.Busy:          loadgen.OutcomeBusy,
+		api.LockLost:      loadgen.OutcomeLockLost,
+		api.MixedBackends: loadgen.OutcomeError,
+		api.Unconfirmed:   loadgen.OutcomeUnconfirmed,
+		api.Error:         loadgen.OutcomeError,
+	}
+	unavailable := fmt.Errorf("%w: dial tcp: refused", stock.ErrUnavailable) // error, 503 this time
+	for _, result := range append(slices.Clone(api.Results), "error/503") {
+		t.Run(string(result), func(t *testing.T) {
+			err, ok := saleErrors[result]
+			if result == "error/503" {
+				result, err, ok = api.Error, unavailable, true
+			}
+			outcome, known := want[result]
+			if !ok || !known {
+				t.Fatalf("result %q has no error that makes the handler answer it, or no expected outcome: add it to this test", result)
+			}
+			h := handler.New(handler.Config{Replica: "r-1", AdminToken: "t"}, handler.Deps{
+				Seller: sellerFunc(func(context.Context) (stock.Sale, error) {
+					return stock.Sale{StockAfter: 4, Token: 9, Attempt: "a-1"}, err
+				}),
+			})
+			srv := httptest.NewServer(h)
+			t.Cleanup(srv.Close)
+			got := loadgen.Fire(t.Context(), loadgen.NewClient(1, 5*time.Second), srv.URL+"/stock/reduce", 1, 1)
+			if len(got) != 1 {
+				t.Fatalf("got %d responses, want 1", len(got))
+			}
+			r := got[0]
+			if r.Outcome != outcome || r.Replica != "r-1" {
+				t.Fatalf("got outcome %v replica %q (status %d, err %v), want outcome %v replica r-1", r.Outcome, r.Replica, r.Status, r.Err, outcome)
+			}
+			if wantAttempt := result == api.Sold || result == api.Unconfirmed; (r.Attempt == "a-1") != wantAttempt {
+				t.Fatalf("got attempt %q, want it carried: %v", r.Attempt, wantAttempt)
+			}
+		})
+	}
+}
