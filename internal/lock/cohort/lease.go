@@ -1,0 +1,168 @@
+package cohort
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"seckill/internal/lock"
+)
+
+var errBaseOverflow = fmt.Errorf("%w: token base above 2^48-1", lock.ErrUnavailable)
+
+// held is a server hold as the cohort lends it. Fields other than h, q and
+// base are guarded by Locker.mu.
+type held struct {
+	h      Hold
+	q      *queue
+	base   uint64 // Hold.Base() << 16
+	passes uint64 // leases passed on so far: the current token's low bits
+	cur    *lease // the lease holding it now; nil once detached
+	lost   error  // why it was lost, if it was
+	stop   chan struct{}
+}
+
+// lease is one local holder of a hold.
+type lease struct {
+	c        *Locker
+	hd       *held
+	token    uint64
+	sig      *lock.Signal
+	released atomic.Bool
+}
+
+var _ lock.Lease = (*lease)(nil)
+
+// HoldOf returns the server hold behind a lease of a cohort Locker, for a
+// backend's tests and diagnostics; ok is false for any other lease.
+func HoldOf(l lock.Lease) (h Hold, ok bool) {
+	ls, ok := l.(*lease)
+	if !ok {
+		return nil, false
+	}
+	return ls.hd.h, true
+}
+
+func (ls *lease) Key() string           { return ls.hd.q.key }
+func (ls *lease) Token() uint64         { return ls.token }
+func (ls *lease) Done() <-chan struct{} { return ls.sig.Done() }
+func (ls *lease) Err() error            { return ls.sig.Err() }
+
+// grantLocked lends hd to a new lease and makes it the current one.
+func (c *Locker) grantLocked(hd *held) *lease {
+	ls := &lease{c: c, hd: hd, token: hd.base | hd.passes, sig: lock.NewSignal()}
+	hd.cur = ls
+	return ls
+}
+
+// watch ends hd as lost when its Done closes before it is released.
+func (c *Locker) watch(hd *held, done <-chan struct{}) {
+	select {
+	case <-done:
+	case <-hd.stop:
+		return
+	}
+	err := hd.h.Err()
+	if err == nil {
+		err = errors.New("hold ended")
+	}
+	if !errors.Is(err, lock.ErrLost) {
+		err = fmt.Errorf("%w: %w", lock.ErrLost, err)
+	}
+	c.mu.Lock()
+	if hd.cur == nil { // released meanwhile: Release gave it back
+		c.mu.Unlock()
+		return
+	}
+	c.loseLocked(hd, err)
+	c.mu.Unlock()
+	c.giveBack(hd)
+}
+
+// loseLocked ends hd as lost: its lease's Done closes with err, it is
+// never passed on, and the next local waiter acquires from the server. The
+// caller then gives the hold back.
+func (c *Locker) loseLocked(hd *held, err error) {
+	hd.lost = err
+	ls := c.detachLocked(hd)
+	if ls.sig.Close(err) {
+		c.log.Warn("lock lost", "backend", c.name, "key", hd.q.key, "err", err)
+	}
+	c.nextFrontLocked(hd.q)
+}
+
+// detachLocked takes hd off its queue and stops its watch; it returns the
+// lease that held it.
+func (c *Locker) detachLocked(hd *held) *lease {
+	ls := hd.cur
+	hd.cur = nil
+	if hd.q.hold == hd {
+		hd.q.hold = nil
+	}
+	if hd.stop != nil {
+		close(hd.stop)
+	}
+	return ls
+}
+
+// passableLocked reports whether hd may be passed to the next waiter.
+func (c *Locker) passableLocked(hd *held) bool {
+	if hd.q.head == nil || hd.lost != nil || c.closed || hd.passes >= c.bound {
+		return false
+	}
+	if done := hd.h.Done(); done != nil {
+		select {
+		case <-done:
+			return false
+		default:
+		}
+	}
+	return hd.h.Passable()
+}
+
+// Release gives the lock up. If another goroutine of this Locker waits for
+// the key and the hold may be passed (see the package documentation), the
+// lease is passed to it in memory and Release returns nil at once;
+// otherwise the hold goes back to the server within ctx. The first call
+// releases or, if the lease was lost already, returns an error wrapping
+// lock.ErrNotHeld and the loss; later calls return lock.ErrNotHeld. If the
+// server release fails, Done closes with ErrLost and the error wraps the
+// server's (lock.ErrNotHeld or lock.ErrUnavailable).
+func (ls *lease) Release(ctx context.Context) error {
+	c, hd := ls.c, ls.hd
+	if !ls.released.CompareAndSwap(false, true) {
+		return fmt.Errorf("%s: release %q: %w", c.name, hd.q.key, lock.ErrNotHeld)
+	}
+	c.mu.Lock()
+	if hd.cur != ls {
+		c.mu.Unlock()
+		return fmt.Errorf("%s: release %q: %w: %w", c.name, hd.q.key, lock.ErrNotHeld, ls.sig.Err())
+	}
+	if c.passableLocked(hd) {
+		w := hd.q.pop()
+		hd.passes++
+		next := c.grantLocked(hd)
+		ls.sig.Close(lock.ErrReleased)
+		c.changedLocked()
+		c.mu.Unlock()
+		c.passes.Add(1)
+		w.ch <- next // buffered
+		return nil
+	}
+	// Give the hold back. The next waiter becomes the front now, so its
+	// server request overlaps our release; the server orders the two.
+	c.detachLocked(hd)
+	c.nextFrontLocked(hd.q)
+	c.mu.Unlock()
+	err := hd.h.Release(ctx)
+	if err == nil {
+		ls.sig.Close(lock.ErrReleased)
+		return nil
+	}
+	ls.sig.Close(fmt.Errorf("%w: release: %w", lock.ErrLost, err))
+	if !errors.Is(err, lock.ErrNotHeld) && !errors.Is(err, lock.ErrUnavailable) {
+		err = fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: release %q: %w", c.name, hd.q.key, err)
+}
