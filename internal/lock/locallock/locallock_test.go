@@ -47,9 +47,10 @@ func TestFIFOAndAbandonedTurn(t *testing.T) {
 			order <- i
 			_ = l.Release(t.Context())
 		}()
-		// Start the next waiter only once this one is queued; polling the
-		// queue length from outside is the only observable event.
-		waitQueued(t, lk, key, i+2)
+		// Start the next waiter only once this one is queued.
+		if err := lk.WaitQueued(t.Context(), key, i+1); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cancelGone()
 	if err := <-abandoned; !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
@@ -68,17 +69,6 @@ func TestFIFOAndAbandonedTurn(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("waiter %d never acquired", w)
 		}
-	}
-}
-
-func waitQueued(t *testing.T, lk *locallock.Locker, key string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for lk.Len(key) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("queue length %d, want %d", lk.Len(key), n)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
