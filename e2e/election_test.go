@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/api"
 	"seckill/internal/election/audit"
 	"seckill/internal/localcluster"
 	"seckill/internal/servers"
@@ -21,13 +22,6 @@ const (
 	electionInterval = 200 * time.Millisecond
 	electionSlack    = 1500 * time.Millisecond // process start/stop, lease tick, polling
 )
-
-type leaderView struct {
-	Leader   string `json:"leader"`
-	Self     string `json:"self"`
-	IsLeader bool   `json:"is_leader"`
-	Term     uint64 `json:"term"`
-}
 
 // onElection switches the shared cluster to the redis lock with the given
 // election backend. A stockd without GET /leader skips the test.
@@ -52,17 +46,17 @@ func onElection(t *testing.T, backend string) *localcluster.Cluster {
 	return c
 }
 
-func getLeader(t *testing.T, url string) (leaderView, int, error) {
+func getLeader(t *testing.T, url string) (api.Leader, int, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/leader", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return leaderView{}, 0, err
+		return api.Leader{}, 0, err
 	}
 	defer resp.Body.Close()
-	var v leaderView
+	var v api.Leader
 	err = json.NewDecoder(resp.Body).Decode(&v)
 	return v, resp.StatusCode, err
 }
@@ -73,7 +67,7 @@ func getLeader(t *testing.T, url string) (leaderView, int, error) {
 func agreed(t *testing.T, c *localcluster.Cluster, alive []int, within time.Duration) int {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	var last []leaderView
+	var last []api.Leader
 	for time.Now().Before(deadline) {
 		last = last[:0]
 		claims, idx := 0, -1

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"seckill/internal/api"
 )
 
 // leaderCmd is `seckill leader`: poll GET /leader on one or more URLs (nginx,
@@ -35,27 +37,19 @@ func leaderCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	defer cancel()
 	client := &http.Client{Timeout: max(*interval, time.Second)}
 
-	type view struct {
-		Leader   string `json:"leader"`
-		Self     string `json:"self"`
-		IsLeader bool   `json:"is_leader"`
-		Term     uint64 `json:"term"`
-		Backend  string `json:"backend"`
-		Error    string `json:"error"`
-	}
-	poll := func(url string) (view, error) {
+	poll := func(url string) (api.Leader, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(url, "/")+"/leader", nil)
 		if err != nil {
-			return view{}, err
+			return api.Leader{}, err
 		}
 		resp, err := client.Do(req)
 		if err != nil {
-			return view{}, err
+			return api.Leader{}, err
 		}
 		defer resp.Body.Close()
-		var v view
+		var v api.Leader
 		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-			return view{}, fmt.Errorf("GET /leader: %d: %w", resp.StatusCode, err)
+			return api.Leader{}, fmt.Errorf("GET /leader: %d: %w", resp.StatusCode, err)
 		}
 		if resp.StatusCode != http.StatusOK {
 			return v, fmt.Errorf("GET /leader: %d %s", resp.StatusCode, v.Error)

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"seckill/internal/api"
 	"seckill/internal/election"
 	"seckill/internal/election/audit"
 	"seckill/internal/election/etcdelect"
@@ -35,16 +36,6 @@ type electionDeps struct {
 	ZK         *zksess.Session
 }
 
-// leaderView is the body of GET /leader.
-type leaderView struct {
-	Leader   string `json:"leader"`
-	Self     string `json:"self"`
-	IsLeader bool   `json:"is_leader"`
-	Term     uint64 `json:"term"`
-	Backend  string `json:"backend,omitempty"`
-	Error    string `json:"error,omitempty"`
-}
-
 // startElection joins the election configured by election.* and runs the
 // sale audit every election.job_interval while this replica leads. It
 // returns stop, which resigns (so another replica leads at once) and waits
@@ -58,7 +49,7 @@ func startElection(ctx context.Context, cfg *Config, d electionDeps) (stop func(
 	}
 	if cfg.Election.Backend == "none" {
 		return func() {}, func(c *gin.Context) {
-			c.JSON(http.StatusOK, leaderView{Self: cfg.Replica, Backend: "none"})
+			c.JSON(http.StatusOK, api.Leader{Self: cfg.Replica, Backend: "none"})
 		}, nil
 	}
 	var closers []func()
@@ -115,7 +106,7 @@ func startElection(ctx context.Context, cfg *Config, d electionDeps) (stop func(
 		qctx, qcancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 		defer qcancel()
 		st := runner.Status()
-		v := leaderView{Self: cfg.Replica, IsLeader: st.Leading}
+		v := api.Leader{Self: cfg.Replica, IsLeader: st.Leading}
 		l, err := el.Leader(qctx)
 		switch {
 		case err == nil:

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"seckill/internal/api"
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 )
@@ -160,8 +161,8 @@ func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 	}
 	req, _ = http.NewRequestWithContext(ctx, http.MethodPost, base+"/stock/reduce", nil)
 	code, body := send(t, req)
-	var sale struct{ Result, Replica string }
-	if code != 200 || json.Unmarshal(body, &sale) != nil || sale.Result != "sold" || sale.Replica != "bin-test" {
+	var sale api.Sale
+	if code != 200 || json.Unmarshal(body, &sale) != nil || sale.Result != api.Sold || sale.Replica != "bin-test" {
 		t.Fatalf("reduce: got %d %s, want 200 sold from bin-test", code, body)
 	}
 

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"seckill/internal/api"
 	"seckill/internal/localcluster"
 )
 
@@ -70,7 +71,7 @@ func runBlip(x *run) error {
 	// The sale must finish: buyers stop at their first sold_out.
 	ctx, cancel := x.within(finishBound)
 	defer cancel()
-	r, err := x.load.waitFor(ctx, x.faultEnd, func(r response) bool { return r.Result == "sold_out" })
+	r, err := x.load.waitFor(ctx, x.faultEnd, func(r response) bool { return r.Result == api.SoldOut })
 	if err != nil {
 		x.problemf("the sale did not finish within %v of the last blip", finishBound)
 		return nil
@@ -183,14 +184,6 @@ type nopLogger struct{}
 
 func (nopLogger) Printf(string, ...any) {}
 
-// leaderView is the part of GET /leader the lab reads.
-type leaderView struct {
-	Leader   string `json:"leader"`
-	Self     string `json:"self"`
-	IsLeader bool   `json:"is_leader"`
-	Error    string `json:"error"`
-}
-
 // checkElection waits, up to one session after the last blip, until
 // exactly one replica says is_leader and every replica names it; then until
 // the leader-only audit job has run since the last blip.
@@ -233,8 +226,8 @@ func (x *run) checkElection() {
 	x.notef("leader-only job ran %dms after the last blip", ms(ran.Sub(x.faultEnd)))
 }
 
-func (x *run) leaders(ctx context.Context) ([]leaderView, error) {
-	var out []leaderView
+func (x *run) leaders(ctx context.Context) ([]api.Leader, error) {
+	var out []api.Leader
 	for i := range x.c.Replicas() {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, x.c.ReplicaURL(i)+"/leader", nil)
 		if err != nil {
@@ -244,7 +237,7 @@ func (x *run) leaders(ctx context.Context) ([]leaderView, error) {
 		if err != nil {
 			return nil, err
 		}
-		var v leaderView
+		var v api.Leader
 		err = json.NewDecoder(resp.Body).Decode(&v)
 		resp.Body.Close()
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/api"
 	"seckill/internal/loadgen"
 	"seckill/internal/localcluster"
 )
@@ -339,26 +340,12 @@ func (x *run) problemf(format string, args ...any) {
 func (x *run) books(client *http.Client, resps []response) error {
 	r := x.res
 	for _, a := range resps {
-		switch {
-		case a.sold():
-			r.Sold++
-		case a.Result == "fenced":
-			r.Fenced++
-		case a.Result == "lock_lost":
-			r.LockLost++
-		case a.Result == "busy":
-			r.Busy++
-		case a.Result == "sold_out":
-		case a.Result == "unconfirmed":
-			r.Unconfirmed++
-		default:
-			r.Errors++
-		}
+		r.tally(a)
 	}
 	ctx, cancel := context.WithTimeout(x.ctx, 10*time.Second)
 	defer cancel()
 	for _, a := range resps {
-		if a.Result != "unconfirmed" || a.Attempt == "" {
+		if a.Result != api.Unconfirmed || a.Attempt == "" {
 			continue
 		}
 		sold, err := loadgen.ReceiptSold(ctx, client, x.c.URL(), a.Attempt)
@@ -377,6 +364,27 @@ func (x *run) books(client *http.Client, resps []response) error {
 	r.Oversold = max(0, st.Stock+st.Lucky-int64(r.Initial))
 	r.Consistent = st.Stock+st.Lucky == int64(r.Initial) && st.Lucky == int64(r.Sold+r.UnconfirmedSold)
 	return nil
+}
+
+// tally counts one answer in the books: sold_out counts nowhere, and
+// anything not stockd's own verdict (5xx "error", mixed_backends, nginx's
+// 502/504, a transport error) is an error.
+func (r *Result) tally(a response) {
+	switch {
+	case a.sold():
+		r.Sold++
+	case a.Result == api.Fenced:
+		r.Fenced++
+	case a.Result == api.LockLost:
+		r.LockLost++
+	case a.Result == api.Busy:
+		r.Busy++
+	case a.Result == api.SoldOut:
+	case a.Result == api.Unconfirmed:
+		r.Unconfirmed++
+	default:
+		r.Errors++
+	}
 }
 
 // judge sets Status from the expectation.

@@ -9,22 +9,23 @@ import (
 	"sync"
 	"time"
 
+	"seckill/internal/api"
 	"seckill/internal/loadgen"
 )
 
 // response is one reduce answer as the load saw it.
 type response struct {
-	Sent    time.Time // when the request was sent
-	At      time.Time // when the answer arrived
-	Status  int       // 0 on a transport error
-	Result  string    // stockd's "result", "" when the body was not stockd's
+	Sent    time.Time  // when the request was sent
+	At      time.Time  // when the answer arrived
+	Status  int        // 0 on a transport error
+	Result  api.Result // stockd's "result", "" when the body was not stockd's
 	Replica string
 	Error   string
 	Attempt string // the sale's attempt id, on "sold" and "unconfirmed"
 	Settled bool   // an "unconfirmed" answer whose receipt says it sold
 }
 
-func (r response) sold() bool { return r.Status == http.StatusOK && r.Result == "sold" }
+func (r response) sold() bool { return r.Result == api.Sold && r.Result.Matches(r.Status) }
 
 // load keeps c buyers sending POST /stock/reduce through one URL until
 // stopped, recording every answer. Waiting on it is event-driven: each
@@ -67,7 +68,7 @@ func (l *load) buyer() {
 		close(l.changed)
 		l.changed = make(chan struct{})
 		l.mu.Unlock()
-		if r.Result == "sold_out" {
+		if r.Result == api.SoldOut {
 			// Nothing left to sell: stop hammering, the run's books are final.
 			return
 		}
@@ -116,7 +117,7 @@ func (l *load) do(ctx context.Context, url string) response {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	r := response{Sent: sent, At: time.Now(), Status: resp.StatusCode}
-	var body struct{ Result, Replica, Error, Attempt string }
+	var body api.Sale
 	if json.Unmarshal(raw, &body) == nil {
 		r.Result, r.Replica, r.Error, r.Attempt = body.Result, body.Replica, body.Error, body.Attempt
 	} else {

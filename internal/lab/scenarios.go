@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/api"
 	"seckill/internal/localcluster"
 )
 
@@ -343,7 +344,7 @@ func runPartition(x *run) error {
 	if sold > 0 {
 		x.problemf("%s sold %d while cut off from the lock server", name, sold)
 	}
-	outcomes := map[string]int{}
+	outcomes := map[api.Result]int{}
 	x.load.count(cutAt, func(r response) bool {
 		if r.Replica == name && r.At.Before(x.faultEnd) {
 			outcomes[r.Result]++
@@ -452,7 +453,7 @@ func (x *run) onEveryLink(add func(i int, link localcluster.Link) (func() error,
 	}
 	x.faultEnd = time.Now()
 	sold := x.load.countSent(start, func(r response) bool { return r.sold() && r.At.Before(x.faultEnd) })
-	unconfirmed := x.load.countSent(start, func(r response) bool { return r.Result == "unconfirmed" })
+	unconfirmed := x.load.countSent(start, func(r response) bool { return r.Result == api.Unconfirmed })
 	x.notef("%d sold and %d unconfirmed during the %v window; %d stock calls retried with the same attempt id",
 		sold, unconfirmed, replyFaultWindow, x.saleEvents("retried"))
 	return err
@@ -629,7 +630,7 @@ func runStockDown(x *run) error {
 	}
 	ctx, cancel := x.within(10 * time.Second)
 	r, err := x.load.waitFor(ctx, cutAt, func(r response) bool {
-		return r.Status == http.StatusServiceUnavailable && r.Result == "error" && strings.Contains(r.Error, "unavailable")
+		return r.Status == http.StatusServiceUnavailable && r.Result == api.Error && strings.Contains(r.Error, "unavailable")
 	})
 	cancel()
 	if err != nil {
@@ -722,7 +723,7 @@ func runCrash(x *run) error {
 
 func checkCrash(x *run) {
 	soldAfter := x.load.count(x.faultEnd, response.sold)
-	busyAfter := x.load.count(x.faultEnd, func(r response) bool { return r.Result == "busy" })
+	busyAfter := x.load.count(x.faultEnd, func(r response) bool { return r.Result == api.Busy })
 	ctx, cancel := x.within(5 * time.Second)
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: x.c.LockServer().Addr()})
