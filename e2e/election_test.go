@@ -24,7 +24,7 @@ const (
 )
 
 // onElection switches the shared cluster to the redis lock with the given
-// election backend. A stockd without GET /leader skips the test.
+// election backend; a replica that does not serve GET /leader fails the test.
 func onElection(t *testing.T, backend string) *localcluster.Cluster {
 	t.Helper()
 	c := cluster(t)
@@ -41,7 +41,7 @@ func onElection(t *testing.T, backend string) *localcluster.Cluster {
 	}
 	shared.backend = "redis+election-" + backend
 	if _, code, _ := getLeader(t, c.ReplicaURL(0)); code == http.StatusNotFound {
-		skipOrFail(t, "stockd does not serve GET /leader yet (the lead wires startElection from cmd/stockd/election.go)")
+		t.Fatalf("%s answers 404 to GET /leader with election.backend %s", localcluster.ReplicaName(0), backend)
 	}
 	return c
 }

@@ -8,10 +8,8 @@ package e2e
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,17 +72,12 @@ func cluster(t *testing.T) *localcluster.Cluster {
 // bin/stockd), else "" so the cluster builds ./cmd/stockd.
 func stockdPath(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("SECKILL_STOCKD"); p != "" {
-		return p
-	}
-	if _, err := os.Stat("../cmd/stockd"); err != nil {
-		skipOrFail(t, "cmd/stockd is not in the tree yet")
-	}
-	return ""
+	return os.Getenv("SECKILL_STOCKD")
 }
 
 // onBackend returns the shared cluster running backend. A backend stockd
-// does not know yet (it refuses the lock.backend key) skips the test.
+// refuses fails the test: every backend is built, so a refusal is a
+// regression, never a reason to skip.
 func onBackend(t *testing.T, backend string) *localcluster.Cluster {
 	t.Helper()
 	c := cluster(t)
@@ -96,24 +89,8 @@ func onBackend(t *testing.T, backend string) *localcluster.Cluster {
 	err := c.SetBackend(ctx, backend, testEnv)
 	if err != nil {
 		shared.backend = ""
-		if errors.Is(err, localcluster.ErrReplicaExited) && strings.Contains(err.Error(), "lock.backend") {
-			t.Skipf("stockd does not have the %s backend yet: %v", backend, firstLine(err))
-		}
 		t.Fatalf("switch to %s: %v\n%s", backend, err, c.Logs(20))
 	}
 	shared.backend = backend
 	return c
-}
-
-func skipOrFail(t *testing.T, msg string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}
-
-func firstLine(err error) string {
-	s, _, _ := strings.Cut(fmt.Sprint(err), "\n")
-	return s
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,8 +19,7 @@ import (
 
 // Backends lists every lock backend the demo knows, in table order: the two
 // that demonstrate overselling first, then the correct ones. Add a backend
-// here when stockd learns it; one stockd has not built yet shows as an
-// "unavailable" row instead of failing the demo.
+// here when stockd learns it; a backend stockd refuses is an ERROR row.
 var Backends = []string{"none", "local", "redis", "redisson", "etcd", "zookeeper"}
 
 // unsafeBackend says whether a backend is expected to oversell with
@@ -56,8 +54,6 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return flagExit(err)
 	}
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "backends" })
 	list := splitList(*backends)
 	if len(list) == 0 || *replicas <= 0 || *requests <= 0 || *concurrency <= 0 || *stock <= 0 {
 		fmt.Fprintln(stderr, "seckill demo: need at least one backend and positive --replicas, --requests, --concurrency, --stock")
@@ -104,7 +100,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				Concurrency: *concurrency, Stock: *stock, Timeout: *timeout,
 			})
 		}
-		row.judge(err, explicit)
+		row.judge(err)
 		if *asJSON {
 			b, _ := json.Marshal(row)
 			fmt.Fprintf(stdout, "%s\n", b)
@@ -132,11 +128,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // judge sets the row's verdict and whether it fails the demo.
-func (r *demoRow) judge(err error, explicit bool) {
+func (r *demoRow) judge(err error) {
 	switch {
-	case err != nil && !explicit && errors.Is(err, localcluster.ErrReplicaExited) && strings.Contains(err.Error(), "lock.backend"):
-		// stockd refused the backend name: not compiled in yet.
-		r.Verdict, r.Error = "unavailable (not in this stockd)", firstLine(err)
 	case err != nil:
 		r.Verdict, r.Error, r.failed = "ERROR: "+firstLine(err), err.Error(), true
 	case !r.ExpectedSafe && r.Oversold > 0:

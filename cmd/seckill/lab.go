@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -68,7 +67,6 @@ func labCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Info("cell", "cell", cell.String())
 		r, err := lab.Run(ctx, c, cell)
 		switch {
-		case errors.Is(err, lab.ErrUnavailable):
 		case err != nil:
 			r.Status, r.Note = "ERROR", firstLine(err)
 			log.Error("cell could not run", "cell", cell.String(), "err", err)
@@ -93,10 +91,6 @@ func writeLabTable(w io.Writer, rows []lab.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "backend\tscenario\tfencing\texpect\toversold\tfenced\tlock_lost\terrors\tsold\tunconfirmed\tlucky+stock\trecovery\tstatus\tnote")
 	for _, r := range rows {
-		if r.Skipped() {
-			fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t%s\t%s\n", r.Backend, r.Scenario, r.Fencing, r.Expect, r.Status, r.Note)
-			continue
-		}
 		rec := "-"
 		if r.RecoveryMS >= 0 {
 			rec = fmt.Sprintf("%dms", r.RecoveryMS)

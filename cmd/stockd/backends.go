@@ -40,8 +40,7 @@ const (
 	needsZK
 )
 
-// backendSpec is one row of the wiring table. A nil build means the name is
-// reserved and validated, but its package is not wired in yet.
+// backendSpec is one row of the wiring table.
 type backendSpec struct {
 	needs needs
 	build func(ctx context.Context, w *wiring) (lock.Locker, error)
@@ -62,11 +61,6 @@ func lockTTL(c *Config) time.Duration {
 	}
 	return c.Lock.TTL
 }
-
-// errNotBuilt marks a backend whose name is valid but which this binary
-// cannot construct yet. It is a configuration error (exit 2), and names
-// lock.backend so the e2e tests can skip rather than fail.
-var errNotBuilt = errors.New("not built yet")
 
 var backends = map[string]backendSpec{
 	// none and local are deliberately unsafe across replicas: they exist to
@@ -210,9 +204,6 @@ func buildLocker(ctx context.Context, w *wiring) (lock.Locker, lock.Info, error)
 	if !ok {
 		return nil, lock.Info{}, fmt.Errorf("config: lock.backend: unknown backend %q (want one of %s)",
 			name, strings.Join(backendNames(), ", "))
-	}
-	if spec.build == nil {
-		return nil, lock.Info{}, fmt.Errorf("config: lock.backend: backend %q %w in this binary", name, errNotBuilt)
 	}
 	lk, err := spec.build(ctx, w)
 	if err != nil {

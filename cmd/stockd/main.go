@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -83,9 +82,6 @@ func run(ctx context.Context, args, env []string, stderr io.Writer) int {
 	}
 	if err := serve(ctx, cfg, log); err != nil {
 		log.Error("stockd failed", "err", err)
-		if errors.Is(err, errNotBuilt) {
-			return exitConfig
-		}
 		return exitFail
 	}
 	return exitOK

@@ -27,14 +27,8 @@ import (
 	"seckill/internal/localcluster"
 )
 
-// Sentinel errors; returned errors wrap them.
-var (
-	// ErrUnavailable: the cell's backend is not built into stockd yet, or
-	// the cell needs something stockd does not do yet (a failpoint).
-	ErrUnavailable = errors.New("lab: unavailable in this build")
-	// ErrUnknown: no such scenario.
-	ErrUnknown = errors.New("lab: unknown scenario")
-)
+// ErrUnknown: no such scenario; returned errors wrap it.
+var ErrUnknown = errors.New("lab: unknown scenario")
 
 // Initial is the stock every cell starts from.
 const Initial = 300
@@ -101,8 +95,8 @@ type Result struct {
 	Scenario string `json:"scenario"`
 	Fencing  bool   `json:"fencing"`
 	Expect   Expect `json:"expect"`
-	// Status is "pass", "FAIL", "unavailable" (backend not built yet) or
-	// "pending" (the backend is built but the fault cannot be staged yet).
+	// Status is "pass" or "FAIL" (seckill lab sets "ERROR" on a cell
+	// that could not run).
 	Status   string `json:"status"`
 	Oversold int64  `json:"oversold"` // stock + lucky - initial, when positive
 	Fenced   int    `json:"fenced"`   // 409 "fenced" answers
@@ -129,9 +123,6 @@ type Result struct {
 
 // Passed reports whether the cell showed what it must.
 func (r Result) Passed() bool { return r.Status == "pass" }
-
-// Skipped reports whether the cell could not run in this build.
-func (r Result) Skipped() bool { return r.Status == "unavailable" || r.Status == "pending" }
 
 // Matrix is the default set of cells for the given backends and scenarios
 // (nil means all): every scenario on every correct backend with fencing on,
@@ -224,7 +215,8 @@ func baseEnv(c Cell) map[string]string {
 // stock, keeps buyers running through nginx, stages the fault, and judges
 // the books. The error is non-nil only when the cell could not be run; a
 // cell that ran and failed its expectation returns Status "FAIL" and a nil
-// error. An unbuilt backend returns Status "unavailable" and ErrUnavailable.
+// error. A backend stockd refuses, or a fault that cannot be staged, is an
+// error: every backend is built, so neither may pass as a skip.
 func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error) {
 	sc, ok := scenarios[cell.Scenario]
 	if !ok {
@@ -247,10 +239,6 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error
 	err := c.SetBackend(sctx, cell.Backend, env)
 	cancel()
 	if err != nil {
-		if errors.Is(err, localcluster.ErrReplicaExited) && strings.Contains(err.Error(), "lock.backend") {
-			res.Status, res.Note = "unavailable", "stockd does not build this backend yet"
-			return res, fmt.Errorf("%w: backend %s", ErrUnavailable, cell.Backend)
-		}
 		return res, fmt.Errorf("lab: %s: switch backend: %w", cell, err)
 	}
 	if err := flushLockRedis(ctx, c); err != nil {
@@ -279,11 +267,6 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error
 		}
 	}
 	if err := sc.run(x); err != nil {
-		if errors.Is(err, ErrUnavailable) {
-			res.Status = "pending"
-			res.Note = strings.Join(append(x.notes, err.Error()), "; ")
-			return res, err
-		}
 		return res, fmt.Errorf("lab: %s: %w\n%s", cell, err, c.Logs(10))
 	}
 	if !x.faultEnd.IsZero() && x.recovered.IsZero() {

@@ -714,7 +714,7 @@ func runCrash(x *run) error {
 		x.faultEnd = time.Now()
 		x.notef("%s died between SETNX and EXPIRE", localcluster.ReplicaName(i))
 	case <-ctx.Done():
-		return fmt.Errorf("%w: no replica crashed at setnx/afterSetNX: stockd does not arm %s yet", ErrUnavailable, "SECKILL_FAILPOINTS")
+		return fmt.Errorf("no replica crashed at setnx/afterSetNX (SECKILL_FAILPOINTS armed): %w", ctx.Err())
 	}
 	// Watch the recovery window (Run waits RecoveryBound for a sale that
 	// must not come); checkCrash judges it.
