@@ -256,7 +256,22 @@ verdict() {
 	if [[ -n "$extra" ]]; then
 		if eval "${extra#*=}"; then note+=" ${extra%%=*}: ok;"; else res=FAIL note+=" ${extra%%=*}: NO;"; fi
 	fi
+	[[ $res == PASS ]] || dump_state "$name"
 	row "$variant" "$backend" "$scenario" "$res" "$sold" "$lucky" "$stock" "$initial" "$errors" "$rps" "${note# }"
+}
+
+# dump_state NAME: after a failed row, keep what the replicas logged and what
+# the lock servers hold with the artifacts: the project is torn down after.
+dump_state() {
+	local c
+	for c in $(cids stockd); do
+		docker logs --tail 400 "$c" >"$OUT/$1.log.$(cname "$c")" 2>&1 || true
+	done
+	for c in $(cids etcd); do
+		docker exec "$c" etcdctl --endpoints=http://127.0.0.1:2379 get --prefix /seckill -w json \
+			>"$OUT/$1.etcd.$(cname "$c").json" 2>&1 || true
+	done
+	log "state after the failed row $1 kept in $OUT/$1.*"
 }
 
 # up_backend VARIANT BACKEND: (re)create stockd with the backend; 0 ready,

@@ -28,7 +28,14 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	stockRDB := newRedisClient(cfg, cfg.Redis.Addr, -1)
 	w := &wiring{cfg: cfg, log: log}
 	defer func() {
-		err = errors.Join(err, w.close(), stockRDB.Close())
+		cerr := errors.Join(w.close(), stockRDB.Close())
+		if err == nil && cerr != nil {
+			// A clean stop with a server unreachable: what could not be
+			// released expires with its lease or session. Not a failure.
+			log.Warn("shutdown: could not close every client cleanly", "err", cerr)
+			return
+		}
+		err = errors.Join(err, cerr)
 	}()
 
 	mode := stock.Mode(cfg.Stock.Mode)
@@ -135,9 +142,14 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
-	// Resign first so another replica takes over the job at once rather than
-	// after this one's session expires.
-	stopElection()
+	// Resign at once so another replica takes over the job rather than after
+	// this one's session expires — beside the HTTP drain, not before it: a
+	// resign that cannot reach etcd must not eat into the drain's time. It
+	// must end before the clients close (the deferred w.close), since the
+	// election borrows their sessions.
+	resigned := make(chan struct{})
+	go func() { defer close(resigned); stopElection() }()
+	defer func() { <-resigned }()
 	log.Info("shutting down", "timeout", cfg.HTTP.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
 	defer cancel()

@@ -25,10 +25,10 @@ func TestCellExpect(t *testing.T) {
 
 func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	cells := Matrix(nil, nil)
-	// 11 scenarios besides crash on each correct backend, less the two
+	// 12 scenarios besides crash on each correct backend, less the two
 	// experimental lockforget cells; controls: pause x4, latency and
 	// lockforget on redis; 3 flawed cells.
-	if got, want := len(cells), 4*11-2+4+1+1+3; got != want {
+	if got, want := len(cells), 4*12-2+4+1+1+3; got != want {
 		t.Fatalf("got %d cells, want %d", got, want)
 	}
 	if got := Matrix([]string{"etcd"}, nil); slices.ContainsFunc(got, func(c Cell) bool { return c.Scenario == "lockforget" }) {

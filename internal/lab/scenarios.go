@@ -35,7 +35,7 @@ type scenario struct {
 }
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
-	"lostreply", "slowreply", "lockforget", "blip", "crash"}
+	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "crash"}
 
 // Scenarios lists the scenario names in table order.
 func Scenarios() []string { return append([]string(nil), order...) }
@@ -141,6 +141,12 @@ var scenarios = map[string]scenario{
 		run:      runBlip,
 		check:    checkBlip,
 		election: true,
+	},
+	"netsplit": {
+		summary:     "the holder's every link (stock and lock) silently drops packets for 2x the lease + 1s, then heals",
+		concurrency: 6,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		run:         runNetsplit,
 	},
 	"crash": {
 		summary:     "crash between SETNX and EXPIRE (failpoint setnx/afterSetNX=exit)",
@@ -363,6 +369,48 @@ func runPartition(x *run) error {
 		return nil
 	}
 	x.notef("%s sold again %dms after the restore", name, ms(soldAt.Sub(x.faultEnd)))
+	return nil
+}
+
+// runNetsplit is compose's `docker network disconnect` in the lab: the
+// holder's links to the stock Redis and the lock server go silent (packets
+// dropped, no reset: each side learns only from its own timeouts) for
+// longer than its lease. The others must sell meanwhile; once it heals,
+// the replica must become ready and sell again, and so must the cluster.
+func runNetsplit(x *run) error {
+	i, _, err := x.holder(10 * time.Second)
+	if err != nil {
+		return err
+	}
+	name := localcluster.ReplicaName(i)
+	var restores []func() error
+	for _, link := range []localcluster.Link{localcluster.LinkStock, localcluster.LinkLock} {
+		r, err := x.c.Blackhole(i, link)
+		if err != nil {
+			return errors.Join(err, restoreAll(restores))
+		}
+		restores = append(restores, r)
+	}
+	cutAt := time.Now()
+	if other, err := x.otherSells(name, cutAt, 3*x.lease+RecoveryBound); err != nil {
+		x.problemf("no other replica sold while %s was silent", name)
+	} else {
+		x.notef("%s silent; %s sold %dms later", name, other.Replica, ms(other.At.Sub(cutAt)))
+	}
+	herr := x.hold(cutAt.Add(2*x.lease + time.Second))
+	if err := errors.Join(herr, restoreAll(restores)); err != nil {
+		return err
+	}
+	x.faultEnd = time.Now()
+	readyAt, soldAt, err := x.sellOn(i, RecoveryBound, 2*RecoveryBound)
+	if !readyAt.IsZero() {
+		x.recovered = readyAt
+	}
+	if err != nil {
+		x.problemf("%s did not serve again after the network healed: %v", name, err)
+		return nil
+	}
+	x.notef("%s sold again %dms after the network healed", name, ms(soldAt.Sub(x.faultEnd)))
 	return nil
 }
 

@@ -365,6 +365,28 @@ func (c *Cluster) LoseReplies(i int, link Link, p float64) (remove func() error,
 	return addToxicOn(px, "lossy", lossyToxicType, "downstream", 1, fmt.Sprintf(`{"probability":%g}`, p))
 }
 
+// Blackhole makes replica i's link silent: every byte either way is
+// dropped and no connection is closed, as when a network drops packets
+// (docker network disconnect, a firewall) rather than resetting them; each
+// side notices only by its own timeouts. restore lets traffic through again
+// (what was dropped meanwhile is lost, so a connection that lived through it
+// is usually unusable: the client redials).
+func (c *Cluster) Blackhole(i int, link Link) (restore func() error, err error) {
+	px, err := c.linkProxy(i, link)
+	if err != nil {
+		return nil, err
+	}
+	up, err := addToxicOn(px, "blackhole", "timeout", "upstream", 1, `{"timeout":0}`)
+	if err != nil {
+		return nil, err
+	}
+	down, err := addToxicOn(px, "blackhole", "timeout", "downstream", 1, `{"timeout":0}`)
+	if err != nil {
+		return nil, errors.Join(err, up())
+	}
+	return func() error { return errors.Join(up(), down()) }, nil
+}
+
 // SlowReplies delays by d the answers on a share (0..1) of replica i's
 // connections over link: a reply that arrives after the client's read
 // timeout is, to the client, a lost one. remove takes it away.

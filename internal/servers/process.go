@@ -143,6 +143,23 @@ func (p *Process) waitReady(ctx context.Context, exited <-chan struct{}) error {
 	}
 }
 
+// ExitCode is the exit status of the current incarnation once it has exited
+// (Exited is closed); -1 while it runs or when a signal ended it.
+func (p *Process) ExitCode() int {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return -1
+	}
+	select {
+	case <-exited:
+	default:
+		return -1
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
 // Exited is closed when the current incarnation of the process has exited.
 func (p *Process) Exited() <-chan struct{} {
 	p.mu.Lock()

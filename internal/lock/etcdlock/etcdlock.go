@@ -105,6 +105,9 @@ const DefaultPrefix = "/seckill/locks/"
 // abandoned acquisition and the releases done by Close.
 const cleanupTimeout = 3 * time.Second
 
+// closeTimeout bounds Close's releases and last sweep together.
+const closeTimeout = 2 * time.Second
+
 var (
 	_ lock.Locker    = (*Locker)(nil)
 	_ lock.Closer    = (*Locker)(nil)
@@ -223,9 +226,17 @@ func (l *Locker) Close() error {
 
 	l.close()
 	var errs []error
-	// One deadline for all the releases, not one each: Close is bounded
-	// however many leases are held while etcd is unreachable.
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	// One deadline for all the releases and the sweeper's last round, not
+	// one each: Close is bounded however many leases are held while etcd is
+	// unreachable (then ending their sessions takes finalEndBound more).
+	budget := closeTimeout
+	if !l.connected() {
+		// Unreachable: a delete could only wait out the deadline. The
+		// sweeper ends the keys' sessions instead (keep-alive stopped, so
+		// the keys go with their leases).
+		budget = 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	for _, le := range held {
 		if le.drop(fmt.Errorf("etcdlock: %w: %w", lock.ErrLost, lock.ErrClosed)) {
@@ -244,7 +255,7 @@ func (l *Locker) Close() error {
 	}
 	l.bg.Wait()
 	// Last: the releases above may have left keys to sweep.
-	l.sw.close()
+	l.sw.close(ctx)
 	return errors.Join(errs...)
 }
 

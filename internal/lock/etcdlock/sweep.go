@@ -19,6 +19,8 @@ const (
 	sweepMinBackoff = 100 * time.Millisecond
 	sweepMaxBackoff = time.Second
 	sweepAttempt    = 2 * time.Second
+	// finalEndBound bounds ending a session from Close's last round.
+	finalEndBound = time.Second
 )
 
 // keyRef is one lock key of this Locker from the moment its put is sent
@@ -62,9 +64,12 @@ type sweeper struct {
 	keys    map[*keyRef]struct{} // abandoned keys only
 	started bool                 // the goroutine runs (from the first abandon)
 	stopped bool                 // close has begun: abandon sweeps inline
-	wake    chan struct{}        // buffered(1)
-	stop    chan struct{}
-	done    chan struct{}
+	// finalCtx bounds the attempts made once close has begun (set by
+	// close): the whole Close shares one deadline.
+	finalCtx context.Context
+	wake     chan struct{} // buffered(1)
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 func newSweeper(cli *clientv3.Client, ender sessionEnder, bound time.Duration, log *slog.Logger) *sweeper {
@@ -127,11 +132,12 @@ func (sw *sweeper) pending() int {
 	return len(sw.keys)
 }
 
-// close (Locker.Close, once) makes one last bounded round, ends the sessions of the keys still
-// left, and stops the goroutine.
-func (sw *sweeper) close() {
+// close (Locker.Close, once) makes one last round, bounded by ctx, ends the
+// sessions of the keys still left, and stops the goroutine.
+func (sw *sweeper) close(ctx context.Context) {
 	sw.mu.Lock()
 	sw.stopped = true
+	sw.finalCtx = ctx
 	started := sw.started
 	sw.mu.Unlock()
 	if started {
@@ -199,7 +205,13 @@ func (sw *sweeper) sweep(k *keyRef, rev int64, final bool) {
 		return
 	default:
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sweepAttempt)
+	base := context.Background()
+	sw.mu.Lock()
+	if final && sw.finalCtx != nil {
+		base = sw.finalCtx
+	}
+	sw.mu.Unlock()
+	ctx, cancel := context.WithTimeout(base, sweepAttempt)
 	defer cancel()
 	txn := sw.cli.Txn(ctx)
 	if rev != 0 {
@@ -224,7 +236,13 @@ func (sw *sweeper) sweep(k *keyRef, rev int64, final bool) {
 	}
 	// Ending the session stops its keep-alive at once, so the lease and all
 	// its keys expire within one TTL even if the revoke does not get through.
-	ectx, ecancel := context.WithTimeout(context.Background(), sweepAttempt)
+	// Its own deadline, short when closing: ending the session is what
+	// matters, and it stops the keep-alive even if the revoke is lost.
+	endBound := sweepAttempt
+	if final {
+		endBound = finalEndBound
+	}
+	ectx, ecancel := context.WithTimeout(context.Background(), endBound)
 	defer ecancel()
 	eerr := sw.ender.End(ectx, k.sess)
 	sw.log.Warn("could not remove an abandoned lock key; ended its session so the key cannot outlive it",
