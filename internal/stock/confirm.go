@@ -7,14 +7,7 @@ import (
 	"time"
 )
 
-// Exactly-once, the rule of this package: a reply that never came back does
-// not mean the command did not run. So every script that changes the stock
-// carries the identity of its attempt (the lease id in the fence, a receipt
-// key per attempt) and answers a second run with the first run's result;
-// the Redis client's own retries are switched off for the stock (cmd/stockd
-// sets MaxRetries -1), and the service retries its own call, with the same
-// identity, until it gets a definite answer or ConfirmTimeout passes. Only
-// then does a sale answer ErrUnconfirmed — never "sold" without knowing.
+// confirm.go: the service's side of exactly-once (see the package doc).
 
 // Retry pacing of confirm: quick at first (a dropped reply on a healthy
 // link), then backing off so an outage is not hammered.

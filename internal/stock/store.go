@@ -1,6 +1,22 @@
 // Package stock is the inventory of the flash sale: a Store over Redis with
 // fenced read/write primitives for the locked mode and a one-script sale for
 // the atomic mode, and a Service that runs one sale end to end.
+//
+// The rule of this package: a reply that never came back does not mean the
+// command did not run. Every script that changes the stock is idempotent by
+// the identity it carries — the sale's attempt id, as the lease id in the
+// fence and as the name of its receipt — and answers a second run with the
+// first run's result. The Redis client must not retry on its own (stockd
+// sets MaxRetries -1); the Service retries its own calls with the same
+// identity until a definite answer or ServiceConfig.ConfirmTimeout, and then
+// reports ErrUnconfirmed, never a sale it could not confirm.
+//
+// The fence (fenced_read.lua, fenced_write.lua) compares identities, not
+// only numbers: the write is a compare-and-set on the lease that made the
+// read, so two holders with equal tokens cannot both write, and tokens of
+// another lock identity are refused. A lock service that lost its state is
+// followed again by moving its tokens past the fence (lock.TokenAdvancer) or,
+// once the fence has been quiet for a lock TTL, by restarting it.
 package stock
 
 import (
