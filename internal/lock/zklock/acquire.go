@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/cohort"
 	"seckill/internal/zksess"
 )
 
@@ -39,69 +40,42 @@ func (l *Locker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
 	if err := validKey(key); err != nil {
 		return nil, err
 	}
-	if err := l.ready(); err != nil {
-		return nil, l.fail(ctx, key, err)
+	// Fail fast without a session: the cohort would queue the caller
+	// behind a front that fails the same way.
+	if err := l.ready(); err != nil && !errors.Is(err, lock.ErrClosed) && ctx.Err() == nil {
+		return nil, fmt.Errorf("zklock: acquire %q: %w: %w", key, lock.ErrUnavailable, err)
 	}
-	c, w := l.enqueue(key, l.root+"/"+key)
-	if w != nil {
-		if err := l.awaitTurn(ctx, c, w); err != nil {
-			return nil, l.fail(ctx, key, err)
-		}
-	}
-	ls, err := l.contend(ctx, c)
-	if err != nil {
-		// Our node, waiting or not, goes to the next local waiter: it keeps
-		// the process's place in ZooKeeper's queue.
-		l.mu.Lock()
-		l.nextFrontLocked(c)
-		l.unlock()
-		return nil, l.fail(ctx, key, err)
-	}
-	return ls, nil
+	return l.co.Acquire(ctx, key)
 }
 
-// contend is the ZooKeeper side of Acquire, run by the front goroutine of
-// c: it takes the lease from our node if the node holds the lock, else
-// queues a node (or keeps waiting on the one a previous front left) until it
-// is the lowest.
-func (l *Locker) contend(ctx context.Context, c *cohort) (*lease, error) {
+// server is the Locker's ZooKeeper side, as the cohort sees it.
+type server struct{ l *Locker }
+
+// Acquire queues a node for key and waits until it is the lowest, queueing
+// again if the node vanishes while the session is back (expiry, deleted by
+// an operator). A node given up (ctx done, a failure) is deleted.
+func (s server) Acquire(ctx context.Context, key string) (cohort.Hold, error) {
+	l := s.l
+	dir := l.root + "/" + key
 	for {
-		l.mu.Lock()
-		if l.closed {
-			l.mu.Unlock()
-			return nil, lock.ErrClosed
+		if err := l.ready(); err != nil {
+			return nil, err
 		}
-		n := c.node
-		if n != nil && n.held {
-			if n.lost == nil && l.sess.Alive(n.inc) {
-				ls := l.grantLocked(n)
-				l.mu.Unlock()
-				return ls, nil
-			}
-			l.dropNodeLocked(n) // uncertain after a session blip: queue again
-			n = nil
-		}
-		l.unlock()
-		if n == nil {
-			if err := l.ready(); err != nil {
-				return nil, err
-			}
-			var err error
-			if n, err = l.create(ctx, c); err != nil {
-				return nil, err
-			}
-		}
-		err := l.wait(ctx, n)
-		if errors.Is(err, errRestart) {
-			l.mu.Lock()
-			l.dropNodeLocked(n) // normally gone already; this clears the bookkeeping
-			l.unlock()
-			l.log.Debug("queueing again", "key", c.key, "node", n.path)
-			continue
-		}
+		n, err := l.create(ctx, dir)
 		if err != nil {
 			return nil, err
 		}
+		err = l.wait(ctx, n)
+		if err == nil {
+			return n, nil
+		}
+		l.mu.Lock()
+		l.dropNodeLocked(n) // normally gone already on a restart
+		l.unlock()
+		if !errors.Is(err, errRestart) {
+			return nil, err
+		}
+		l.log.Debug("queueing again", "key", key, "node", n.path)
 	}
 }
 
@@ -126,37 +100,25 @@ func (l *Locker) ready() error {
 	return nil
 }
 
-// fail maps an acquisition error onto the lock package's sentinels.
-func (l *Locker) fail(ctx context.Context, key string, err error) error {
-	switch {
-	case ctx.Err() != nil:
-		return fmt.Errorf("zklock: acquire %q: %w: %w", key, lock.ErrNotObtained, ctx.Err())
-	case errors.Is(err, lock.ErrClosed):
-		return fmt.Errorf("zklock: acquire %q: %w", key, lock.ErrClosed)
-	default:
-		return fmt.Errorf("zklock: acquire %q: %w: %w", key, lock.ErrUnavailable, err)
-	}
-}
-
-// create makes our protected ephemeral-sequential node under c.dir and
-// makes it the cohort's node, creating dir's ancestors as container nodes
+// create makes our protected ephemeral-sequential node under dir,
+// creating dir's ancestors as container nodes
 // when missing (the server removes an empty container later, so keys do not
 // accumulate). The create goes through zksess.Session.CreateProtected: the
 // node is tracked from the moment the request is sent, and if its reply is
 // lost (or ctx ends first) the Session sweeps it once the session is back,
 // so no node we cannot name stays queued.
-func (l *Locker) create(ctx context.Context, c *cohort) (*node, error) {
+func (l *Locker) create(ctx context.Context, dir string) (*node, error) {
 	// Never queue behind an orphan of our own: wait until the Session has
 	// swept the nodes of lost creates under dir (normally none).
-	if err := l.sess.Swept(ctx, c.dir); err != nil {
+	if err := l.sess.Swept(ctx, dir); err != nil {
 		return nil, err
 	}
 	var created zksess.Created
 	var err error
 	for attempt := 0; ; attempt++ {
-		created, err = l.sess.CreateProtected(ctx, c.dir, lockName, nil, l.acl)
+		created, err = l.sess.CreateProtected(ctx, dir, lockName, nil, l.acl)
 		if errors.Is(err, zk.ErrNoNode) && attempt == 0 {
-			if err = l.ensurePath(ctx, c.dir); err != nil {
+			if err = l.ensurePath(ctx, dir); err != nil {
 				return nil, err
 			}
 			continue
@@ -166,10 +128,10 @@ func (l *Locker) create(ctx context.Context, c *cohort) (*node, error) {
 		}
 		break
 	}
-	n := &node{c: c, path: created.Path, inc: created.Incarnation, stop: make(chan struct{})}
+	n := &node{l: l, dir: dir, path: created.Path, inc: created.Incarnation,
+		lostCh: make(chan struct{}), stop: make(chan struct{})}
 	l.mu.Lock()
 	l.nodes[n.path] = struct{}{}
-	c.node = n
 	l.mu.Unlock()
 	return n, nil
 }
@@ -204,7 +166,7 @@ type listing struct {
 // if n is deleted, so holding costs no further request. When n is not
 // lowest, the watch is simply never read.
 func (l *Locker) wait(ctx context.Context, n *node) error {
-	dir := n.c.dir
+	dir := n.dir
 	name := n.path[len(dir)+1:]
 	for {
 		r, err := do(ctx, l, func() (listing, error) {
@@ -278,7 +240,7 @@ func (l *Locker) hold(n *node, pzxid int64, watch <-chan zk.Event) error {
 		return errRestart
 	}
 	n.held = true
-	n.base = uint64(pzxid) << 16
+	n.base = uint64(pzxid)
 	l.held[n] = struct{}{}
 	l.wg.Go(func() { l.monitor(n, watch) })
 	return nil

@@ -18,14 +18,16 @@
 //
 // # Cohort: one node per process, bounded local hand-off
 //
-// Goroutines of one Locker queue locally per key, in FIFO order, behind one
-// "front" goroutine; only the front queues a node in ZooKeeper. When a lease
-// is released and another local goroutine is waiting, the lock is passed to
-// it in memory, with no ZooKeeper request, up to Options.LocalHandoffs times
-// in a row, even if other processes are queued; then the node is deleted so
-// the next process proceeds, and our next waiter queues a new node behind
-// it. A pass happens only while the session is established and the lease
-// was not lost.
+// The local half is the cohort package: goroutines of one Locker queue
+// locally per key, in FIFO order, behind one "front" goroutine; only the
+// front queues a node in ZooKeeper. When a lease is released and another
+// local goroutine is waiting, the lock is passed to it in memory, with no
+// ZooKeeper request, up to Options.LocalHandoffs times in a row, even if
+// other processes are queued; then the node is deleted so the next process
+// proceeds, and our next waiter queues a new node behind it. A node is
+// passed only while the session that created it is the current one and
+// established, and the node was not lost. A front that gives up deletes its
+// node; the next local waiter queues a new one.
 //
 // An earlier version queued one node per goroutine, arguing that a waiting
 // goroutine's create is then already done when its turn comes, so a
@@ -48,9 +50,10 @@
 //
 // # Fencing token
 //
-// A lease's token is pzxid<<16 | n: pzxid is the key node's "last child
-// change" zxid, read in the getChildren reply that found our node lowest,
-// and n counts the leases granted on that node (1 for the first). The zxid
+// A lease's token is pzxid<<16 | n (the cohort's layout): pzxid is the key
+// node's "last child change" zxid, read in the getChildren reply that found
+// our node lowest, and n counts the passes on that node (0 for the lease
+// ZooKeeper granted). The zxid
 // is global to the ensemble and only grows; the listing that made an earlier
 // holder lowest was read before that holder's node was deleted, and ours
 // after (its node had a lower sequence, or the key node was re-created), so
@@ -84,6 +87,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/cohort"
 	"seckill/internal/zksess"
 )
 
@@ -98,40 +102,31 @@ type Options struct {
 	// LocalHandoffs is how many times in a row a released lock may be passed
 	// in memory to another goroutine of this Locker waiting for the same
 	// key, before the node is given up to the next process in ZooKeeper's
-	// queue. The default (0) is 8; a negative value disables passing.
-	// Values above 65534 are capped (the pass count is the token's low 16
-	// bits).
+	// queue: cohort.Config.Handoffs (the default, 0, is 8; a negative value
+	// disables passing; values above 65535 are capped).
 	LocalHandoffs int
 }
-
-// DefaultLocalHandoffs is Options.LocalHandoffs's default.
-const DefaultLocalHandoffs = 8
-
-const maxLocalHandoffs = 1<<16 - 2
 
 // Locker hands out ZooKeeper-backed leases. It borrows a zksess.Session and
 // never closes it. Safe for concurrent use.
 type Locker struct {
-	sess     *zksess.Session
-	conn     *zk.Conn
-	root     string
-	acl      []zk.ACL
-	log      *slog.Logger
-	handoffs int // local passes per node
+	co   *cohort.Locker
+	sess *zksess.Session
+	conn *zk.Conn
+	root string
+	acl  []zk.ACL
+	log  *slog.Logger
 
 	closing   chan struct{} // closed by Close; wakes waiters
 	cancelSub func()
 
 	mu      sync.Mutex
 	closed  bool
-	cohorts map[string]*cohort  // local queue per key with waiters or a holder
 	held    map[*node]struct{}  // nodes that hold their key, not lost
 	nodes   map[string]struct{} // every lock node we created and have not deleted
 	orphans map[string]struct{} // nodes to delete as soon as the session allows
 	pending []string            // nodes to delete once mu is released (see unlock)
 	wg      sync.WaitGroup      // goroutines started through spawn
-
-	onQueue func(key string, waiting int) // test hook: a goroutine queued locally
 }
 
 var (
@@ -147,28 +142,18 @@ func New(s *zksess.Session, opts Options) *Locker {
 	if root == "" {
 		root = DefaultRoot
 	}
-	handoffs := opts.LocalHandoffs
-	switch {
-	case handoffs == 0:
-		handoffs = DefaultLocalHandoffs
-	case handoffs < 0:
-		handoffs = 0
-	case handoffs > maxLocalHandoffs:
-		handoffs = maxLocalHandoffs
-	}
 	l := &Locker{
-		sess:     s,
-		conn:     s.Conn(),
-		root:     root,
-		acl:      zk.WorldACL(zk.PermAll),
-		log:      slog.Default().With("component", "zklock"),
-		handoffs: handoffs,
-		closing:  make(chan struct{}),
-		cohorts:  make(map[string]*cohort),
-		held:     make(map[*node]struct{}),
-		nodes:    make(map[string]struct{}),
-		orphans:  make(map[string]struct{}),
+		sess:    s,
+		conn:    s.Conn(),
+		root:    root,
+		acl:     zk.WorldACL(zk.PermAll),
+		log:     slog.Default().With("component", "zklock"),
+		closing: make(chan struct{}),
+		held:    make(map[*node]struct{}),
+		nodes:   make(map[string]struct{}),
+		orphans: make(map[string]struct{}),
 	}
+	l.co = cohort.New(server{l}, cohort.Config{Name: "zklock", Handoffs: opts.LocalHandoffs, Log: l.log})
 	events, cancel := s.Subscribe()
 	l.cancelSub = cancel
 	l.spawn(func() { l.watchSession(events) })
@@ -197,6 +182,7 @@ func (l *Locker) Ping(ctx context.Context) error {
 // timeout. The Session stays open. Close waits for the Locker's goroutines;
 // a request in flight is bounded by go-zookeeper's own timeouts.
 func (l *Locker) Close() error {
+	_ = l.co.Close() // ends waiters and leases, deletes the held nodes
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()

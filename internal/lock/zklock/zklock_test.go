@@ -16,6 +16,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/cohort"
 	"seckill/internal/lock/locktest"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/zksess"
@@ -62,7 +63,7 @@ func TestConformance(t *testing.T) {
 		},
 		// An operator (or a bug) deletes the holder's node.
 		Steal: func(t *testing.T, l lock.Lease) {
-			if err := admin.Conn().Delete(l.(*lease).Path(), -1); err != nil {
+			if err := admin.Conn().Delete(pathOf(l), -1); err != nil {
 				t.Fatalf("steal: %v", err)
 			}
 		},
@@ -95,25 +96,23 @@ func waitChildren(t *testing.T, conn *zk.Conn, dir string, n int) {
 	}
 }
 
-// queuedHook makes lk report every goroutine that queues locally; the
-// channel carries the local queue length.
-func queuedHook(lk *Locker) <-chan int {
-	ch := make(chan int, 64)
-	lk.onQueue = func(_ string, waiting int) { ch <- waiting }
-	return ch
+// waitQueued waits until n goroutines wait locally for key on lk.
+func waitQueued(t *testing.T, lk *Locker, key string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := lk.co.WaitQueued(ctx, key, n); err != nil {
+		t.Fatalf("%d local waiters: %v (have %d)", n, err, lk.co.Waiting(key))
+	}
 }
 
-// waitQueued waits until a goroutine has queued locally as the n-th waiter.
-func waitQueued(t *testing.T, ch <-chan int, n int) {
-	t.Helper()
-	select {
-	case got := <-ch:
-		if got != n {
-			t.Fatalf("local queue length %d, want %d", got, n)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("waiter %d never queued locally", n)
+// pathOf is the lock node behind a lease.
+func pathOf(l lock.Lease) string {
+	h, ok := cohort.HoldOf(l)
+	if !ok {
+		return fmt.Sprintf("(not a zklock lease: %T)", l)
 	}
+	return h.(*node).path
 }
 
 // acquisition is one grant in an ordering test.
@@ -172,11 +171,9 @@ func TestFIFOAcrossLockersByBatch(t *testing.T) {
 	srv := servertest.ZooKeeper(t)
 	admin := zksesstest.Dial(t, srv.Addr(), 5*time.Second)
 	var lockers [3]*Locker
-	var queued [3]<-chan int
 	for i := range lockers {
 		lockers[i] = New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{})
 		t.Cleanup(func() { _ = lockers[i].Close() })
-		queued[i] = queuedHook(lockers[i])
 	}
 	a, b, c := lockers[0], lockers[1], lockers[2]
 	key := locktest.Key(t)
@@ -192,13 +189,13 @@ func TestFIFOAcrossLockersByBatch(t *testing.T) {
 	r.acquire(t, c, key, "c1")
 	waitChildren(t, admin.Conn(), dir, 3) // c's node behind b's
 	r.acquire(t, b, key, "b2")
-	waitQueued(t, queued[1], 1)
+	waitQueued(t, b, key, 1)
 	r.acquire(t, c, key, "c2")
-	waitQueued(t, queued[2], 1)
+	waitQueued(t, c, key, 1)
 	r.acquire(t, a, key, "a1")
-	waitQueued(t, queued[0], 1)
+	waitQueued(t, a, key, 1)
 	r.acquire(t, a, key, "a2")
-	waitQueued(t, queued[0], 2)
+	waitQueued(t, a, key, 2)
 	if err := holder.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +228,6 @@ func TestLocalHandoffsBounded(t *testing.T) {
 			t.Cleanup(func() { _ = a.Close() })
 			b := New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{LocalHandoffs: tt.handoffs})
 			t.Cleanup(func() { _ = b.Close() })
-			queued := queuedHook(a)
 			key := locktest.Key(t)
 			dir := DefaultRoot + "/" + key
 
@@ -245,7 +241,7 @@ func TestLocalHandoffsBounded(t *testing.T) {
 			const local = 5
 			for i := range local {
 				r.acquire(t, a, key, fmt.Sprintf("a%d", i))
-				waitQueued(t, queued, i+1)
+				waitQueued(t, a, key, i+1)
 			}
 			if err := holder.Release(t.Context()); err != nil {
 				t.Fatal(err)
@@ -260,8 +256,8 @@ func TestLocalHandoffsBounded(t *testing.T) {
 			// counting the leases granted on it.
 			tokens := append([]uint64{holder.Token()}, tokenList(r.got[:i])...)
 			for j, tok := range tokens {
-				if tok>>16 != holder.Token()>>16 || tok&0xffff != uint64(j+1) {
-					t.Fatalf("token %d of the first batch is %#x, want node %#x, lease %d", j, tok, holder.Token()>>16, j+1)
+				if tok>>16 != holder.Token()>>16 || tok&0xffff != uint64(j) {
+					t.Fatalf("token %d of the first batch is %#x, want node %#x, pass %d", j, tok, holder.Token()>>16, j)
 				}
 			}
 			waitChildren(t, admin.Conn(), dir, 0)
@@ -284,7 +280,6 @@ func TestLossMovesLocalFront(t *testing.T) {
 	admin := zksesstest.Dial(t, srv.Addr(), 5*time.Second)
 	lk := New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{})
 	t.Cleanup(func() { _ = lk.Close() })
-	queued := queuedHook(lk)
 	key := locktest.Key(t)
 
 	holder, err := lk.Acquire(t.Context(), key)
@@ -299,8 +294,8 @@ func TestLossMovesLocalFront(t *testing.T) {
 		}
 		next <- l
 	}()
-	waitQueued(t, queued, 1)
-	if err := admin.Conn().Delete(holder.(*lease).Path(), -1); err != nil {
+	waitQueued(t, lk, key, 1)
+	if err := admin.Conn().Delete(pathOf(holder), -1); err != nil {
 		t.Fatal(err)
 	}
 	l := <-next
@@ -311,9 +306,9 @@ func TestLossMovesLocalFront(t *testing.T) {
 	if !errors.Is(holder.Err(), lock.ErrLost) {
 		t.Fatalf("holder Err() = %v, want ErrLost", holder.Err())
 	}
-	if l.(*lease).Path() == holder.(*lease).Path() || l.Token()>>16 <= holder.Token()>>16 {
+	if pathOf(l) == pathOf(holder) || l.Token()>>16 <= holder.Token()>>16 {
 		t.Fatalf("waiter got node %s token %#x after the lost %s %#x, want a new node and a greater token",
-			l.(*lease).Path(), l.Token(), holder.(*lease).Path(), holder.Token())
+			pathOf(l), l.Token(), pathOf(holder), holder.Token())
 	}
 	if err := holder.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Release of the lost lease = %v, want ErrNotHeld", err)
@@ -360,11 +355,8 @@ func TestCancelledWaitsLeaveNoNode(t *testing.T) {
 	}
 	waitChildren(t, admin.Conn(), dir, 0)
 	for _, l := range []*Locker{lk, other} {
-		l.mu.Lock()
-		n := len(l.cohorts)
-		l.mu.Unlock()
-		if n != 0 {
-			t.Errorf("%d cohorts left, want 0", n)
+		if n := l.co.Waiting(key); n != 0 {
+			t.Errorf("%d local waiters left, want 0", n)
 		}
 	}
 }
@@ -484,7 +476,7 @@ func TestDoneOnExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, gone, err := admin.Conn().ExistsW(l.(*lease).Path())
+	_, _, gone, err := admin.Conn().ExistsW(pathOf(l))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,8 +531,8 @@ func TestTokenAfterParentRecreated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasSuffix(l.(*lease).Path(), lockMarker+"0000000000") {
-			t.Fatalf("round %d: node %s, want sequence 0 in a fresh parent", round, l.(*lease).Path())
+		if !strings.HasSuffix(pathOf(l), lockMarker+"0000000000") {
+			t.Fatalf("round %d: node %s, want sequence 0 in a fresh parent", round, pathOf(l))
 		}
 		if tok := l.Token(); tok <= last {
 			t.Fatalf("round %d: token %d, want > %d", round, tok, last)

@@ -1,0 +1,185 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+
+	"seckill/internal/lock"
+	"seckill/internal/lock/cohort"
+	"seckill/internal/zksess"
+)
+
+// node is one of our lock nodes; once it is the lowest in its key's queue
+// it is the cohort.Hold of this process. path, dir, inc, lostCh and l never
+// change; the rest is guarded by Locker.mu.
+type node struct {
+	l      *Locker
+	dir    string
+	path   string
+	inc    zksess.Incarnation // the session that created it
+	lostCh chan struct{}      // closed when lost (Done)
+
+	held bool          // lowest in the queue: this process holds the lock
+	base uint64        // pzxid of the listing that found it lowest
+	lost error         // why it was lost, if it was
+	done bool          // given up: released, lost or abandoned
+	stop chan struct{} // closed when done: stops the monitor
+}
+
+var _ cohort.Hold = (*node)(nil)
+
+// Base is the key node's pzxid when our node became the lowest.
+func (n *node) Base() uint64 { return n.base }
+
+// Done closes on a disconnect, on expiry, or when the node is deleted
+// underneath us.
+func (n *node) Done() <-chan struct{} { return n.lostCh }
+
+// Err is why the node was lost.
+func (n *node) Err() error {
+	n.l.mu.Lock()
+	defer n.l.mu.Unlock()
+	return n.lost
+}
+
+// Passable: the node may serve another lease only while it was not lost
+// and the session that created it is the current one and established (a
+// listing proves a node lowest only in its own session).
+func (n *node) Passable() bool {
+	l := n.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return n.lost == nil && !n.done && !l.closed && l.sess.Alive(n.inc)
+}
+
+// Release deletes the node, which wakes the next process. If the node was
+// lost, its deletion is under way already (or waits for the session to
+// come back) and Release reports lock.ErrNotHeld. If the delete cannot be
+// confirmed (ctx done, server unreachable) the error wraps
+// lock.ErrUnavailable and the node is deleted as soon as the session is
+// back (or goes with the session if it expires).
+func (n *node) Release(ctx context.Context) error {
+	l := n.l
+	l.mu.Lock()
+	if n.lost != nil {
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %w", lock.ErrNotHeld, n.lost)
+	}
+	l.detachLocked(n)
+	l.mu.Unlock()
+
+	path := n.path
+	_, err := do(ctx, l, func() (struct{}, error) {
+		return struct{}{}, l.conn.Delete(path, -1)
+	}, func(_ struct{}, err error) {
+		if err == nil || errors.Is(err, zk.ErrNoNode) {
+			l.forget(path)
+		} else {
+			l.orphan(path)
+		}
+	})
+	switch {
+	case err == nil:
+		l.forget(path)
+		return nil
+	case errors.Is(err, zk.ErrNoNode):
+		l.forget(path)
+		return fmt.Errorf("%w: lock node deleted before release", lock.ErrNotHeld)
+	case ctx.Err() != nil:
+		// The delete is still in flight; its late result is handled above.
+		return fmt.Errorf("%w: release not confirmed: %w", lock.ErrUnavailable, ctx.Err())
+	default:
+		if !errors.Is(err, lock.ErrClosed) {
+			l.orphan(path)
+		}
+		return fmt.Errorf("%w: release failed: %w", lock.ErrUnavailable, err)
+	}
+}
+
+// detachLocked marks n given up and stops its monitor. It reports false if
+// n was given up already.
+func (l *Locker) detachLocked(n *node) bool {
+	if n.done {
+		return false
+	}
+	n.done = true
+	delete(l.held, n)
+	if n.stop != nil {
+		close(n.stop)
+	}
+	return true
+}
+
+// dropNodeLocked detaches n and deletes it once l.mu is released.
+func (l *Locker) dropNodeLocked(n *node) {
+	if l.detachLocked(n) {
+		l.pending = append(l.pending, n.path)
+	}
+}
+
+// loseNodeLocked ends a held node as lost: Done closes, the cohort ends
+// the lease on it and lets the next local waiter queue a new node, and the
+// node is deleted.
+func (l *Locker) loseNodeLocked(n *node, err error) {
+	if n.done {
+		return
+	}
+	n.lost = err
+	l.dropNodeLocked(n)
+	close(n.lostCh)
+}
+
+// unlock releases l.mu, then deletes the nodes queued by dropNodeLocked
+// (a request must not be made while holding the mutex).
+func (l *Locker) unlock() {
+	paths := l.pending
+	l.pending = nil
+	l.mu.Unlock()
+	for _, p := range paths {
+		l.deleteNode(p)
+	}
+}
+
+// monitor loses n when it disappears underneath us (deleted by an operator,
+// or the session expired: the watch is then invalidated). watch starts as
+// the child watch of the listing that found n lowest; when another node
+// comes or goes it fires, and one exists-watch on n itself re-arms it.
+// Session suspension is handled by Locker.watchSession for all nodes at once.
+func (l *Locker) monitor(n *node, watch <-chan zk.Event) {
+	for {
+		var ev zk.Event
+		select {
+		case ev = <-watch:
+		case <-n.stop:
+			return // released or lost already
+		}
+		var reason string
+		switch ev.Type {
+		case zk.EventNodeChildrenChanged:
+			ok, _, ch, err := l.conn.ExistsW(n.path)
+			if err == nil && ok {
+				watch = ch
+				continue
+			}
+			reason = "lock node deleted"
+			if err != nil {
+				reason = fmt.Sprintf("cannot watch lock node: %v", err)
+			}
+		case zk.EventNodeDeleted:
+			reason = "lock node deleted"
+		case zk.EventNotWatching:
+			reason = fmt.Sprintf("watch on lock node lost: %v", ev.Err)
+		default:
+			// Nobody writes lock nodes, but a watch is one-shot: after any
+			// other event we could no longer see a deletion, so be safe.
+			reason = fmt.Sprintf("unexpected %v event on lock node", ev.Type)
+		}
+		l.mu.Lock()
+		l.loseNodeLocked(n, fmt.Errorf("%w: %s", lock.ErrLost, reason))
+		l.unlock()
+		return
+	}
+}
