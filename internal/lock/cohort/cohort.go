@@ -93,6 +93,16 @@ type Hold interface {
 	Release(ctx context.Context) error
 }
 
+// KeyObserver is implemented by a Server that keeps per-key state for as
+// long as a key is in use locally (etcdlock keeps a prefix watch). The
+// cohort calls Queued each time a goroutine queues behind key's front, and
+// Idle once key has neither a front nor waiters. Both are called with the
+// cohort's mutex held: they must not block or call back into the cohort.
+type KeyObserver interface {
+	Queued(key string)
+	Idle(key string)
+}
+
 // Config configures a Locker.
 type Config struct {
 	// Name prefixes errors, e.g. "zklock".
@@ -112,6 +122,7 @@ type Config struct {
 // Locker is a cohort lock over a Server. Safe for concurrent use.
 type Locker struct {
 	srv     Server
+	obs     KeyObserver // srv, if it observes keys
 	name    string
 	bound   uint64
 	cleanup time.Duration
@@ -155,7 +166,8 @@ func New(srv Server, cfg Config) *Locker {
 		cfg.Log = slog.Default()
 	}
 	life, stop := context.WithCancel(context.Background())
-	return &Locker{srv: srv, name: cfg.Name, bound: uint64(bound), cleanup: cfg.CleanupTimeout,
+	obs, _ := srv.(KeyObserver)
+	return &Locker{srv: srv, obs: obs, name: cfg.Name, bound: uint64(bound), cleanup: cfg.CleanupTimeout,
 		log: cfg.Log, life: life, stopLife: stop, keys: make(map[string]*queue)}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -278,4 +279,44 @@ func TestServerError(t *testing.T) {
 		t.Fatalf("Acquire = %v, want ErrUnavailable", err)
 	}
 	_ = acquire(t, c, "k").Release(t.Context())
+}
+
+// observingServer records the KeyObserver calls.
+type observingServer struct {
+	*fakeServer
+	mu     sync.Mutex
+	events []string
+}
+
+func (o *observingServer) Queued(key string) {
+	o.mu.Lock()
+	o.events = append(o.events, "queued "+key)
+	o.mu.Unlock()
+}
+func (o *observingServer) Idle(key string) {
+	o.mu.Lock()
+	o.events = append(o.events, "idle "+key)
+	o.mu.Unlock()
+}
+
+// A KeyObserver hears of every local waiter and of the key going idle,
+// once, after the last holder left.
+func TestKeyObserver(t *testing.T) {
+	o := &observingServer{fakeServer: newFakeServer()}
+	c := New(o, Config{})
+	t.Cleanup(func() { _ = c.Close() })
+	l0 := acquire(t, c, "k")
+	next := queueUp(t, c, "k", 1)
+	if err := l0.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := mustRecv(t, next).Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	got := strings.Join(o.events, ", ")
+	o.mu.Unlock()
+	if want := "queued k, idle k"; got != want {
+		t.Fatalf("observer saw %q, want %q", got, want)
+	}
 }

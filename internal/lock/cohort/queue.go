@@ -96,6 +96,9 @@ func (c *Locker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
 	}
 	w := waiters.Get().(*waiter)
 	q.push(w)
+	if c.obs != nil {
+		c.obs.Queued(key)
+	}
 	c.changedLocked()
 	c.mu.Unlock()
 
@@ -188,5 +191,8 @@ func (c *Locker) nextFrontLocked(q *queue) {
 	q.busy = false
 	if q.hold == nil && c.keys[q.key] == q {
 		delete(c.keys, q.key)
+		if c.obs != nil {
+			c.obs.Idle(q.key)
+		}
 	}
 }
