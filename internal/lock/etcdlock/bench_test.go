@@ -34,7 +34,7 @@ func BenchmarkAcquireUncontended(b *testing.B) {
 // concurrency.Mutex per contender, each on its own session, as a user of
 // etcd's package would write it. The others spread the contenders over 1, 4
 // or 16 Lockers (processes); "cohort=K" spreads them over 3 Lockers with
-// Options.LocalHandoffs K (-1: no hand-over while others wait). Reported
+// Options.LocalHandoffs K (-1: no hand-over). Reported
 // as handoffs/s.
 func BenchmarkContended(b *testing.B) {
 	const contenders = 16

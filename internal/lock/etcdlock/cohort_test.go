@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/cohort"
 	"seckill/internal/lock/etcdlock"
 )
 
@@ -61,7 +62,7 @@ func TestLocalHandoffsBounded(t *testing.T) {
 	}{
 		{"K=1", 1, 2},
 		{"K=3", 3, 4},
-		{"default", 0, etcdlock.DefaultLocalHandoffs + 1},
+		{"default", 0, cohort.DefaultHandoffs + 1},
 		{"disabled", -1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,7 +189,7 @@ func TestQueuedKeyDeletedByHand(t *testing.T) {
 	deleteWaiterKey := func() {
 		t.Helper()
 		for _, k := range c.waitKeys(t, pfx, func(n int) bool { return n == 2 }) {
-			if k != h.EtcdKey() {
+			if k != etcdlock.EtcdKey(h) {
 				if _, err := c.admin.Delete(t.Context(), k); err != nil {
 					t.Fatal(err)
 				}

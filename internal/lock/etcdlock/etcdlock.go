@@ -25,27 +25,24 @@
 // # One etcd contender per process, cohorts
 //
 // Goroutines of one Locker share one session, so they are first serialised
-// locally (per name, FIFO, ctx-aware); only the head of the local queue
-// talks to etcd. When a holder releases while another local goroutine
-// waits, the etcd key is kept and the lock is handed over in memory (zero
-// round trips) up to Options.LocalHandoffs times in a row (default 8), even
-// while other processes are queued; the next release then deletes the key,
-// and the next process in etcd's order proceeds while this process's next
-// goroutine queues a fresh key behind it. This is a cohort lock: FIFO
-// within a process, FIFO across processes at batch granularity (a batch is
-// at most LocalHandoffs+1 holders on one key), so a queued process waits
-// for at most one batch per process queued ahead of it. The price is
-// fairness between goroutines of different processes: a goroutine may be
-// overtaken by up to LocalHandoffs goroutines that queued after it in
-// another process. With LocalHandoffs < 0 the lock is kept in memory only
-// while the Locker knows that no other process is queued (FIFO per
-// goroutine, but a process that queues during a run of hand-overs waits
-// until the holder's watch reports it).
+// locally by the cohort package (per name, FIFO, ctx-aware); only the front
+// of the local queue talks to etcd. When a holder releases while another
+// local goroutine waits, the etcd key is kept and the lock is handed over
+// in memory (zero round trips) up to Options.LocalHandoffs times in a row
+// (default 8), even while other processes are queued; the next release
+// then deletes the key, and the next process in etcd's order proceeds
+// while this process's next goroutine queues a fresh key behind it. This
+// is a cohort lock: FIFO within a process, FIFO across processes at batch
+// granularity (a batch is at most LocalHandoffs+1 holders on one key), so
+// a queued process waits for at most one batch per process queued ahead of
+// it. The price is fairness between goroutines of different processes: a
+// goroutine may be overtaken by up to LocalHandoffs goroutines that queued
+// after it in another process. LocalHandoffs < 0 disables hand-overs.
 //
 // # Waiting without re-reads
 //
 // While a name is contended in a process (a local goroutine queued, or an
-// enqueue found keys ahead), the slot keeps one watch on the name's prefix
+// enqueue found keys ahead), the Locker keeps one watch on the name's prefix
 // (see feed). The enqueue Txn returns the keys created before ours; the
 // watch's delete events remove them, and when none is left while our own
 // key was not deleted, we hold the lock: the watch delivers events in
@@ -70,8 +67,8 @@
 // alive for more than TTL/6 more, timed from when the last keep-alive etcd
 // confirmed was sent (etcdsess.Manager.ValidUntil) — not from Session.Done,
 // which closes up to TTL/3 + 0.5s after etcd expired the lease; past that
-// the next holder goes through etcd. Hand-overs stop
-// before n would overflow 16 bits. For a fresh acquisition, Token()>>16 is
+// the next holder goes through etcd. The cohort stops hand-overs before n
+// would overflow 16 bits. For a fresh acquisition, Token()>>16 is
 // exactly the lock key's create revision.
 //
 // # Clients
@@ -96,6 +93,7 @@ import (
 
 	"seckill/internal/etcdsess"
 	"seckill/internal/lock"
+	"seckill/internal/lock/cohort"
 )
 
 // DefaultPrefix is the etcd key prefix used when Options.Prefix is empty.
@@ -119,31 +117,26 @@ var (
 // keys must differ, or two of them would both believe they hold the lock.
 var lockerIDs atomic.Uint64
 
-// DefaultLocalHandoffs is the number of in-memory hand-overs a process may
-// make in a row while another process waits, when Options.LocalHandoffs is 0.
-const DefaultLocalHandoffs = 8
-
 // Options configure a Locker.
 type Options struct {
 	// Prefix is prepended to every lock's etcd keys. The default is
 	// DefaultPrefix ("/seckill/locks/").
 	Prefix string
 	// LocalHandoffs bounds the cohort: how many times in a row the lock may
-	// be handed over in memory to another goroutine of this Locker while
-	// other processes are (or may be) queued for it, so that at most
-	// LocalHandoffs+1 local holders go before the next process. 0 means
-	// DefaultLocalHandoffs (8); a negative value disables cohort hand-overs
-	// (the lock is then kept in memory only while the Locker knows that no
-	// other process is queued).
+	// be handed over in memory to another goroutine of this Locker, so
+	// that at most LocalHandoffs+1 local holders go before the next
+	// process: cohort.Config.Handoffs (the default, 0, is 8; a negative
+	// value disables hand-overs; values above 65535 are capped).
 	LocalHandoffs int
 }
 
 // Locker acquires etcd locks through the session of an etcdsess.Manager.
 // It is safe for concurrent use. Leases are lost when the session expires.
 type Locker struct {
-	m        *etcdsess.Manager
-	prefix   string
-	handoffs int // Options.LocalHandoffs resolved; < 0: none while others wait
+	co *cohort.Locker
+	m  *etcdsess.Manager
+	// prefix is Options.Prefix resolved.
+	prefix string
 	// passMargin: a hold whose session lease is known alive for less than
 	// this is not passed on in memory (session TTL/6: one lost keep-alive
 	// is tolerated, two are not).
@@ -154,13 +147,13 @@ type Locker struct {
 
 	life  context.Context // cancelled by Close: aborts waits and watches
 	close context.CancelFunc
-	bg    sync.WaitGroup // cleanups and prefix watches (feeds)
+	bg    sync.WaitGroup // prefix watches (feeds) and hold watches
 	sw    *sweeper       // removes keys whose delete was not confirmed
 
-	mu     sync.Mutex
-	slots  map[string]*slot
-	leases map[*Lease]struct{}
-	closed bool
+	mu      sync.Mutex
+	feeds   map[string]*feed // prefix watch per name in use here
+	closed  bool
+	closeBy time.Time // Close's deadline for releases, once closed
 }
 
 // New returns a Locker that borrows m's session. Closing the Locker does not
@@ -169,25 +162,23 @@ func New(m *etcdsess.Manager, opts Options) *Locker {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
-	if opts.LocalHandoffs == 0 {
-		opts.LocalHandoffs = DefaultLocalHandoffs
-	}
 	life, cancel := context.WithCancel(context.Background())
 	id := lockerIDs.Add(1)
 	log := slog.Default().With("component", "etcdlock", "locker", id)
-	return &Locker{
+	l := &Locker{
 		m:          m,
 		prefix:     opts.Prefix,
-		handoffs:   opts.LocalHandoffs,
 		passMargin: m.TTL() / 6,
 		id:         id,
 		log:        log,
 		sw:         newSweeper(m.Client(), m, m.TTL(), log),
 		life:       life,
 		close:      cancel,
-		slots:      make(map[string]*slot),
-		leases:     make(map[*Lease]struct{}),
+		feeds:      make(map[string]*feed),
 	}
+	l.co = cohort.New(server{l}, cohort.Config{Name: "etcdlock", Handoffs: opts.LocalHandoffs,
+		CleanupTimeout: cleanupTimeout, Log: log})
+	return l
 }
 
 // KeyPrefix returns the etcd prefix under which name's contenders put their
@@ -212,20 +203,6 @@ func (l *Locker) Ping(ctx context.Context) error {
 // still held are released in etcd (best effort, bounded) and report
 // lock.ErrLost wrapping lock.ErrClosed. It does not close the Manager.
 func (l *Locker) Close() error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil
-	}
-	l.closed = true
-	held := make([]*Lease, 0, len(l.leases))
-	for le := range l.leases {
-		held = append(held, le)
-	}
-	l.mu.Unlock()
-
-	l.close()
-	var errs []error
 	// One deadline for all the releases and the sweeper's last round, not
 	// one each: Close is bounded however many leases are held while etcd is
 	// unreachable (then ending their sessions takes finalEndBound more).
@@ -236,27 +213,24 @@ func (l *Locker) Close() error {
 		// the keys go with their leases).
 		budget = 0
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
-	defer cancel()
-	for _, le := range held {
-		if le.drop(fmt.Errorf("etcdlock: %w: %w", lock.ErrLost, lock.ErrClosed)) {
-			select {
-			case <-le.own.sess.Done():
-				// Session gone (or its client closed): the keys went, or
-				// go, with the lease; a delete could only hang.
-				le.own.untrack()
-				continue
-			default:
-			}
-			if err := l.releaseEtcd(ctx, le.own); err != nil && !errors.Is(err, lock.ErrNotHeld) {
-				errs = append(errs, err)
-			}
-		}
+	deadline := time.Now().Add(budget)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
 	}
+	l.closed = true
+	l.closeBy = deadline
+	l.mu.Unlock()
+
+	l.close()
+	_ = l.co.Close() // ends waiters and leases; releases the holds by deadline
 	l.bg.Wait()
 	// Last: the releases above may have left keys to sweep.
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
 	l.sw.close(ctx)
-	return errors.Join(errs...)
+	return nil
 }
 
 func (l *Locker) isClosed() bool { return l.life.Err() != nil }
@@ -269,19 +243,20 @@ func (l *Locker) connected() bool {
 	return conn != nil && conn.GetState() == connectivity.Ready
 }
 
-// acquireErr turns the reason an acquisition failed into the lock package's
-// sentinels. ctx is the caller's, so ErrNotObtained wraps its own error.
-func (l *Locker) acquireErr(ctx context.Context, name string, err error) error {
+// acquireErr turns the reason an etcd acquisition failed into the lock
+// package's sentinels; the cohort adds ErrNotObtained when the caller's
+// ctx ended. ctx is the acquisition's.
+func (l *Locker) acquireErr(ctx context.Context, err error) error {
 	switch {
 	case l.isClosed() || errors.Is(err, etcdsess.ErrClosed):
-		return fmt.Errorf("etcdlock: acquire %q: %w", name, lock.ErrClosed)
+		return fmt.Errorf("%w: %w", lock.ErrClosed, err)
 	case ctx.Err() != nil && !l.connected():
-		return fmt.Errorf("etcdlock: acquire %q: %w: %w (etcd unreachable): %w", name, lock.ErrNotObtained, lock.ErrUnavailable, ctx.Err())
+		return fmt.Errorf("%w (etcd unreachable): %w", lock.ErrUnavailable, err)
 	case ctx.Err() != nil:
-		return fmt.Errorf("etcdlock: acquire %q: %w: %w", name, lock.ErrNotObtained, ctx.Err())
+		return err
 	case errors.Is(err, errSessionExpired):
-		return fmt.Errorf("etcdlock: acquire %q: %w: %w", name, lock.ErrNotObtained, err)
+		return fmt.Errorf("%w: %w", lock.ErrNotObtained, err)
 	default:
-		return fmt.Errorf("etcdlock: acquire %q: %w: %w", name, lock.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
 	}
 }

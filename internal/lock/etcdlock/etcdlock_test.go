@@ -103,9 +103,9 @@ func TestTokenIsCreateRevision(t *testing.T) {
 	var last uint64
 	for i := range 6 {
 		l := acquire(t, lockers[i%2], key)
-		resp, err := c.admin.Get(t.Context(), l.EtcdKey())
+		resp, err := c.admin.Get(t.Context(), etcdlock.EtcdKey(l))
 		if err != nil || len(resp.Kvs) != 1 {
-			t.Fatalf("Get(%s) = %v, %v; want the lock key", l.EtcdKey(), resp, err)
+			t.Fatalf("Get(%s) = %v, %v; want the lock key", etcdlock.EtcdKey(l), resp, err)
 		}
 		if got, want := l.Token(), uint64(resp.Kvs[0].CreateRevision)<<16; got != want {
 			t.Fatalf("Token() = %d, want create revision %d << 16 = %d", got, resp.Kvs[0].CreateRevision, want)
@@ -189,8 +189,8 @@ func TestNoKeyLeftAfterCancelledWaits(t *testing.T) {
 	}
 	wg.Wait()
 	left := c.waitKeys(t, pfx, func(n int) bool { return n <= 1 })
-	if len(left) != 1 || left[0] != h.EtcdKey() {
-		t.Fatalf("keys after cancelled waits = %v, want only the holder's %s", left, h.EtcdKey())
+	if len(left) != 1 || left[0] != etcdlock.EtcdKey(h) {
+		t.Fatalf("keys after cancelled waits = %v, want only the holder's %s", left, etcdlock.EtcdKey(h))
 	}
 	if err := h.Release(t.Context()); err != nil {
 		t.Fatal(err)
@@ -216,7 +216,7 @@ func TestSessionExpiredWhileQueued(t *testing.T) {
 		res <- err
 	}()
 	c.waitKeys(t, holder.KeyPrefix(key), func(n int) bool { return n == 2 }) // queued
-	waiterLease := c.otherLease(t, holder.KeyPrefix(key), h.EtcdKey())
+	waiterLease := c.otherLease(t, holder.KeyPrefix(key), etcdlock.EtcdKey(h))
 	if _, err := c.admin.Revoke(t.Context(), waiterLease); err != nil {
 		t.Fatal(err)
 	}
@@ -250,9 +250,9 @@ func TestReleaseAfterExpiryKeepsNewHolder(t *testing.T) {
 	if err := la.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("old holder's Release = %v, want ErrNotHeld", err)
 	}
-	resp, err := c.admin.Get(t.Context(), lb.EtcdKey())
+	resp, err := c.admin.Get(t.Context(), etcdlock.EtcdKey(lb))
 	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("new holder's key %s after the old Release: %v %v, want it intact", lb.EtcdKey(), resp.Kvs, err)
+		t.Fatalf("new holder's key %s after the old Release: %v %v, want it intact", etcdlock.EtcdKey(lb), resp.Kvs, err)
 	}
 	if err := lb.Release(t.Context()); err != nil {
 		t.Fatalf("new holder's Release: %v", err)

@@ -1,37 +1,42 @@
 package etcdlock
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"seckill/internal/lock"
+	"seckill/internal/lock/cohort"
 )
 
+func ownershipOf(le lock.Lease) *ownership {
+	h, ok := cohort.HoldOf(le)
+	if !ok {
+		panic("not an etcdlock lease")
+	}
+	return h.(*ownership)
+}
+
 // ValidUntil is how long le's session lease is known alive in etcd.
-func ValidUntil(le *Lease) time.Time { return le.own.validUntil() }
+func ValidUntil(le lock.Lease) time.Time { return ownershipOf(le).validUntil() }
+
+// EtcdKey is the etcd key that holds the lock for le.
+func EtcdKey(le lock.Lease) string { return ownershipOf(le).key }
+
+// LeaseID is the etcd lease le's key is attached to: the session's.
+func LeaseID(le lock.Lease) clientv3.LeaseID { return ownershipOf(le).sess.Lease() }
 
 // WaitQueued waits until n goroutines of l are queued locally behind the
-// holder of name (they cannot be observed in etcd: only the head of the
-// local queue puts a key). It polls the queue under the Locker's mutex
-// until the condition holds, and fails the test after 10s.
+// holder of name (they cannot be observed in etcd: only the front of the
+// local queue puts a key), and fails the test after 10s.
 func WaitQueued(t testing.TB, l *Locker, name string, n int) {
 	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
-	for {
-		l.mu.Lock()
-		got := 0
-		if s := l.slots[name]; s != nil {
-			got = len(s.waiters)
-		}
-		l.mu.Unlock()
-		if got == n {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%d goroutines queued locally for %q after 10s, want %d", got, name, n)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.co.WaitQueued(ctx, name, n); err != nil {
+		t.Fatalf("%d goroutines queued locally for %q, want %d: %v", l.co.Waiting(name), name, n, err)
 	}
 }
 

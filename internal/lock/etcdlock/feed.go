@@ -10,21 +10,21 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// errFeedEnded: the slot's watch stopped (leader lost, Locker closing,
+// errFeedEnded: the name's watch stopped (leader lost, Locker closing,
 // client closed) before it could tell whether we hold the lock; the caller
 // falls back to reading etcd.
 var errFeedEnded = errors.New("prefix watch ended")
 
-// feed is the one watch a slot keeps on its lock name's prefix while the
+// feed is the one watch a Locker keeps on a lock name's prefix while the
 // name is contended in this process (started when a local goroutine queues
-// behind the holder or an enqueue finds keys ahead; stopped when the slot
-// goes idle). Every etcd acquisition of the slot is tracked from its
-// enqueue Txn on, so that
+// behind the holder or an enqueue finds keys ahead; stopped when the name
+// goes idle: see cohort.KeyObserver). Every etcd acquisition of the name is
+// tracked from its enqueue Txn on, so that
 //
 //   - a waiter learns it is the oldest key from the delete events alone,
 //     with no read after each wake-up and no watch per acquisition;
-//   - the holder learns whether another process queued behind it (a create
-//     event) and whether its own key was deleted, without a catch-up read.
+//   - the holder learns whether its own key was deleted, without a
+//     catch-up read.
 //
 // The watch is created once, at the server's current revision, so it is in
 // etcd's "synced" group and events arrive as they are committed (a watch
@@ -39,7 +39,7 @@ type feed struct {
 	mu        sync.Mutex
 	readyOnce sync.Once
 	ended     bool
-	cur       *tracker // the slot's current etcd acquisition, if tracked
+	cur       *tracker // the name's current etcd acquisition, if tracked
 }
 
 // tracker is what the feed knows about one etcd acquisition. Its fields are
@@ -218,14 +218,6 @@ func (t *tracker) await(ctx context.Context, sess *concurrency.Session) error {
 	}
 }
 
-// nobodyElse reports whether, as far as the feed can tell, no other
-// process has queued since our key was created.
-func (t *tracker) nobodyElse() bool {
-	t.f.mu.Lock()
-	defer t.f.mu.Unlock()
-	return t.settled && !t.ended && !t.behind && !t.gone
-}
-
 // runFeed reads the prefix watch until its ctx ends or etcd cancels it.
 func (l *Locker) runFeed(ctx context.Context, f *feed, pfx string) {
 	defer f.end()
@@ -245,16 +237,16 @@ func (l *Locker) runFeed(ctx context.Context, f *feed, pfx string) {
 
 // feedLocked returns name's live feed, starting one if start is set and
 // there is none (or it ended). l.mu is held.
-func (l *Locker) feedLocked(name string, s *slot, start bool) *feed {
-	if s.feed != nil && !s.feed.dead() {
-		return s.feed
+func (l *Locker) feedLocked(name string, start bool) *feed {
+	if f := l.feeds[name]; f != nil && !f.dead() {
+		return f
 	}
 	if !start || l.closed {
 		return nil
 	}
 	ctx, stop := context.WithCancel(clientv3.WithRequireLeader(l.life))
 	f := newFeed(stop)
-	s.feed = f
+	l.feeds[name] = f
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
@@ -264,8 +256,8 @@ func (l *Locker) feedLocked(name string, s *slot, start bool) *feed {
 }
 
 // feed is feedLocked taking l.mu.
-func (l *Locker) feed(name string, s *slot, start bool) *feed {
+func (l *Locker) feed(name string, start bool) *feed {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.feedLocked(name, s, start)
+	return l.feedLocked(name, start)
 }

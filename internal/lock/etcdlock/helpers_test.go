@@ -85,7 +85,7 @@ func (c *cluster) crash(t testing.TB, lk lock.Locker) {
 // steal revokes the holder's session lease from another client.
 func (c *cluster) steal(t testing.TB, l lock.Lease) {
 	t.Helper()
-	if _, err := c.admin.Revoke(t.Context(), l.(*etcdlock.Lease).LeaseID()); err != nil {
+	if _, err := c.admin.Revoke(t.Context(), etcdlock.LeaseID(l)); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
 }
@@ -168,7 +168,7 @@ func (c *cluster) otherLease(t testing.TB, prefix, mine string) clientv3.LeaseID
 }
 
 // acquire takes key on lk within 10s or fails the test.
-func acquire(t testing.TB, lk *etcdlock.Locker, key string) *etcdlock.Lease {
+func acquire(t testing.TB, lk *etcdlock.Locker, key string) lock.Lease {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -176,7 +176,7 @@ func acquire(t testing.TB, lk *etcdlock.Locker, key string) *etcdlock.Lease {
 	if err != nil {
 		t.Fatalf("Acquire(%q): %v", key, err)
 	}
-	return l.(*etcdlock.Lease)
+	return l
 }
 
 func testKey(t testing.TB) string {

@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/cohort"
 )
 
 // errSessionExpired: the session lease ended (or someone deleted our key)
@@ -19,69 +20,51 @@ import (
 // we hold the lock.
 var errSessionExpired = errors.New("etcd session expired (or lock key deleted) while queued")
 
-// maxHandovers keeps the hand-over count within the token's low 16 bits.
-const maxHandovers = 1<<16 - 1
-
 // ownership is this process's hold on one lock in etcd: its key is the
-// oldest under the prefix. It outlives a single Lease when the lock is
-// handed over in memory.
+// oldest under the prefix. It is the cohort.Hold of the etcd backend, so it
+// outlives a single lease when the lock is handed over in memory.
 type ownership struct {
+	l    *Locker
 	sess *concurrency.Session
 	key  string
 	ref  *keyRef // the sweeper's handle on key
 	rev  int64   // create revision of key
-	seq  uint64  // in-memory hand-overs so far; guarded by Locker.mu
 
-	// tr is the slot feed's view of this acquisition (nil if it was not
-	// tracked): whether another process queued behind us, and whether our
-	// key was deleted.
+	// tr is the name feed's view of this acquisition (nil if it was not
+	// tracked): whether our key was deleted.
 	tr *tracker
-	// lost is closed when the feed sees our key deleted while the session
-	// lives on (someone deleted it by hand).
+	// lost is closed when the session ends or the feed sees our key
+	// deleted while the session lives on (someone deleted it by hand).
 	lost     chan struct{}
-	lostOnce sync.Once
-	closed   func() bool // the Locker is closed
+	lostMu   sync.Mutex
+	lostErr  error
+	stop     chan struct{} // closed by Release: ends watchSession
+	stopOnce sync.Once
 	// validUntil is how long sess's lease is known to be alive in etcd,
 	// timed from when the proving request was sent (etcdsess.ValidUntil):
 	// sess.Done closes only some time after that.
 	validUntil func() time.Time
 }
 
-func (o *ownership) token() uint64 { return uint64(o.rev)<<16 | o.seq }
+var _ cohort.Hold = (*ownership)(nil)
 
-func (o *ownership) markLost() { o.lostOnce.Do(func() { close(o.lost) }) }
+// markLost closes lost with err, once.
+func (o *ownership) markLost(err error) {
+	o.lostMu.Lock()
+	defer o.lostMu.Unlock()
+	if o.lostErr == nil {
+		o.lostErr = err
+		close(o.lost)
+	}
+}
 
-// untrack detaches the ownership from the slot's feed.
+func (o *ownership) stopWatch() { o.stopOnce.Do(func() { close(o.stop) }) }
+
+// untrack detaches the ownership from the name's feed.
 func (o *ownership) untrack() {
 	if o.tr != nil {
 		o.tr.untrack()
 	}
-}
-
-// reusable reports whether the next local waiter may take the lock over
-// without a round trip at now: the key and session live, the session's
-// lease is known alive for more than margin after now (see passable), and
-// either fewer than k hand-overs were made since the key won (whoever else
-// is queued), or, with cohorts disabled (k < 0), the feed says no other
-// process queued. After k hand-overs the key is released even if nobody
-// else seems to be queued: another process may be putting its key right
-// now, and the feed would tell us only after a few more hand-overs,
-// breaking the bound. Locker.mu is held.
-func (o *ownership) reusable(k int, now time.Time, margin time.Duration) bool {
-	if o.seq >= maxHandovers || o.closed() || !passable(now, o.validUntil(), margin) {
-		return false
-	}
-	select {
-	case <-o.sess.Done():
-		return false
-	case <-o.lost:
-		return false
-	default:
-	}
-	if k >= 0 {
-		return o.seq < uint64(k)
-	}
-	return o.tr != nil && o.tr.nobodyElse()
 }
 
 // passable reports whether a hold whose lease is known alive until
@@ -94,10 +77,10 @@ func passable(now, validUntil time.Time, margin time.Duration) bool {
 }
 
 // lockEtcd queues this process's key for name and waits until it is the
-// oldest. With a live feed on the slot (the name is contended here), the
+// oldest. With a live feed on the name (contended here), the
 // wait costs no request beyond the enqueue Txn: the feed's delete events
 // say when every key ahead of ours is gone.
-func (l *Locker) lockEtcd(ctx context.Context, name string, s *slot) (*ownership, error) {
+func (l *Locker) lockEtcd(ctx context.Context, name string) (*ownership, error) {
 	ctx, stop := l.bound(ctx)
 	defer stop()
 	sess, err := l.m.Session(ctx)
@@ -112,11 +95,13 @@ func (l *Locker) lockEtcd(ctx context.Context, name string, s *slot) (*ownership
 	key := fmt.Sprintf("%s%x-%d-%d", pfx, int64(sess.Lease()), l.id, l.seq.Add(1))
 	// Tracked before the put is sent: if the reply is lost, the key may
 	// exist, and the sweeper removes it by name.
-	own := &ownership{sess: sess, key: key, ref: l.sw.sent(key, sess), lost: make(chan struct{}), closed: l.isClosed,
+	own := &ownership{l: l, sess: sess, key: key, ref: l.sw.sent(key, sess),
+		lost: make(chan struct{}), stop: make(chan struct{}),
 		validUntil: func() time.Time { return l.m.ValidUntil(sess) }}
-	if f := l.feed(name, s, false); f != nil {
+	gone := func() { own.markLost(fmt.Errorf("%w: lock key %s deleted", lock.ErrLost, key)) }
+	if f := l.feed(name, false); f != nil {
 		// Before the Txn, so that every event after it is seen.
-		own.tr = f.track(ctx, sess, key, own.markLost)
+		own.tr = f.track(ctx, sess, key, gone)
 	}
 
 	// Enqueue in one round trip: put our key and fetch the keys created
@@ -146,9 +131,9 @@ func (l *Locker) lockEtcd(ctx context.Context, name string, s *slot) (*ownership
 		own.tr.settle(own.rev, ahead, false)
 	} else if len(ahead) > 0 {
 		// Contended, and no feed yet: start one (for this wait and the
-		// slot's later acquisitions) and read once more after it exists.
-		if f := l.feed(name, s, true); f != nil {
-			own.tr = f.track(ctx, sess, key, own.markLost)
+		// name's later acquisitions) and read once more after it exists.
+		if f := l.feed(name, true); f != nil {
+			own.tr = f.track(ctx, sess, key, gone)
 		}
 		if own.tr != nil {
 			own.tr.unsettle()
@@ -286,10 +271,10 @@ func (l *Locker) releaseEtcd(ctx context.Context, own *ownership) error {
 		// The delete may or may not have been applied: the sweeper retries
 		// it, guarded by the revision, until it is confirmed.
 		l.sw.abandon(own.ref)
-		return fmt.Errorf("etcdlock: release %s: %w: %w", own.key, lock.ErrUnavailable, err)
+		return fmt.Errorf("%w: delete %s: %w", lock.ErrUnavailable, own.key, err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("etcdlock: release %s: %w: key gone (session expired or deleted)", own.key, lock.ErrNotHeld)
+		return fmt.Errorf("%w: key %s gone (session expired or deleted)", lock.ErrNotHeld, own.key)
 	}
 	return nil
 }

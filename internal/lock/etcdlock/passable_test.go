@@ -1,6 +1,7 @@
 package etcdlock
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -28,16 +29,15 @@ func TestPassable(t *testing.T) {
 	}
 }
 
-// reusable refuses a hold whose validity lapsed whatever else allows it
-// (no hand-over made yet, cohorts on), and before looking at the session.
-func TestReusableRefusesLapsedHold(t *testing.T) {
-	now := time.Unix(1000, 0)
-	until := now.Add(time.Second)
-	o := &ownership{closed: func() bool { return false }, validUntil: func() time.Time { return until }, lost: make(chan struct{})}
-	if o.reusable(DefaultLocalHandoffs, now.Add(time.Second), 0) {
-		t.Fatal("reusable at the validity's end = true, want false")
-	}
-	if o.reusable(DefaultLocalHandoffs, now.Add(900*time.Millisecond), 200*time.Millisecond) {
-		t.Fatal("reusable with 100ms left and a 200ms margin = true, want false")
+// Passable refuses a hold whose validity lapsed, or is within the pass
+// margin, whatever else allows it: it never gets to the session checks.
+func TestPassableRefusesLapsedHold(t *testing.T) {
+	l := &Locker{life: context.Background(), passMargin: 200 * time.Millisecond}
+	for _, left := range []time.Duration{-time.Millisecond, 0, 100 * time.Millisecond, 200 * time.Millisecond} {
+		until := time.Now().Add(left)
+		o := &ownership{l: l, validUntil: func() time.Time { return until }, lost: make(chan struct{})}
+		if o.Passable() {
+			t.Errorf("Passable with %v of validity left and a 200ms margin = true, want false", left)
+		}
 	}
 }

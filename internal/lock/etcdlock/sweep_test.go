@@ -68,7 +68,7 @@ func TestNoOrphanKeyAfterBlip(t *testing.T) {
 			if err := le.Release(ctx); !errors.Is(err, lock.ErrUnavailable) {
 				t.Fatalf("Release while cut = %v, want ErrUnavailable", err)
 			}
-			return le.LeaseID()
+			return etcdlock.LeaseID(le)
 		},
 	}, {
 		// The enqueue Txn is applied but its reply is lost, then the link
@@ -76,7 +76,7 @@ func TestNoOrphanKeyAfterBlip(t *testing.T) {
 		name: "EnqueueReplyLost",
 		fault: func(t *testing.T, p *proxy, a *etcdlock.Locker, key string) clientv3.LeaseID {
 			warm := acquire(t, a, key+"-warm") // the session exists before the fault
-			id := warm.LeaseID()
+			id := etcdlock.LeaseID(warm)
 			if err := warm.Release(t.Context()); err != nil {
 				t.Fatal(err)
 			}

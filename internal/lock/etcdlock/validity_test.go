@@ -45,7 +45,7 @@ func TestNoPassAfterValidityLapsed(t *testing.T) {
 	cli := c.clients[lk]
 	c.mu.Unlock()
 	kctx, kcancel := context.WithCancel(t.Context())
-	kch, err := cli.KeepAlive(kctx, h0.LeaseID())
+	kch, err := cli.KeepAlive(kctx, etcdlock.LeaseID(h0))
 	if err != nil {
 		t.Fatal(err)
 	}
