@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"seckill/internal/lock"
@@ -28,8 +29,39 @@ type lease struct {
 	c        *Locker
 	hd       *held
 	token    uint64
-	sig      *lock.Signal
 	released atomic.Bool
+
+	// The lease's end, as lock.Signal does it, but with the channel made
+	// only when Done is called: most holders never call it, and under
+	// contention a lease is made per acquisition.
+	mu    sync.Mutex
+	done  chan struct{}
+	err   error
+	ended bool
+}
+
+// closedChan is Done of a lease that ended before anyone asked for Done.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// end records err and closes Done; it reports whether this call did, so
+// the first reason is the one kept.
+func (ls *lease) end(err error) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.ended {
+		return false
+	}
+	ls.ended, ls.err = true, err
+	if ls.done != nil {
+		close(ls.done)
+	} else {
+		ls.done = closedChan
+	}
+	return true
 }
 
 var _ lock.Lease = (*lease)(nil)
@@ -44,14 +76,33 @@ func HoldOf(l lock.Lease) (h Hold, ok bool) {
 	return ls.hd.h, true
 }
 
-func (ls *lease) Key() string           { return ls.hd.q.key }
-func (ls *lease) Token() uint64         { return ls.token }
-func (ls *lease) Done() <-chan struct{} { return ls.sig.Done() }
-func (ls *lease) Err() error            { return ls.sig.Err() }
+// Key is the key passed to Acquire.
+func (ls *lease) Key() string { return ls.hd.q.key }
+
+// Token is the hold's base<<16 | the passes before this lease.
+func (ls *lease) Token() uint64 { return ls.token }
+
+// Done closes on Release, or when the hold is lost.
+func (ls *lease) Done() <-chan struct{} {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.done == nil {
+		ls.done = make(chan struct{})
+	}
+	return ls.done
+}
+
+// Err is nil while held, then lock.ErrReleased or an error wrapping
+// lock.ErrLost.
+func (ls *lease) Err() error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.err
+}
 
 // grantLocked lends hd to a new lease and makes it the current one.
 func (c *Locker) grantLocked(hd *held) *lease {
-	ls := &lease{c: c, hd: hd, token: hd.base | hd.passes, sig: lock.NewSignal()}
+	ls := &lease{c: c, hd: hd, token: hd.base | hd.passes}
 	hd.cur = ls
 	return ls
 }
@@ -86,7 +137,7 @@ func (c *Locker) watch(hd *held, done <-chan struct{}) {
 func (c *Locker) loseLocked(hd *held, err error) {
 	hd.lost = err
 	ls := c.detachLocked(hd)
-	if ls.sig.Close(err) {
+	if ls.end(err) {
 		c.log.Warn("lock lost", "backend", c.name, "key", hd.q.key, "err", err)
 	}
 	c.nextFrontLocked(hd.q)
@@ -137,13 +188,13 @@ func (ls *lease) Release(ctx context.Context) error {
 	c.mu.Lock()
 	if hd.cur != ls {
 		c.mu.Unlock()
-		return fmt.Errorf("%s: release %q: %w: %w", c.name, hd.q.key, lock.ErrNotHeld, ls.sig.Err())
+		return fmt.Errorf("%s: release %q: %w: %w", c.name, hd.q.key, lock.ErrNotHeld, ls.Err())
 	}
 	if c.passableLocked(hd) {
 		w := hd.q.pop()
 		hd.passes++
 		next := c.grantLocked(hd)
-		ls.sig.Close(lock.ErrReleased)
+		ls.end(lock.ErrReleased)
 		c.changedLocked()
 		c.mu.Unlock()
 		c.passes.Add(1)
@@ -157,10 +208,10 @@ func (ls *lease) Release(ctx context.Context) error {
 	c.mu.Unlock()
 	err := hd.h.Release(ctx)
 	if err == nil {
-		ls.sig.Close(lock.ErrReleased)
+		ls.end(lock.ErrReleased)
 		return nil
 	}
-	ls.sig.Close(fmt.Errorf("%w: release: %w", lock.ErrLost, err))
+	ls.end(fmt.Errorf("%w: release: %w", lock.ErrLost, err))
 	if !errors.Is(err, lock.ErrNotHeld) && !errors.Is(err, lock.ErrUnavailable) {
 		err = fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
 	}
