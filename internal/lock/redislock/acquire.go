@@ -7,84 +7,30 @@ import (
 	"time"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/cohort"
 )
 
 // Acquire blocks until this Locker holds key, or ctx is done (the error wraps
 // lock.ErrNotObtained and ctx.Err()), or Redis fails (lock.ErrUnavailable),
 // or the Locker is closed (lock.ErrClosed).
 func (l *Locker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
-	select {
-	case <-l.done:
-		return nil, fmt.Errorf("redislock: acquire %q: %w", key, lock.ErrClosed)
-	default:
-	}
-	if err := l.subscribe(ctx); err != nil {
-		return nil, fmt.Errorf("redislock: acquire %q: %w", key, err)
-	}
-	l.cmu.Lock()
-	if l.cclosed {
-		l.cmu.Unlock()
-		return nil, fmt.Errorf("redislock: acquire %q: %w", key, lock.ErrClosed)
-	}
-	c := l.cohortLocked(key)
-	if c.hold == nil && !c.busy && c.head == nil {
-		c.busy = true
-		l.cmu.Unlock()
-		return l.contend(ctx, c)
-	}
-	// Someone of this process holds the lock or is getting it from Redis:
-	// wait for a pass in memory, or for the turn to go to Redis.
-	w := waiters.Get().(*waiter)
-	c.push(w)
-	l.cmu.Unlock()
-	select {
-	case s := <-w.ch:
-		waiters.Put(w)
-		if s != nil {
-			return s, nil
-		}
-		return l.contend(ctx, c)
-	case <-ctx.Done():
-		return nil, l.abandon(c, w, fmt.Errorf("redislock: acquire %q: %w: %w", key, lock.ErrNotObtained, ctx.Err()))
-	case <-l.done:
-		return nil, l.abandon(c, w, fmt.Errorf("redislock: acquire %q: %w", key, lock.ErrClosed))
-	}
+	return l.co.Acquire(ctx, key)
 }
 
-// abandon takes a local waiter whose Acquire gives up out of the queue. If
-// its turn came meanwhile, it passes the turn on: a lease is released in the
-// background (the caller must return now), a turn at Redis goes to the next
-// waiter. It returns err.
-func (l *Locker) abandon(c *cohort, w *waiter, err error) error {
-	l.cmu.Lock()
-	if w.queued {
-		c.remove(w)
-		l.cmu.Unlock()
-		waiters.Put(w)
-		return err
+// server is the Locker's Redis side, as the cohort sees it.
+type server struct{ l *Locker }
+
+// Acquire takes key's lock in Redis for the front goroutine of its cohort.
+func (s server) Acquire(ctx context.Context, key string) (cohort.Hold, error) {
+	l := s.l
+	if err := l.subscribe(ctx); err != nil {
+		return nil, err
 	}
-	s := <-w.ch // sent under l.cmu when w left the queue
-	waiters.Put(w)
-	if s == nil {
-		l.handOnBusyLocked(c)
-		l.cmu.Unlock()
-		return err
+	h, err := l.contendRedis(ctx, key)
+	if err != nil {
+		return nil, err // not a typed nil *hold
 	}
-	closed := l.cclosed
-	l.cmu.Unlock()
-	if !closed { // after Close the lease is lost and left to expire
-		release := func() {
-			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-			defer cancel()
-			if rerr := s.Release(ctx); rerr != nil {
-				l.log.Debug("releasing an abandoned pass failed", "key", c.key, "err", rerr)
-			}
-		}
-		if !l.spawn(release) {
-			release()
-		}
-	}
-	return err
+	return h, nil
 }
 
 // acquireResult is acquire.lua's answer.
@@ -110,36 +56,28 @@ func (l *Locker) runAcquire(ctx context.Context, k keys, owner string) (acquireR
 	return acquireResult{}, fmt.Errorf("acquire script returned %v", vals)
 }
 
-// contend is the Redis side of Acquire, run by the goroutine that has c's
-// turn at Redis (c.busy). Whatever the outcome, the turn ends here: with a
-// hold, or handed to the next local waiter.
-func (l *Locker) contend(ctx context.Context, c *cohort) (lock.Lease, error) {
-	s, err := l.contendRedis(ctx, c)
-	if err != nil {
-		l.cmu.Lock()
-		l.handOnBusyLocked(c)
-		l.cmu.Unlock()
-		return nil, err
+// got records a Redis acquisition as a hold and starts its watchdog. If
+// Close came first the lock is left to expire, as Close does with every
+// held lock.
+func (l *Locker) got(key string, k keys, owner string, token uint64, validUntil time.Time) (*hold, error) {
+	if l.isClosed() {
+		return nil, lock.ErrClosed
 	}
-	return s, nil
+	l.holds.Add(1)
+	h := &hold{l: l, key: key, k: k, owner: owner, base: token, validUntil: validUntil, lostCh: make(chan struct{})}
+	l.hmu.Lock()
+	h.timer = time.AfterFunc(l.nextRenewal(time.Now(), validUntil), func() { l.renew(h) })
+	l.hmu.Unlock()
+	return h, nil
 }
 
-// got records a Redis acquisition and returns its first lease. If Close came
-// first the lock is left to expire, as Close does with every held lock.
-func (l *Locker) got(c *cohort, owner string, token uint64, validUntil time.Time) (*lease, error) {
-	l.cmu.Lock()
-	defer l.cmu.Unlock()
-	if l.cclosed {
-		return nil, fmt.Errorf("redislock: acquire %q: %w", c.key, lock.ErrClosed)
-	}
-	return l.newHoldLocked(c, owner, token, validUntil), nil
-}
-
-func (l *Locker) contendRedis(ctx context.Context, c *cohort) (*lease, error) {
-	key, k := c.key, c.k
+// contendRedis queues owner for key in Redis until it holds the lock: an
+// acquire.lua call, then a hand-off message (or, as a fallback, a retry).
+func (l *Locker) contendRedis(ctx context.Context, key string) (*hold, error) {
+	k := keysFor(key)
 	select {
-	case <-l.done: // a turn handed on by a waiter that saw Close
-		return nil, fmt.Errorf("redislock: acquire %q: %w", key, lock.ErrClosed)
+	case <-l.done:
+		return nil, lock.ErrClosed
 	default:
 	}
 	owner := l.instance + ":" + strconv.FormatUint(l.seq.Add(1), 36)
@@ -168,15 +106,15 @@ func (l *Locker) contendRedis(ctx context.Context, c *cohort) (*lease, error) {
 			// which also frees the lock if it was taken for us.
 			l.withdraw(k, owner)
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("redislock: acquire %q: %w: %w", key, lock.ErrNotObtained, ctx.Err())
+				return nil, ctx.Err()
 			}
-			return nil, fmt.Errorf("redislock: acquire %q: %w: %w", key, lock.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
 		}
 		if res.held {
 			if res.handed {
 				l.handedOver.Add(1)
 			}
-			return l.got(c, owner, res.token, sent.Add(res.pttl))
+			return l.got(key, k, owner, res.token, sent.Add(res.pttl))
 		}
 
 		wait := backoff
@@ -191,15 +129,15 @@ func (l *Locker) contendRedis(ctx context.Context, c *cohort) (*lease, error) {
 		select {
 		case token := <-handoff:
 			l.handedOver.Add(1)
-			return l.got(c, owner, token, time.Now().Add(l.ttl))
+			return l.got(key, k, owner, token, time.Now().Add(l.ttl))
 		case <-timer.C:
 			backoff = min(2*backoff, maxRetry)
 		case <-ctx.Done():
 			l.withdraw(k, owner)
-			return nil, fmt.Errorf("redislock: acquire %q: %w: %w", key, lock.ErrNotObtained, ctx.Err())
+			return nil, ctx.Err()
 		case <-l.done:
 			l.withdraw(k, owner)
-			return nil, fmt.Errorf("redislock: acquire %q: %w", key, lock.ErrClosed)
+			return nil, lock.ErrClosed
 		}
 	}
 }

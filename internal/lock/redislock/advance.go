@@ -65,12 +65,14 @@ func (l *Locker) AdvanceTokens(ctx context.Context, key string, above uint64) er
 	if moved == 1 {
 		l.log.Info("fencing counter advanced", "key", key, "above", above, "counter", floor)
 	}
-	l.cmu.Lock()
-	if c := l.cohorts[key]; c != nil && c.floor < floor {
-		// A hold acquired before the advance may be in place, or about to
-		// be (its acquire.lua ran before ours): no more passes on it.
-		c.floor = floor
+	// A hold acquired before the advance may be in place, or about to be
+	// (its acquire.lua ran before ours): no more passes on it. The floor is
+	// kept per key for the Locker's life: only keys a fence refused are
+	// advanced, and a floor only grows.
+	l.hmu.Lock()
+	if l.floors[key] < floor {
+		l.floors[key] = floor
 	}
-	l.cmu.Unlock()
+	l.hmu.Unlock()
 	return nil
 }

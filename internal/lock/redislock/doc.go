@@ -51,13 +51,15 @@
 // through Redis: a release script, a pub/sub message, goroutine wake-ups in
 // two processes. So a
 // Locker treats its goroutines as one cohort (as in NUMA-aware cohort
-// locks): when a holder releases and another goroutine of the same Locker
+// locks; the local queue and passing are the cohort package): when a holder
+// releases and another goroutine of the same Locker
 // waits for the key, the lock is passed to it in memory, with no round trip,
 // up to Options.LocalHandoffs (default 8) times in a row, even while other
 // processes wait in {K}:q. After that many passes, or when no local
 // goroutine waits, Release runs release.lua as above, which hands the lock
 // to the head of {K}:q; the next local waiter then queues in Redis like any
-// other process. So a waiter in another process gets the lock after at most
+// other process (its acquire.lua may overlap the release.lua; Redis orders
+// them). So a waiter in another process gets the lock after at most
 // LocalHandoffs+1 holders of the current process, processes take turns in
 // Redis's FIFO order, and goroutines of one process in local FIFO order.
 //
@@ -65,7 +67,9 @@
 // lease: the owner value stays the one the acquisition set (a release after
 // passes is still owner-checked), and one watchdog timer per acquisition
 // renews it every TTL/3 across passes. A lock is passed only while it has
-// more than TTL/3 of validity left and has not been reported lost, so a pass
+// more than TTL/3 of validity left, has not been reported lost and was
+// acquired after the last AdvanceTokens (its counter not below the floor
+// that call set), so a pass
 // never extends a lock past what Redis granted; otherwise it goes back to
 // Redis. When the lock is lost, the current holder's Done closes and no
 // further pass happens. A released lease cannot touch its successor's: its

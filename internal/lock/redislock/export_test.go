@@ -7,15 +7,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/cohort"
 )
 
 // ShortenValidity makes the lock behind l look confirmed for only left more,
 // as if renewals had been failing, so that a test can check that a lock
 // short of validity is not passed on. l must come from this package.
 func ShortenValidity(l lock.Lease, left time.Duration) {
-	h := l.(*lease).h
-	h.l.cmu.Lock()
-	defer h.l.cmu.Unlock()
+	hd, _ := cohort.HoldOf(l)
+	h := hd.(*hold)
+	h.l.hmu.Lock()
+	defer h.l.hmu.Unlock()
 	h.validUntil = time.Now().Add(left)
 }
 
@@ -25,21 +27,9 @@ func LockKey(key string) string { return keysFor(key)[0] }
 // QueueKey is the Redis sorted set of key's remote waiters.
 func QueueKey(key string) string { return keysFor(key)[2] }
 
-// Waiting reports how many goroutines of l are queued locally for key,
-// including the one contending in Redis.
-func Waiting(l *Locker, key string) int {
-	l.cmu.Lock()
-	defer l.cmu.Unlock()
-	c := l.cohorts[key]
-	if c == nil {
-		return 0
-	}
-	n := c.waiting
-	if c.busy {
-		n++
-	}
-	return n
-}
+// Waiting reports how many goroutines of l are queued locally for key
+// behind the one holding it or contending in Redis.
+func Waiting(l *Locker, key string) int { return l.co.Waiting(key) }
 
 // FenceKey is the Redis key of key's fencing counter, for tests that wipe it.
 func FenceKey(key string) string { return keysFor(key)[1] }

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/cohort"
 )
 
 var (
@@ -57,12 +58,8 @@ const (
 	// channelPrefix must match grant in queue.lua.
 	channelPrefix = "redislock:"
 
-	// DefaultLocalHandoffs is Options.LocalHandoffs when it is zero.
-	DefaultLocalHandoffs = 8
-	// MaxLocalHandoffs is the largest Options.LocalHandoffs: the pass count
-	// fills the low tokenShift bits of a fencing token.
-	MaxLocalHandoffs = 1<<tokenShift - 1
-	tokenShift       = 16
+	// tokenShift is the cohort token layout's: counter<<16 | passes.
+	tokenShift = 16
 )
 
 // Options configure a Locker. Zero values mean the documented defaults.
@@ -74,9 +71,8 @@ type Options struct {
 	// LocalHandoffs bounds how many times in a row a released lock is passed
 	// in memory to another goroutine of this Locker waiting for the same key,
 	// before it goes back to Redis's queue (see "Cohort hand-off" in the
-	// package doc). The default (zero) is 8 (DefaultLocalHandoffs); a
-	// negative value disables passing; values above MaxLocalHandoffs (65535)
-	// are capped to it.
+	// package doc): cohort.Config.Handoffs (the default, 0, is 8; a negative
+	// value disables passing; values above 65535 are capped).
 	LocalHandoffs int
 
 	// Logger receives renewal failures and lost leases. The default is
@@ -95,21 +91,20 @@ type Stats struct {
 }
 
 // Locker acquires Redis locks. It is safe for concurrent use. Goroutines of
-// one Locker wait in a local FIFO per key, so that only one of them talks to
-// Redis at a time, and a held lock is passed among them in memory a bounded
-// number of times before it goes back to Redis's queue.
+// one Locker wait in a local FIFO per key (the cohort package), so that only
+// one of them talks to Redis at a time, and a held lock is passed among them
+// in memory a bounded number of times before it goes back to Redis's queue.
 type Locker struct {
+	co         *cohort.Locker
 	rdb        redis.UniversalClient
 	ttl        time.Duration
-	maxPasses  uint64        // Options.LocalHandoffs, resolved
 	passMargin time.Duration // a lock with less validity left is not passed
 	log        *slog.Logger
 	instance   string // owner prefix and channel suffix, unique per Locker
 	seq        atomic.Uint64
 
-	cmu     sync.Mutex
-	cohorts map[string]*cohort // per key: hold, Redis role, local waiters
-	cclosed bool               // Close has marked every hold lost
+	hmu    sync.Mutex        // guards holds' mutable fields and floors
+	floors map[string]uint64 // per key: smallest counter a hold may be passed with (AdvanceTokens)
 
 	subSem     chan struct{} // one subscriber at a time, abandonable by ctx
 	subscribed atomic.Bool
@@ -125,7 +120,7 @@ type Locker struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup // dispatcher, watchdogs, waiter clean-ups
 
-	acquired, acquireCalls, handedOver, localHandoffs, renewals atomic.Uint64
+	holds, acquireCalls, handedOver, renewals atomic.Uint64
 }
 
 // New returns a Locker on rdb. It does not talk to Redis until the first
@@ -138,29 +133,23 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	switch {
-	case opts.LocalHandoffs == 0:
-		opts.LocalHandoffs = DefaultLocalHandoffs
-	case opts.LocalHandoffs < 0:
-		opts.LocalHandoffs = 0
-	case opts.LocalHandoffs > MaxLocalHandoffs:
-		opts.LocalHandoffs = MaxLocalHandoffs
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Locker{
+	l := &Locker{
 		ctx:        ctx,
 		cancel:     cancel,
 		rdb:        rdb,
 		ttl:        opts.TTL,
-		maxPasses:  uint64(opts.LocalHandoffs),
 		passMargin: opts.TTL / 3,
 		log:        opts.Logger.With("lock", "redis"),
 		instance:   uuid.NewString(),
-		cohorts:    make(map[string]*cohort),
+		floors:     make(map[string]uint64),
 		subSem:     make(chan struct{}, 1),
 		handoffs:   make(map[string]chan uint64),
 		done:       make(chan struct{}),
 	}
+	l.co = cohort.New(server{l}, cohort.Config{Name: "redislock", Handoffs: opts.LocalHandoffs,
+		CleanupTimeout: cleanupTimeout, Log: l.log})
+	return l
 }
 
 // Describe reports the backend as "redis", safe.
@@ -176,11 +165,12 @@ func (l *Locker) Ping(ctx context.Context) error {
 
 // Stats returns the counters so far.
 func (l *Locker) Stats() Stats {
+	passes := l.co.Passes()
 	return Stats{
-		Acquired:      l.acquired.Load(),
+		Acquired:      l.holds.Load() + passes,
 		AcquireCalls:  l.acquireCalls.Load(),
 		Handoffs:      l.handedOver.Load(),
-		LocalHandoffs: l.localHandoffs.Load(),
+		LocalHandoffs: passes,
 		Renewals:      l.renewals.Load(),
 	}
 }
@@ -201,17 +191,20 @@ func (l *Locker) Close() error {
 			// Errors here only say the connection was already gone.
 			_ = ps.Close()
 		}
-		l.cmu.Lock()
-		l.cclosed = true
-		for _, c := range l.cohorts {
-			if c.hold != nil {
-				l.loseLocked(c.hold, fmt.Errorf("%w: %w", lock.ErrLost, lock.ErrClosed))
-			}
-		}
-		l.cmu.Unlock()
+		// Ends waiters and leases; the holds' Release leaves them to expire.
+		_ = l.co.Close()
 		l.wg.Wait()
 	})
 	return nil
+}
+
+func (l *Locker) isClosed() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // track registers work that Close must wait for, unless the Locker is

@@ -1,0 +1,161 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"seckill/internal/lock"
+	"seckill/internal/lock/cohort"
+)
+
+// renewRetry is how soon the watchdog tries again after a renewal failed for
+// a reason other than losing ownership (a timeout, a reconnect).
+const renewRetry = 100 * time.Millisecond
+
+// hold is one acquisition of the Redis lock by this Locker, the cohort.Hold
+// of this backend: the owner value in Redis, the fencing counter it got, and
+// the watchdog that renews it. Up to Options.LocalHandoffs leases follow one
+// another on a hold before it is released to Redis. Fields below lostCh are
+// guarded by Locker.hmu.
+type hold struct {
+	l      *Locker
+	key    string
+	k      keys
+	owner  string
+	base   uint64        // {K}:fence value of this acquisition
+	lostCh chan struct{} // closed once lost
+
+	validUntil time.Time // last confirmed renewal (or acquisition) + TTL
+	timer      *time.Timer
+	lost       error // non-nil once the lock is, or may be, gone
+	ended      bool  // released to Redis: the watchdog must not renew
+}
+
+var _ cohort.Hold = (*hold)(nil)
+
+// Base is the {K}:fence value: tokens are base<<16 | passes. A later Redis
+// acquisition INCRs the counter, so its tokens exceed them all.
+func (h *hold) Base() uint64 { return h.base }
+
+// Done closes when the lock is, or may be, gone: Redis says it is someone
+// else's, or its validity passed with every renewal since having failed.
+func (h *hold) Done() <-chan struct{} { return h.lostCh }
+
+// Err says why Done closed.
+func (h *hold) Err() error {
+	h.l.hmu.Lock()
+	defer h.l.hmu.Unlock()
+	return h.lost
+}
+
+// Passable: not lost, more than TTL/3 of confirmed validity left (a pass
+// never extends a lock past what Redis granted), and the counter not below
+// the floor AdvanceTokens set for the key.
+func (h *hold) Passable() bool {
+	l := h.l
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	return h.lost == nil && !h.ended && h.base >= l.floors[h.key] && time.Until(h.validUntil) > l.passMargin
+}
+
+// Release stops the watchdog and runs release.lua, which hands the lock to
+// the head of Redis's queue or frees it (owner-checked: a lock that expired
+// or was taken is not touched). After Close it sends nothing: the lock is
+// left to expire after its TTL, as if the process had died.
+func (h *hold) Release(ctx context.Context) error {
+	l := h.l
+	// Stop the watchdog first: a renewal racing the release script would
+	// otherwise see "not owner" and report a loss that did not happen.
+	l.hmu.Lock()
+	h.ended = true
+	h.timer.Stop()
+	l.hmu.Unlock()
+	if l.isClosed() {
+		return fmt.Errorf("%w: locker closed, the lock expires after its TTL", lock.ErrNotHeld)
+	}
+	res, err := releaseScript.Run(ctx, l.rdb, h.k, h.owner).Int64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: release failed, the lock expires after its TTL: %w", lock.ErrUnavailable, err)
+	case res < 0:
+		return fmt.Errorf("%w: expired or taken before release", lock.ErrNotHeld)
+	}
+	return nil
+}
+
+// nextRenewal is how long from now the watchdog should run, given when the
+// last renewal (or the acquisition) was sent: TTL/3 later, and never after
+// the lock's validity ends, so that a lapse is reported on time.
+func (l *Locker) nextRenewal(sent, validUntil time.Time) time.Duration {
+	next := sent.Add(l.ttl / 3)
+	if validUntil.Before(next) {
+		next = validUntil
+	}
+	return time.Until(next)
+}
+
+// renew is h's watchdog, run by its timer: one timer per hold, not a
+// goroutine per lease. It extends the lock by TTL, and reports the loss
+// when Redis says the lock is someone else's or when the validity passes
+// with every renewal since having failed.
+func (l *Locker) renew(h *hold) {
+	if !l.track() {
+		return // closing: the cohort ends every lease
+	}
+	defer l.wg.Done()
+	l.hmu.Lock()
+	if h.ended || h.lost != nil {
+		l.hmu.Unlock()
+		return
+	}
+	validUntil := h.validUntil
+	if !time.Now().Before(validUntil) {
+		l.loseLocked(h, fmt.Errorf("%w: not renewed within its TTL", lock.ErrLost))
+		l.hmu.Unlock()
+		return
+	}
+	l.hmu.Unlock()
+
+	sent := time.Now()
+	// A renewal that answers after validUntil is worthless: the lock may be
+	// someone else's by then.
+	ctx, cancel := context.WithDeadline(l.ctx, validUntil)
+	ok, err := renewScript.Run(ctx, l.rdb, h.k[:1], h.owner, l.ttl.Milliseconds()).Bool()
+	cancel()
+
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	if h.ended || h.lost != nil {
+		return // released meanwhile (a "not owner" is our own release), or closed
+	}
+	var wait time.Duration
+	switch {
+	case err != nil:
+		l.log.Debug("renewal failed, retrying", "key", h.key, "err", err, "valid_for", time.Until(validUntil))
+		wait = min(l.ttl/3, renewRetry)
+		if left := time.Until(validUntil); left < wait {
+			wait = left
+		}
+	case !ok:
+		l.loseLocked(h, fmt.Errorf("%w: expired or taken by another owner", lock.ErrLost))
+		return
+	default:
+		l.renewals.Add(1)
+		h.validUntil = sent.Add(l.ttl)
+		wait = l.nextRenewal(sent, h.validUntil)
+	}
+	h.timer.Reset(wait)
+}
+
+// loseLocked marks h lost: no more passes, no more renewals, and Done
+// closes (the cohort then ends the current lease and gives the hold back,
+// which runs the owner-checked release.lua). l.hmu must be held.
+func (l *Locker) loseLocked(h *hold, err error) {
+	if h.lost != nil {
+		return
+	}
+	h.lost = err
+	h.timer.Stop()
+	close(h.lostCh)
+}
