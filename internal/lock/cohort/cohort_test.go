@@ -3,7 +3,6 @@ package cohort
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,8 +15,11 @@ import (
 func TestConformance(t *testing.T) {
 	s := newFakeServer() // shared: each Locker is one "process"
 	locktest.Run(t, locktest.Env{
-		New: func(*testing.T, lock.Options) lock.Locker { return New(s, Config{Name: "fake"}) },
-		TTL: 100 * time.Millisecond,
+		New:       func(*testing.T, lock.Options) lock.Locker { return New(s, Config{Name: "fake"}) },
+		Exclusive: true,
+		Processes: true,
+		Expiry:    true,
+		TTL:       100 * time.Millisecond,
 		// A crashed process's holds expire: the fake loses every hold
 		// not yet released (the crashed one's is the only one).
 		Crash: func(*testing.T, lock.Locker) {
@@ -49,79 +51,19 @@ func TestHandoffsResolved(t *testing.T) {
 	}
 }
 
-// A process queued at the server gets the lock after exactly bound+1
-// holders of the process holding it when more local goroutines wait than
-// the bound allows; passes add one to the token, holds from the server
-// start a higher base with no passes.
-func TestBoundRespected(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		handoffs int
-		want     string // lock order; "+" marks a pass in memory
-	}{
-		{"Disabled", -1, "a0 b a1 a2 a3 a4"},
-		{"One", 1, "a0 a1+ b a2 a3+ a4"},
-		{"Three", 3, "a0 a1+ a2+ a3+ b a4"},
-		{"Default", 0, "a0 a1+ a2+ a3+ a4+ b"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newFakeServer()
-			a, b := newLocker(t, s, tc.handoffs), newLocker(t, s, tc.handoffs)
-			key := "k"
-			var (
-				mu    sync.Mutex
-				order []string
-				toks  []uint64
-				wg    sync.WaitGroup
-			)
-			take := func(who string, l lock.Lease) {
-				if l == nil {
-					return
-				}
-				mu.Lock()
-				order, toks = append(order, who), append(toks, l.Token())
-				mu.Unlock()
-				if err := l.Release(t.Context()); err != nil {
-					t.Errorf("%s: Release: %v", who, err)
-				}
-			}
-			a0 := acquire(t, a, key)
-			wg.Go(func() {
-				l, err := b.Acquire(t.Context(), key)
-				if err != nil {
-					t.Error(err)
-				}
-				take("b", l)
+// The cohort contract every cohort backend runs, here over the fake.
+func TestCohort(t *testing.T) {
+	s := newFakeServer()
+	locktest.RunCohort(t, locktest.Cohort{
+		New:          func(t *testing.T, k int) lock.Locker { return New(s, Config{Name: "fake", Handoffs: k}) },
+		ServerQueued: s.waitQueued,
+		Settled: func(t *testing.T, key string) {
+			s.waitFor(t, "the key free at the server", func() bool {
+				k := s.keys[key]
+				return k != nil && !k.held && len(k.queue) == 0
 			})
-			s.waitQueued(t, key, 1)
-			for i := 1; i <= 4; i++ {
-				ch := queueUp(t, a, key, i)
-				wg.Go(func() { take(fmt.Sprintf("a%d", i), recv(t, ch)) })
-			}
-			take("a0", a0)
-			wg.Wait()
-
-			want := strings.Fields(tc.want)
-			if got := strings.Join(order, " "); got != strings.ReplaceAll(tc.want, "+", "") {
-				t.Fatalf("lock order %q, want %q", got, strings.ReplaceAll(tc.want, "+", ""))
-			}
-			passes := 0
-			for i := 1; i < len(want); i++ {
-				prev, cur := toks[i-1], toks[i]
-				if strings.HasSuffix(want[i], "+") {
-					passes++
-					if cur != prev+1 {
-						t.Errorf("%s passed: token %#x, want %#x", order[i], cur, prev+1)
-					}
-				} else if cur>>16 <= prev>>16 || cur&0xffff != 0 {
-					t.Errorf("%s from the server: token %#x after %#x, want a higher base and 0 passes", order[i], cur, prev)
-				}
-			}
-			if got := a.Passes(); got != uint64(passes) {
-				t.Errorf("Passes() = %d, want %d", got, passes)
-			}
-		})
-	}
+		},
+	})
 }
 
 // Local waiters acquire in arrival order, with and without passing.

@@ -2,13 +2,14 @@ package etcdlock_test
 
 import (
 	"errors"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
 
 	"seckill/internal/lock"
-	"seckill/internal/lock/cohort"
 	"seckill/internal/lock/etcdlock"
+	"seckill/internal/lock/locktest"
 )
 
 // holding is one acquisition as seen from inside the critical section.
@@ -50,64 +51,22 @@ func checkTokens(t *testing.T, hs []holding) {
 	}
 }
 
-// A process passing the lock around in memory lets a waiting process in
-// after at most LocalHandoffs+1 local holders: exactly that many when
-// enough local goroutines are queued, since the cohort is the point.
-func TestLocalHandoffsBounded(t *testing.T) {
+// The cohort contract: the bound, FIFO order and the token layout, with
+// the other process's key queued in etcd, and no key left once idle.
+func TestCohort(t *testing.T) {
 	c := newCluster(t)
-	for _, tc := range []struct {
-		name     string
-		handoffs int
-		want     int // holders of the busy process before the other
-	}{
-		{"K=1", 1, 2},
-		{"K=3", 3, 4},
-		{"default", 0, cohort.DefaultHandoffs + 1},
-		{"disabled", -1, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			busy := c.lockerWith(t, 2*time.Second, etcdlock.Options{LocalHandoffs: tc.handoffs})
-			other := c.locker(t, 2*time.Second)
-			key := testKey(t)
-			pfx := busy.KeyPrefix(key)
-			var log holdLog
-			h0 := acquire(t, busy, key)
-			log.add("busy", h0)
-
-			var wg sync.WaitGroup
-			wg.Go(func() { log.once(t, "other", other, key) })
-			c.waitKeys(t, pfx, func(n int) bool { return n == 2 }) // other is queued in etcd
-			local := tc.want + 2                                   // more than the bound allows
-			for range local {
-				wg.Go(func() { log.once(t, "busy", busy, key) })
-			}
-			etcdlock.WaitQueued(t, busy, key, local)
-			if err := h0.Release(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			wg.Wait()
-
-			hs := log.hs
-			if got, want := len(hs), local+2; got != want {
-				t.Fatalf("got %d acquisitions, want %d", got, want)
-			}
-			checkTokens(t, hs)
-			at := -1
-			for i, h := range hs {
-				if h.who == "other" {
-					at = i
-				}
-			}
-			if at != tc.want {
-				t.Fatalf("the other process held the lock after %d holders of the busy one, want %d; order %v", at, tc.want, hs)
-			}
-			for i, h := range hs[:at] {
-				if h.token>>16 != h0.Token()>>16 {
-					t.Fatalf("holder %d token %d: not a hand-over of the first key (revision %d)", i, h.token, h0.Token()>>16)
-				}
-			}
-		})
-	}
+	pfx := func(key string) string { return etcdlock.DefaultPrefix + url.PathEscape(key) + "/" }
+	locktest.RunCohort(t, locktest.Cohort{
+		New: func(t *testing.T, k int) lock.Locker {
+			return c.lockerWith(t, 2*time.Second, etcdlock.Options{LocalHandoffs: k})
+		},
+		ServerQueued: func(t *testing.T, key string, n int) {
+			c.waitKeys(t, pfx(key), func(got int) bool { return got == n+1 }) // the holder's key and n
+		},
+		Settled: func(t *testing.T, key string) {
+			c.waitKeys(t, pfx(key), func(got int) bool { return got == 0 })
+		},
+	})
 }
 
 // Processes are served in the order they queued in etcd, a batch of at

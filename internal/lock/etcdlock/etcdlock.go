@@ -260,3 +260,11 @@ func (l *Locker) acquireErr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
 	}
 }
+
+// WaitQueued returns once at least n goroutines of this Locker wait locally
+// for key behind the one holding it or acquiring it from the server, or
+// with ctx's error. It is for tests and tools that must know a waiter has
+// queued (locktest.Queuer).
+func (l *Locker) WaitQueued(ctx context.Context, key string, n int) error {
+	return l.co.WaitQueued(ctx, key, n)
+}

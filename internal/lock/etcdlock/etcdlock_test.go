@@ -24,9 +24,12 @@ func TestConformance(t *testing.T) {
 		New: func(t *testing.T, opts lock.Options) lock.Locker {
 			return c.locker(t, opts.TTL)
 		},
-		TTL:   time.Second, // etcd's smallest lease
-		Crash: func(t *testing.T, lk lock.Locker) { c.crash(t, lk) },
-		Steal: func(t *testing.T, l lock.Lease) { c.steal(t, l) },
+		Exclusive: true,
+		Processes: true,
+		Expiry:    true,
+		TTL:       time.Second, // etcd's smallest lease
+		Crash:     func(t *testing.T, lk lock.Locker) { c.crash(t, lk) },
+		Steal:     func(t *testing.T, l lock.Lease) { c.steal(t, l) },
 	})
 }
 

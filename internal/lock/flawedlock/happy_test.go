@@ -22,11 +22,10 @@ func TestDescribe(t *testing.T) {
 }
 
 // TestConformanceSubset runs the parts of the conformance suite these locks
-// pass while nothing expires: exclusion, release, deadline, cancel, tokens.
-// Local: true is how the suite is told to skip the rest (non-owner release,
-// crash expiry, renewal, loss signal), which they fail by design; the cost
-// is that exclusion is tested with one Locker, whose goroutines each poll
-// Redis on their own, exactly as separate processes would.
+// pass while nothing expires: exclusion (across Lockers on their own
+// clients, as processes), release, deadline, cancel, tokens. Without Expiry
+// the suite leaves out what they fail by design (non-owner release, crash
+// expiry, renewal, loss signal).
 func TestConformanceSubset(t *testing.T) {
 	srv := servertest.Redis(t)
 	for _, b := range allBackends {
@@ -35,8 +34,9 @@ func TestConformanceSubset(t *testing.T) {
 				New: func(t *testing.T, opts lock.Options) lock.Locker {
 					return b.new(newClient(t, srv), flawedlock.Options{TTL: opts.TTL})
 				},
-				TTL:   30 * time.Second, // nothing may expire in these tests
-				Local: true,
+				Exclusive: true,
+				Processes: true,
+				TTL:       30 * time.Second, // nothing may expire in these tests
 			})
 		})
 	}

@@ -32,9 +32,21 @@ type Locker struct {
 	*cohort.Locker
 }
 
-// New returns an empty Locker.
-func New() *Locker {
-	return &Locker{cohort.New(&server{}, cohort.Config{Name: "locallock"})}
+// Options configure a Locker.
+type Options struct {
+	// LocalHandoffs bounds how many times in a row a released lock passes
+	// to the next waiter with the same fencing base before a new base is
+	// drawn: cohort.Config.Handoffs (the default, 0, is 8; a negative value
+	// draws a new base for every acquisition). It changes tokens only.
+	LocalHandoffs int
+}
+
+// New returns an empty Locker with the default Options.
+func New() *Locker { return NewWith(Options{}) }
+
+// NewWith returns an empty Locker.
+func NewWith(opts Options) *Locker {
+	return &Locker{cohort.New(&server{}, cohort.Config{Name: "locallock", Handoffs: opts.LocalHandoffs})}
 }
 
 // Describe reports the backend as "local" and not safe across processes.

@@ -13,8 +13,15 @@ import (
 
 func TestConformance(t *testing.T) {
 	locktest.Run(t, locktest.Env{
-		New:   func(*testing.T, lock.Options) lock.Locker { return locallock.New() },
-		Local: true,
+		New:       func(*testing.T, lock.Options) lock.Locker { return locallock.New() },
+		Exclusive: true,
+	})
+}
+
+// One process: the bound shows in the tokens (a new base after it).
+func TestCohort(t *testing.T) {
+	locktest.RunCohort(t, locktest.Cohort{
+		New: func(_ *testing.T, k int) lock.Locker { return locallock.NewWith(locallock.Options{LocalHandoffs: k}) },
 	})
 }
 

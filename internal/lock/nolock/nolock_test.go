@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/locktest"
 	"seckill/internal/lock/nolock"
 )
 
@@ -28,28 +29,11 @@ func TestNoExclusion(t *testing.T) {
 	}
 }
 
-func TestReleaseSemantics(t *testing.T) {
-	l, err := nolock.New().Acquire(t.Context(), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Err(); err != nil {
-		t.Fatalf("Err() while held = %v, want nil", err)
-	}
-	if err := l.Release(t.Context()); err != nil {
-		t.Fatalf("first Release: %v", err)
-	}
-	if err := l.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
-		t.Fatalf("second Release = %v, want ErrNotHeld", err)
-	}
-	select {
-	case <-l.Done():
-	default:
-		t.Fatal("Done not closed after Release")
-	}
-	if err := l.Err(); !errors.Is(err, lock.ErrReleased) {
-		t.Fatalf("Err() = %v, want ErrReleased", err)
-	}
+// The contract minus exclusion: release semantics and increasing tokens.
+func TestConformance(t *testing.T) {
+	locktest.Run(t, locktest.Env{
+		New: func(*testing.T, lock.Options) lock.Locker { return nolock.New() },
+	})
 }
 
 func TestDoneContext(t *testing.T) {

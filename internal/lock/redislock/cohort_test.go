@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,107 +16,27 @@ import (
 	"seckill/internal/servers/servertest"
 )
 
-// A waiter in another process gets the lock after at most LocalHandoffs+1
-// holders of the process holding it, and tokens increase in lock order: by
-// one per pass in memory, and by a new counter value (c<<16) per acquisition
-// from Redis.
-func TestLocalHandoffsBounded(t *testing.T) {
+// The cohort contract: the bound, FIFO order and the token layout, with
+// the other process queued in Redis's queue.
+func TestCohort(t *testing.T) {
 	srv := servertest.Redis(t)
 	admin := newClient(t, srv)
-	const locals = 4 // goroutines of process a queued behind a0
-	tests := []struct {
-		name          string
-		localHandoffs int
-		// want is the lock order; "+" marks a pass in memory from the
-		// holder before, the rest acquired from Redis.
-		want string
-	}{
-		{"Disabled", -1, "a0 b a1 a2 a3 a4"},
-		{"One", 1, "a0 a1+ b a2 a3+ a4"},
-		{"Three", 3, "a0 a1+ a2+ a3+ b a4"},
-		{"Default", 0, "a0 a1+ a2+ a3+ a4+ b"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			key := locktest.Key(t)
-			a, _ := newLockerOpts(t, srv, redislock.Options{TTL: 5 * time.Second, LocalHandoffs: tc.localHandoffs})
-			b, _ := newLocker(t, srv, 5*time.Second)
-			type turn struct {
-				who   string
-				token uint64
-			}
-			var (
-				mu    sync.Mutex
-				order []turn
-				wg    sync.WaitGroup
-			)
-			record := func(who string, l lock.Lease) {
-				mu.Lock()
-				order = append(order, turn{who, l.Token()})
-				mu.Unlock()
-			}
-			take := func(lk *redislock.Locker, who string) {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					l, err := lk.Acquire(t.Context(), key)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					record(who, l)
-					if err := l.Release(t.Context()); err != nil {
-						t.Errorf("%s: Release: %v", who, err)
-					}
-				}()
-			}
-
-			a0, err := a.Acquire(t.Context(), key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			record("a0", a0)
-			for i := 1; i <= locals; i++ {
-				take(a, fmt.Sprintf("a%d", i))
-				waitFor(t, fmt.Sprintf("a%d to queue", i), func() bool { return redislock.Waiting(a, key) == i })
-			}
-			take(b, "b")
-			waitFor(t, "b to queue in Redis", func() bool {
-				return admin.ZCard(t.Context(), redislock.QueueKey(key)).Val() == 1
+	locktest.RunCohort(t, locktest.Cohort{
+		New: func(t *testing.T, k int) lock.Locker {
+			lk, _ := newLockerOpts(t, srv, redislock.Options{TTL: 5 * time.Second, LocalHandoffs: k})
+			return lk
+		},
+		ServerQueued: func(t *testing.T, key string, n int) {
+			waitFor(t, fmt.Sprintf("%d queued in Redis", n), func() bool {
+				return admin.ZCard(t.Context(), redislock.QueueKey(key)).Val() == int64(n)
 			})
-			if err := a0.Release(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			wg.Wait()
-
-			var got []string
-			for _, o := range order {
-				got = append(got, o.who)
-			}
-			want := strings.Fields(strings.ReplaceAll(tc.want, "+", ""))
-			if strings.Join(got, " ") != strings.Join(want, " ") {
-				t.Fatalf("lock order %v, want %v", got, want)
-			}
-			passes := 0
-			for i, w := range strings.Fields(tc.want) {
-				if i == 0 {
-					continue
-				}
-				prev, cur := order[i-1].token, order[i].token
-				if strings.HasSuffix(w, "+") {
-					passes++
-					if cur != prev+1 {
-						t.Errorf("%s passed in memory: token %#x, want %#x (previous + 1)", order[i].who, cur, prev+1)
-					}
-				} else if cur>>16 <= prev>>16 || cur&0xffff != 0 {
-					t.Errorf("%s acquired from Redis: token %#x after %#x, want a higher counter in the high bits and 0 passes", order[i].who, cur, prev)
-				}
-			}
-			if got := a.Stats().LocalHandoffs; got != uint64(passes) {
-				t.Errorf("Stats().LocalHandoffs = %d, want %d", got, passes)
-			}
-		})
-	}
+		},
+		Settled: func(t *testing.T, key string) {
+			waitFor(t, "no lock or queue left in Redis", func() bool {
+				return admin.Exists(t.Context(), redislock.LockKey(key), redislock.QueueKey(key)).Val() == 0
+			})
+		},
+	})
 }
 
 // countingHook counts the commands a client sends, except renewals (the

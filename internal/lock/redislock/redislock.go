@@ -307,3 +307,11 @@ func keysFor(key string) keys {
 	base := "{" + key + "}"
 	return keys{base, base + ":fence", base + ":q", base + ":qe"}
 }
+
+// WaitQueued returns once at least n goroutines of this Locker wait locally
+// for key behind the one holding it or acquiring it from the server, or
+// with ctx's error. It is for tests and tools that must know a waiter has
+// queued (locktest.Queuer).
+func (l *Locker) WaitQueued(ctx context.Context, key string, n int) error {
+	return l.co.WaitQueued(ctx, key, n)
+}

@@ -56,7 +56,10 @@ func TestConformance(t *testing.T) {
 			mu.Unlock()
 			return lk
 		},
-		TTL: 500 * time.Millisecond,
+		Exclusive: true,
+		Processes: true,
+		Expiry:    true,
+		TTL:       500 * time.Millisecond,
 		// Closing the client is a crash: renewals fail, nothing is released,
 		// and the lock must expire by its TTL.
 		Crash: func(t *testing.T, lk lock.Locker) {

@@ -29,7 +29,11 @@ func TestConformance(t *testing.T) {
 			mu.Unlock()
 			return lk
 		},
-		TTL: 600 * time.Millisecond,
+		Exclusive: true,
+		Processes: true,
+		Expiry:    true,
+		Reentrant: true,
+		TTL:       600 * time.Millisecond,
 		// A dead process neither renews nor releases: cut its connection.
 		Crash: func(t *testing.T, lk lock.Locker) {
 			mu.Lock()

@@ -45,7 +45,10 @@ func TestConformance(t *testing.T) {
 	admin := zksesstest.Dial(t, srv.Addr(), 5*time.Second)
 	var proxies sync.Map // *Locker → *zksesstest.Proxy
 	locktest.Run(t, locktest.Env{
-		TTL: time.Second, // the session timeout
+		Exclusive: true,
+		Processes: true,
+		Expiry:    true,
+		TTL:       time.Second, // the session timeout
 		New: func(t *testing.T, opts lock.Options) lock.Locker {
 			p := zksesstest.NewProxy(t, srv.Addr())
 			lk := New(zksesstest.Dial(t, p.Addr(), opts.TTL), Options{})
@@ -208,69 +211,24 @@ func TestFIFOAcrossLockersByBatch(t *testing.T) {
 	waitChildren(t, admin.Conn(), dir, 0)
 }
 
-// A Locker passes the lock locally at most LocalHandoffs times in a row,
-// then lets the process queued in ZooKeeper in; passes cost no write (the
-// node, hence the token's high bits, stays the same).
-func TestLocalHandoffsBounded(t *testing.T) {
+// The cohort contract: the bound, FIFO order and the token layout, with
+// the other process's node queued in ZooKeeper; passes cost no write (the
+// node, hence the token's high bits, stays the same), and no node is left
+// once idle.
+func TestCohort(t *testing.T) {
 	srv := servertest.ZooKeeper(t)
 	admin := zksesstest.Dial(t, srv.Addr(), 5*time.Second)
-	for _, tt := range []struct {
-		name     string
-		handoffs int
-		before   int // holders of a before b's waiter
-	}{
-		{"K=2", 2, 3},
-		{"K=0 (default 8)", 0, 6}, // all 5 local waiters fit in one batch
-		{"disabled", -1, 1},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			a := New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{LocalHandoffs: tt.handoffs})
-			t.Cleanup(func() { _ = a.Close() })
-			b := New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{LocalHandoffs: tt.handoffs})
-			t.Cleanup(func() { _ = b.Close() })
-			key := locktest.Key(t)
-			dir := DefaultRoot + "/" + key
-
-			holder, err := a.Acquire(t.Context(), key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var r recorder
-			r.acquire(t, b, key, "b")
-			waitChildren(t, admin.Conn(), dir, 2)
-			const local = 5
-			for i := range local {
-				r.acquire(t, a, key, fmt.Sprintf("a%d", i))
-				waitQueued(t, a, key, i+1)
-			}
-			if err := holder.Release(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			got := r.order()
-			i := slices.Index(got, "b")
-			if i+1 != tt.before {
-				t.Fatalf("order %v: b acquired after %d holders of a, want %d", got, i+1, tt.before)
-			}
-			r.checkTokens(t, holder.Token())
-			// Holders of one batch share the node: same high bits, low bits
-			// counting the leases granted on it.
-			tokens := append([]uint64{holder.Token()}, tokenList(r.got[:i])...)
-			for j, tok := range tokens {
-				if tok>>16 != holder.Token()>>16 || tok&0xffff != uint64(j) {
-					t.Fatalf("token %d of the first batch is %#x, want node %#x, pass %d", j, tok, holder.Token()>>16, j)
-				}
-			}
-			waitChildren(t, admin.Conn(), dir, 0)
-		})
-	}
-}
-
-func tokenList(as []acquisition) []uint64 {
-	var ts []uint64
-	for _, a := range as {
-		ts = append(ts, a.token)
-	}
-	return ts
+	locktest.RunCohort(t, locktest.Cohort{
+		New: func(t *testing.T, k int) lock.Locker {
+			return New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{LocalHandoffs: k})
+		},
+		ServerQueued: func(t *testing.T, key string, n int) {
+			waitChildren(t, admin.Conn(), DefaultRoot+"/"+key, n+1) // the holder's node and n
+		},
+		Settled: func(t *testing.T, key string) {
+			waitChildren(t, admin.Conn(), DefaultRoot+"/"+key, 0)
+		},
+	})
 }
 
 // A lost lease gives up the front: the next local waiter queues a new node
