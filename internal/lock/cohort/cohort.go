@@ -229,7 +229,8 @@ func (c *Locker) changedLocked() {
 // acquisition in flight has its ctx cancelled, held leases become lost (Err
 // wraps ErrLost and ErrClosed) and their holds are released under
 // CleanupTimeout. Close returns once every goroutine of the Locker has
-// ended; later calls return nil at once.
+// ended, with the errors of those releases other than lock.ErrNotHeld;
+// later calls return nil at once.
 func (c *Locker) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -248,13 +249,14 @@ func (c *Locker) Close() error {
 	}
 	c.mu.Unlock()
 
+	errs := make([]error, len(holds))
 	var wg sync.WaitGroup
-	for _, hd := range holds {
-		wg.Go(func() { c.giveBack(hd) })
+	for i, hd := range holds {
+		wg.Go(func() { errs[i] = c.giveBack(hd) })
 	}
 	wg.Wait()
 	c.wg.Wait()
-	return nil
+	return errors.Join(errs...)
 }
 
 // spawn runs f on a goroutine Close waits for; once the Locker is closed
@@ -275,13 +277,20 @@ func (c *Locker) spawn(f func()) {
 }
 
 // giveBack releases hd's hold to the server under CleanupTimeout, for
-// releases nobody waits for.
-func (c *Locker) giveBack(hd *held) {
+// releases nobody waits for. It returns the error, unless it wraps
+// lock.ErrNotHeld (the hold was gone already).
+func (c *Locker) giveBack(hd *held) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cleanup)
 	defer cancel()
-	if err := hd.h.Release(ctx); err != nil && !errors.Is(err, lock.ErrNotHeld) {
-		c.log.Debug("releasing a hold in the background failed", "key", hd.q.key, "err", err)
+	err := hd.h.Release(ctx)
+	if err == nil || errors.Is(err, lock.ErrNotHeld) {
+		return nil
 	}
+	c.log.Debug("releasing a hold in the background failed", "key", hd.q.key, "err", err)
+	if !errors.Is(err, lock.ErrUnavailable) {
+		err = fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: release %q: %w", c.name, hd.q.key, err)
 }
 
 // fail maps an acquisition error onto the lock sentinels.

@@ -320,3 +320,14 @@ func TestKeyObserver(t *testing.T) {
 		t.Fatalf("observer saw %q, want %q", got, want)
 	}
 }
+
+// Close reports a release it could not confirm.
+func TestCloseReportsReleaseFailure(t *testing.T) {
+	s := newFakeServer()
+	c := New(s, Config{})
+	_ = acquire(t, c, "k")
+	s.hold(0).relErr = errors.New("timeout")
+	if err := c.Close(); !errors.Is(err, lock.ErrUnavailable) {
+		t.Fatalf("Close = %v, want an error wrapping ErrUnavailable", err)
+	}
+}

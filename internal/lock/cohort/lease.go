@@ -128,7 +128,7 @@ func (c *Locker) watch(hd *held, done <-chan struct{}) {
 	}
 	c.loseLocked(hd, err)
 	c.mu.Unlock()
-	c.giveBack(hd)
+	_ = c.giveBack(hd)
 }
 
 // loseLocked ends hd as lost: its lease's Done closes with err, it is

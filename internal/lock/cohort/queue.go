@@ -150,13 +150,13 @@ func (c *Locker) contend(ctx context.Context, q *queue) (lock.Lease, error) {
 	stop()
 	cancel()
 	if err == nil && h.Base() > MaxBase {
-		c.spawn(func() { c.giveBack(&held{h: h, q: q}) })
+		c.spawn(func() { _ = c.giveBack(&held{h: h, q: q}) })
 		err = errBaseOverflow
 	}
 	c.mu.Lock()
 	if err == nil && c.closed {
 		c.mu.Unlock()
-		c.giveBack(&held{h: h, q: q}) // inline: Close may be waiting already
+		_ = c.giveBack(&held{h: h, q: q}) // inline: Close may be waiting already
 		c.mu.Lock()
 		err = lock.ErrClosed
 	}

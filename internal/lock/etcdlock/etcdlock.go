@@ -224,13 +224,13 @@ func (l *Locker) Close() error {
 	l.mu.Unlock()
 
 	l.close()
-	_ = l.co.Close() // ends waiters and leases; releases the holds by deadline
+	err := l.co.Close() // ends waiters and leases; releases the holds by deadline
 	l.bg.Wait()
 	// Last: the releases above may have left keys to sweep.
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	l.sw.close(ctx)
-	return nil
+	return err
 }
 
 func (l *Locker) isClosed() bool { return l.life.Err() != nil }
