@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -188,11 +189,12 @@ func TestCancelStress(t *testing.T) {
 // hold is given back, and Close returns once all of it is over.
 func TestCloseWithWaiters(t *testing.T) {
 	s := newFakeServer()
-	c := New(s, Config{Name: "fake"})
 	other := newLocker(t, s, 0)
-	held := acquire(t, c, "a")
 	blocker := acquire(t, other, "b")
 	defer blocker.Release(context.Background())
+	before := runtime.NumGoroutine()
+	c := New(s, Config{Name: "fake"})
+	held := acquire(t, c, "a") // starts the hold's watch
 
 	errs := make(chan error, 4)
 	start := func(key string) {
@@ -223,8 +225,8 @@ func TestCloseWithWaiters(t *testing.T) {
 	if err := held.Err(); !errors.Is(err, lock.ErrLost) || !errors.Is(err, lock.ErrClosed) {
 		t.Fatalf("holder's Err() = %v, want ErrLost and ErrClosed", err)
 	}
-	if got := s.hold(0).released.Load(); got != 1 {
-		t.Fatalf("holder's hold released %d times by Close, want 1", got)
+	if h, _ := HoldOf(held); h.(*fakeHold).released.Load() != 1 {
+		t.Fatalf("holder's hold released %d times by Close, want 1", h.(*fakeHold).released.Load())
 	}
 	if err := held.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Release after Close = %v, want ErrNotHeld", err)
@@ -237,6 +239,15 @@ func TestCloseWithWaiters(t *testing.T) {
 	}
 	if err := c.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+	// The waiters' goroutines end as they return; there is no event to
+	// wait on but the count itself.
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after Close, want at most %d as before New", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
