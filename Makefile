@@ -4,7 +4,8 @@
 #   make demo          start a local cluster and compare every lock backend
 #   make test          vet, gofmt check, and every test with -race against real servers
 #   make compose-test  the docker-compose cluster end to end
-#   make bench         backends vs peer libraries vs ceilings; writes docs/benchmarks.md and docs/bench.svg
+#   make bench         backends vs peer libraries vs ceilings, combining and segments end to end;
+#                      writes docs/benchmarks.md, docs/bench.svg and docs/bench-segments.svg
 
 GO ?= go
 # Debian puts nginx in /usr/sbin, which an ordinary user's PATH lacks.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -52,6 +53,7 @@ func seckill(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // runReport is the part of `seckill run --json` the tests check.
 type runReport struct {
 	Backend    string         `json:"backend"`
+	Sale       string         `json:"sale"`
 	Requests   int            `json:"requests"`
 	Sold       int            `json:"sold"`
 	SoldOut    int            `json:"sold_out"`
@@ -149,19 +151,32 @@ func TestSeckillDemo(t *testing.T) {
 	}
 	out, errOut, code := seckill(t, "demo", "--stockd", stockd, "--backends", "none,redis",
 		"--replicas", "2", "--requests", "200", "--concurrency", "20", "--stock", "100",
-		"--delay", "2ms-6ms", "--json")
+		"--delay", "2ms-6ms", "--json", "--dashboard", "127.0.0.1:0")
 	if code != 0 {
 		t.Fatalf("exit %d, want 0\nstdout %s\nstderr %s", code, out, errOut)
 	}
+	// The dashboard of the demo's cluster was served while it ran; its URL
+	// goes to stderr so that stdout stays the table or the JSON lines.
+	if !regexp.MustCompile(`dashboard: http://127\.0\.0\.1:\d+/`).MatchString(errOut) {
+		t.Fatalf("no dashboard URL on stderr:\n%s", errOut)
+	}
+	// The backends' rows, then redis again with each way past the one-lock
+	// bound (the second table).
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("got %d lines, want 2:\n%s", len(lines), out)
+	if len(lines) != 4 {
+		t.Fatalf("got %d lines, want 4:\n%s", len(lines), out)
 	}
 	none, redis := decode(t, lines[0]), decode(t, lines[1])
 	if none.Backend != "none" || none.Oversold <= 0 || !strings.HasPrefix(none.Verdict, "OVERSOLD") {
 		t.Fatalf("none row: got %+v, want an oversell", none)
 	}
-	if redis.Backend != "redis" || !redis.Consistent || redis.Verdict != "consistent" || len(redis.Replicas) != 2 {
+	if redis.Backend != "redis" || redis.Sale != "" || !redis.Consistent || redis.Verdict != "consistent" || len(redis.Replicas) != 2 {
 		t.Fatalf("redis row: got %+v, want consistent over 2 replicas", redis)
+	}
+	for i, sale := range []string{"combine", "segments8"} {
+		r := decode(t, lines[2+i])
+		if r.Backend != "redis" || r.Sale != sale || !r.Consistent || r.Verdict != "consistent" || r.Lucky != 100 {
+			t.Fatalf("redis/%s row: got %+v, want 100 sold, consistent", sale, r)
+		}
 	}
 }

@@ -3,7 +3,8 @@
 # that a flash sale through nginx never oversells, per lock backend, under
 # faults: a killed replica, a paused replica (past the lock TTL), a replica cut
 # off the network; and, with docker-compose.ha.yml, a stopped etcd leader and
-# a stopped ZooKeeper leader.
+# a stopped ZooKeeper leader. mysql runs against the mysql service (MariaDB on
+# the stand-in, MYSQL_IMAGE otherwise).
 #
 #   scripts/compose-test.sh                 # everything (CI)
 #   BACKENDS="redis etcd" HA=0 scripts/compose-test.sh
@@ -11,8 +12,8 @@
 #   FAULTS_redisson="kill pause netcut" scripts/compose-test.sh  # more faults
 #
 # Faults per backend (trimmed to keep the run near 10 minutes on 2 cores):
-# FAULTS_redis and FAULTS_etcd default to "kill pause netcut", FAULTS_redisson
-# and FAULTS_zookeeper to "pause" (the lease-expiry case that differs per
+# FAULTS_redis and FAULTS_etcd default to "kill pause netcut", FAULTS_redisson,
+# FAULTS_zookeeper and FAULTS_mysql to "pause" (the lease-expiry case that differs per
 # backend; kill and netcut exercise nginx and Docker, not the lock). FULL=1
 # runs every fault for every backend.
 #
@@ -31,7 +32,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
-BACKENDS=${BACKENDS:-redis redisson etcd zookeeper}
+BACKENDS=${BACKENDS:-redis redisson etcd zookeeper mysql}
 HA=${HA:-1}
 IMAGES=${IMAGES:-standin}
 LOCK_TTL_S=${LOCK_TTL_S:-3}
@@ -126,10 +127,10 @@ gobuild healthcheck ./docker/healthcheck
 SECKILL=$STAGE/seckill
 T_GO=$(($(date +%s) - T0))
 
-export ADMIN_TOKEN=ct-$(date +%s)-$RANDOM$RANDOM # stockd wants 12+ characters
+export ADMIN_TOKEN=ct-$(date +%s)-$RANDOM$RANDOM # stockd wants 16+ characters (always 16..24 here)
 # Lease lifetimes short enough that a pause can outlast them.
 export LOCK_TTL=${LOCK_TTL_S}s ETCD_SESSION_TTL=${LOCK_TTL_S}s ZK_SESSION_TIMEOUT=${LOCK_TTL_S}s \
-	REDISSON_WATCHDOG=${LOCK_TTL_S}s
+	REDISSON_WATCHDOG=${LOCK_TTL_S}s MYSQL_SESSION_TTL=${LOCK_TTL_S}s
 export STOCKD_REPLICAS=3
 # ZooKeeper grants at least 2 x tickTime: tick 1s lets a 3 s session stand.
 export ZK_TICK_MS=1000
@@ -138,12 +139,15 @@ FAULTS_redis=${FAULTS_redis:-kill pause netcut}
 FAULTS_etcd=${FAULTS_etcd:-kill pause netcut}
 FAULTS_redisson=${FAULTS_redisson:-pause}
 FAULTS_zookeeper=${FAULTS_zookeeper:-pause}
+FAULTS_mysql=${FAULTS_mysql:-pause}
+FAULTS_mysql_row=${FAULTS_mysql_row:-pause}
 T0=$(date +%s)
 case "$IMAGES" in
 standin)
 	docker/build-standins.sh
 	standin=${STANDIN_IMAGE:-seckill/standin-base:bookworm}
-	export REDIS_IMAGE=$standin ETCD_IMAGE=$standin ZOOKEEPER_IMAGE=$standin NGINX_IMAGE=$standin
+	export REDIS_IMAGE=$standin ETCD_IMAGE=$standin ZOOKEEPER_IMAGE=$standin NGINX_IMAGE=$standin \
+		MYSQL_IMAGE=$standin
 	export STOCKD_IMAGE=seckill/stockd:compose-test
 	printf 'root:x:0:0:root:/:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/:/sbin/nologin\n' >"$STAGE/etc/passwd"
 	printf 'root:x:0:\nnonroot:x:65532:\n' >"$STAGE/etc/group"
@@ -151,7 +155,7 @@ standin)
 	;;
 official)
 	compose build stockd
-	compose pull --ignore-pull-failures redis etcd zookeeper nginx
+	compose pull --ignore-pull-failures redis etcd zookeeper mysql nginx
 	;;
 *) die "IMAGES must be standin or official" ;;
 esac
@@ -368,6 +372,10 @@ holder_sig() {
 	redisson) docker exec "$(cids redis)" redis-cli --raw hkeys seckill:lock 2>/dev/null | sort | tr '\n' ' ' || true ;;
 	etcd) docker exec "$(cids etcd)" etcdctl --endpoints=http://127.0.0.1:2379 get --prefix /seckill/locks/ \
 		--keys-only --sort-by=CREATE --order=ASCEND --limit=1 2>/dev/null | head -1 || true ;;
+	mysql) # the session (connection id) holding the named lock; NULL when free
+		docker exec "$(cids mysql)" bash -c 'mysql -N -B --protocol=tcp -h127.0.0.1 -u"${MYSQL_USER:-seckill}" \
+			-p"${MYSQL_PASSWORD:-seckill}" --connect-timeout=2 -e "SELECT IS_USED_LOCK('"'"'seckill:lock'"'"')" \
+			"${MYSQL_DATABASE:-seckill}"' 2>/dev/null | grep -v NULL || true ;;
 	zookeeper) # "dump" lists every session's ephemeral nodes; the lowest lock sequence holds
 		docker exec "$(zk_leader_or_standalone)" bash -c 'exec 3<>/dev/tcp/127.0.0.1/2181; printf dump >&3; cat <&3' 2>/dev/null |
 			grep -o '/seckill/locks/[^ ]*-lock-[0-9]*' | awk -F-lock- '{print $2, $0}' | sort -n | head -1 || true ;;
@@ -496,7 +504,7 @@ scenarios_single() {
 	load base-$b 500 50 300
 	verdict "$v" "$b" baseline "base-$b" 300 'exact (rc 0)=[[ $rc == 0 ]]'
 	BASE_RPS=$(jget "$OUT/base-$b.json" rps | cut -d. -f1)
-	faults="FAULTS_$b"
+	faults="FAULTS_${b//-/_}"
 	faults=${!faults:-kill pause netcut}
 	((FULL)) && faults="kill pause netcut"
 	for f in $faults; do

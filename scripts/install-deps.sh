@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what seckill's tests and demo run for real: redis-server, etcd,
-# ZooKeeper (+ a JRE), nginx, and a C toolchain for `go test -race`.
+# ZooKeeper (+ a JRE), MariaDB, nginx, Chromium (the dashboard's browser test),
+# and a C toolchain for `go test -race`.
 # Idempotent: apt-get runs only for what is missing, `apt-get update` only
 # when something is. Uses sudo only when not root. Debian/Ubuntu only.
 set -euo pipefail
@@ -26,6 +27,12 @@ have etcd || missing+=(etcd-server)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 have java || missing+=(default-jre-headless)
 have make || missing+=(make)
+# MariaDB for the mysql lock backends: mariadbd and mariadb-install-db
+# (/usr/sbin and /usr/bin); the client for poking at a test server by hand.
+have mariadbd || missing+=(mariadb-server)
+have mariadb || missing+=(mariadb-client)
+# Headless Chromium for the dashboard's browser test (chromedp drives it).
+have chromium || missing+=(chromium)
 # -race needs cgo: a C compiler and libc headers.
 have gcc || missing+=(gcc libc6-dev)
 if ! have nginx; then
@@ -39,7 +46,7 @@ if ! have nginx; then
 fi
 
 if [ "${#missing[@]}" -eq 0 ]; then
-	echo "install-deps: system packages present (redis-server, etcd, zookeeper, java, nginx, gcc)"
+	echo "install-deps: system packages present (redis-server, etcd, zookeeper, java, mariadb, nginx, gcc, chromium)"
 else
 	echo "install-deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive

@@ -33,6 +33,13 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	contenders := fs.String("contenders", "1,8,50", "comma-separated contender counts")
 	rowTarget := fs.Duration("row-target", 5*time.Second, "how long each calibrated micro row should sell for")
 	skipE2E := fs.Bool("skip-e2e", false, "leave out the end-to-end runs through nginx")
+	skipMicro := fs.Bool("skip-micro", false, "leave out the lock micro-benchmark (micro goals then read 'not measured')")
+	e2eRows := fs.String("e2e-rows", bench.RowsBackends+","+bench.RowsScaling,
+		"comma-separated end-to-end row sets: "+bench.RowsBackends+" (one row per lock backend + atomic), "+
+			bench.RowsScaling+" (combining and segments, median of --e2e-runs long runs)")
+	e2eTarget := fs.Duration("e2e-target", 6*time.Second, "how long each scaling run is sized (by calibration) to sell for; below 5s is a rough run")
+	e2eRuns := fs.Int("e2e-runs", 3, "runs per scaling row; the row reports the median (--quick: 1)")
+	segSVG := fs.String("segments-svg", "docs/bench-segments.svg", `SVG chart of end-to-end sales/s against segments ("" for none)`)
 	stockd := fs.String("stockd", "", "stockd binary (default: stockd next to this binary, else built from source)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return flagExit(err)
@@ -47,6 +54,23 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if !explicit["svg"] {
 			*svg = ""
 		}
+		if !explicit["segments-svg"] {
+			*segSVG = ""
+		}
+		if !explicit["e2e-runs"] {
+			*e2eRuns = 1
+		}
+	}
+	rows := splitList(*e2eRows)
+	for _, r := range rows {
+		if r != bench.RowsBackends && r != bench.RowsScaling {
+			fmt.Fprintf(stderr, "seckill bench: bad --e2e-rows %q (want %s, %s)\n", r, bench.RowsBackends, bench.RowsScaling)
+			return exitFailure
+		}
+	}
+	if len(rows) == 0 || *e2eRuns <= 0 || *e2eTarget <= 0 {
+		fmt.Fprintln(stderr, "seckill bench: --e2e-rows must name a row set, --e2e-runs and --e2e-target be positive")
+		return exitFailure
 	}
 	var cs []int
 	for _, s := range splitList(*contenders) {
@@ -67,14 +91,20 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 	rep, err := bench.Run(ctx, bench.Config{
 		Quick: *quick, Contenders: cs, Subjects: splitList(*subjects), RowTarget: *rowTarget,
-		E2E:     bench.E2EConfig{Skip: *skipE2E},
-		Stockd:  findStockd(*stockd),
-		Command: strings.TrimSpace("seckill bench " + strings.Join(args, " ")),
-		Logger:  log,
+		SkipMicro: *skipMicro,
+		E2E:       bench.E2EConfig{Skip: *skipE2E, Rows: rows, Runs: *e2eRuns, Target: *e2eTarget},
+		Stockd:    findStockd(*stockd),
+		Command:   strings.TrimSpace("seckill bench " + strings.Join(args, " ")),
+		Logger:    log,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "seckill bench: %v\n", err)
 		return exitFailure
+	}
+	// Each chart only when its rows ran: a partial run (--skip-micro,
+	// --e2e-rows) must not blank a committed chart.
+	if *svg != "" && len(rep.Micro) == 0 {
+		*svg = ""
 	}
 	if *svg != "" {
 		if err := writeFile(*svg, rep.WriteSVG); err != nil {
@@ -82,14 +112,27 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitFailure
 		}
 	}
-	if *out != "" {
-		svgRef := ""
-		if *svg != "" {
-			if rel, err := filepath.Rel(filepath.Dir(*out), *svg); err == nil {
-				svgRef = filepath.ToSlash(rel)
-			}
+	if *segSVG != "" && len(rep.Scaling) == 0 {
+		*segSVG = ""
+	}
+	if *segSVG != "" {
+		if err := writeFile(*segSVG, rep.WriteSegmentsSVG); err != nil {
+			fmt.Fprintf(stderr, "seckill bench: %v\n", err)
+			return exitFailure
 		}
-		if err := writeFile(*out, func(w io.Writer) error { return rep.WriteMarkdown(w, svgRef) }); err != nil {
+	}
+	if *out != "" {
+		rel := func(path string) string {
+			if path == "" {
+				return ""
+			}
+			if r, err := filepath.Rel(filepath.Dir(*out), path); err == nil {
+				return filepath.ToSlash(r)
+			}
+			return ""
+		}
+		charts := bench.Charts{Micro: rel(*svg), Segments: rel(*segSVG)}
+		if err := writeFile(*out, func(w io.Writer) error { return rep.WriteMarkdown(w, charts) }); err != nil {
 			fmt.Fprintf(stderr, "seckill bench: %v\n", err)
 			return exitFailure
 		}
@@ -132,35 +175,64 @@ func writeFile(path string, write func(io.Writer) error) error {
 	return nil
 }
 
-// writeBenchSummary prints the rows at the goal's contender count and the goals.
+// writeBenchSummary prints the rows that ran and the goals.
 func writeBenchSummary(w io.Writer, rep *bench.Report) {
+	if len(rep.Micro) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "subject\tcontenders\tN\tsales/s\tacquire rt/sale\tfairness\twait p99\tinvariant")
+		for _, m := range rep.Micro {
+			inv := "ok"
+			switch {
+			case m.Unavailable:
+				inv = "unavailable"
+			case !m.InvariantOK:
+				inv = "BROKEN: " + m.Error
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2fms\t%s\n", m.Subject, m.Contenders, m.Stock, m.SalesPerSec, m.AcquireRT, m.Fairness, m.WaitP99ms, inv)
+		}
+		fmt.Fprintf(tw, "serial bound\t\t\t%.0f\t\t\t\t\n", rep.SerialBound)
+		_ = tw.Flush()
+		fmt.Fprintln(w)
+	}
+	if len(rep.E2E) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "end to end\tsales/s\tp99\tconsistent")
+		for _, e := range rep.E2E {
+			state := fmt.Sprint(e.Consistent)
+			if e.Error != "" {
+				state = e.Error
+			}
+			fmt.Fprintf(tw, "%s\t%.0f\t%.1fms\t%s\n", e.Label(), e.SalesPerSec, e.P99ms, state)
+		}
+		_ = tw.Flush()
+		fmt.Fprintln(w)
+	}
+	if len(rep.Scaling) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "end to end (scaling)\tin flight\tstock\ts/run\tsales/s\truns\tp99\tsold out\tfalse sold-out\tneg. seg.\tinvariant")
+		for _, e := range rep.Scaling {
+			state := "ok"
+			switch {
+			case !e.Consistent && e.Error != "":
+				state = "BROKEN: " + e.Error
+			case !e.Consistent:
+				state = "BROKEN"
+			case e.Error != "":
+				state = "ok, but " + e.Error
+			}
+			var runs []string
+			for _, r := range e.Runs {
+				runs = append(runs, r.String())
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.0f\t%s\t%.1fms\t%d\t%d\t%d\t%s\n", e.Label(), e.Concurrency, e.Stock, e.Seconds,
+				e.SalesPerSec, strings.Join(runs, "/"), e.P99ms, e.SoldOut, e.FalseSoldOut, e.NegativeSegments, state)
+		}
+		_ = tw.Flush()
+		fmt.Fprintln(w)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "subject\tcontenders\tN\tsales/s\tacquire rt/sale\tfairness\twait p99\tinvariant")
-	for _, m := range rep.Micro {
-		inv := "ok"
-		switch {
-		case m.Unavailable:
-			inv = "unavailable"
-		case !m.InvariantOK:
-			inv = "BROKEN: " + m.Error
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2fms\t%s\n", m.Subject, m.Contenders, m.Stock, m.SalesPerSec, m.AcquireRT, m.Fairness, m.WaitP99ms, inv)
-	}
-	fmt.Fprintf(tw, "serial bound\t\t\t%.0f\t\t\t\t\n", rep.SerialBound)
-	_ = tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "end to end\tsales/s\tp99\tconsistent")
-	for _, e := range rep.E2E {
-		state := fmt.Sprint(e.Consistent)
-		if e.Error != "" {
-			state = e.Error
-		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.1fms\t%s\n", e.Label(), e.SalesPerSec, e.P99ms, state)
-	}
-	_ = tw.Flush()
-	fmt.Fprintln(w)
 	for _, g := range rep.Goals {
-		fmt.Fprintf(w, "goal %-32s %-28s %s\n", g.Name+":", g.Verdict(), g.Measured)
+		fmt.Fprintf(tw, "goal %s:\t%s\t%s\n", g.Name, g.Verdict(), g.Measured)
 	}
+	_ = tw.Flush()
 }

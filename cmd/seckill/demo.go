@@ -7,12 +7,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/dashboard"
+	"seckill/internal/lab"
 	"seckill/internal/loadgen"
 	"seckill/internal/localcluster"
 )
@@ -20,7 +26,7 @@ import (
 // Backends lists every lock backend the demo knows, in table order: the two
 // that demonstrate overselling first, then the correct ones. Add a backend
 // here when stockd learns it; a backend stockd refuses is an ERROR row.
-var Backends = []string{"none", "local", "redis", "redisson", "etcd", "zookeeper"}
+var Backends = []string{"none", "local", "redis", "redisson", "etcd", "zookeeper", "mysql", "mysql-row"}
 
 // unsafeBackend says whether a backend is expected to oversell with
 // replicas processes behind nginx: none never locks, and local's lock lives
@@ -33,6 +39,7 @@ func unsafeBackend(backend string, replicas int) bool {
 type demoRow struct {
 	*loadgen.Report
 	Backend      string `json:"backend"`
+	Sale         string `json:"sale,omitempty"` // "" or one of lab.Sales
 	ExpectedSafe bool   `json:"expected_safe"`
 	Verdict      string `json:"verdict"`
 	Error        string `json:"error,omitempty"`
@@ -51,10 +58,19 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	stockd := fs.String("stockd", "", "stockd binary (default: stockd next to this binary, else built from source)")
 	dir := fs.String("dir", "", "keep the cluster's logs and data here (default: a temp dir, removed)")
 	timeout := fs.Duration("timeout", 60*time.Second, "bound on each backend's firing phase")
+	dash := fs.String("dashboard", "", `serve the live dashboard of the demo's cluster on this address ("127.0.0.1:0": a free port; the URL is printed)`)
+	sales := fs.String("sales", strings.Join(lab.Sales, ","), "after the backends, the redis row again with each of these ways past the one-lock bound (combine, segments8; empty: none)")
+	linger := fs.Bool("linger", false, "after the table, keep the cluster (and the dashboard) up until Ctrl-C")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return flagExit(err)
 	}
 	list := splitList(*backends)
+	for _, sale := range splitList(*sales) {
+		if !slices.Contains(lab.Sales, sale) {
+			fmt.Fprintf(stderr, "seckill demo: unknown --sales %q (want %s)\n", sale, strings.Join(lab.Sales, ", "))
+			return exitFailure
+		}
+	}
 	if len(list) == 0 || *replicas <= 0 || *requests <= 0 || *concurrency <= 0 || *stock <= 0 {
 		fmt.Fprintln(stderr, "seckill demo: need at least one backend and positive --replicas, --requests, --concurrency, --stock")
 		return exitFailure
@@ -84,15 +100,41 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 
+	if *dash != "" {
+		d, err := demoDashboard(ctx, c, *dash)
+		if err != nil {
+			fmt.Fprintf(stderr, "seckill demo: dashboard: %v\n", err)
+			return exitFailure
+		}
+		defer func() { _ = d.Stop() }()
+		fmt.Fprintf(stderr, "dashboard: %s (watch the sale; the stock resets for every row)\n", d.URL)
+	}
+
+	// The backends table, then the second table: the redis row again with
+	// each way past the one-lock bound (combining, 8 segments).
+	type run struct {
+		backend, sale string
+	}
+	var runs []run
+	for _, b := range list {
+		runs = append(runs, run{backend: b})
+	}
+	if slices.Contains(list, "redis") {
+		for _, sale := range splitList(*sales) {
+			runs = append(runs, run{backend: "redis", sale: sale})
+		}
+	}
 	var rows []demoRow
-	for i, backend := range list {
+	for i, r := range runs {
 		if ctx.Err() != nil {
 			break
 		}
-		row := demoRow{Backend: backend, ExpectedSafe: !unsafeBackend(backend, *replicas)}
-		if i > 0 || backend != c.Backend() {
-			log.Info("switching replicas", "backend", backend)
-			err = c.SetBackend(ctx, backend, env)
+		row := demoRow{Backend: r.backend, Sale: r.sale, ExpectedSafe: !unsafeBackend(r.backend, *replicas)}
+		if i > 0 || r.backend != c.Backend() {
+			log.Info("switching replicas", "backend", r.backend, "sale", r.sale)
+			renv := maps.Clone(env)
+			maps.Copy(renv, lab.SaleEnv(r.sale))
+			err = c.SetBackend(ctx, r.backend, renv)
 		}
 		if err == nil {
 			row.Report, err = loadgen.Run(ctx, loadgen.Config{
@@ -113,7 +155,19 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	if !*asJSON {
-		writeTable(stdout, rows)
+		split := slices.IndexFunc(rows, func(r demoRow) bool { return r.Sale != "" })
+		if split < 0 {
+			split = len(rows)
+		}
+		writeTable(stdout, rows[:split], false)
+		if split < len(rows) {
+			fmt.Fprintln(stdout)
+			writeTable(stdout, rows[split:], true)
+		}
+	}
+	if *linger {
+		fmt.Fprintf(stderr, "cluster up at %s (admin token %s) until Ctrl-C\n", c.URL(), c.AdminToken())
+		<-ctx.Done()
 	}
 	code := exitOK
 	for _, r := range rows {
@@ -141,25 +195,37 @@ func (r *demoRow) judge(err error) {
 		r.Verdict = "consistent (race not hit this time)"
 	case !r.ExpectedSafe:
 		r.Verdict = "INCONSISTENT (expected: no lock)"
-	case r.Consistent && r.Errors == 0:
+	// A correct backend must also never turn a buyer away while stock
+	// remains (OK: consistent books and no false sold-out).
+	case r.OK() && r.Errors == 0:
 		r.Verdict = "consistent"
-	case r.Consistent:
+	case r.OK():
 		r.Verdict = fmt.Sprintf("consistent (%d errors)", r.Errors)
 	default:
 		r.Verdict, r.failed = r.Report.Verdict(), true
 	}
 }
 
-func writeTable(w io.Writer, rows []demoRow) {
+// writeTable prints rows; withSale names each row's sale (the second
+// table) instead of only its backend.
+func writeTable(w io.Writer, rows []demoRow, withSale bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "backend\tsold\tsold out\tbusy\terrors\tstock\tlucky\toversold\trps\tp50\tp99\tverdict")
+	first := "backend"
+	if withSale {
+		first = "redis, selling with"
+	}
+	fmt.Fprintln(tw, first+"\tsold\tsold out\tbusy\terrors\tstock\tlucky\toversold\trps\tp50\tp99\tverdict")
 	for _, r := range rows {
+		name := r.Backend
+		if withSale {
+			name = r.Sale
+		}
 		if r.Report == nil {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", r.Backend, r.Verdict)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", name, r.Verdict)
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.1fms\t%.1fms\t%s\n",
-			r.Backend, r.Sold, r.SoldOut, r.Busy, r.Errors, r.Stock, r.Lucky, r.Oversold, r.RPS, r.P50ms, r.P99ms, r.Verdict)
+			name, r.Sold, r.SoldOut, r.Busy, r.Errors, r.Stock, r.Lucky, r.Oversold, r.RPS, r.P50ms, r.P99ms, r.Verdict)
 	}
 	_ = tw.Flush()
 }
@@ -193,4 +259,27 @@ func splitList(s string) []string {
 func firstLine(err error) string {
 	s, _, _ := strings.Cut(err.Error(), "\n")
 	return s
+}
+
+// demoDashboard serves the dashboard of c's replicas, reading the books
+// straight from c's Redis, until its Stop.
+func demoDashboard(ctx context.Context, c *localcluster.Cluster, listen string) (*runningDashboard, error) {
+	urls := make([]string, c.Replicas())
+	for i := range urls {
+		urls[i] = c.ReplicaURL(i)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: c.Redis().Addr(),
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	agg, err := dashboard.New(dashboard.Config{Replicas: urls, Redis: rdb})
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	d, err := startDashboard(ctx, agg, listen)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	d.after = func() { _ = rdb.Close() } // once the poller has stopped
+	return d, nil
 }

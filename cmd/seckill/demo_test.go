@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,6 +30,9 @@ func TestJudge(t *testing.T) {
 		{"local is correct in one replica", "local", 1, oversold, nil, "OVERSOLD", true},
 		{"redis consistent", "redis", 3, consistent, nil, "consistent", false},
 		{"redis oversold fails", "redis", 3, oversold, nil, "OVERSOLD", true},
+		{"redis false sold-out fails", "redis", 3, &loadgen.Report{Consistent: true, FalseSoldOut: 2}, nil, "FALSE SOLD-OUT", true},
+		{"mysql consistent", "mysql", 3, consistent, nil, "consistent", false},
+		{"mysql-row oversold fails", "mysql-row", 3, oversold, nil, "OVERSOLD", true},
 		// No "not built yet" row: every backend is built, so one stockd
 		// refuses is a failure the demo must show.
 		{"backend refused by stockd", "etcd", 3, nil, refused, "ERROR: ", true},
@@ -42,5 +46,20 @@ func TestJudge(t *testing.T) {
 				t.Fatalf("got verdict %q failed %v, want %q… failed %v", row.Verdict, row.failed, tc.verdict, tc.wantFail)
 			}
 		})
+	}
+}
+
+// The demo shows every backend stockd wires for the sale, the database
+// locks of issue 11 included, each expected to be safe across replicas.
+func TestDemoBackends(t *testing.T) {
+	for _, b := range []string{"none", "local", "redis", "redisson", "etcd", "zookeeper", "mysql", "mysql-row"} {
+		if !slices.Contains(Backends, b) {
+			t.Errorf("Backends %v lacks %s", Backends, b)
+		}
+	}
+	for _, b := range []string{"mysql", "mysql-row"} {
+		if unsafeBackend(b, 3) {
+			t.Errorf("%s judged unsafe across replicas", b)
+		}
 	}
 }

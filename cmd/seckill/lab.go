@@ -22,7 +22,7 @@ import (
 // backends); 3 when one did not; 1 when the cluster could not be run.
 func labCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
-	backends := fs.String("backends", "", "comma-separated backends (default: redis,redisson,etcd,zookeeper and the flawed redis-nocheck,redis-checkdel,setnx)")
+	backends := fs.String("backends", "", "comma-separated backends (default: "+strings.Join(lab.Correct, ",")+" and the flawed redis-nocheck,redis-checkdel,setnx)")
 	scenarios := fs.String("scenarios", "", "comma-separated scenarios (default: "+strings.Join(lab.Scenarios(), ",")+")")
 	asJSON := fs.Bool("json", false, "print one JSON object per cell per line instead of the table")
 	stockd := fs.String("stockd", "", "stockd binary (default: stockd next to this binary, else built from source)")
@@ -34,6 +34,13 @@ func labCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if lab.Summary(s) == "" {
 			fmt.Fprintf(stderr, "seckill lab: unknown scenario %q (want %s)\n", s, strings.Join(lab.Scenarios(), ", "))
 			return exitFailure
+		}
+	}
+	for _, b := range splitList(*backends) {
+		for _, s := range splitList(*scenarios) {
+			if why := lab.Inapplicable(b, s); why != "" {
+				fmt.Fprintf(stderr, "seckill lab: %s/%s does not apply: %s\n", b, s, why)
+			}
 		}
 	}
 	cells := lab.Matrix(splitList(*backends), splitList(*scenarios))
@@ -91,12 +98,16 @@ func writeLabTable(w io.Writer, rows []lab.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "backend\tscenario\tfencing\texpect\toversold\tfenced\tlock_lost\terrors\tsold\tunconfirmed\tlucky+stock\trecovery\tstatus\tnote")
 	for _, r := range rows {
+		scenario := r.Scenario
+		if r.Sale != "" {
+			scenario += " (" + r.Sale + ")"
+		}
 		rec := "-"
 		if r.RecoveryMS >= 0 {
 			rec = fmt.Sprintf("%dms", r.RecoveryMS)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%d\t%d\t%d\t%d (%d sold)\t%d/%d\t%s\t%s\t%s\n",
-			r.Backend, r.Scenario, r.Fencing, r.Expect, r.Oversold, r.Fenced, r.LockLost, r.Errors, r.Sold,
+			r.Backend, scenario, r.Fencing, r.Expect, r.Oversold, r.Fenced, r.LockLost, r.Errors, r.Sold,
 			r.Unconfirmed, r.UnconfirmedSold, r.Lucky+r.Stock, r.Initial, rec, r.Status, r.Note)
 	}
 	_ = tw.Flush()

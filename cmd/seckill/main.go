@@ -30,7 +30,7 @@ import (
 const (
 	exitOK           = 0
 	exitFailure      = 1 // usage, connection, start-up
-	exitInconsistent = 3 // oversold or inconsistent
+	exitInconsistent = 3 // oversold, inconsistent books, a negative segment or a false sold-out
 )
 
 // errUsage marks a command-line mistake; its message has been printed by the
@@ -43,6 +43,7 @@ const usage = `usage:
   seckill lab    [--backends a,b,...] [--scenarios a,b,...] [--json]
   seckill leader --url URL[,URL...] [--duration 30s] [--interval 200ms]
   seckill bench  [--quick] [--out docs/benchmarks.md] [--svg docs/bench.svg] [--json]
+  seckill dashboard --replicas URL,URL,... [--redis ADDR] [--listen 127.0.0.1:0]
 
 Run "seckill <command> -h" for a command's flags.
 `
@@ -72,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cmd = leaderCmd
 	case "bench":
 		cmd = benchCmd
+	case "dashboard":
+		cmd = dashboardCmd
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

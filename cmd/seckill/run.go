@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"seckill/internal/loadgen"
@@ -32,7 +33,14 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 
+	// Progress only for a person watching: never with --json or when the
+	// output goes to a pipe or a file.
+	stopProgress := func() {}
+	if !*asJSON && isTerminal(stdout) {
+		stopProgress = startProgress(ctx, stdout, strings.TrimRight(cfg.URL, "/"), cfg.Stock, 200*time.Millisecond)
+	}
 	report, err := loadgen.Run(ctx, cfg)
+	stopProgress()
 	if report == nil {
 		fmt.Fprintf(stderr, "seckill run: %v\n", err)
 		return exitFailure
@@ -42,7 +50,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	switch {
-	case !report.Consistent:
+	case !report.OK(): // books, segments and false sold-outs
 		return exitInconsistent
 	case err != nil: // a timed-out run that happens to be consistent is still a failed run
 		fmt.Fprintf(stderr, "seckill run: %v\n", err)

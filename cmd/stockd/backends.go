@@ -3,27 +3,22 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
-	"seckill/internal/etcdsess"
 	"seckill/internal/lock"
 	"seckill/internal/lock/etcdlock"
 	"seckill/internal/lock/flawedlock"
 	"seckill/internal/lock/locallock"
+	"seckill/internal/lock/mysqllock"
 	"seckill/internal/lock/nolock"
 	"seckill/internal/lock/redislock"
 	"seckill/internal/lock/redissonlock"
 	"seckill/internal/lock/zklock"
-	"seckill/internal/zksess"
 )
 
 // This file is the one place that maps a lock.backend name to a constructor.
@@ -38,6 +33,7 @@ const (
 	needsRedis
 	needsEtcd
 	needsZK
+	needsMySQL
 )
 
 // backendSpec is one row of the wiring table.
@@ -89,6 +85,8 @@ var backends = map[string]backendSpec{
 		}
 		return zklock.New(s, zklock.Options{Root: w.cfg.ZooKeeper.Root}), nil
 	}, ttl: func(c *Config) time.Duration { return c.ZooKeeper.SessionTimeout }},
+	"mysql":     {needs: needsMySQL, build: mysqlBackend(mysqllock.New), ttl: mysqlSessionTTL},
+	"mysql-row": {needs: needsMySQL, build: mysqlBackend(mysqllock.NewRow), ttl: mysqlSessionTTL},
 	// Lab-only broken Redis locks (issue 7): each fails in the way one of the
 	// articles' versions does. Never safe; they exist to be watched failing.
 	"setnx":          {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewSetNX)},
@@ -110,89 +108,6 @@ func backendNames() []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-// wiring owns the clients built for the locker and closes them, last built
-// first, after the locker itself.
-type wiring struct {
-	cfg     *Config
-	log     *slog.Logger
-	lockRDB *redis.Client
-	etcdMgr *etcdsess.Manager // shared by the etcd lock and the etcd election
-	zkSess  *zksess.Session   // shared by the ZooKeeper lock and election
-	closers []func() error
-}
-
-// lockRedis is the Redis the lock lives in: the stock Redis unless
-// lock.redis_addr names another (the fault tests proxy them separately). It
-// is always a client of its own: the lock's scripts are idempotent per
-// attempt (an owner id per acquisition), so go-redis may retry them, which
-// the stock client must not do.
-func (w *wiring) lockRedis() redis.UniversalClient {
-	if w.lockRDB == nil {
-		addr := w.cfg.Lock.RedisAddr
-		if addr == "" {
-			addr = w.cfg.Redis.Addr
-		}
-		w.lockRDB = newRedisClient(w.cfg, addr, 0)
-		w.onClose(w.lockRDB.Close)
-	}
-	return w.lockRDB
-}
-
-// etcdSession returns the process's etcd session manager, building the
-// client and manager on first use. clientv3.New does not block on the
-// connection: an unreachable etcd shows in /readyz and as 503s, not here.
-func (w *wiring) etcdSession() (*etcdsess.Manager, error) {
-	if w.etcdMgr != nil {
-		return w.etcdMgr, nil
-	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   w.cfg.Etcd.Endpoints,
-		DialTimeout: w.cfg.Etcd.DialTimeout,
-		// Keep-alive probes notice a dead connection within seconds, well
-		// inside the session TTL.
-		DialKeepAliveTime:    time.Second,
-		DialKeepAliveTimeout: time.Second,
-		Logger:               zap.NewNop(), // the client's zap logs are noise; failures surface as errors
-	})
-	if err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
-	}
-	w.onClose(cli.Close)
-	w.etcdMgr = etcdsess.New(cli, w.cfg.Etcd.SessionTTL)
-	w.onClose(w.etcdMgr.Close)
-	return w.etcdMgr, nil
-}
-
-// zkSession dials ZooKeeper on first use and waits for a session. A JVM that
-// has just started can take seconds to grant one under load, so the wait is
-// longer than the session timeout alone.
-func (w *wiring) zkSession(ctx context.Context) (*zksess.Session, error) {
-	if w.zkSess != nil {
-		return w.zkSess, nil
-	}
-	dctx, cancel := context.WithTimeout(ctx, w.cfg.ZooKeeper.SessionTimeout+15*time.Second)
-	defer cancel()
-	s, err := zksess.Dial(dctx, w.cfg.ZooKeeper.Servers, w.cfg.ZooKeeper.SessionTimeout)
-	if err != nil {
-		return nil, fmt.Errorf("zookeeper: %w", err)
-	}
-	w.zkSess = s
-	w.onClose(func() error { s.Close(); return nil })
-	return s, nil
-}
-
-func (w *wiring) onClose(f func() error) { w.closers = append(w.closers, f) }
-
-// close closes everything registered, in reverse order.
-func (w *wiring) close() error {
-	var errs []error
-	for _, f := range slices.Backward(w.closers) {
-		errs = append(errs, f())
-	}
-	w.closers = nil
-	return errors.Join(errs...)
 }
 
 // buildLocker constructs the configured backend and describes it. Lockers
@@ -217,20 +132,4 @@ func buildLocker(ctx context.Context, w *wiring) (lock.Locker, lock.Info, error)
 		w.onClose(c.Close)
 	}
 	return lk, info, nil
-}
-
-// newRedisClient builds a client; maxRetries is go-redis's MaxRetries (0 =
-// its default of 3, -1 = none).
-func newRedisClient(cfg *Config, addr string, maxRetries int) *redis.Client {
-	return redis.NewClient(&redis.Options{
-		Addr:         addr,
-		MaxRetries:   maxRetries,
-		Password:     cfg.Redis.Password,
-		DB:           cfg.Redis.DB,
-		DialTimeout:  cfg.Redis.Timeout,
-		ReadTimeout:  cfg.Redis.Timeout,
-		WriteTimeout: cfg.Redis.Timeout,
-		// Honour ctx deadlines on commands: a sale's context bounds its I/O.
-		ContextTimeoutEnabled: true,
-	})
 }

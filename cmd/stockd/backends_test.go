@@ -1,13 +1,64 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"log/slog"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"seckill/internal/lock"
+	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 )
+
+// mariadb is one MariaDB for the whole package's tests: each start is a
+// mariadb-install-db plus a server start, seconds on two cores.
+func mariadb(t *testing.T) *servers.Process {
+	t.Helper()
+	mariaOnce.Do(func() {
+		addr, err := servers.LoopbackAddr()
+		if err != nil {
+			mariaErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "stockd-mariadb-")
+		if err != nil {
+			mariaErr = err
+			return
+		}
+		mariaDir = dir
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		mariaProc, mariaErr = servers.StartMariaDB(ctx, dir, addr)
+	})
+	if errors.Is(mariaErr, servers.ErrNotInstalled) {
+		servertest.SkipOrFail(t, mariaErr, "mariadb-server")
+	}
+	if mariaErr != nil {
+		t.Fatal(mariaErr)
+	}
+	return mariaProc
+}
+
+var (
+	mariaOnce sync.Once
+	mariaProc *servers.Process
+	mariaErr  error
+	mariaDir  string
+)
+
+// stopMariaDB runs after every test (TestMain).
+func stopMariaDB() {
+	if mariaProc != nil {
+		_ = mariaProc.Stop(5 * time.Second)
+	}
+	if mariaDir != "" {
+		_ = os.RemoveAll(mariaDir)
+	}
+}
 
 // Every wired backend builds from a Config against its real server, takes and
 // releases the lock, describes itself under its configured name with the
@@ -28,6 +79,8 @@ func TestBuildLockerEveryBackend(t *testing.T) {
 		{"redis-checkdel", false, nil},
 		{"etcd", true, func(t *testing.T, c *Config) { c.Etcd.Endpoints = []string{"http://" + servertest.Etcd(t).Addr()} }},
 		{"zookeeper", true, func(t *testing.T, c *Config) { c.ZooKeeper.Servers = []string{servertest.ZooKeeper(t).Addr()} }},
+		{"mysql", true, func(t *testing.T, c *Config) { c.MySQL.DSN = servers.MariaDBDSN(mariadb(t).Addr()) }},
+		{"mysql-row", true, func(t *testing.T, c *Config) { c.MySQL.DSN = servers.MariaDBDSN(mariadb(t).Addr()) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.backend, func(t *testing.T) {

@@ -13,126 +13,115 @@ import (
 	"seckill/internal/stock"
 )
 
-// Config is stockd's whole configuration. It is loaded from a YAML file
-// (--config), then STOCKD_* environment variables (dots become underscores:
-// STOCKD_LOCK_BACKEND=redis; lists are comma-separated), over the defaults in
-// defaults. Validate checks it; internal packages receive plain values
-// derived from it, never the Config or viper.
+// Config is stockd's whole configuration, and the one list of its keys: a
+// field with a default tag is a key, named by its mapstructure tag under its
+// section's (Lock.RedisAddr is lock.redis_addr, env STOCKD_LOCK_REDIS_ADDR),
+// with its default written as in the environment (lists comma-separated).
+// Adding a key is adding its field here and its documented line in
+// configs/stockd.yaml; a test holds the file to this list and its defaults.
+//
+// Load fills it from a YAML file (--config), then STOCKD_* environment
+// variables, over the defaults. Validate checks it; internal packages
+// receive plain values derived from it, never the Config or viper.
 type Config struct {
-	Replica string
+	Replica string `mapstructure:"replica" default:""` // "" = the host name
 	HTTP    struct {
-		Addr            string
-		ShutdownTimeout time.Duration
+		Addr            string        `mapstructure:"addr" default:":8080"`
+		ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" default:"10s"`
 		// Limits of the public listener (see serve.go and README "Running
 		// it in public").
-		ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
-		MaxHeaderBytes, MaxBodyBytes, MaxConns                    int
+		ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout" default:"5s"`
+		ReadTimeout       time.Duration `mapstructure:"read_timeout" default:"10s"`
+		WriteTimeout      time.Duration `mapstructure:"write_timeout" default:"30s"`
+		IdleTimeout       time.Duration `mapstructure:"idle_timeout" default:"60s"`
+		MaxHeaderBytes    int           `mapstructure:"max_header_bytes" default:"16384"`
+		MaxBodyBytes      int           `mapstructure:"max_body_bytes" default:"65536"`
+		MaxConns          int           `mapstructure:"max_conns" default:"4096"`
 		// TrustedProxies may set the client address by X-Forwarded-For.
-		TrustedProxies []string
-	}
-	Admin struct{ Token string }
-	Log   struct{ Level, Format string }
+		TrustedProxies []string `mapstructure:"trusted_proxies" default:""`
+	} `mapstructure:"http"`
+	Admin struct {
+		Token string `mapstructure:"token" default:""`
+		// AllowInsecureToken accepts a short or placeholder token, for
+		// demos only; an empty one is refused all the same.
+		AllowInsecureToken bool `mapstructure:"allow_insecure_token" default:"false"`
+	} `mapstructure:"admin"`
+	Log struct {
+		Level  string `mapstructure:"level" default:"info"`
+		Format string `mapstructure:"format" default:"text"`
+	} `mapstructure:"log"`
 	Redis struct {
-		Addr, Password string
-		DB             int
-		Timeout        time.Duration
-	}
+		Addr     string        `mapstructure:"addr" default:"127.0.0.1:6379"`
+		Password string        `mapstructure:"password" default:""`
+		DB       int           `mapstructure:"db" default:"0"`
+		Timeout  time.Duration `mapstructure:"timeout" default:"1s"`
+	} `mapstructure:"redis"`
 	Lock struct {
-		Backend     string
-		Key         string
-		TTL         time.Duration
-		WaitTimeout time.Duration
-		RedisAddr   string // lock Redis, when it differs from Redis.Addr
-	}
+		Backend     string        `mapstructure:"backend" default:"redis"`
+		Key         string        `mapstructure:"key" default:"seckill:lock"`
+		TTL         time.Duration `mapstructure:"ttl" default:"10s"`
+		WaitTimeout time.Duration `mapstructure:"wait_timeout" default:"5s"`
+		RedisAddr   string        `mapstructure:"redis_addr" default:""` // lock Redis, when it differs from Redis.Addr
+	} `mapstructure:"lock"`
 	Redisson struct {
-		Watchdog, LeaseTime time.Duration
-	}
+		Watchdog  time.Duration `mapstructure:"watchdog" default:"30s"`
+		LeaseTime time.Duration `mapstructure:"lease_time" default:"0s"`
+	} `mapstructure:"redisson"`
 	Etcd struct {
-		Endpoints               []string
-		SessionTTL, DialTimeout time.Duration
-	}
+		Endpoints   []string      `mapstructure:"endpoints" default:"127.0.0.1:2379"`
+		SessionTTL  time.Duration `mapstructure:"session_ttl" default:"10s"`
+		DialTimeout time.Duration `mapstructure:"dial_timeout" default:"2s"`
+	} `mapstructure:"etcd"`
 	ZooKeeper struct {
-		Servers        []string
-		SessionTimeout time.Duration
-		Root           string
-	}
+		Servers        []string      `mapstructure:"servers" default:"127.0.0.1:2181"`
+		SessionTimeout time.Duration `mapstructure:"session_timeout" default:"10s"`
+		Root           string        `mapstructure:"root" default:"/seckill/locks"`
+	} `mapstructure:"zookeeper"`
+	// MySQL is the mysql and mysql-row backends' server (mysql.go).
+	MySQL struct {
+		// DSN has no default: it carries a password.
+		DSN        string        `mapstructure:"dsn" default:""`
+		PoolSize   int           `mapstructure:"pool_size" default:"16"`
+		SessionTTL time.Duration `mapstructure:"session_ttl" default:"10s"`
+		KeepAlive  time.Duration `mapstructure:"keep_alive" default:"0s"` // 0 = session_ttl/3
+		WaitSlice  time.Duration `mapstructure:"wait_slice" default:"5s"`
+	} `mapstructure:"mysql"`
 	Stock struct {
-		Key, LuckyKey, FenceKey string
-		Fencing                 bool
-		Mode                    string
-		ConfirmTimeout          time.Duration
-	}
-	Work     struct{ Delay stock.Delay }
+		Key            string        `mapstructure:"key" default:"stock"`
+		LuckyKey       string        `mapstructure:"lucky_key" default:"lucky"`
+		FenceKey       string        `mapstructure:"fence_key" default:"stock:fence"`
+		Fencing        bool          `mapstructure:"fencing" default:"true"`
+		Mode           string        `mapstructure:"mode" default:"locked"`
+		ConfirmTimeout time.Duration `mapstructure:"confirm_timeout" default:"3s"`
+		Combine        bool          `mapstructure:"combine" default:"false"`
+		CombineMax     int           `mapstructure:"combine_max" default:"64"`
+		Segments       int           `mapstructure:"segments" default:"1"`
+	} `mapstructure:"stock"`
+	Work struct {
+		Delay stock.Delay `mapstructure:"delay" default:"0s"`
+	} `mapstructure:"work"`
 	Election struct {
-		Backend     string
-		Path        string
-		JobInterval time.Duration
-	}
+		Backend     string        `mapstructure:"backend" default:"none"`
+		Path        string        `mapstructure:"path" default:"/seckill/leader"`
+		JobInterval time.Duration `mapstructure:"job_interval" default:"1s"`
+	} `mapstructure:"election"`
 	Lab struct {
 		// Unsafe permits what only the lab may run (lab.go).
-		Unsafe bool
+		Unsafe bool `mapstructure:"unsafe" default:"false"`
 		// Failpoints is $SECKILL_FAILPOINTS, read here so Validate sees it.
-		Failpoints string
-	}
-}
-
-// defaults lists every key with its default. SetDefault on each is what makes
-// env-only configuration work: viper only consults the environment for keys
-// it knows about.
-var defaults = []struct {
-	key string
-	val any
-}{
-	{"replica", ""},
-	{"http.addr", ":8080"},
-	{"http.shutdown_timeout", "10s"},
-	{"http.read_header_timeout", "5s"},
-	{"http.read_timeout", "10s"},
-	{"http.write_timeout", "30s"},
-	{"http.idle_timeout", "60s"},
-	{"http.max_header_bytes", 16 << 10},
-	{"http.max_body_bytes", 64 << 10},
-	{"http.max_conns", 4096},
-	{"http.trusted_proxies", []string{}},
-	{"admin.token", ""},
-	{"log.level", "info"},
-	{"log.format", "text"},
-	{"redis.addr", "127.0.0.1:6379"},
-	{"redis.password", ""},
-	{"redis.db", 0},
-	{"redis.timeout", "1s"},
-	{"lock.backend", "redis"},
-	{"lock.key", "seckill:lock"},
-	{"lock.ttl", "10s"},
-	{"lock.wait_timeout", "5s"},
-	{"lock.redis_addr", ""},
-	{"redisson.watchdog", "30s"},
-	{"redisson.lease_time", "0s"},
-	{"etcd.endpoints", []string{"127.0.0.1:2379"}},
-	{"etcd.session_ttl", "10s"},
-	{"etcd.dial_timeout", "2s"},
-	{"zookeeper.servers", []string{"127.0.0.1:2181"}},
-	{"zookeeper.session_timeout", "10s"},
-	{"zookeeper.root", "/seckill/locks"},
-	{"stock.key", "stock"},
-	{"stock.lucky_key", "lucky"},
-	{"stock.fence_key", "stock:fence"},
-	{"stock.fencing", true},
-	{"stock.confirm_timeout", "3s"},
-	{"stock.mode", "locked"},
-	{"work.delay", "0s"},
-	{"election.backend", "none"},
-	{"election.path", "/seckill/leader"},
-	{"election.job_interval", "1s"},
-	{"lab.unsafe", false},
+		// Not a key: the failpoint package reads that variable itself.
+		Failpoints string `mapstructure:"-"`
+	} `mapstructure:"lab"`
 }
 
 // Load reads the configuration. path may be empty (defaults + environment).
 // Parse errors name the key; semantic checks are left to Validate.
 func Load(path string, env []string) (*Config, error) {
 	v := viper.New()
-	for _, d := range defaults {
-		v.SetDefault(d.key, d.val)
+	// Without a default viper would not know a key that the file omits,
+	// and env-only configuration would not reach it.
+	for _, k := range keys {
+		v.SetDefault(k.name, k.def)
 	}
 	if path != "" {
 		v.SetConfigFile(path)
@@ -147,93 +136,28 @@ func Load(path string, env []string) (*Config, error) {
 			}
 		}
 	}
-	// Bind from the env slice, not os.Environ via AutomaticEnv, so tests can
-	// hand in an environment without touching the process's.
+	// Bound from the env slice rather than by viper's AutomaticEnv, which
+	// reads os.Environ: tests hand in an environment, and a STOCKD_ variable
+	// naming no key is refused, not ignored.
 	for _, kv := range env {
 		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, "STOCKD_") {
+		if !ok || !strings.HasPrefix(name, envPrefix) {
 			continue
 		}
-		key := envKey(strings.TrimPrefix(name, "STOCKD_"))
-		if key == "" {
+		key, known := envKeys[name]
+		if !known {
 			return nil, fmt.Errorf("config: environment %s: unknown key", name)
 		}
 		v.Set(key, val)
 	}
 
-	l := loader{v: v}
 	var c Config
-	c.Replica = l.str("replica")
-	c.HTTP.Addr = l.str("http.addr")
-	c.HTTP.ShutdownTimeout = l.duration("http.shutdown_timeout")
-	c.HTTP.ReadHeaderTimeout = l.duration("http.read_header_timeout")
-	c.HTTP.ReadTimeout = l.duration("http.read_timeout")
-	c.HTTP.WriteTimeout = l.duration("http.write_timeout")
-	c.HTTP.IdleTimeout = l.duration("http.idle_timeout")
-	c.HTTP.MaxHeaderBytes = l.int("http.max_header_bytes")
-	c.HTTP.MaxBodyBytes = l.int("http.max_body_bytes")
-	c.HTTP.MaxConns = l.int("http.max_conns")
-	c.HTTP.TrustedProxies = l.list("http.trusted_proxies")
-	c.Admin.Token = l.str("admin.token")
-	c.Log.Level = l.str("log.level")
-	c.Log.Format = l.str("log.format")
-	c.Redis.Addr = l.str("redis.addr")
-	c.Redis.Password = l.str("redis.password")
-	c.Redis.DB = l.int("redis.db")
-	c.Redis.Timeout = l.duration("redis.timeout")
-	c.Lock.Backend = l.str("lock.backend")
-	c.Lock.Key = l.str("lock.key")
-	c.Lock.TTL = l.duration("lock.ttl")
-	c.Lock.WaitTimeout = l.duration("lock.wait_timeout")
-	c.Lock.RedisAddr = l.str("lock.redis_addr")
-	c.Redisson.Watchdog = l.duration("redisson.watchdog")
-	c.Redisson.LeaseTime = l.duration("redisson.lease_time")
-	c.Etcd.Endpoints = l.list("etcd.endpoints")
-	c.Etcd.SessionTTL = l.duration("etcd.session_ttl")
-	c.Etcd.DialTimeout = l.duration("etcd.dial_timeout")
-	c.ZooKeeper.Servers = l.list("zookeeper.servers")
-	c.ZooKeeper.SessionTimeout = l.duration("zookeeper.session_timeout")
-	c.ZooKeeper.Root = l.str("zookeeper.root")
-	c.Stock.Key = l.str("stock.key")
-	c.Stock.LuckyKey = l.str("stock.lucky_key")
-	c.Stock.FenceKey = l.str("stock.fence_key")
-	c.Stock.Fencing = l.bool("stock.fencing")
-	c.Stock.ConfirmTimeout = l.duration("stock.confirm_timeout")
-	c.Stock.Mode = l.str("stock.mode")
-	c.Work.Delay = l.delay("work.delay")
-	c.Election.Backend = l.str("election.backend")
-	c.Election.Path = l.str("election.path")
-	c.Election.JobInterval = l.duration("election.job_interval")
-	c.Lab.Unsafe = l.bool("lab.unsafe")
-	c.Lab.Failpoints = lookupEnv(env, failpoint.EnvVar)
-	if len(l.errs) > 0 {
-		return nil, errors.Join(l.errs...)
+	if err := v.UnmarshalExact(&c, viper.DecodeHook(decodeHook)); err != nil {
+		return nil, errors.Join(keyErrors(err)...)
 	}
-
+	c.Lab.Failpoints = lookupEnv(env, failpoint.EnvVar)
 	if c.Replica == "" {
 		c.Replica, _ = os.Hostname()
 	}
 	return &c, nil
-}
-
-func knownKey(k string) bool {
-	for _, d := range defaults {
-		if d.key == k {
-			return true
-		}
-	}
-	return false
-}
-
-// envKey maps LOCK_REDIS_ADDR to lock.redis_addr. The mapping "_" → "." is
-// ambiguous (keys contain underscores), so it is resolved against the known
-// keys rather than guessed.
-func envKey(name string) string {
-	want := strings.ToLower(name)
-	for _, d := range defaults {
-		if strings.ReplaceAll(d.key, ".", "_") == want {
-			return d.key
-		}
-	}
-	return ""
 }

@@ -4,9 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/viper"
 
 	"seckill/internal/stock"
 )
@@ -43,6 +46,10 @@ func TestValidate(t *testing.T) {
 		}, ""},
 		{"unknown backend", func(c *Config) { c.Lock.Backend = "redsi" }, "lock.backend"},
 		{"unknown mode", func(c *Config) { c.Stock.Mode = "optimistic" }, "stock.mode"},
+		{"combining, 8 segments", func(c *Config) { c.Stock.Combine, c.Stock.CombineMax, c.Stock.Segments = true, 16, 8 }, ""},
+		{"empty combined batch", func(c *Config) { c.Stock.CombineMax = 0 }, "stock.combine_max"},
+		{"no segment", func(c *Config) { c.Stock.Segments = 0 }, "stock.segments"},
+		{"too many segments", func(c *Config) { c.Stock.Segments = 257 }, "stock.segments"},
 		{"unknown level", func(c *Config) { c.Log.Level = "verbose" }, "log.level"},
 		{"unknown format", func(c *Config) { c.Log.Format = "xml" }, "log.format"},
 		{"unknown election", func(c *Config) { c.Election.Backend = "consul" }, "election.backend"},
@@ -51,6 +58,13 @@ func TestValidate(t *testing.T) {
 		{"placeholder changeme", func(c *Config) { c.Admin.Token = "changeme" }, "admin.token"},
 		{"placeholder change-me", func(c *Config) { c.Admin.Token = "change-me" }, "admin.token"},
 		{"long placeholder", func(c *Config) { c.Admin.Token = "CHANGE_ME-1234567890" }, "admin.token"},
+		// 16 since issue 15 (was 12).
+		{"15-character token", func(c *Config) { c.Admin.Token = "k3Y!x9-q7Lm2Vb0" }, "admin.token: too short"},
+		{"16-character token", func(c *Config) { c.Admin.Token = "k3Y!x9-q7Lm2Vb0Z" }, ""},
+		{"15 characters, 30 bytes", func(c *Config) { c.Admin.Token = "ééééééééééééééé" }, "admin.token: too short"},
+		{"insecure allowed: changeme", func(c *Config) { c.Admin.Token, c.Admin.AllowInsecureToken = "changeme", true }, ""},
+		{"insecure allowed: short", func(c *Config) { c.Admin.Token, c.Admin.AllowInsecureToken = "demo", true }, ""},
+		{"insecure allowed: still not empty", func(c *Config) { c.Admin.Token, c.Admin.AllowInsecureToken = "", true }, "admin.token"},
 		{"trusted proxy CIDR and IP", func(c *Config) { c.HTTP.TrustedProxies = []string{"172.16.0.0/12", "10.0.0.7", "::1"} }, ""},
 		{"bad trusted proxy", func(c *Config) { c.HTTP.TrustedProxies = []string{"nginx"} }, "http.trusted_proxies"},
 		{"zero ttl", func(c *Config) { c.Lock.TTL = 0 }, "lock.ttl"},
@@ -110,6 +124,23 @@ func TestValidate(t *testing.T) {
 		{"1 MB headers", func(c *Config) { c.HTTP.MaxHeaderBytes = 2 << 20 }, "http.max_header_bytes"},
 		{"tiny body limit", func(c *Config) { c.HTTP.MaxBodyBytes = 10 }, "http.max_body_bytes"},
 		{"no connections", func(c *Config) { c.HTTP.MaxConns = 0 }, "http.max_conns"},
+		// mysql.* (issue 11): checked only for the mysql backends.
+		{"mysql", mysqlConfigured, ""},
+		{"mysql-row", func(c *Config) { mysqlConfigured(c); c.Lock.Backend = "mysql-row" }, ""},
+		{"mysql without dsn", func(c *Config) { mysqlConfigured(c); c.MySQL.DSN = "" }, "mysql.dsn"},
+		{"mysql bad dsn", func(c *Config) { mysqlConfigured(c); c.MySQL.DSN = "seckill@mysql:3306" }, "mysql.dsn"},
+		{"mysql dsn bad param", func(c *Config) { mysqlConfigured(c); c.MySQL.DSN += "?timeout=soon" }, "mysql.dsn"},
+		{"mysql dsn without database", func(c *Config) { mysqlConfigured(c); c.MySQL.DSN = "u:p@tcp(db:3306)/" }, "mysql.dsn"},
+		{"mysql readTimeout below the slice", func(c *Config) { mysqlConfigured(c); c.MySQL.DSN += "?readTimeout=2s" }, "mysql.dsn"},
+		{"mysql readTimeout above the slice", func(c *Config) { mysqlConfigured(c); c.MySQL.DSN += "?readTimeout=30s" }, ""},
+		{"mysql no pool", func(c *Config) { mysqlConfigured(c); c.MySQL.PoolSize = 0 }, "mysql.pool_size"},
+		{"mysql sub-second session", func(c *Config) { mysqlConfigured(c); c.MySQL.SessionTTL = 500 * time.Millisecond }, "mysql.session_ttl"},
+		{"mysql day-long session", func(c *Config) { mysqlConfigured(c); c.MySQL.SessionTTL = 24 * time.Hour }, "mysql.session_ttl"},
+		{"mysql keep-alive above ttl/2", func(c *Config) { mysqlConfigured(c); c.MySQL.KeepAlive = 6 * time.Second }, "mysql.keep_alive"},
+		{"mysql negative keep-alive", func(c *Config) { mysqlConfigured(c); c.MySQL.KeepAlive = -time.Second }, "mysql.keep_alive"},
+		{"mysql keep-alive", func(c *Config) { mysqlConfigured(c); c.MySQL.KeepAlive = time.Second }, ""},
+		{"mysql zero wait slice", func(c *Config) { mysqlConfigured(c); c.MySQL.WaitSlice = 0 }, "mysql.wait_slice"},
+		{"redis backend ignores mysql.dsn", func(c *Config) { c.MySQL.DSN = "not a dsn" }, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,6 +160,25 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// mysqlConfigured selects the mysql backend with a valid DSN.
+func mysqlConfigured(c *Config) {
+	c.Lock.Backend = "mysql"
+	c.MySQL.DSN = "seckill:secret@tcp(mysql:3306)/seckill"
+}
+
+// A DSN error names the key and never quotes the DSN: it holds a password.
+func TestValidateMySQLDSNHidesThePassword(t *testing.T) {
+	for _, dsn := range []string{"seckill:hunter2@mysql:3306", "seckill:hunter2@tcp(db:3306)/", "seckill:hunter2@tcp(db)/x?timeout=soon"} {
+		c := validConfig(t)
+		mysqlConfigured(c)
+		c.MySQL.DSN = dsn
+		err := Validate(c)
+		if err == nil || !strings.Contains(err.Error(), "config: mysql.dsn: ") || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%q: got %v, want an error naming mysql.dsn without the password", dsn, err)
+		}
+	}
+}
+
 func TestValidateUnknownBackendMessage(t *testing.T) {
 	c := validConfig(t)
 	c.Lock.Backend = "redsi"
@@ -141,7 +191,7 @@ func TestValidateUnknownBackendMessage(t *testing.T) {
 
 func TestLoadDefaultsMatchTheShippedFile(t *testing.T) {
 	fromDefaults := validConfig(t)
-	fromFile, err := Load(filepath.Join("..", "..", "configs", "stockd.yaml"), tokenEnv)
+	fromFile, err := Load(shippedFile, tokenEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,9 +259,121 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 }
 
 func TestEveryBackendNameIsWired(t *testing.T) {
-	for _, name := range []string{"none", "local", "redis", "redisson", "etcd", "zookeeper"} {
+	for _, name := range []string{"none", "local", "redis", "redisson", "etcd", "zookeeper", "mysql", "mysql-row"} {
 		if _, ok := backends[name]; !ok {
 			t.Errorf("backend %q missing from the wiring table", name)
 		}
+	}
+}
+
+const shippedFile = "../../configs/stockd.yaml"
+
+// configs/stockd.yaml documents exactly the keys of Config: every key is in
+// the file, and the file has no key Config lacks. (That its values are the
+// defaults is TestLoadDefaultsMatchTheShippedFile.)
+func TestShippedFileDocumentsEveryKey(t *testing.T) {
+	v := viper.New()
+	v.SetConfigFile(shippedFile)
+	if err := v.ReadInConfig(); err != nil {
+		t.Fatal(err)
+	}
+	inFile := v.AllKeys()
+	for _, k := range keys {
+		if !slices.Contains(inFile, k.name) {
+			t.Errorf("key %s is not documented in configs/stockd.yaml", k.name)
+		}
+	}
+	for _, k := range inFile {
+		if !knownKey(k) {
+			t.Errorf("configs/stockd.yaml documents %s, which is no key of Config", k)
+		}
+	}
+}
+
+// The key list is Config's fields: every one named once, with an
+// environment variable that maps back to it.
+func TestKeysAreConfigFields(t *testing.T) {
+	if len(keys) < 40 {
+		t.Fatalf("only %d keys read from Config", len(keys))
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if seen[k.name] {
+			t.Errorf("key %s declared twice", k.name)
+		}
+		seen[k.name] = true
+		if got := envKeys[envName(k.name)]; got != k.name {
+			t.Errorf("%s maps to %q, want %s", envName(k.name), got, k.name)
+		}
+	}
+	for _, want := range []string{"replica", "lock.redis_addr", "http.trusted_proxies", "work.delay", "lab.unsafe"} {
+		if !seen[want] {
+			t.Errorf("key %s missing", want)
+		}
+	}
+	if seen["lab.failpoints"] {
+		t.Error("lab.failpoints is SECKILL_FAILPOINTS, not a key")
+	}
+}
+
+// insecureAdminToken names the tokens accepted only by the opt-out, which
+// stockd then warns about.
+func TestInsecureAdminToken(t *testing.T) {
+	for tok, want := range map[string]bool{"changeme": true, "demo-token": true, "seckill-local-admin": false, testAdminToken: false} {
+		if got := insecureAdminToken(tok); got != want {
+			t.Errorf("insecureAdminToken(%q) = %v, want %v", tok, got, want)
+		}
+	}
+}
+
+// Every key can be set from the environment alone, no file: each one set to
+// its own default yields the defaults.
+func TestEveryKeyFromTheEnvironment(t *testing.T) {
+	want := validConfig(t)
+	for _, k := range keys {
+		if k.name == "admin.token" {
+			continue
+		}
+		t.Run(k.name, func(t *testing.T) {
+			got, err := Load("", append([]string{envName(k.name) + "=" + k.def}, tokenEnv...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s=%q: got %+v, want the defaults %+v", envName(k.name), k.def, got, want)
+			}
+		})
+	}
+}
+
+// A broken configuration is reported in full: one line per bad key.
+func TestLoadNamesEveryBadKey(t *testing.T) {
+	_, err := Load("", []string{
+		"STOCKD_LOCK_TTL=ten", "STOCKD_REDIS_DB=zero", "STOCKD_STOCK_FENCING=", "STOCKD_ETCD_DIAL_TIMEOUT=2",
+	})
+	for _, key := range []string{"lock.ttl", "redis.db", "stock.fencing", "etcd.dial_timeout"} {
+		if err == nil || !strings.Contains(err.Error(), "config: "+key+": ") {
+			t.Errorf("got %v, want a line naming %s", err, key)
+		}
+	}
+}
+
+// YAML's own types are accepted where they mean the same as the env form.
+func TestLoadYAMLTypes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stockd.yaml")
+	yaml := "replica: 7\nredis:\n  db: 2\nstock:\n  fencing: false\nhttp:\n  trusted_proxies: [10.0.0.1, ' 172.16.0.0/12 ']\n" +
+		"etcd:\n  endpoints: a:1, b:2\nwork:\n  delay: 1ms-2ms\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{c.Replica, c.Redis.DB, c.Stock.Fencing, c.HTTP.TrustedProxies, c.Etcd.Endpoints, c.Work.Delay}
+	want := []any{"7", 2, false, []string{"10.0.0.1", "172.16.0.0/12"}, []string{"a:1", "b:2"},
+		stock.Delay{Min: time.Millisecond, Max: 2 * time.Millisecond}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }

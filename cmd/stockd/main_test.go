@@ -52,6 +52,7 @@ func stockdBinary(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopMariaDB()
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
 	}
@@ -72,6 +73,7 @@ func TestBinaryRefusesBadConfig(t *testing.T) {
 		{"no token", nil, nil, "config: admin.token: must be set"},
 		{"placeholder token", nil, []string{"STOCKD_ADMIN_TOKEN=change-me"}, "config: admin.token: is a well-known placeholder"},
 		{"short token", nil, []string{"STOCKD_ADMIN_TOKEN=tok"}, "config: admin.token: too short"},
+		{"12-character token", nil, []string{"STOCKD_ADMIN_TOKEN=s3cret-token"}, "config: admin.token: too short: want at least 16"},
 		{"missing file", []string{"--config", "/nonexistent/stockd.yaml"}, nil, "/nonexistent/stockd.yaml"},
 		{"bad flag", []string{"--nope"}, nil, "flag provided but not defined"},
 		{"bad failpoint", nil, []string{"STOCKD_ADMIN_TOKEN=" + testAdminToken, "STOCKD_LAB_UNSAFE=true", "SECKILL_FAILPOINTS=setnx/afterSetNX=explode"}, "config: SECKILL_FAILPOINTS:"},
@@ -83,6 +85,8 @@ func TestBinaryRefusesBadConfig(t *testing.T) {
 		{"unfenced", nil, []string{"STOCKD_STOCK_FENCING=false"}, "config: stock.fencing: false is lab-only"},
 		{"armed failpoint", nil, []string{"SECKILL_FAILPOINTS=setnx/afterSetNX=1*exit"}, "config: SECKILL_FAILPOINTS: failpoints are lab-only"},
 		{"unknown failpoint", nil, []string{"STOCKD_LAB_UNSAFE=true", "SECKILL_FAILPOINTS=x/y=exit"}, `config: SECKILL_FAILPOINTS: unknown failpoint "x/y"`},
+		{"mysql without dsn", nil, []string{"STOCKD_LOCK_BACKEND=mysql"}, "config: mysql.dsn: must be set"},
+		{"bad mysql dsn", nil, []string{"STOCKD_LOCK_BACKEND=mysql-row", "STOCKD_MYSQL_DSN=seckill:pw@mysql:3306"}, "config: mysql.dsn: "},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,13 +22,9 @@ import (
 // stop accepting, let in-flight sales finish (each releases its own lease),
 // then close the locker and the clients.
 func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
-	// No client retries on the stock: a retried write could sell twice if its
-	// first reply was lost. The stock service retries its own writes, which
-	// are exactly-once by the attempt id they carry (see package stock).
-	stockRDB := newRedisClient(cfg, cfg.Redis.Addr, -1)
 	w := &wiring{cfg: cfg, log: log}
 	defer func() {
-		cerr := errors.Join(w.close(), stockRDB.Close())
+		cerr := w.close()
 		if err == nil && cerr != nil {
 			// A clean stop with a server unreachable: what could not be
 			// released expires with its lease or session. Not a failure.
@@ -37,6 +33,8 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		}
 		err = errors.Join(err, cerr)
 	}()
+	// Built first so it closes last: the locker and the audit use it.
+	stockRDB := w.stockRedis()
 
 	mode := stock.Mode(cfg.Stock.Mode)
 	var locker lock.Locker
@@ -55,7 +53,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	redis.SetLogger(redisLogger{log: log, lim: metrics.NewLogLimiter(m, 0)})
 	store := stock.NewStore(stockRDB, stock.Keys{
 		Stock: cfg.Stock.Key, Lucky: cfg.Stock.LuckyKey, Fence: cfg.Stock.FenceKey,
-		Initial: initialKey(cfg),
+		Initial: initialKey(cfg), Segments: cfg.Stock.Segments,
 	})
 	svc := stock.NewService(stock.ServiceConfig{
 		Store:          store,
@@ -66,6 +64,8 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		LockKey:        cfg.Lock.Key,
 		LockTTL:        lockTTL(cfg),
 		ConfirmTimeout: cfg.Stock.ConfirmTimeout,
+		Combine:        cfg.Stock.Combine,
+		CombineMax:     cfg.Stock.CombineMax,
 		WaitTimeout:    cfg.Lock.WaitTimeout,
 		Delay:          cfg.Work.Delay,
 		OnLockWait:     m.ObserveLockWait,
@@ -79,13 +79,9 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		log.Warn("could not preload the stock scripts", "err", err)
 	}
 	cancel()
-	// The election shares the lock's etcd/ZooKeeper session when there is
-	// one (nil otherwise: it builds its own).
-	stopElection, leader, err := startElection(ctx, cfg, electionDeps{
-		Redis: stockRDB, Registerer: m.Registry(), Logger: log, Etcd: w.etcdMgr, ZK: w.zkSess,
-	})
+	stopElection, leader, err := startElection(ctx, w, m.Registry())
 	if err != nil {
-		return fmt.Errorf("election: %w", err)
+		return err
 	}
 	// Runs before w.close (deferred earlier): the election borrows w's sessions.
 	defer stopElection()
@@ -119,6 +115,9 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	log.Info("stockd starting", "addr", ln.Addr().String(), "backend", info.Name, "fencing", fencing,
 		"election", cfg.Election.Backend,
 		"mode", mode, "work_delay", cfg.Work.Delay.String(), "version", buildVersion())
+	if cfg.Admin.AllowInsecureToken && insecureAdminToken(cfg.Admin.Token) {
+		log.Warn("ADMIN TOKEN IS INSECURE: a short or placeholder admin.token is accepted because admin.allow_insecure_token is on; demos only, never where others can reach /stock/reset")
+	}
 	if cfg.Lab.Unsafe {
 		log.Warn("lab.unsafe is on: lab-only backends, unfenced writes and failpoints are permitted; never in production")
 	}

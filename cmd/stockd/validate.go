@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Accepted enumerations. Backend names come from the wiring table in
@@ -97,7 +98,7 @@ func Validate(c *Config) error {
 			}
 		}
 	}
-	adminToken(c.Admin.Token, bad)
+	adminToken(c.Admin.Token, c.Admin.AllowInsecureToken, bad)
 	oneOf("log.level", c.Log.Level, logLevels, "level")
 	oneOf("log.format", c.Log.Format, logFormats, "format")
 
@@ -141,6 +142,9 @@ func Validate(c *Config) error {
 	}
 	between("zookeeper.session_timeout", c.ZooKeeper.SessionTimeout, 100*time.Millisecond, 10*time.Minute)
 	znodePath("zookeeper.root", c.ZooKeeper.Root)
+	if known && backend.needs == needsMySQL {
+		validateMySQL(c, bad)
+	}
 
 	nonEmpty("stock.key", c.Stock.Key)
 	nonEmpty("stock.lucky_key", c.Stock.LuckyKey)
@@ -150,6 +154,8 @@ func Validate(c *Config) error {
 	}
 	oneOf("stock.mode", c.Stock.Mode, stockModes, "mode")
 	between("stock.confirm_timeout", c.Stock.ConfirmTimeout, 10*time.Millisecond, 10*time.Minute)
+	intBetween("stock.combine_max", c.Stock.CombineMax, 1, 4096)
+	intBetween("stock.segments", c.Stock.Segments, 1, 256)
 	if c.Work.Delay.Min < 0 || c.Work.Delay.Max < c.Work.Delay.Min {
 		bad("work.delay", "invalid range %s", c.Work.Delay)
 	} else if c.Work.Delay.Max > maxWorkDelay {
@@ -172,9 +178,10 @@ func Validate(c *Config) error {
 	return errors.Join(errs...)
 }
 
-// minAdminTokenLen is the shortest admin.token accepted: long enough that
-// guessing it through the per-source back-off is hopeless.
-const minAdminTokenLen = 12
+// minAdminTokenLen is the shortest admin.token accepted, in characters:
+// long enough that guessing it through the per-source back-off is hopeless
+// (16 random hex digits are 2^64 guesses).
+const minAdminTokenLen = 16
 
 // placeholderTokens are refused whatever their length: they are what the
 // examples and the defaults of other tools say, so the first thing guessed.
@@ -184,10 +191,11 @@ var placeholderTokens = []string{
 	"pleasechangeme", "changemeplease", "changethis", "yourtoken", "yourtokenhere", "mysecret",
 }
 
-// adminToken refuses an empty, short or placeholder admin.token. Placeholders
-// are matched without case, separators or digits: "Change-Me", "change_me1"
-// and "CHANGEME-123456" are all changeme.
-func adminToken(tok string, bad func(key, format string, args ...any)) {
+// adminToken refuses an empty, short or placeholder admin.token; with
+// allowInsecure (admin.allow_insecure_token, for demos) only an empty one.
+// Placeholders are matched without case, separators or digits: "Change-Me",
+// "change_me1" and "CHANGEME-123456" are all changeme.
+func adminToken(tok string, allowInsecure bool, bad func(key, format string, args ...any)) {
 	norm := strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z':
@@ -197,12 +205,22 @@ func adminToken(tok string, bad func(key, format string, args ...any)) {
 		}
 		return -1
 	}, tok)
-	switch {
+	const optOut = " (or set admin.allow_insecure_token: true, for a demo)"
+	switch n := utf8.RuneCountInString(tok); {
 	case tok == "":
 		bad("admin.token", "must be set (%d+ characters; it guards POST /stock/reset)", minAdminTokenLen)
+	case allowInsecure:
 	case slices.Contains(placeholderTokens, norm):
-		bad("admin.token", "is a well-known placeholder; set a random one (e.g. openssl rand -hex 16)")
-	case len(tok) < minAdminTokenLen:
-		bad("admin.token", "too short: want at least %d characters, got %d", minAdminTokenLen, len(tok))
+		bad("admin.token", "is a well-known placeholder; set a random one (e.g. openssl rand -hex 16)"+optOut)
+	case n < minAdminTokenLen:
+		bad("admin.token", "too short: want at least %d characters, got %d"+optOut, minAdminTokenLen, n)
 	}
+}
+
+// insecureAdminToken reports whether tok is accepted only because of
+// admin.allow_insecure_token, so that stockd can say so loudly.
+func insecureAdminToken(tok string) bool {
+	var errs int
+	adminToken(tok, false, func(string, string, ...any) { errs++ })
+	return errs > 0
 }

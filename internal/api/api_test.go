@@ -52,3 +52,22 @@ func TestLeaderJSON(t *testing.T) {
 		t.Fatalf("got %s, want %s", b, want)
 	}
 }
+
+// GET /stock names its segments only when the stock is split.
+func TestStockJSON(t *testing.T) {
+	for _, tc := range []struct {
+		body api.Stock
+		want string
+	}{
+		{api.Stock{Stock: 3, Lucky: 4, From: api.From{Replica: "r"}}, `{"lucky":4,"replica":"r","stock":3}`},
+		{api.Stock{Stock: 3, Lucky: 4, Segments: []int64{2, 1}}, `{"lucky":4,"replica":"","segments":[2,1],"stock":3}`},
+	} {
+		b, err := json.Marshal(tc.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != tc.want {
+			t.Errorf("got %s, want %s", b, tc.want)
+		}
+	}
+}

@@ -34,7 +34,11 @@ type Sale struct {
 type Stock struct {
 	Lucky int64 `json:"lucky"`
 	From
-	Stock int64 `json:"stock"`
+	// Segments is each segment's stock when the stock is split
+	// (stock.segments > 1; Stock is their sum), so a verifier can see that
+	// none went negative; absent otherwise.
+	Segments []int64 `json:"segments,omitempty"`
+	Stock    int64   `json:"stock"`
 }
 
 // Reset is the body of POST /stock/reset (the admin token goes in
@@ -74,6 +78,11 @@ type Ready struct {
 	Lock  string `json:"lock"`
 	Redis string `json:"redis"`
 	From
+	// Stock is whether every stock key and the lucky key hold integers a
+	// sale can count with; omitted by a replica whose inventory cannot
+	// tell (older replicas, test fakes), so the other fields stay as they
+	// were.
+	Stock string `json:"stock,omitempty"`
 }
 
 // Problem is the answer of a failed request other than a sale (bad input,

@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -58,7 +59,20 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("end to end %s: consistent %v, sold %d (want true, 40): %s", e.Label(), e.Consistent, e.Sold, e.Error)
 		}
 	}
-	if got, want := len(rep.Goals), 5; got != want {
+	if got, want := len(rep.Scaling), len(scalingVariants()); got != want {
+		t.Fatalf("got %d scaling rows, want %d", got, want)
+	}
+	for _, e := range rep.Scaling {
+		wantSold := 40
+		if e.Label() == LabelUncontended {
+			wantSold = 20
+		}
+		if !e.Consistent || e.Sold != wantSold || len(e.Runs) != 1 || e.FalseSoldOut != 0 || e.NegativeSegments != 0 {
+			t.Errorf("scaling %s: consistent %v, sold %d (want %d), runs %d (want 1), false sold-out %d, negative segments %d: %s",
+				e.Label(), e.Consistent, e.Sold, wantSold, len(e.Runs), e.FalseSoldOut, e.NegativeSegments, e.Error)
+		}
+	}
+	if got, want := len(rep.Goals), 9; got != want {
 		t.Errorf("got %d goals, want %d", got, want)
 	}
 	if rep.RTT.Mean <= 0 || rep.SerialBound <= 0 {
@@ -97,11 +111,12 @@ func checkMicroRow(t *testing.T, s Subject, row MicroRow) {
 func checkOutputs(t *testing.T, rep *Report) {
 	t.Helper()
 	var md bytes.Buffer
-	if err := rep.WriteMarkdown(&md, "bench.svg"); err != nil {
+	if err := rep.WriteMarkdown(&md, Charts{Micro: "bench.svg", Segments: "bench-segments.svg"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"## Goals", "## Machine and servers", "### 1 contender", "### 8 contenders",
-		"| serial bound |", "## End to end", "atomic (no lock)", "![sales/s", "go test"} {
+		"| serial bound |", "## End to end", "atomic (no lock)", "![sales/s", "go test",
+		"## End to end: combining and segments", "(bench-segments.svg)"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q", want)
 		}
@@ -112,6 +127,13 @@ func checkOutputs(t *testing.T, rep *Report) {
 	}
 	if err := xml.Unmarshal(svg.Bytes(), new(struct{})); err != nil {
 		t.Errorf("SVG is not well-formed XML: %v", err)
+	}
+	svg.Reset()
+	if err := rep.WriteSegmentsSVG(&svg); err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(svg.Bytes(), new(struct{})); err != nil {
+		t.Errorf("segments SVG is not well-formed XML: %v", err)
 	}
 	var js bytes.Buffer
 	if err := rep.WriteJSON(&js); err != nil || !strings.Contains(js.String(), `"goals"`) {
@@ -136,10 +158,13 @@ func TestGoals(t *testing.T) {
 				row("redis", 50, 1300, 1.1, 1.2), row("redsync", 50, 1000, 5, 40), row("redisson", 50, 1000, 3, 2),
 				row("etcd", 50, 300, 1, 1), row("etcd-mutex", 50, 100, 8, 1),
 				row("zookeeper", 50, 150, 3, 1), row("zk-lock", 50, 100, 6, 1),
+				row("mysql", 50, 1500, 2, 1), row("mysql-getlock", 50, 1000, 3, 1),
 			},
 			e2e: []E2ERow{{Backend: "redis", Mode: "locked", SalesPerSec: 400, Consistent: true}, {Backend: "none", Mode: "atomic", SalesPerSec: 1000, Consistent: true}},
 			want: map[string]string{"redis vs redsync": "met", "redisson vs redsync": "met", "etcd vs raw concurrency.Mutex": "met",
-				"zookeeper vs raw zk.Lock": "met", "end to end: redis vs atomic": "met"},
+				"zookeeper vs raw zk.Lock": "met", "mysql vs raw GET_LOCK loop": "met", "end to end: redis vs atomic": "met",
+				"end to end: locked+combine vs atomic": "not measured (row not run)", "end to end: segments=8 vs locked": "not measured (row not run)",
+				"end to end: every scaling row's invariant": "not measured (scaling rows not run)"},
 		},
 		{
 			name: "fast but unfair, too many round trips, broken, missing",
@@ -147,11 +172,14 @@ func TestGoals(t *testing.T) {
 				row("redis", 50, 5000, 2, 3), row("redsync", 50, 1000, 5, 40), row("redisson", 50, 999, 3, 2),
 				{Subject: "etcd", Contenders: 50, SalesPerSec: 900, InvariantOK: false}, row("etcd-mutex", 50, 100, 8, 1),
 				{Subject: "zookeeper", Contenders: 50, Unavailable: true, Error: "no zookeeper server"}, row("zk-lock", 50, 100, 6, 1),
+				row("mysql", 50, 1400, 2, 1), row("mysql-getlock", 50, 1000, 3, 1),
 			},
 			e2e: []E2ERow{{Backend: "redis", Mode: "locked", SalesPerSec: 300, Consistent: true}, {Backend: "none", Mode: "atomic", SalesPerSec: 1000, Consistent: true}},
 			want: map[string]string{"redis vs redsync": "not met", "redisson vs redsync": "not met",
 				"etcd vs raw concurrency.Mutex": "not measured (etcd failed)", "zookeeper vs raw zk.Lock": "not measured (zookeeper unavailable)",
-				"end to end: redis vs atomic": "not met"},
+				"mysql vs raw GET_LOCK loop": "not met", "end to end: redis vs atomic": "not met",
+				"end to end: locked+combine vs atomic": "not measured (row not run)", "end to end: segments=8 vs locked": "not measured (row not run)",
+				"end to end: every scaling row's invariant": "not measured (scaling rows not run)"},
 		},
 	}
 	for _, tt := range tests {
@@ -172,7 +200,7 @@ func TestGoals(t *testing.T) {
 
 // BenchmarkSale is the micro-benchmark's loop as a Go benchmark: b.N sales
 // by 8 contenders over 3 processes, per subject, on real servers (etcd and
-// ZooKeeper subjects are skipped when those are not installed).
+// ZooKeeper and MySQL subjects are skipped when those are not installed).
 func BenchmarkSale(b *testing.B) {
 	srv := Servers{Redis: servertest.Redis(b).Addr()}
 	if _, err := exec.LookPath("etcd"); err == nil {
@@ -180,6 +208,9 @@ func BenchmarkSale(b *testing.B) {
 	}
 	if _, err := exec.LookPath("java"); err == nil {
 		srv.ZooKeeper = servertest.ZooKeeper(b).Addr()
+	}
+	if _, err := os.Stat("/usr/sbin/mariadbd"); err == nil {
+		srv.MySQL = servers.MariaDBDSN(servertest.MariaDB(b).Addr())
 	}
 	cfg := Config{Quick: true}
 	cfg.defaults()
@@ -221,7 +252,7 @@ func benchSubject(b *testing.B, r *runner, s Subject, c int) {
 		b.Fatalf("stock %d lucky %d after %d sales, want 0 and %d", out.stock, out.lucky, b.N, b.N)
 	}
 	b.ReportMetric(float64(b.N)/out.elapsed.Seconds(), "sales/s")
-	if out.acquisitions > 0 && s.Server != "zookeeper" {
+	if out.acquisitions > 0 && s.Server != "zookeeper" && s.Server != "mysql" { // server-side counts there
 		b.ReportMetric(float64(out.counts.Acquire)/float64(out.acquisitions), "acquire-rt/sale")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,7 +29,24 @@ type E2EConfig struct {
 	Requests, Stock, Concurrency int
 	// Timeout bounds one row's firing phase. The default is 120s.
 	Timeout time.Duration
+	// Rows are the row sets to run: RowsBackends, RowsScaling. The default
+	// is both.
+	Rows []string
+	// Runs is how many times each scaling row runs; it reports the median.
+	// The default is 3 (Quick: 1).
+	Runs int
+	// Target is how long one scaling run should sell for, from the
+	// calibrated rate; a sixth above MinFiring so a slightly faster run
+	// still fires long enough to count. The default is 6s.
+	Target time.Duration
+	// Calibrate is the length of each scaling row's calibration sale. The
+	// default is 1.5s. Quick runs do not calibrate: they use Requests and
+	// Stock.
+	Calibrate time.Duration
 }
+
+// runs reports whether the row set is selected.
+func (c E2EConfig) runs(set string) bool { return slices.Contains(c.Rows, set) }
 
 func (c *E2EConfig) defaults(quick bool) {
 	if len(c.Backends) == 0 {
@@ -46,6 +64,21 @@ func (c *E2EConfig) defaults(quick bool) {
 	if c.Timeout == 0 {
 		c.Timeout = 120 * time.Second
 	}
+	if len(c.Rows) == 0 {
+		c.Rows = []string{RowsBackends, RowsScaling}
+	}
+	if c.Runs == 0 {
+		c.Runs = 3
+		if quick {
+			c.Runs = 1
+		}
+	}
+	if c.Target == 0 {
+		c.Target = 6 * time.Second
+	}
+	if c.Calibrate == 0 {
+		c.Calibrate = 1500 * time.Millisecond
+	}
 }
 
 // env is the replicas' configuration: no work delay (the lock is what is
@@ -59,10 +92,16 @@ func (c E2EConfig) env(atomic bool) map[string]string {
 	return env
 }
 
-// E2ERow is one end-to-end run.
+// E2ERow is one end-to-end row: one run (RowsBackends), or the median of
+// Runs (RowsScaling; the row's figures are its median run's).
 type E2ERow struct {
+	// Name labels a scaling row ("locked+combine", "segments=8", …);
+	// empty for the backend rows.
+	Name        string  `json:"name,omitempty"`
 	Backend     string  `json:"backend"`
 	Mode        string  `json:"mode"` // "locked" or "atomic"
+	Combine     bool    `json:"combine,omitempty"`
+	Segments    int     `json:"segments,omitempty"`
 	Requests    int     `json:"requests"`
 	Concurrency int     `json:"concurrency"`
 	Stock       int     `json:"stock"`
@@ -75,13 +114,23 @@ type E2ERow struct {
 	RPS         float64 `json:"rps"`
 	P50ms       float64 `json:"p50_ms"`
 	P99ms       float64 `json:"p99_ms"`
-	Consistent  bool    `json:"consistent"`
-	Unavailable bool    `json:"unavailable,omitempty"`
-	Error       string  `json:"error,omitempty"`
+	// Consistent: every run kept the invariant (books balance, every unit
+	// sold, no error, no false sold-out, no segment negative).
+	Consistent bool `json:"consistent"`
+	// FalseSoldOut and NegativeSegments are summed over the runs.
+	FalseSoldOut     int      `json:"false_sold_out"`
+	NegativeSegments int      `json:"negative_segments"`
+	Runs             []E2ERun `json:"runs,omitempty"`
+	Unavailable      bool     `json:"unavailable,omitempty"`
+	Error            string   `json:"error,omitempty"`
 }
 
-// Label names the row in tables: the backend, or "atomic" for the ceiling.
+// Label names the row in tables: its Name, else the backend, or "atomic
+// (no lock)" for the ceiling.
 func (r E2ERow) Label() string {
+	if r.Name != "" {
+		return r.Name
+	}
 	if r.Mode == "atomic" {
 		return "atomic (no lock)"
 	}
@@ -125,7 +174,8 @@ func runE2E(ctx context.Context, cl *localcluster.Cluster, cfg E2EConfig, log *s
 				row.SalesPerSec = float64(rep.Sold) / row.Seconds
 			}
 			row.RPS, row.P50ms, row.P99ms = rep.RPS, rep.P50ms, rep.P99ms
-			row.Consistent = rep.Consistent && rep.Oversold == 0 && rep.Errors == 0 && rep.Sold == cfg.Stock
+			row.FalseSoldOut, row.NegativeSegments = rep.FalseSoldOut, rep.NegativeSegments
+			row.Consistent = runOK(rep, cfg.Stock)
 		}
 		if err != nil {
 			row.Error = firstLine(err)

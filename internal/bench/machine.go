@@ -80,13 +80,14 @@ type Versions struct {
 	Redis     string `json:"redis"`
 	Etcd      string `json:"etcd"`
 	ZooKeeper string `json:"zookeeper"`
+	MySQL     string `json:"mysql"`
 	Nginx     string `json:"nginx"`
 }
 
 func serverVersions(ctx context.Context, s Servers) Versions {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	v := Versions{Redis: "unavailable", Etcd: "unavailable", ZooKeeper: "unavailable", Nginx: "unavailable"}
+	v := Versions{Redis: "unavailable", Etcd: "unavailable", ZooKeeper: "unavailable", MySQL: "unavailable", Nginx: "unavailable"}
 	if s.Redis != "" {
 		rdb := redis.NewClient(&redis.Options{Addr: s.Redis})
 		if info, err := rdb.Info(ctx, "server").Result(); err == nil {
@@ -110,6 +111,11 @@ func serverVersions(ctx context.Context, s Servers) Versions {
 	if s.ZooKeeper != "" {
 		if line, err := zkFirstLine(ctx, s.ZooKeeper, "srvr"); err == nil {
 			v.ZooKeeper = strings.TrimPrefix(line, "Zookeeper version: ")
+		}
+	}
+	if s.MySQL != "" {
+		if ver, err := mysqlVersion(ctx, s.MySQL); err == nil {
+			v.MySQL = ver
 		}
 	}
 	// nginx -v prints "nginx version: nginx/1.22.1" on stderr.

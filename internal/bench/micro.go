@@ -56,6 +56,7 @@ type phaseOut struct {
 	perContender        []int64
 	counts              counts
 	zkPackets           int64
+	mysqlQueries        int64
 	evidence            Evidence
 	stock, lucky        int64
 }
@@ -138,6 +139,11 @@ func (r *runner) microRow(ctx context.Context, subj Subject, c int) MicroRow {
 			// requests cannot be told apart, and a cohort lock deletes its
 			// node once per batch, not per acquisition: report the total
 			// as an upper bound on the acquire round trips.
+			row.AcquireRT = row.LockRT
+		case "mysql":
+			// Server-side too (Questions): every statement of the row,
+			// keep-alives and token mints included; an upper bound.
+			row.LockRT = float64(out.mysqlQueries) / acq
 			row.AcquireRT = row.LockRT
 		default:
 			row.LockRT = float64(out.counts.total()) / acq
@@ -228,6 +234,10 @@ func (r *runner) phase(ctx context.Context, subj Subject, sets []procSet, c int,
 	if subj.Server == "zookeeper" {
 		zkBefore, _ = zkPackets(ctx, r.servers.ZooKeeper)
 	}
+	var myBefore int64
+	if subj.Server == "mysql" {
+		myBefore, _ = mysqlQueries(ctx, r.servers.MySQL)
+	}
 	probeBefore := r.probe(ctx, subj.Server)
 	start := time.Now()
 	sold := func() {
@@ -294,6 +304,11 @@ func (r *runner) phase(ctx context.Context, subj Subject, sets []procSet, c int,
 	if subj.Server == "zookeeper" {
 		if after, err := zkPackets(ctx, r.servers.ZooKeeper); err == nil {
 			out.zkPackets = after - zkBefore
+		}
+	}
+	if subj.Server == "mysql" {
+		if after, err := mysqlQueries(ctx, r.servers.MySQL); err == nil {
+			out.mysqlQueries = after - myBefore - 1 // not our own SHOW STATUS
 		}
 	}
 	out.acquisitions = acquired.Load()

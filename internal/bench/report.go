@@ -25,8 +25,12 @@ type Report struct {
 	SerialBound float64    `json:"serial_bound_sales_per_sec"`
 	Micro       []MicroRow `json:"micro"`
 	E2E         []E2ERow   `json:"e2e"`
-	Goals       []Goal     `json:"goals"`
-	Notes       []string   `json:"notes,omitempty"`
+	// Scaling are the combining and segments rows (RowsScaling).
+	Scaling []E2ERow `json:"e2e_scaling,omitempty"`
+	// ScalingTarget is how long each scaling run was sized to sell for.
+	ScalingTarget time.Duration `json:"e2e_scaling_target_ns,omitempty"`
+	Goals         []Goal        `json:"goals"`
+	Notes         []string      `json:"notes,omitempty"`
 }
 
 // Goal is one ratio the run is judged by.
@@ -123,6 +127,7 @@ func (r *Report) evaluate() {
 		ratio("redisson vs redsync", "redisson", "redsync", 1.0, nil),
 		ratio("etcd vs raw concurrency.Mutex", "etcd", "etcd-mutex", 1.5, nil),
 		ratio("zookeeper vs raw zk.Lock", "zookeeper", "zk-lock", 1.5, nil),
+		ratio("mysql vs raw GET_LOCK loop", "mysql", "mysql-getlock", 1.5, nil),
 	}
 	g := Goal{Name: "end to end: redis vs atomic", Want: "redis through nginx ≥ 40% of atomic mode's sales/s"}
 	red, ok1 := r.E2ERow("redis")
@@ -140,6 +145,7 @@ func (r *Report) evaluate() {
 		g.Met = x >= 0.4
 	}
 	r.Goals = append(r.Goals, g)
+	r.Goals = append(r.Goals, r.scalingGoals()...)
 }
 
 // OK reports whether every row that ran kept its invariant (unavailable rows
@@ -152,6 +158,13 @@ func (r *Report) OK() bool {
 	}
 	for _, e := range r.E2E {
 		if !e.Unavailable && !e.Consistent {
+			return false
+		}
+	}
+	// A scaling row that errored (a run cut short, a calibration that sold
+	// nothing) also fails: its goals cannot be judged.
+	for _, e := range r.Scaling {
+		if !e.Unavailable && (!e.Consistent || e.Error != "") {
 			return false
 		}
 	}
@@ -176,9 +189,16 @@ func (r *Report) Contenders() []int {
 	return cs
 }
 
-// WriteMarkdown writes docs/benchmarks.md; svgName is the chart's file name
-// relative to it ("" for none).
-func (r *Report) WriteMarkdown(w io.Writer, svgName string) error {
+// Charts names the charts WriteMarkdown links, relative to the markdown
+// file ("" for none).
+type Charts struct {
+	Micro    string // WriteSVG: micro sales/s per subject
+	Segments string // WriteSegmentsSVG: end-to-end sales/s against segments
+}
+
+// WriteMarkdown writes docs/benchmarks.md, linking charts.
+func (r *Report) WriteMarkdown(w io.Writer, charts Charts) error {
+	svgName := charts.Micro
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("# Benchmarks\n\n")
@@ -201,7 +221,7 @@ func (r *Report) WriteMarkdown(w io.Writer, svgName string) error {
 		m.CPUs, dash(m.CPUModel), m.MemoryMiB, m.Kernel, m.OS, m.Go)
 	p("| load average at start / end | %s / %s |\n", m.LoadStart, m.LoadEnd)
 	v := r.Versions
-	p("| redis | %s |\n| etcd | %s |\n| ZooKeeper | %s |\n| nginx | %s |\n", v.Redis, v.Etcd, v.ZooKeeper, v.Nginx)
+	p("| redis | %s |\n| etcd | %s |\n| ZooKeeper | %s |\n| MySQL (MariaDB) | %s |\n| nginx | %s |\n", v.Redis, v.Etcd, v.ZooKeeper, v.MySQL, v.Nginx)
 	p("| Redis RTT (PING loop, %d pings) | mean %s, p50 %s, p99 %s |\n", r.RTT.Pings, us(r.RTT.Mean), us(r.RTT.P50), us(r.RTT.P99))
 	for _, n := range r.Notes {
 		p("\nNote: %s\n", n)
@@ -282,6 +302,8 @@ func (r *Report) WriteMarkdown(w io.Writer, svgName string) error {
 		}
 	}
 
+	r.writeScaling(p, charts.Segments)
+
 	p("\n## What was run\n\n| subject | kind | what |\n|---|---|---|\n")
 	for _, s := range Subjects() {
 		p("| %s | %s | %s |\n", s.Name, s.Kind, s.About)
@@ -301,6 +323,9 @@ func (r *Report) WriteMarkdown(w io.Writer, svgName string) error {
 	p("  change in `mntr`'s `zk_packets_received` over the row (create, getChildren, getData/exists\n")
 	p("  watches, delete, and the odd ping; nothing else uses that ZooKeeper meanwhile). Both release\n")
 	p("  with one delete, so acquire RT = lock RT − 1.\n")
+	p("- **MySQL** (mysql, mysql-getlock, mysql-row, mysql-forupdate): go-sql-driver has no hook either:\n")
+	p("  the change in the server's `Questions` status over the row, every statement (GET_LOCK, token\n")
+	p("  mints, RELEASE_LOCK, keep-alives, BEGIN/COMMIT), so acquire RT = lock RT is an upper bound.\n")
 	p("\n*wait* is the time a contender spent inside Lock; *fairness* is the busiest contender's sales\n")
 	p("divided by a fair share (N / contenders): 1.00 is perfectly even. *gave up* counts Lock calls a\n")
 	p("peer library abandoned on its own (redsync after 32 tries, bsm/redislock at its TTL deadline)\n")

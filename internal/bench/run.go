@@ -40,6 +40,8 @@ type Config struct {
 	RowTimeout time.Duration
 	// RTTPings is the length of the PING loop. The default is 2000 (Quick 200).
 	RTTPings int
+	// SkipMicro leaves out the lock micro-benchmark (and so MariaDB).
+	SkipMicro bool
 	// E2E configures the end-to-end part.
 	E2E E2EConfig
 	// Stockd is the stockd binary for the cluster; empty builds it.
@@ -123,6 +125,8 @@ func (r *runner) serverUp(name string) bool {
 		return r.servers.Etcd != ""
 	case "zookeeper":
 		return r.servers.ZooKeeper != ""
+	case "mysql":
+		return r.servers.MySQL != ""
 	}
 	return false
 }
@@ -165,8 +169,29 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if p := cl.ZooKeeper(); p != nil {
 		srv.ZooKeeper = p.Addr()
 	}
+	var (
+		my    *mariadb
+		myErr error
+	)
+	if wantsServer(cfg, "mysql") {
+		my, myErr = startMariaDB(ctx)
+	}
+	if myErr != nil {
+		log.Warn("MariaDB did not start; the mysql rows are unavailable", "err", firstLine(myErr))
+		rep.Notes = append(rep.Notes, "MariaDB did not start: "+firstLine(myErr))
+	} else if my != nil {
+		srv.MySQL = my.dsn()
+		defer func() {
+			if err := my.stop(); err != nil {
+				log.Warn("MariaDB stop", "err", err)
+			}
+		}()
+	}
 	r := newRunner(cfg, srv)
 	defer r.close()
+	if my != nil {
+		r.pids["mysql"] = my.p.Pid()
+	}
 	r.pids["redis"] = cl.Redis().Pid()
 	if p := cl.Etcd(); p != nil {
 		r.pids["etcd"] = p.Pid()
@@ -186,6 +211,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	subjects := Subjects()
 	for _, c := range cfg.Contenders {
+		if cfg.SkipMicro {
+			break
+		}
 		for _, subj := range subjects {
 			if len(cfg.Subjects) > 0 && !slices.Contains(cfg.Subjects, subj.Name) {
 				continue
@@ -207,8 +235,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			slices.IndexFunc(subjects, func(s Subject) bool { return s.Name == b.Subject })
 	})
 
-	if !cfg.E2E.Skip {
+	if !cfg.E2E.Skip && cfg.E2E.runs(RowsBackends) {
 		rep.E2E = runE2E(ctx, cl, cfg.E2E, log)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	if !cfg.E2E.Skip && cfg.E2E.runs(RowsScaling) {
+		rep.Scaling = runScaling(ctx, cl, cfg.E2E, cfg.Quick, log)
+		if !cfg.Quick {
+			rep.ScalingTarget = cfg.E2E.Target
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -253,4 +290,17 @@ func firstLine(err error) string {
 		}
 	}
 	return s
+}
+
+// wantsServer reports whether a subject selected by cfg runs on server.
+func wantsServer(cfg Config, server string) bool {
+	if cfg.SkipMicro {
+		return false
+	}
+	for _, s := range Subjects() {
+		if s.Server == server && (len(cfg.Subjects) == 0 || slices.Contains(cfg.Subjects, s.Name)) {
+			return true
+		}
+	}
+	return false
 }

@@ -37,6 +37,8 @@ const (
 // An empty address makes the subjects that need it unavailable.
 type Servers struct {
 	Redis, Etcd, ZooKeeper string
+	// MySQL is a go-sql-driver DSN (MariaDB here), not an address.
+	MySQL string
 }
 
 // lockTTL is the TTL / session lifetime every lease-based subject uses, so
@@ -47,7 +49,7 @@ const lockTTL = 10 * time.Second
 type Subject struct {
 	Name   string // row label, e.g. "redis" or "redsync"
 	Kind   string // KindBackend, KindPeer or KindCeiling
-	Server string // "redis", "etcd" or "zookeeper"
+	Server string // "redis", "etcd", "zookeeper" or "mysql"
 	About  string // one line for the report: what exactly is run
 	// lockFree: no lock; every sale is one script (the ceiling).
 	lockFree bool
@@ -73,7 +75,7 @@ type contender interface {
 // mutex, …) because rows run in this order per contender count: on a shared
 // machine, rows measured a few seconds apart see the same background load.
 func Subjects() []Subject {
-	return []Subject{
+	subjects := []Subject{
 		{Name: "redis", Kind: KindBackend, Server: "redis",
 			About: "redislock: Redis FIFO with direct hand-off by pub/sub; in-process cohort passes (≤8 in a row)",
 			open: redisOpen(func(rdb *redis.Client) lock.Locker {
@@ -99,6 +101,9 @@ func Subjects() []Subject {
 		{Name: "zk-lock", Kind: KindPeer, Server: "zookeeper",
 			About: "go-zookeeper zk.NewLock per contender, one conn per process",
 			open:  zkLockOpen},
+	}
+	subjects = append(subjects, mysqlSubjects()...)
+	return append(subjects, []Subject{
 		{Name: "bsm-1ms", Kind: KindPeer, Server: "redis",
 			About: "bsm/redislock Obtain, LinearBackoff(1ms)",
 			open:  bsmOpen(time.Millisecond)},
@@ -111,7 +116,7 @@ func Subjects() []Subject {
 		{Name: "lock-free", Kind: KindCeiling, Server: "redis", lockFree: true,
 			About: "no lock: one Lua script per sale (check, DECR, INCR lucky)",
 			open:  func(context.Context, Servers, *Counter, *peers.GaveUp) (procSet, error) { return nopSet{}, nil }},
-	}
+	}...)
 }
 
 // quiet is the logger handed to lock backends that take one: a benchmark's

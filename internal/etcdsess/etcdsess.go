@@ -12,6 +12,11 @@
 // the locks and leadership that were built on it). Borrowers watch
 // Session.Done to learn that, and the next call to Manager.Session grants a
 // fresh lease.
+//
+// A borrower's put or delete whose reply was lost may or may not have been
+// applied, and the session usually lives on: the Sweeper (NewSweeper)
+// removes such keys, or ends their session, as zksess does for ZooKeeper's
+// protected nodes.
 package etcdsess
 
 import (
@@ -51,7 +56,12 @@ type Manager struct {
 	// current lease has been revoked (Session.Close revokes under this ctx).
 	life   context.Context
 	cancel context.CancelFunc
-	log    *slog.Logger
+	// pings bounds the validity pingers (validity.go). Close ends them
+	// first: a keep-alive to an unreachable etcd retries until its context
+	// ends, and a shutdown must not wait for it after the revoke.
+	pings     context.Context
+	stopPings context.CancelFunc
+	log       *slog.Logger
 
 	valid   sync.Map       // *concurrency.Session → *validity, while it pings
 	pingers sync.WaitGroup // one per session; Close waits for them
@@ -71,12 +81,15 @@ func New(cli *clientv3.Client, ttl time.Duration) *Manager {
 	}
 	secs := int((ttl + time.Second - 1) / time.Second)
 	life, cancel := context.WithCancel(context.Background())
+	pings, stopPings := context.WithCancel(context.Background())
 	return &Manager{
-		cli:    cli,
-		ttl:    secs,
-		life:   life,
-		cancel: cancel,
-		log:    slog.Default().With("component", "etcdsess"),
+		cli:       cli,
+		ttl:       secs,
+		life:      life,
+		cancel:    cancel,
+		pings:     pings,
+		stopPings: stopPings,
+		log:       slog.Default().With("component", "etcdsess"),
 	}
 }
 
@@ -183,6 +196,7 @@ func (m *Manager) Close() error {
 	m.cur = nil
 	m.mu.Unlock()
 
+	m.stopPings()
 	var err error
 	if s != nil && !isDone(s) {
 		err = m.closeSession(s)
@@ -212,6 +226,27 @@ func (m *Manager) End(ctx context.Context, s *concurrency.Session) error {
 	}
 	m.log.Warn("etcd session ended by a borrower", "lease", fmt.Sprintf("%x", int64(s.Lease())))
 	return nil
+}
+
+// Gone records that etcd refused a request on s because its lease no
+// longer exists (rpctypes.ErrLeaseNotFound: it expired while this process
+// was paused or cut off, or it was revoked), which s's own keep-alive may
+// take up to TTL/3 more to notice. s ends now: its keep-alive stops and
+// s.Done closes, so every hold on it is lost at once, and the next call to
+// Session grants a new lease instead of handing out the dead one again (a
+// borrower waiting for its turn would otherwise fail on it in a loop). A
+// session that is not the current one, or over already, is left as is
+// apart from stopping its keep-alive.
+func (m *Manager) Gone(s *concurrency.Session) {
+	m.mu.Lock()
+	if m.cur == s {
+		m.cur = nil
+	}
+	m.mu.Unlock()
+	if !isDone(s) {
+		m.log.Warn("etcd session lease gone; a new one is granted on next use", "lease", leaseHex(s.Lease()))
+	}
+	s.Orphan() // closes s.Done; the lease is gone in etcd already
 }
 
 // closeTimeout bounds the revoke in Close: a courtesy that frees the locks

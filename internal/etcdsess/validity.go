@@ -94,11 +94,11 @@ func (m *Manager) ping(s *concurrency.Session, v *validity) {
 		select {
 		case <-s.Done():
 			return
-		case <-m.life.Done():
+		case <-m.pings.Done():
 			return
 		case <-tick.C:
 		}
-		ctx, cancel := context.WithTimeout(m.life, every)
+		ctx, cancel := context.WithTimeout(m.pings, every)
 		sent := time.Now()
 		resp, err := m.cli.KeepAliveOnce(ctx, s.Lease())
 		cancel()

@@ -25,6 +25,15 @@ func (f *cannedInventory) Reset(_ context.Context, n int64) error {
 	return f.err
 }
 func (f *cannedInventory) Ping(context.Context) error { return f.err }
+
+// checkedInventory is a cannedInventory that can check its counters, as
+// *stock.Store can: /readyz then reports "stock".
+type checkedInventory struct {
+	cannedInventory
+	counters error
+}
+
+func (f *checkedInventory) CheckCounters(context.Context) error { return f.counters }
 func (f *cannedInventory) Receipt(context.Context, string) (int64, bool, error) {
 	return f.status.Stock, f.sold, f.err
 }
@@ -42,7 +51,7 @@ func TestResponseBodiesExact(t *testing.T) {
 	cases := []struct {
 		name         string
 		seller       handler.Seller
-		inv          *cannedInventory
+		inv          handler.Inventory
 		method, path string
 		body         string
 		code         int
@@ -77,6 +86,16 @@ func TestResponseBodiesExact(t *testing.T) {
 			`{"replica":"r-test","status":"ok"}`},
 		{"readyz", nil, &cannedInventory{}, "GET", "/readyz", "", 200,
 			`{"fence":"ok","lock":"ok","redis":"ok","replica":"r-test"}`},
+		// Added with the counter check (issue 15): "stock" comes after the
+		// existing fields, which are unchanged.
+		{"readyz, counters checked", nil, &checkedInventory{}, "GET", "/readyz", "", 200,
+			`{"fence":"ok","lock":"ok","redis":"ok","replica":"r-test","stock":"ok"}`},
+		{"readyz, stock not an integer", nil, &checkedInventory{counters: fmt.Errorf("stock: status: %w: \"stock\"", stock.ErrNotInteger)},
+			"GET", "/readyz", "", 503,
+			`{"fence":"ok","lock":"ok","redis":"ok","replica":"r-test","stock":"stock: status: stock key holds a non-integer: \"stock\""}`},
+		{"stock not an integer", failing(fmt.Errorf("stock: fenced read: %w: \"stock\"", stock.ErrNotInteger)),
+			&cannedInventory{}, "POST", "/stock/reduce", "", 500,
+			`{"error":"stock key holds a non-integer","replica":"r-test","result":"error"}`},
 		{"info", nil, &cannedInventory{}, "GET", "/info", "", 200,
 			`{"backend":"local","fencing":true,"mode":"locked","replica":"r-test","version":"v-test"}`},
 		{"no route", nil, &cannedInventory{}, "GET", "/nope", "", 404,
@@ -93,6 +112,41 @@ func TestResponseBodiesExact(t *testing.T) {
 			h.ServeHTTP(rec, req)
 			if got := rec.Body.String(); rec.Code != tc.code || got != tc.want {
 				t.Fatalf("%s %s: got %d %s, want %d %s", tc.method, tc.path, rec.Code, got, tc.code, tc.want)
+			}
+		})
+	}
+}
+
+// segmentedInventory is a cannedInventory whose stock is split.
+type segmentedInventory struct {
+	cannedInventory
+	segments []int64
+}
+
+func (f *segmentedInventory) StatusBySegment(context.Context) (stock.Status, []int64, error) {
+	return f.status, f.segments, f.err
+}
+
+// GET /stock lists the segments when the stock is split, and only then, so
+// the one-key body stays byte for byte what it was.
+func TestStockBodyWithSegments(t *testing.T) {
+	cases := []struct {
+		name     string
+		segments []int64
+		want     string
+	}{
+		{"split", []int64{2, 0, -1}, `{"lucky":9,"replica":"r-test","segments":[2,0,-1],"stock":1}`},
+		{"one segment", []int64{1}, `{"lucky":9,"replica":"r-test","stock":1}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := &segmentedInventory{cannedInventory{status: stock.Status{Stock: 1, Lucky: 9}}, tc.segments}
+			h := handler.New(handler.Config{Replica: replica, Backend: "local", AdminToken: token},
+				handler.Deps{Inventory: inv})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), "GET", "/stock", nil))
+			if got := rec.Body.String(); rec.Code != 200 || got != tc.want {
+				t.Fatalf("GET /stock: got %d %s, want 200 %s", rec.Code, got, tc.want)
 			}
 		})
 	}

@@ -32,6 +32,12 @@ func classify(err error) (status int, result api.Result) {
 		result = api.Busy
 	case errors.Is(err, stock.ErrLockLost), errors.Is(err, lock.ErrLost):
 		result = api.LockLost
+	case errors.Is(err, stock.ErrNotInteger):
+		// 500, not 503: the stock's own data is broken, which no retry
+		// and no other replica fixes (they share the key) until an
+		// operator resets it; and not a 4xx, since the buyer did nothing
+		// wrong. /readyz says the same ("stock").
+		return http.StatusInternalServerError, api.Error
 	case errors.Is(err, stock.ErrUnavailable), errors.Is(err, lock.ErrUnavailable),
 		errors.Is(err, lock.ErrClosed):
 		return http.StatusServiceUnavailable, api.Error
@@ -48,7 +54,10 @@ func classify(err error) (status int, result api.Result) {
 // publicError is the stable, generic text an anonymous client gets for a
 // failed call, or "" for ordinary outcomes (sold out, busy) that stay terse.
 // The detail (addresses, script hashes, key names) goes to the log only.
-func publicError(status int, result api.Result) string {
+func publicError(status int, result api.Result, err error) string {
+	if errors.Is(err, stock.ErrNotInteger) {
+		return stock.ErrNotInteger.Error() // what is wrong, without the key
+	}
 	switch result {
 	case api.Fenced:
 		return "sale refused: stale fencing token"

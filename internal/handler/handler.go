@@ -1,11 +1,13 @@
 // Package handler is stockd's HTTP API (Gin, JSON everywhere): the sale, the
-// inventory, admin reset, health, readiness, info and metrics.
+// inventory, admin reset, health, readiness, info, the election view and
+// metrics.
 package handler
 
 import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -69,8 +71,9 @@ type Deps struct {
 	Fence   FenceChecker
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
-	// Leader, if set, serves GET /leader (the election's view).
-	Leader gin.HandlerFunc
+	// Leader is the election GET /leader reports; nil means there is none
+	// (election.backend none).
+	Leader LeaderStatus
 }
 
 // server is the API: its config, collaborators and admin back-off.
@@ -110,6 +113,11 @@ func New(cfg Config, deps Deps) http.Handler {
 		_ = r.SetTrustedProxies(nil)
 	}
 	r.HandleMethodNotAllowed = true
+	// No redirect on a trailing slash: gin's is an HTML body (GET /stock/
+	// answered 301 text/html) or, for a POST, a 307 with no body that has
+	// the client send the sale again elsewhere. Every answer here is JSON,
+	// so /stock/ is a 404 like any other unknown route.
+	r.RedirectTrailingSlash = false
 	r.Use(a.replicaHeader, a.requestLog, a.recovery, a.bodyLimit) // log outside recovery: a panic is logged as its 500
 	r.NoRoute(func(c *gin.Context) {
 		a.problem(c, http.StatusNotFound, "no such route: "+c.Request.URL.Path)
@@ -133,9 +141,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
 	r.GET("/info", a.info)
-	if deps.Leader != nil {
-		r.GET("/leader", deps.Leader)
-	}
+	r.GET("/leader", a.leader)
 	if deps.Metrics != nil {
 		r.GET("/metrics", gin.WrapH(deps.Metrics.Handler()))
 	}
@@ -169,7 +175,7 @@ func (a *server) reduce(c *gin.Context) {
 	if err == nil {
 		body.Stock, body.Token, body.Attempt = &sale.StockAfter, &sale.Token, sale.Attempt
 	} else {
-		body.Error = publicError(status, result)
+		body.Error = publicError(status, result, err)
 	}
 	if errors.As(err, &ue) {
 		body.Attempt = ue.Attempt
@@ -185,12 +191,39 @@ func (a *server) reduce(c *gin.Context) {
 }
 
 func (a *server) status(c *gin.Context) {
+	// A segmented stock (stock.segments > 1) also lists its segments, read
+	// at the same instant as the sum, so a verifier can see one go negative.
+	if seg, ok := a.deps.Inventory.(segmentedInventory); ok {
+		st, segs, err := seg.StatusBySegment(c.Request.Context())
+		if err != nil {
+			a.fail(c, err)
+			return
+		}
+		body := &api.Stock{Stock: st.Stock, Lucky: st.Lucky}
+		if len(segs) > 1 {
+			body.Segments = segs
+		}
+		a.json(c, http.StatusOK, body)
+		return
+	}
 	st, err := a.deps.Inventory.Status(c.Request.Context())
 	if err != nil {
 		a.fail(c, err)
 		return
 	}
 	a.json(c, http.StatusOK, &api.Stock{Stock: st.Stock, Lucky: st.Lucky})
+}
+
+// counterChecker is an Inventory that can tell whether its counters hold
+// integers, for /readyz; *stock.Store is one.
+type counterChecker interface {
+	CheckCounters(ctx context.Context) error
+}
+
+// segmentedInventory is an Inventory that can also report each segment;
+// *stock.Store is one.
+type segmentedInventory interface {
+	StatusBySegment(ctx context.Context) (stock.Status, []int64, error)
 }
 
 // receipt settles a sale answered "unconfirmed": its attempt's receipt says
@@ -217,10 +250,18 @@ func (a *server) reset(c *gin.Context) {
 	if !a.admit(c) {
 		return
 	}
-	// One byte over the limit is enough for parseReset to refuse it.
+	if msg := resetContentProblem(c.Request.Header); msg != "" {
+		a.refuseBody(c, http.StatusUnsupportedMediaType, msg)
+		return
+	}
+	// One byte over the limit is enough to know it is too large.
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxResetBody+1))
 	if err != nil {
 		a.problem(c, http.StatusBadRequest, "reading body: "+err.Error())
+		return
+	}
+	if len(body) > maxResetBody {
+		a.refuseBody(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("reset body larger than %d bytes", maxResetBody))
 		return
 	}
 	n, err := parseReset(body)
@@ -286,7 +327,7 @@ func (a *server) authorized(r *http.Request) bool {
 // text for the client, the detail in the (rate-limited) log.
 func (a *server) fail(c *gin.Context, err error) {
 	status, result := classify(err)
-	msg := publicError(status, result)
+	msg := publicError(status, result, err)
 	if status < http.StatusInternalServerError || msg == "" {
 		msg = "request failed"
 	}
@@ -323,11 +364,17 @@ func (a *server) readyz(c *gin.Context) {
 			fenceState = err.Error()
 		}
 	}
+	// A stock key holding a non-integer fails every sale with a 500 until
+	// an operator resets it: say so here, where probes and people look.
+	stockState := ""
+	if cc, ok := a.deps.Inventory.(counterChecker); ok {
+		stockState = check(cc.CheckCounters)
+	}
 	status := http.StatusOK
-	if redisState != api.OK || lockState != api.OK || fenceState != api.OK {
+	if redisState != api.OK || lockState != api.OK || fenceState != api.OK || (stockState != "" && stockState != api.OK) {
 		status = http.StatusServiceUnavailable
 	}
-	a.json(c, status, &api.Ready{Redis: redisState, Lock: lockState, Fence: fenceState})
+	a.json(c, status, &api.Ready{Redis: redisState, Lock: lockState, Fence: fenceState, Stock: stockState})
 }
 
 func (a *server) info(c *gin.Context) {

@@ -24,7 +24,7 @@ import (
 
 const (
 	replica = "r-test"
-	token   = "s3cret-token"
+	token   = "s3cret-token-2b7f"
 )
 
 // sellerFunc lets a test decide what a sale returns.
@@ -37,6 +37,7 @@ type pingerFunc func(ctx context.Context) error
 func (f pingerFunc) Ping(ctx context.Context) error { return f(ctx) }
 
 type env struct {
+	rdb     *redis.Client
 	store   *stock.Store
 	metrics *metrics.Metrics
 	h       http.Handler
@@ -50,6 +51,7 @@ func newEnv(t *testing.T, n int64, seller handler.Seller, pinger lock.Pinger) *e
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	e := &env{
+		rdb:     rdb,
 		store:   stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "fence"}),
 		metrics: metrics.New(prometheus.Labels{"replica": replica}),
 	}
@@ -223,9 +225,18 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{"string", "POST", "/stock/reset", `{"stock":"300"}`, auth, 400, "integer"},
 		{"overflow", "POST", "/stock/reset", `{"stock":99999999999999999999}`, auth, 400, "integer"},
 		{"unknown field", "POST", "/stock/reset", `{"stock":1,"lucky":5}`, auth, 400, "unknown field"},
+		// Was accepted, the last one winning (issue 15).
+		{"duplicate field", "POST", "/stock/reset", `{"stock":5,"stock":7}`, auth, 400, `duplicate field "stock"`},
 		{"trailing data", "POST", "/stock/reset", `{"stock":1} {"stock":2}`, auth, 400, "after the JSON"},
 		{"array", "POST", "/stock/reset", `[300]`, auth, 400, "JSON object"},
-		{"huge body", "POST", "/stock/reset", `{"stock":1,"x":"` + strings.Repeat("a", 8<<10) + `"}`, auth, 400, "larger than"},
+		// 413 since issue 15 (was 400: too large is not malformed).
+		{"huge body", "POST", "/stock/reset", `{"stock":1,"x":"` + strings.Repeat("a", 8<<10) + `"}`, auth, 413, "larger than"},
+		{"form post", "POST", "/stock/reset", `stock=1`, append([]string{"Content-Type", "application/x-www-form-urlencoded"}, auth...), 415, "Content-Type"},
+		{"text/plain", "POST", "/stock/reset", `{"stock":1}`, append([]string{"Content-Type", "text/plain"}, auth...), 415, "Content-Type"},
+		{"UTF-16", "POST", "/stock/reset", `{"stock":1}`, append([]string{"Content-Type", "application/json; charset=utf-16"}, auth...), 415, "charset"},
+		{"gzip", "POST", "/stock/reset", `{"stock":1}`, append([]string{"Content-Encoding", "gzip"}, auth...), 415, "Content-Encoding"},
+		{"trailing slash", "POST", "/stock/reduce/", ``, nil, 404, "no such route"},
+		{"GET trailing slash", "GET", "/stock/", ``, nil, 404, "no such route"},
 		{"GET reset", "GET", "/stock/reset", ``, auth, 405, "not allowed"},
 		{"DELETE stock", "DELETE", "/stock", ``, auth, 405, "not allowed"},
 		{"PUT reduce", "PUT", "/stock/reduce", ``, nil, 405, "not allowed"},
@@ -352,6 +363,70 @@ func TestReduceErrorTextsAreStable(t *testing.T) {
 		r := e.do(t, http.MethodPost, "/stock/reduce", "")
 		if r.body["result"] != tc.result || r.body["error"] != tc.msg {
 			t.Fatalf("%v: got %s, want result %q error %q", tc.err, r.raw, tc.result, tc.msg)
+		}
+	}
+}
+
+// A stock above 2^53-1 was accepted, and then every sale answered sold_out:
+// the scripts read the stock as a Lua double, and 2^63-1 came back as -2^63.
+// The reset refuses it with a 400 naming the limit; the limit itself sells
+// exactly.
+func TestResetRefusesStockAboveTwoTo53(t *testing.T) {
+	e := newEnv(t, 5, nil, nil)
+	auth := []string{"X-Admin-Token", token}
+	for _, n := range []string{"9223372036854775807", "9007199254740992"} {
+		r := e.do(t, http.MethodPost, "/stock/reset", `{"stock":`+n+`}`, auth...)
+		msg, _ := r.body["error"].(string)
+		if r.code != http.StatusBadRequest || !strings.Contains(msg, "at most 9007199254740991 (2^53-1)") {
+			t.Fatalf("reset to %s: got %d %s, want 400 naming the limit 2^53-1", n, r.code, r.raw)
+		}
+		e.wantStock(t, stock.Status{Stock: 5})
+	}
+	if r := e.do(t, http.MethodPost, "/stock/reset", `{"stock":9007199254740991}`, auth...); r.code != http.StatusOK {
+		t.Fatalf("reset to 2^53-1: got %d %s, want 200", r.code, r.raw)
+	}
+	r := e.do(t, http.MethodPost, "/stock/reduce", "")
+	if r.code != http.StatusOK || !strings.Contains(r.raw, `"stock":9007199254740990`) {
+		t.Fatalf("sale from 2^53-1: got %d %s, want 200 sold with stock 9007199254740990", r.code, r.raw)
+	}
+	e.wantStock(t, stock.Status{Stock: 9007199254740990, Lucky: 1})
+}
+
+// A stock key holding a non-integer made a sale answer 500 "internal
+// error" (the log: "unexpected reply [0]"), GET /stock the same, and
+// /readyz 200. Now each says what is wrong, and /readyz fails on it.
+func TestNonIntegerStockKey(t *testing.T) {
+	e := newEnv(t, 5, nil, nil)
+	e.rdb.Set(t.Context(), "stock", "abc", 0)
+	const want = "stock key holds a non-integer"
+	r := e.do(t, http.MethodPost, "/stock/reduce", "")
+	if r.code != http.StatusInternalServerError || r.body["error"] != want || r.body["result"] != "error" {
+		t.Fatalf("reduce: got %d %s, want 500 error %q", r.code, r.raw, want)
+	}
+	if r := e.do(t, http.MethodGet, "/stock", ""); r.code != http.StatusInternalServerError || r.body["error"] != want {
+		t.Fatalf("GET /stock: got %d %s, want 500 %q", r.code, r.raw, want)
+	}
+	r = e.do(t, http.MethodGet, "/readyz", "")
+	if st, _ := r.body["stock"].(string); r.code != http.StatusServiceUnavailable || !strings.Contains(st, want) || r.body["redis"] != "ok" {
+		t.Fatalf("readyz: got %d %s, want 503 with stock %q and redis ok", r.code, r.raw, want)
+	}
+	// A reset repairs it.
+	if r := e.do(t, http.MethodPost, "/stock/reset", `{"stock":2}`, "X-Admin-Token", token); r.code != http.StatusOK {
+		t.Fatalf("reset: got %d %s", r.code, r.raw)
+	}
+	if r := e.do(t, http.MethodGet, "/readyz", ""); r.code != http.StatusOK || r.body["stock"] != "ok" {
+		t.Fatalf("readyz after reset: got %d %s, want 200 stock ok", r.code, r.raw)
+	}
+}
+
+// A reset in JSON is accepted with no Content-Type or application/json in
+// UTF-8, however spelt.
+func TestResetContentTypes(t *testing.T) {
+	e := newEnv(t, 1, nil, nil)
+	for _, ct := range []string{"", "application/json", "application/json; charset=UTF-8", "Application/JSON;charset=utf-8"} {
+		r := e.do(t, http.MethodPost, "/stock/reset", `{"stock":3}`, "X-Admin-Token", token, "Content-Type", ct)
+		if r.code != http.StatusOK {
+			t.Fatalf("Content-Type %q: got %d %s, want 200", ct, r.code, r.raw)
 		}
 	}
 }

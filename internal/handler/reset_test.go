@@ -5,16 +5,18 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+
+	"seckill/internal/stock"
 )
 
 func TestParseReset(t *testing.T) {
 	ok := map[string]int64{
-		`{"stock":300}`:                 300,
-		`{"stock":0}`:                   0,
-		` { "stock" : 12 } `:            12,
-		`{"stock":9223372036854775807}`: 9223372036854775807,
-		"{\"stock\":5}\n":               5,
-		`{"stock":-0}`:                  0,
+		`{"stock":300}`:              300,
+		`{"stock":0}`:                0,
+		` { "stock" : 12 } `:         12,
+		`{"stock":9007199254740991}`: 9007199254740991, // stock.MaxStock, 2^53-1
+		"{\"stock\":5}\n":            5,
+		`{"stock":-0}`:               0,
 	}
 	for in, want := range ok {
 		got, err := parseReset([]byte(in))
@@ -23,7 +25,10 @@ func TestParseReset(t *testing.T) {
 		}
 	}
 	for _, in := range []string{``, `{`, `null`, `{}`, `{"stock":-5}`, `{"stock":"5"}`, `{"stock":5.0}`,
-		`{"stock":true}`, `{"stock":5}x`, `{"Stock":5,"other":1}`, `{"stock":[5]}`} {
+		`{"stock":true}`, `{"stock":5}x`, `{"Stock":5,"other":1}`, `{"stock":[5]}`,
+		`{"stock":9007199254740992}`, `{"stock":9223372036854775807}`, `{"stock":99999999999999999999}`,
+		`{"stock":5,"stock":7}`, `{"stock":5,"st\u006fck":7}`, `{"stock":5,"stock":5}`, `{"stock":null,"stock":1}`,
+		`{"stock":1,}`, `{,"stock":1}`, `{"stock" 1}`, `{"stock":1`} {
 		if _, err := parseReset([]byte(in)); !errors.Is(err, errBadReset) {
 			t.Errorf("parseReset(%s): got %v, want errBadReset", in, err)
 		}
@@ -31,8 +36,8 @@ func TestParseReset(t *testing.T) {
 }
 
 // FuzzResetBody checks parseReset's contract on arbitrary input: it never
-// panics, refuses with errBadReset only, and whatever it accepts is a
-// non-negative integer that really is the body's "stock" field.
+// panics, refuses with errBadReset only, and whatever it accepts is an
+// integer in 0..stock.MaxStock that really is the body's "stock" field.
 func FuzzResetBody(f *testing.F) {
 	for _, s := range []string{`{"stock":300}`, `{"stock":-1}`, `{"stock":1.5}`, `{"stock":"3"}`, `{}`,
 		`{"stock":1e2}`, `{"stock":1}{}`, `{"stock":99999999999999999999}`, "\xff", `{"stock":0, "x":1}`} {
@@ -46,8 +51,8 @@ func FuzzResetBody(f *testing.F) {
 			}
 			return
 		}
-		if n < 0 {
-			t.Fatalf("accepted negative stock %d from %q", n, body)
+		if n < 0 || n > stock.MaxStock {
+			t.Fatalf("accepted stock %d, outside 0..2^53-1, from %q", n, body)
 		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(body, &m); err != nil {

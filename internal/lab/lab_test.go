@@ -10,11 +10,15 @@ func TestCellExpect(t *testing.T) {
 		cell Cell
 		want Expect
 	}{
-		{Cell{"redis", "pause", true}, ExpectSafe},
-		{Cell{"zookeeper", "kill", true}, ExpectSafe},
-		{Cell{"redis", "pause", false}, ExpectOversell},
-		{Cell{"redis-nocheck", "slowwork", true}, ExpectOversell},
-		{Cell{"setnx", "crash", true}, ExpectStuck},
+		{Cell{Backend: "redis", Scenario: "pause", Fencing: true}, ExpectSafe},
+		{Cell{Backend: "zookeeper", Scenario: "kill", Fencing: true}, ExpectSafe},
+		{Cell{Backend: "redis", Scenario: "pause", Fencing: false}, ExpectOversell},
+		{Cell{Backend: "redis-nocheck", Scenario: "slowwork", Fencing: true}, ExpectOversell},
+		{Cell{Backend: "setnx", Scenario: "crash", Fencing: true}, ExpectStuck},
+		{Cell{Backend: "mysql", Scenario: "lockrestart", Fencing: true}, ExpectSafe},
+		{Cell{Backend: "mysql-row", Scenario: "pause", Fencing: true}, ExpectSafe},
+		{Cell{Backend: "mysql-row", Scenario: "pause", Fencing: false}, ExpectOversell},
+		{Cell{Backend: "redis", Scenario: "kill", Fencing: true, Sale: "segments8"}, ExpectSafe},
 	}
 	for _, tc := range cases {
 		if got := tc.cell.Expect(); got != tc.want {
@@ -25,10 +29,12 @@ func TestCellExpect(t *testing.T) {
 
 func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	cells := Matrix(nil, nil)
-	// 12 scenarios besides crash on each correct backend, less the two
-	// experimental lockforget cells; controls: pause x4, latency and
-	// lockforget on redis; 3 flawed cells.
-	if got, want := len(cells), 4*12-2+4+1+1+3; got != want {
+	// 12 scenarios besides crash on each of the first four correct
+	// backends, less the two experimental lockforget cells; mysql's 10
+	// (no lockforget, no blip) and mysql-row's 3; controls: pause x6,
+	// latency and lockforget on redis; 3 flawed cells; pause, kill and
+	// latency for each of the 2 sales on redis.
+	if got, want := len(cells), 4*12-2+10+3+6+1+1+3+2*3; got != want {
 		t.Fatalf("got %d cells, want %d", got, want)
 	}
 	if got := Matrix([]string{"etcd"}, nil); slices.ContainsFunc(got, func(c Cell) bool { return c.Scenario == "lockforget" }) {
@@ -40,11 +46,48 @@ func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	if got := Matrix([]string{"redis"}, []string{"lockforget"}); len(got) != 2 || got[1].Fencing {
 		t.Fatalf("redis/lockforget: got %v, want the fenced cell and its unfenced control", got)
 	}
-	if got := Matrix([]string{"redis"}, []string{"pause"}); len(got) != 2 || got[1].Fencing {
-		t.Fatalf("redis/pause: got %v, want the fenced cell and its unfenced control", got)
+	if got := Matrix([]string{"redis"}, []string{"pause"}); len(got) != 4 || got[1].Fencing ||
+		got[2].String() != "redis/pause/fenced/combine" || got[3].String() != "redis/pause/fenced/segments8" {
+		t.Fatalf("redis/pause: got %v, want the fenced cell, its unfenced control and the two sales", got)
 	}
 	if got := Matrix([]string{"setnx"}, nil); len(got) != 1 || got[0].Scenario != "crash" {
 		t.Fatalf("setnx: got %v, want only the crash cell", got)
+	}
+}
+
+// The mysql backends' cells: what issue 11 asks for by default (mysql-row a
+// smaller set), the rest of mysql-row's by name, and never a scenario the
+// lab cannot stage on MySQL.
+func TestMatrixMySQL(t *testing.T) {
+	names := func(cells []Cell) []string {
+		var out []string
+		for _, c := range cells {
+			out = append(out, c.String())
+		}
+		return out
+	}
+	want := []string{"mysql/kill/fenced", "mysql/pause/fenced", "mysql/slowwork/fenced", "mysql/partition/fenced",
+		"mysql/lockrestart/fenced", "mysql/stockdown/fenced", "mysql/latency/fenced", "mysql/lostreply/fenced",
+		"mysql/slowreply/fenced", "mysql/netsplit/fenced", "mysql/pause/unfenced"}
+	if got := names(Matrix([]string{"mysql"}, nil)); !slices.Equal(got, want) {
+		t.Errorf("mysql: got %v, want %v", got, want)
+	}
+	want = []string{"mysql-row/kill/fenced", "mysql-row/pause/fenced", "mysql-row/lockrestart/fenced", "mysql-row/pause/unfenced"}
+	if got := names(Matrix([]string{"mysql-row"}, nil)); !slices.Equal(got, want) {
+		t.Errorf("mysql-row: got %v, want %v", got, want)
+	}
+	if got := names(Matrix([]string{"mysql-row"}, []string{"partition", "latency"})); len(got) != 2 {
+		t.Errorf("mysql-row partition and latency by name: got %v, want both", got)
+	}
+	for _, b := range []string{"mysql", "mysql-row"} {
+		for _, s := range []string{"lockforget", "blip"} {
+			if Inapplicable(b, s) == "" {
+				t.Errorf("%s/%s: no reason given", b, s)
+			}
+			if got := Matrix([]string{b}, []string{s}); len(got) != 0 {
+				t.Errorf("%s/%s asked for by name: got %v, want none (inapplicable)", b, s, got)
+			}
+		}
 	}
 }
 

@@ -51,6 +51,10 @@ type Response struct {
 	Settled bool          // an unconfirmed sale that its receipt says sold (Settle)
 	Latency time.Duration // request start to body read
 	Err     error         // transport or decoding error, if any
+	// Sent is when the request was started and Received when its answer
+	// was read (or it failed): on one monotonic clock, so the verifier can
+	// order an answer before a later request (Summarize's false sold-out).
+	Sent, Received time.Time
 }
 
 // Fire sends n reduce requests (method POST) to url with c in flight and
@@ -87,15 +91,17 @@ func reduce(ctx context.Context, client *http.Client, url string) Response {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
-		return Response{Err: err}
+		return Response{Err: err, Sent: start, Received: start}
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return Response{Err: err, Latency: time.Since(start)}
+		end := time.Now()
+		return Response{Err: err, Latency: end.Sub(start), Sent: start, Received: end}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	r := Response{Status: resp.StatusCode, Latency: time.Since(start)}
+	end := time.Now()
+	r := Response{Status: resp.StatusCode, Latency: end.Sub(start), Sent: start, Received: end}
 	if err != nil {
 		r.Err = err
 		return r

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,11 +26,34 @@ type fakeStockd struct {
 	// unconfirmEvery, if positive, answers every nth sale "unconfirmed"
 	// (the sale happened; its receipt says so).
 	unconfirmEvery int
+	// segments, if above 1, splits the stock over that many segments
+	// (GET /stock lists them). segBug selects how the fake sells from them.
+	segments int
+	segBug   segBug
 
 	mu           sync.Mutex
 	stock, lucky int64
+	segs         []int64
+	next         int // round-robin cursor over segs
 	receipts     map[string]bool
 }
+
+// segBug is a segmented fake's selling rule: correct, or one of the two
+// bugs the verifier must catch.
+type segBug int
+
+const (
+	// segCorrect sells from any segment with stock and answers sold_out
+	// only when every segment is empty.
+	segCorrect segBug = iota
+	// segFalseSoldOut puts the whole stock in segment 0 at reset, tries
+	// segments round robin and answers sold_out when the one it tried is
+	// empty: buyers are turned away while segment 0 still has stock.
+	segFalseSoldOut
+	// segNegative always sells from segment 0 while the sum is positive:
+	// the books balance, segment 0 goes below zero.
+	segNegative
+)
 
 func (f *fakeStockd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reply := func(code int, v any) {
@@ -45,7 +69,8 @@ func (f *fakeStockd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var body api.Reset
 		_ = json.NewDecoder(r.Body).Decode(&body)
 		f.mu.Lock()
-		f.stock, f.lucky = body.Stock, 0
+		f.stock, f.lucky, f.next = body.Stock, 0, 0
+		f.split()
 		f.mu.Unlock()
 		reply(http.StatusOK, api.Stock{Stock: body.Stock})
 	case "/info":
@@ -53,8 +78,12 @@ func (f *fakeStockd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/stock":
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		reply(http.StatusOK, api.Stock{Stock: f.stock, Lucky: f.lucky})
+		reply(http.StatusOK, api.Stock{Stock: f.stock, Lucky: f.lucky, Segments: slices.Clone(f.segs)})
 	case "/stock/reduce":
+		if f.segments > 1 {
+			f.reduceSegment(reply)
+			return
+		}
 		f.reduce(reply)
 	default:
 		if id, ok := strings.CutPrefix(r.URL.Path, "/stock/receipts/"); ok {
@@ -99,6 +128,60 @@ func (f *fakeStockd) reduce(reply func(int, any)) {
 		return
 	}
 	left := stock - 1
+	reply(http.StatusOK, api.Sale{Result: api.Sold, Stock: &left, From: api.From{Replica: "fake-1"}})
+}
+
+// split spreads f.stock over f.segments at reset; f.mu is held.
+func (f *fakeStockd) split() {
+	f.segs = nil
+	if f.segments <= 1 {
+		return
+	}
+	f.segs = make([]int64, f.segments)
+	if f.segBug == segFalseSoldOut {
+		f.segs[0] = f.stock
+		return
+	}
+	for i := range f.segs {
+		f.segs[i] = f.stock / int64(f.segments)
+		if int64(i) < f.stock%int64(f.segments) {
+			f.segs[i]++
+		}
+	}
+}
+
+// reduceSegment sells one unit from a segment by f.segBug's rule; f.stock
+// stays the segments' sum.
+func (f *fakeStockd) reduceSegment(reply func(int, any)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seg := -1
+	switch f.segBug {
+	case segCorrect:
+		for i, n := range f.segs {
+			if n > 0 {
+				seg = i
+				break
+			}
+		}
+	case segFalseSoldOut:
+		if i := f.next % len(f.segs); f.segs[i] > 0 {
+			seg = i
+		}
+		f.next++
+	case segNegative:
+		if f.stock > 0 {
+			seg = 0
+		}
+	}
+	if seg < 0 {
+		reply(http.StatusConflict, api.Sale{Result: api.SoldOut})
+		return
+	}
+	f.segs[seg]--
+	f.stock--
+	f.lucky++
+	left := f.segs[seg]
 	reply(http.StatusOK, api.Sale{Result: api.Sold, Stock: &left, From: api.From{Replica: "fake-1"}})
 }
 
@@ -247,5 +330,106 @@ func TestFireStopsOnCancel(t *testing.T) {
 	got := Fire(ctx, NewClient(4, time.Minute), srv.URL, 100, 4)
 	if len(got) != 0 {
 		t.Fatalf("got %d responses from cancelled requests, want 0", len(got))
+	}
+}
+
+// A correctly segmented stock passes: every segment read back, none
+// negative, no buyer turned away while a segment had stock.
+func TestRunSegmentsConsistent(t *testing.T) {
+	srv := httptest.NewServer(&fakeStockd{segments: 4})
+	t.Cleanup(srv.Close)
+	r, err := Run(t.Context(), Config{URL: srv.URL, AdminToken: "t", Requests: 200, Concurrency: 20, Stock: 101})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Segments, []int64{0, 0, 0, 0}) || r.NegativeSegments != 0 || r.FalseSoldOut != 0 {
+		t.Fatalf("got segments %v negative %d false sold-out %d, want [0 0 0 0] 0 0", r.Segments, r.NegativeSegments, r.FalseSoldOut)
+	}
+	if !r.Consistent || !r.OK() || r.Verdict() != "consistent" || r.Sold != 101 || r.SoldOut != 99 {
+		t.Fatalf("got consistent=%v ok=%v verdict %q sold %d sold_out %d, want a consistent sale of 101", r.Consistent, r.OK(), r.Verdict(), r.Sold, r.SoldOut)
+	}
+}
+
+// A segment below zero fails the run even though the sum hides it.
+func TestRunNegativeSegment(t *testing.T) {
+	srv := httptest.NewServer(&fakeStockd{segments: 2, segBug: segNegative})
+	t.Cleanup(srv.Close)
+	r, err := Run(t.Context(), Config{URL: srv.URL, AdminToken: "t", Requests: 10, Concurrency: 3, Stock: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stock != 0 || r.Lucky != 4 || r.Oversold != 0 {
+		t.Fatalf("got stock %d lucky %d oversold %d, want the sum to balance (0, 4, 0)", r.Stock, r.Lucky, r.Oversold)
+	}
+	if !slices.Equal(r.Segments, []int64{-2, 2}) || r.NegativeSegments != 1 {
+		t.Fatalf("got segments %v negative %d, want [-2 2] and 1", r.Segments, r.NegativeSegments)
+	}
+	if r.Consistent || r.OK() || r.Verdict() != "NEGATIVE SEGMENT" {
+		t.Fatalf("got consistent=%v ok=%v verdict %q, want NEGATIVE SEGMENT", r.Consistent, r.OK(), r.Verdict())
+	}
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil || !strings.Contains(b.String(), "segments [-2 2]  negative 1") {
+		t.Fatalf("summary %q (err %v) does not show the segments", b.String(), err)
+	}
+}
+
+// Buyers turned away while segment 0 still had stock are counted: with one
+// request in flight, every sold_out answered before the last sale is
+// false (requests 2, 4, 6, 8), the ones after it (10, 11, 12) are not.
+func TestRunFalseSoldOut(t *testing.T) {
+	srv := httptest.NewServer(&fakeStockd{segments: 2, segBug: segFalseSoldOut})
+	t.Cleanup(srv.Close)
+	r, err := Run(t.Context(), Config{URL: srv.URL, AdminToken: "t", Requests: 12, Concurrency: 1, Stock: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Sold != 5 || r.SoldOut != 7 || r.FalseSoldOut != 4 {
+		t.Fatalf("got sold %d sold_out %d false sold-out %d, want 5 7 4", r.Sold, r.SoldOut, r.FalseSoldOut)
+	}
+	if !r.Consistent || r.OK() || r.Verdict() != "FALSE SOLD-OUT" {
+		t.Fatalf("got consistent=%v ok=%v verdict %q, want consistent books but FALSE SOLD-OUT", r.Consistent, r.OK(), r.Verdict())
+	}
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil || !strings.Contains(b.String(), "false sold-out 4") || !strings.Contains(b.String(), "verdict: FALSE SOLD-OUT") {
+		t.Fatalf("summary %q (err %v) does not report the false sold-outs", b.String(), err)
+	}
+}
+
+// The criterion's boundaries: a sold_out is false only when received
+// strictly before a later sale was sent; settled unconfirmed sales count
+// as sales, unsettled ones and other outcomes do not.
+func TestFalseSoldOuts(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	soldOut := func(recv int) Response {
+		return Response{Outcome: OutcomeSoldOut, Sent: at(recv - 1), Received: at(recv)}
+	}
+	sale := func(o Outcome, sent int, settled bool) Response {
+		return Response{Outcome: o, Sent: at(sent), Received: at(sent + 5), Settled: settled}
+	}
+	for _, tc := range []struct {
+		name string
+		rs   []Response
+		want int
+	}{
+		{"none sold", []Response{soldOut(1), soldOut(2)}, 0},
+		{"sold out after the last sale was sent", []Response{sale(OutcomeSold, 10, false), soldOut(11), soldOut(20)}, 0},
+		{"sale sent at the same instant", []Response{soldOut(10), sale(OutcomeSold, 10, false)}, 0},
+		{"sale sent just after", []Response{soldOut(10), sale(OutcomeSold, 11, false), soldOut(12)}, 1},
+		{"in flight together: sold_out answered after the sale was sent", []Response{sale(OutcomeSold, 10, false), soldOut(11)}, 0},
+		{"settled unconfirmed sale", []Response{soldOut(3), soldOut(4), sale(OutcomeUnconfirmed, 5, true)}, 2},
+		{"unsettled unconfirmed", []Response{soldOut(3), sale(OutcomeUnconfirmed, 5, false)}, 0},
+		{"busy is not a sale", []Response{soldOut(3), sale(OutcomeBusy, 5, false)}, 0},
+		{"sold_out never answered (zero time)", []Response{{Outcome: OutcomeSoldOut}, sale(OutcomeSold, 5, false)}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := falseSoldOuts(tc.rs); got != tc.want {
+				t.Fatalf("got %d, want %d", got, tc.want)
+			}
+			r := Summarize("fake", 10, tc.rs, time.Second, api.Stock{})
+			if r.FalseSoldOut != tc.want {
+				t.Fatalf("Summarize: got %d, want %d", r.FalseSoldOut, tc.want)
+			}
+		})
 	}
 }

@@ -66,21 +66,35 @@ type Report struct {
 	LockLost    int    `json:"lock_lost"`
 	// Unconfirmed answers may have sold; UnconfirmedSold is how many did,
 	// by their receipts, read after the run.
-	Unconfirmed     int            `json:"unconfirmed"`
-	UnconfirmedSold int            `json:"unconfirmed_sold"`
-	Errors          int            `json:"errors"`
-	Stock           int64          `json:"stock"`
-	Lucky           int64          `json:"lucky"`
-	Initial         int            `json:"initial"`
-	Oversold        int64          `json:"oversold"`
-	Consistent      bool           `json:"consistent"`
-	RPS             float64        `json:"rps"`
-	P50ms           float64        `json:"p50_ms"`
-	P99ms           float64        `json:"p99_ms"`
-	DurationMS      float64        `json:"duration_ms"`
-	Replicas        map[string]int `json:"replicas"` // sales per replica
-	TimedOut        bool           `json:"timed_out,omitempty"`
-	ErrorSample     []string       `json:"error_sample,omitempty"` // a few distinct errors
+	Unconfirmed     int   `json:"unconfirmed"`
+	UnconfirmedSold int   `json:"unconfirmed_sold"`
+	Errors          int   `json:"errors"`
+	Stock           int64 `json:"stock"`
+	Lucky           int64 `json:"lucky"`
+	Initial         int   `json:"initial"`
+	Oversold        int64 `json:"oversold"`
+	// Segments is each segment's stock read back, when the stock is split
+	// (GET /stock lists them only then); NegativeSegments counts those
+	// below zero: a segment that sold a unit it did not have, even when
+	// another segment's surplus hides it in the sum.
+	Segments         []int64 `json:"segments,omitempty"`
+	NegativeSegments int     `json:"negative_segments"`
+	// Consistent: the books balance (stock + lucky == initial, lucky ==
+	// sales told or settled), and neither the stock nor any segment is
+	// negative.
+	Consistent bool `json:"consistent"`
+	// FalseSoldOut counts sold_out answers proven false: received before
+	// some later sale's request was even sent. Stock only goes down during
+	// a sale, so that sale found a unit left after the sold_out was
+	// decided: the buyer was turned away while stock remained.
+	FalseSoldOut int            `json:"false_sold_out"`
+	RPS          float64        `json:"rps"`
+	P50ms        float64        `json:"p50_ms"`
+	P99ms        float64        `json:"p99_ms"`
+	DurationMS   float64        `json:"duration_ms"`
+	Replicas     map[string]int `json:"replicas"` // sales per replica
+	TimedOut     bool           `json:"timed_out,omitempty"`
+	ErrorSample  []string       `json:"error_sample,omitempty"` // a few distinct errors
 }
 
 // Run resets the stock, fires the requests, reads the stock back and
@@ -171,7 +185,17 @@ func Summarize(backend string, initial int, responses []Response, elapsed time.D
 	}
 	want := int64(initial)
 	r.Oversold = max(0, r.Stock+r.Lucky-want, int64(r.Sold+r.UnconfirmedSold)-want)
-	r.Consistent = r.Stock+r.Lucky == want && int64(r.Sold+r.UnconfirmedSold) == r.Lucky && r.Stock >= 0
+	if len(s.Segments) > 0 {
+		r.Segments = slices.Clone(s.Segments)
+	}
+	for _, n := range s.Segments {
+		if n < 0 {
+			r.NegativeSegments++
+		}
+	}
+	r.Consistent = r.Stock+r.Lucky == want && int64(r.Sold+r.UnconfirmedSold) == r.Lucky && r.Stock >= 0 &&
+		r.NegativeSegments == 0
+	r.FalseSoldOut = falseSoldOuts(responses)
 	r.DurationMS = ms(elapsed)
 	if elapsed > 0 {
 		r.RPS = float64(len(responses)) / elapsed.Seconds()
@@ -180,6 +204,33 @@ func Summarize(backend string, initial int, responses []Response, elapsed time.D
 	r.P50ms = ms(percentile(latencies, 50))
 	r.P99ms = ms(percentile(latencies, 99))
 	return r
+}
+
+// falseSoldOuts counts the sold_out answers received before the send time
+// of the latest-sent request that sold (answered sold, or unconfirmed and
+// settled sold by its receipt). The criterion is exact, not a heuristic:
+// that sale was decided after its request was sent, hence after the
+// sold_out answer was decided, and a unit was still there for it; with no
+// reset during the run the stock never goes back up, so a unit was there
+// when the sold_out was decided too. Sent and Received carry monotonic
+// readings from one process, so the comparison is safe against wall-clock
+// steps.
+func falseSoldOuts(responses []Response) int {
+	var lastSale time.Time
+	for _, r := range responses {
+		if r.Outcome == OutcomeSold || (r.Outcome == OutcomeUnconfirmed && r.Settled) {
+			if r.Sent.After(lastSale) {
+				lastSale = r.Sent
+			}
+		}
+	}
+	n := 0
+	for _, r := range responses {
+		if r.Outcome == OutcomeSoldOut && !r.Received.IsZero() && r.Received.Before(lastSale) {
+			n++
+		}
+	}
+	return n
 }
 
 // percentile is the nearest-rank percentile of sorted durations.
@@ -204,7 +255,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Unconfirmed > 0 {
 		fmt.Fprintf(&b, "  unconfirmed %d (%d of them sold, by their receipts)\n", r.Unconfirmed, r.UnconfirmedSold)
 	}
-	fmt.Fprintf(&b, "  stock %d  lucky %d  oversold %d\n", r.Stock, r.Lucky, r.Oversold)
+	fmt.Fprintf(&b, "  stock %d  lucky %d  oversold %d  false sold-out %d\n", r.Stock, r.Lucky, r.Oversold, r.FalseSoldOut)
+	if len(r.Segments) > 0 {
+		fmt.Fprintf(&b, "  segments %v  negative %d\n", r.Segments, r.NegativeSegments)
+	}
 	if len(r.Replicas) > 0 {
 		var parts []string
 		for _, name := range slices.Sorted(maps.Keys(r.Replicas)) {
@@ -224,14 +278,26 @@ func (r *Report) WriteText(w io.Writer) error {
 	return err
 }
 
-// Verdict is "consistent", "OVERSOLD" or "INCONSISTENT".
+// OK reports whether the run passed every check: consistent books, no
+// segment negative, no false sold-out. `seckill run` exits non-zero
+// otherwise.
+func (r *Report) OK() bool {
+	return r.Consistent && r.FalseSoldOut == 0
+}
+
+// Verdict is "consistent", or the worst failed check: "OVERSOLD",
+// "NEGATIVE SEGMENT", "INCONSISTENT" or "FALSE SOLD-OUT".
 func (r *Report) Verdict() string {
 	switch {
-	case r.Consistent:
-		return "consistent"
 	case r.Oversold > 0:
 		return "OVERSOLD"
-	default:
+	case r.NegativeSegments > 0:
+		return "NEGATIVE SEGMENT"
+	case !r.Consistent:
 		return "INCONSISTENT"
+	case r.FalseSoldOut > 0:
+		return "FALSE SOLD-OUT"
+	default:
+		return "consistent"
 	}
 }

@@ -1,5 +1,5 @@
 // Package localcluster runs the whole seckill topology on one machine from
-// real processes: a redis-server, optionally etcd and ZooKeeper, N stockd
+// real processes: a redis-server, optionally etcd, ZooKeeper and MariaDB, N stockd
 // replicas and an nginx load balancer in front of them, each on a free
 // loopback port with its own log file in the cluster's directory. It is what
 // `seckill demo` and the end-to-end tests stand on.
@@ -58,6 +58,9 @@ type Config struct {
 	// nor the election needs them. They are always started, on first need,
 	// when Backend or a later SetBackend needs them.
 	Etcd, ZooKeeper bool
+	// MySQL starts MariaDB (the mysql and mysql-row backends' server) up
+	// front; it is always started on first need otherwise.
+	MySQL bool
 	// AdminToken guards POST /stock/reset. The default is a fixed lab token.
 	AdminToken string
 	// ProxyTimeout is nginx's upstream read timeout: how long a request to a
@@ -91,6 +94,7 @@ type Cluster struct {
 	redis     *servers.Process
 	etcd      *servers.Process
 	zookeeper *servers.Process
+	mariadb   *servers.Process
 	replicas  []*servers.Process
 	nginx     *servers.Process
 	faults    *faultNet // nil unless Config.Faults
@@ -133,9 +137,10 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}()
 
 	// The build (seconds when the tree changed) and the servers (redis is
-	// instant, etcd ~0.5s, ZooKeeper's JVM 1-2s) do not depend on each other.
+	// instant, etcd ~0.5s, ZooKeeper's JVM 1-2s, MariaDB 2-4s with its
+	// install) do not depend on each other.
 	var wg sync.WaitGroup
-	errs := make([]error, 5)
+	errs := make([]error, 6)
 	wg.Go(func() { errs[0] = c.ensureStockd(ctx) })
 	wg.Go(func() {
 		c.redis, errs[1] = startServer(ctx, c.cfg.Dir, "redis", servers.StartRedis)
@@ -145,6 +150,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	if cfg.ZooKeeper || needsZooKeeper(c.backend, c.env) {
 		wg.Go(func() { c.zookeeper, errs[3] = startServer(ctx, c.cfg.Dir, "zookeeper", servers.StartZooKeeper) })
+	}
+	if cfg.MySQL || needsMySQL(c.backend) {
+		wg.Go(func() { c.mariadb, errs[5] = startServer(ctx, c.cfg.Dir, "mariadb", servers.StartMariaDB) })
 	}
 	if cfg.Faults {
 		c.faults = newFaultNet()
@@ -246,6 +254,11 @@ func (c *Cluster) Etcd() *servers.Process { return c.get(&c.etcd) }
 // ZooKeeper returns the ZooKeeper process, or nil when it was not started.
 func (c *Cluster) ZooKeeper() *servers.Process { return c.get(&c.zookeeper) }
 
+// MariaDB returns the MariaDB process (the mysql backends' server), or nil
+// when it was not started. servers.MariaDBDSN(p.Addr()) connects to it
+// directly, past the fault proxies.
+func (c *Cluster) MariaDB() *servers.Process { return c.get(&c.mariadb) }
+
 func (c *Cluster) get(p **servers.Process) *servers.Process {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -302,7 +315,7 @@ func (c *Cluster) Close() error {
 	}
 	c.closed = true
 	nginx, replicas := c.nginx, c.replicas
-	backing := []*servers.Process{c.redis, c.etcd, c.zookeeper}
+	backing := []*servers.Process{c.redis, c.etcd, c.zookeeper, c.mariadb}
 	c.mu.Unlock()
 
 	var errs []error

@@ -39,7 +39,7 @@ const (
 	// LinkStock is a replica's connection to the stock Redis.
 	LinkStock Link = "stock"
 	// LinkLock is a replica's connection to the server the current backend's
-	// lock lives in: the lock Redis, etcd or ZooKeeper.
+	// lock lives in: the lock Redis, etcd, ZooKeeper or MariaDB.
 	LinkLock Link = "lock"
 )
 
@@ -49,6 +49,7 @@ const (
 	targetLockRedis = "lockredis"
 	targetEtcd      = "etcd"
 	targetZooKeeper = "zookeeper"
+	targetMySQL     = "mysql"
 )
 
 // faultNet owns the proxies and the lock Redis. Proxies are created on first
@@ -200,6 +201,12 @@ func (c *Cluster) faultEnv(i int, env map[string]string) error {
 		}
 		env["STOCKD_ZOOKEEPER_SERVERS"] = p.Listen
 	}
+	if c.mariadb != nil {
+		if p, err = f.proxy(targetMySQL, i, c.mariadb.Addr()); err != nil {
+			return err
+		}
+		env["STOCKD_MYSQL_DSN"] = servers.MariaDBDSN(p.Listen)
+	}
 	return nil
 }
 
@@ -210,6 +217,8 @@ func lockTarget(backend string) string {
 		return targetEtcd
 	case "zookeeper":
 		return targetZooKeeper
+	case "mysql", "mysql-row":
+		return targetMySQL
 	default:
 		return targetLockRedis
 	}
@@ -248,14 +257,18 @@ func (c *Cluster) LockRedis() *servers.Process {
 }
 
 // LockServer returns the process the current backend's lock lives in: etcd,
-// ZooKeeper, or the lock Redis (the stock Redis without Config.Faults). It
-// is nil for backends whose server has not started.
+// ZooKeeper, MariaDB, or the lock Redis (the stock Redis without
+// Config.Faults). It is nil for backends whose server has not started.
+// Kill, Pause and Restart act on it as on a real server; MariaDB's Restart
+// keeps its data directory, so the token counters survive it.
 func (c *Cluster) LockServer() *servers.Process {
-	switch c.Backend() {
-	case "etcd":
+	switch b := c.Backend(); {
+	case b == "etcd":
 		return c.Etcd()
-	case "zookeeper":
+	case b == "zookeeper":
 		return c.ZooKeeper()
+	case needsMySQL(b):
+		return c.MariaDB()
 	}
 	if lr := c.LockRedis(); lr != nil {
 		return lr
@@ -268,7 +281,9 @@ func (c *Cluster) LockServer() *servers.Process {
 // new etcd cluster (new cluster id, revisions from 1), a new ZooKeeper
 // ensemble (zxids from the start, every session unknown). Only etcd and
 // ZooKeeper keep their data in the directory this empties; a lock Redis
-// forgets by FLUSHALL.
+// forgets by FLUSHALL. MariaDB is not emptied here: its data directory
+// needs mariadb-install-db again, and its tokens are meant to be durable
+// (a recreated database is lock.TokenAdvancer's case, as for Redis).
 func (c *Cluster) ForgetLockServer(ctx context.Context) error {
 	b := c.Backend()
 	if b != "etcd" && b != "zookeeper" {

@@ -141,3 +141,77 @@ func resetStock(ctx context.Context, c *Cluster, n int) (int, map[string]any, er
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// MariaDB starts on the first SetBackend that needs it, the replicas get
+// its DSN through their own proxies (so a Cut of the lock link isolates one
+// replica from it), and a restart of the lock server keeps its data: the
+// tokens after it are above those before.
+func TestMySQLBackendStartsMariaDBOnFirstNeed(t *testing.T) {
+	c := faultCluster(t)
+	ctx := t.Context()
+	if c.MariaDB() != nil {
+		t.Fatal("MariaDB started for a redis cluster")
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	err := c.SetBackend(sctx, "mysql", map[string]string{"mysql.session_ttl": "2s"})
+	cancel()
+	if errors.Is(err, servers.ErrNotInstalled) {
+		servertest.SkipOrFail(t, err, "mariadb-server")
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, c.Logs(20))
+	}
+	db := c.MariaDB()
+	if db == nil || c.LockServer() != db {
+		t.Fatalf("LockServer %v, MariaDB %v: want MariaDB", c.LockServer(), db)
+	}
+	if st, _, err := resetStock(ctx, c, 10); err != nil || st != http.StatusOK {
+		t.Fatalf("reset: %d %v", st, err)
+	}
+	sell := func(url string) float64 {
+		t.Helper()
+		st, body, err := getJSON(ctx, http.MethodPost, url+"/stock/reduce")
+		if err != nil || st != http.StatusOK || body["result"] != "sold" {
+			t.Fatalf("reduce: %d %v (%v), want sold\n%s", st, body, err, c.Logs(20))
+		}
+		tok, _ := body["token"].(float64)
+		return tok
+	}
+	before := sell(c.URL())
+
+	restore, err := c.Cut(0, LinkLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, body, err := getJSON(ctx, http.MethodGet, c.ReplicaURL(0)+"/readyz"); err != nil || st != http.StatusServiceUnavailable || body["lock"] == "ok" {
+		t.Errorf("replica cut from MySQL: /readyz = %d %v (%v), want 503 naming the lock", st, body, err)
+	}
+	if st, body, err := getJSON(ctx, http.MethodGet, c.ReplicaURL(1)+"/readyz"); err != nil || st != http.StatusOK {
+		t.Errorf("other replica: /readyz = %d %v (%v), want 200", st, body, err)
+	}
+	if err := restore(); err != nil {
+		t.Fatal(err)
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := db.Restart(rctx); err != nil {
+		t.Fatal(err)
+	}
+	// The replicas reconnect on their next acquisition; a pooled session
+	// the restart closed may fail the first one.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, body, err := getJSON(ctx, http.MethodPost, c.ReplicaURL(1)+"/stock/reduce")
+		if err == nil && st == http.StatusOK && body["result"] == "sold" {
+			if after, _ := body["token"].(float64); after <= before {
+				t.Fatalf("token %v after the restart, %v before: the counter did not survive", after, before)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sale within 15s of the MariaDB restart: %d %v (%v)\n%s", st, body, err, c.Logs(20))
+		}
+		time.Sleep(200 * time.Millisecond) // the replica's reconnect has no event to wait on from here
+	}
+}

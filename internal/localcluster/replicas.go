@@ -59,14 +59,15 @@ func (c *Cluster) SetBackend(ctx context.Context, backend string, env map[string
 	return err
 }
 
-// ensureBackingServers starts etcd and ZooKeeper on first need.
+// ensureBackingServers starts etcd, ZooKeeper and MariaDB on first need.
 func (c *Cluster) ensureBackingServers(ctx context.Context) error {
 	c.mu.Lock()
 	wantEtcd := c.etcd == nil && needsEtcd(c.backend, c.env)
 	wantZK := c.zookeeper == nil && needsZooKeeper(c.backend, c.env)
+	wantMySQL := c.mariadb == nil && needsMySQL(c.backend)
 	c.mu.Unlock()
 	var wg sync.WaitGroup
-	var etcdErr, zkErr error
+	var etcdErr, zkErr, mysqlErr error
 	if wantEtcd {
 		wg.Go(func() {
 			p, err := startServer(ctx, c.cfg.Dir, "etcd", servers.StartEtcd)
@@ -83,8 +84,16 @@ func (c *Cluster) ensureBackingServers(ctx context.Context) error {
 			c.mu.Unlock()
 		})
 	}
+	if wantMySQL {
+		wg.Go(func() {
+			p, err := startServer(ctx, c.cfg.Dir, "mariadb", servers.StartMariaDB)
+			c.mu.Lock()
+			c.mariadb, mysqlErr = p, err
+			c.mu.Unlock()
+		})
+	}
 	wg.Wait()
-	return errors.Join(etcdErr, zkErr)
+	return errors.Join(etcdErr, zkErr, mysqlErr)
 }
 
 // startReplicas starts all replicas in parallel with the current backend and
@@ -169,6 +178,9 @@ func (c *Cluster) replicaEnv(i int) []string {
 	if c.zookeeper != nil {
 		env["STOCKD_ZOOKEEPER_SERVERS"] = c.zookeeper.Addr()
 	}
+	if c.mariadb != nil {
+		env["STOCKD_MYSQL_DSN"] = servers.MariaDBDSN(c.mariadb.Addr())
+	}
 	if err := c.faultEnv(i, env); err != nil {
 		// The replica then talks to its servers directly: faults aimed at
 		// it will not land, which the fault tests notice.
@@ -211,6 +223,12 @@ func needsEtcd(backend string, env map[string]string) bool {
 
 func needsZooKeeper(backend string, env map[string]string) bool {
 	return backend == "zookeeper" || env["STOCKD_ELECTION_BACKEND"] == "zookeeper"
+}
+
+// needsMySQL: the mysql backends keep their locks in MariaDB (no election
+// runs on it).
+func needsMySQL(backend string) bool {
+	return backend == "mysql" || backend == "mysql-row"
 }
 
 func firstLine(err error) string {

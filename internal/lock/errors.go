@@ -1,6 +1,9 @@
 package lock
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Backends wrap them with context (fmt.Errorf("...: %w", ...))
 // so callers test with errors.Is.
@@ -28,3 +31,11 @@ var (
 	// ErrClosed: the Locker was closed.
 	ErrClosed = errors.New("lock: locker closed")
 )
+
+// Unavailable is the one shape of a backend's server failure: "<pkg>:
+// <what>: lock: backend unavailable: <err>", wrapping ErrUnavailable and
+// err. pkg is the backend's package name; what names the operation and its
+// key, e.g. `release "sku:42"`.
+func Unavailable(pkg, what string, err error) error {
+	return fmt.Errorf("%s: %s: %w: %w", pkg, what, ErrUnavailable, err)
+}

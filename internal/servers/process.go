@@ -1,5 +1,5 @@
 // Package servers starts real server processes (redis-server, etcd, ZooKeeper,
-// nginx, stockd) on free loopback ports with private temp directories, waits
+// MariaDB, nginx, stockd) on free loopback ports with private temp directories, waits
 // until they answer, and can stop, kill, pause, resume and restart them. It is
 // the ground floor of the local cluster, the end-to-end tests and the
 // benchmark: nothing here is a fake.

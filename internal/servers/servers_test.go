@@ -16,6 +16,7 @@ func TestServersStartAndRestart(t *testing.T) {
 		"redis":     func(t testing.TB) interface{ Addr() string } { return servertest.Redis(t) },
 		"etcd":      func(t testing.TB) interface{ Addr() string } { return servertest.Etcd(t) },
 		"zookeeper": func(t testing.TB) interface{ Addr() string } { return servertest.ZooKeeper(t) },
+		"mariadb":   func(t testing.TB) interface{ Addr() string } { return servertest.MariaDB(t) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

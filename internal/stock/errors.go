@@ -42,6 +42,16 @@ var (
 	// ErrBusy: the lock was not obtained within the wait timeout.
 	ErrBusy = errors.New("stock: lock busy")
 
+	// ErrNotInteger: a stock or lucky key holds something a sale cannot
+	// count with — not a canonical integer (a typo'd SET, "5.0"), beyond
+	// ±(2^53-1), or a key of another type. Nothing was written. Its text is
+	// what a client is told; the wrapping error names the key.
+	ErrNotInteger = errors.New("stock key holds a non-integer")
+
+	// ErrStockRange: a reset to a stock outside 0..MaxStock; nothing was
+	// written.
+	ErrStockRange = errors.New("stock: stock out of range 0..2^53-1")
+
 	// ErrUnavailable: the stock Redis could not be reached or is not serving.
 	ErrUnavailable = errors.New("stock: redis unavailable")
 )

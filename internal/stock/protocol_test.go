@@ -20,6 +20,9 @@ import (
 // balance, the stock stay non-negative, every unit sold be accounted to
 // exactly one lease, and no token carry two accepted writes.
 //
+// A third of the holders write a combined batch (Store.WriteBatch) of up to
+// four units; its members' receipts must say which of them sold.
+//
 // Seeded and reproducible: SECKILL_PROTOCOL_SEED=<n> replays a failure.
 //
 // The second variant lets the fence restart (Fence.Quiet of 1ms, so nearly
@@ -58,11 +61,13 @@ func fenceProtocol(t *testing.T, quiet time.Duration) {
 		steps int   // calls left: read, then one or more writes
 		sold  bool  // a write of its answered "written"
 		lost  bool  // a write of its ran but the answer was dropped
+		units int   // units its write sells: 1, or a combined batch's
 	}
 	var (
 		counter  uint64 = 1
 		lease    int
-		soldBy   = map[string]bool{}   // leases told "sold", or settled so by receipt
+		soldBy   = map[string]int{}    // leases told "sold", or settled so by receipt: units
+		units    int64                 // their sum
 		tokenWon = map[string]string{} // lock/token -> the lease whose write was accepted
 	)
 	for round := range rounds {
@@ -81,7 +86,10 @@ func fenceProtocol(t *testing.T, quiet time.Duration) {
 			default: // another lock's token space
 				f.Lock, f.Token = "etcd/k", counter+uint64(rng.IntN(3))
 			}
-			hs[i] = &holder{f: f, steps: 2 + rng.IntN(2)}
+			hs[i] = &holder{f: f, steps: 2 + rng.IntN(2), units: 1}
+			if rng.IntN(3) == 0 {
+				hs[i].units = 2 + rng.IntN(3)
+			}
 		}
 		for {
 			var live []*holder
@@ -111,7 +119,12 @@ func fenceProtocol(t *testing.T, quiet time.Duration) {
 				h.steps = 0
 				continue
 			}
-			err := s.Write(ctx, h.f, h.cur-1)
+			var err error
+			if h.units == 1 {
+				err = s.Write(ctx, h.f, h.cur-1)
+			} else {
+				err = s.WriteBatch(ctx, h.f, h.cur-int64(h.units), h.units)
+			}
 			switch {
 			case err == nil && rng.IntN(4) == 0:
 				h.lost = true // it ran; the answer never arrived
@@ -136,7 +149,17 @@ func fenceProtocol(t *testing.T, quiet time.Duration) {
 			if !h.sold {
 				continue
 			}
-			soldBy[h.f.Lease] = true
+			soldBy[h.f.Lease] = h.units
+			units += int64(h.units)
+			if h.units > 1 {
+				last, ok, err := s.Receipt(ctx, stock.MemberAttempt(h.f.Lease, h.units-1))
+				if err != nil || !ok || last != h.cur-int64(h.units) {
+					fail("round %d: batch %s's last member's receipt says (%d, %v, %v), want (%d, true)", round, h.f.Lease, last, ok, err, h.cur-int64(h.units))
+				}
+				if _, ok, err := s.Receipt(ctx, stock.MemberAttempt(h.f.Lease, h.units)); err != nil || ok {
+					fail("round %d: batch %s's receipt sold a member past its %d units (%v)", round, h.f.Lease, h.units, err)
+				}
+			}
 			if quiet > 0 {
 				continue // a restarted fence may take a token again
 			}
@@ -150,10 +173,10 @@ func fenceProtocol(t *testing.T, quiet time.Duration) {
 		if err != nil {
 			fail("round %d: status: %v", round, err)
 		}
-		if st.Stock < 0 || st.Stock+st.Lucky != initial || st.Lucky != int64(len(soldBy)) {
-			fail("round %d: stock %d lucky %d (sum %d, want %d), sales told or settled %d",
-				round, st.Stock, st.Lucky, st.Stock+st.Lucky, initial, len(soldBy))
+		if st.Stock < 0 || st.Stock+st.Lucky != initial || st.Lucky != units {
+			fail("round %d: stock %d lucky %d (sum %d, want %d), units told or settled %d",
+				round, st.Stock, st.Lucky, st.Stock+st.Lucky, initial, units)
 		}
 	}
-	t.Logf("seed %d: %d rounds, %d leases, %d sold", seed, rounds, lease, len(soldBy))
+	t.Logf("seed %d: %d rounds, %d leases, %d sold %d units", seed, rounds, lease, len(soldBy), units)
 }

@@ -91,7 +91,20 @@ type ServiceConfig struct {
 	// default 3s.
 	ConfirmTimeout time.Duration
 
-	// OnLockWait, if set, observes how long each Acquire took (success or not).
+	// Combine turns on request combining (locked mode only; off by
+	// default, so each request takes the lock itself, as in the articles):
+	// while one request of this process is acquiring a segment's lock, the
+	// others for that segment queue behind it, and once it holds the lock
+	// it sells to all of them in one critical section — one fenced read,
+	// k = min(buyers, stock), one fenced write (Store.WriteBatch). See
+	// combine.go.
+	Combine bool
+	// CombineMax bounds a batch, the request holding the lock included;
+	// default 64.
+	CombineMax int
+
+	// OnLockWait, if set, observes how long each sale waited for the lock
+	// (success or not): its Acquire, and with combining its time queued.
 	OnLockWait func(time.Duration)
 	// OnEvent, if set, counts the events above.
 	OnEvent func(Event)
@@ -102,7 +115,24 @@ type ServiceConfig struct {
 type Service struct {
 	cfg   ServiceConfig
 	log   *slog.Logger
+	segs  []*segment                // one per stock segment (Keys.Segments)
 	mixed atomic.Pointer[mixedNote] // the last refusal for another lock identity
+}
+
+// segment is one stock segment as the service sells it: its store, lock
+// key, fence identity and, with combining, its queue.
+type segment struct {
+	i       int
+	store   *Store
+	lockKey string
+	ident   string    // the lock identity its fence records
+	comb    *combiner // nil without combining
+	// empty is a hint that the segment was seen empty, so other requests
+	// try it last; a sold-out answer never rests on it (reduceSegmented).
+	empty atomic.Bool
+	// busy counts this process's requests on the segment, for the choice
+	// between two (pick).
+	busy atomic.Int64
 }
 
 // mixedNote is kept so /readyz can say why every sale is refused.
@@ -145,6 +175,9 @@ func NewService(cfg ServiceConfig) *Service {
 	if cfg.ConfirmTimeout <= 0 {
 		cfg.ConfirmTimeout = 3 * time.Second
 	}
+	if cfg.CombineMax <= 0 {
+		cfg.CombineMax = 64
+	}
 	if cfg.OnEvent == nil {
 		cfg.OnEvent = func(Event) {}
 	}
@@ -152,13 +185,32 @@ func NewService(cfg ServiceConfig) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{cfg: cfg, log: log}
+	s := &Service{cfg: cfg, log: log}
+	n := 1
+	if cfg.Store != nil {
+		n = cfg.Store.Segments()
+	}
+	for i := range n {
+		seg := &segment{i: i, lockKey: SegmentKey(cfg.LockKey, i)}
+		seg.ident = s.identity(seg.lockKey)
+		if cfg.Store != nil {
+			seg.store = cfg.Store.segment(i)
+		}
+		if cfg.Combine && cfg.Mode == ModeLocked {
+			seg.comb = &combiner{max: cfg.CombineMax}
+		}
+		s.segs = append(s.segs, seg)
+	}
+	return s
 }
 
 // LockIdentity is the token space this service's leases belong to, as the
 // fence records it: backend, lock key and, when known, the lock cluster.
-func (s *Service) LockIdentity() string {
-	id := s.cfg.Backend + "/" + s.cfg.LockKey
+// With segments it is segment 0's; segment i's names its own lock key.
+func (s *Service) LockIdentity() string { return s.segs[0].ident }
+
+func (s *Service) identity(lockKey string) string {
+	id := s.cfg.Backend + "/" + lockKey
 	if s.cfg.LockCluster != "" {
 		id += "@" + s.cfg.LockCluster
 	}
@@ -169,134 +221,49 @@ func (s *Service) LockIdentity() string {
 // ErrFenced, ErrMixedBackends, ErrUnconfirmed, ErrUnavailable or
 // lock.ErrUnavailable.
 func (s *Service) Reduce(ctx context.Context) (Sale, error) {
-	if s.cfg.Mode == ModeAtomic {
-		id := NewAttemptID()
-		var after int64
-		tries, err := s.confirm(ctx, func(ctx context.Context) (err error) {
-			after, err = s.cfg.Store.SellAtomic(ctx, id)
-			return err
-		})
-		s.countRetries(tries)
-		switch {
-		case err == nil:
-			return Sale{StockAfter: after, Attempt: id}, nil
-		case errors.Is(err, ErrSoldOut):
-			return Sale{}, err
-		default:
-			s.cfg.OnEvent(EventUnconfirmed)
-			return Sale{}, &UnconfirmedError{Attempt: id, Err: err}
-		}
+	if len(s.segs) > 1 {
+		return s.reduceSegmented(ctx)
 	}
+	return s.reduceIn(ctx, s.segs[0])
+}
 
-	lease, err := s.acquire(ctx)
+// reduceIn sells one unit of segment seg; ErrSoldOut means that segment is
+// empty.
+func (s *Service) reduceIn(ctx context.Context, seg *segment) (Sale, error) {
+	switch {
+	case s.cfg.Mode == ModeAtomic:
+		return s.sellAtomic(ctx, seg)
+	case seg.comb != nil:
+		return s.combined(ctx, seg)
+	}
+	lease, err := s.acquire(ctx, seg, time.Now())
 	if err != nil {
 		return Sale{}, err
 	}
 	defer s.release(ctx, lease)
-
-	sale, err := s.sell(ctx, lease)
-	if err != nil {
-		return Sale{}, err
-	}
-	return sale, nil
+	b := s.section(ctx, seg, lease, 1)
+	return b.answer(0)
 }
 
-func (s *Service) acquire(ctx context.Context) (lock.Lease, error) {
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
+// acquire takes seg's lock for a request that has been waiting since since:
+// its wait is bounded by WaitTimeout from then, queued time included.
+func (s *Service) acquire(ctx context.Context, seg *segment, since time.Time) (lock.Lease, error) {
+	wctx, cancel := context.WithDeadline(ctx, since.Add(s.cfg.WaitTimeout))
 	defer cancel()
-	start := time.Now()
-	lease, err := s.cfg.Locker.Acquire(wctx, s.cfg.LockKey)
+	lease, err := s.cfg.Locker.Acquire(wctx, seg.lockKey)
 	if s.cfg.OnLockWait != nil {
-		s.cfg.OnLockWait(time.Since(start))
+		s.cfg.OnLockWait(time.Since(since))
 	}
 	switch {
 	case err == nil:
 		return lease, nil
 	case errors.Is(err, lock.ErrUnavailable):
-		return nil, fmt.Errorf("stock: acquire %q: %w", s.cfg.LockKey, err)
+		return nil, fmt.Errorf("stock: acquire %q: %w", seg.lockKey, err)
 	case ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lock.ErrNotObtained)):
 		// Our own wait bound expired, not the caller's context.
 		return nil, fmt.Errorf("%w: not obtained within %s: %w", ErrBusy, s.cfg.WaitTimeout, err)
 	default:
-		return nil, fmt.Errorf("stock: acquire %q: %w", s.cfg.LockKey, err)
-	}
-}
-
-// sell is the critical section: read, decide, work, check, write.
-func (s *Service) sell(ctx context.Context, lease lock.Lease) (Sale, error) {
-	f := Fence{Lock: s.LockIdentity(), Token: lease.Token(), Lease: NewAttemptID(), Quiet: s.cfg.LockTTL}
-
-	var cur int64
-	var err error
-	if s.cfg.Fencing {
-		var tries int
-		var rd Reading
-		tries, err = s.confirm(ctx, func(ctx context.Context) (err error) {
-			rd, err = s.cfg.Store.Read(ctx, f)
-			return err
-		})
-		s.countRetries(tries)
-		s.fenceTrouble(ctx, lease, err)
-		cur = rd.Stock
-		if rd.Restarted {
-			s.cfg.OnEvent(EventFenceRestarted)
-			s.log.Warn("FENCE RESTARTED: it had refused every token for a lock TTL (the lock service lost its state, or another lock took over); it now follows this lease's token",
-				"lock", f.Lock, "token", f.Token)
-		}
-	} else {
-		cur, err = s.cfg.Store.ReadUnfenced(ctx)
-	}
-	if err != nil {
-		return Sale{}, err
-	}
-	if cur <= 0 {
-		return Sale{}, ErrSoldOut
-	}
-
-	if d := s.cfg.Delay.Next(); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-lease.Done():
-			t.Stop()
-			return Sale{}, lostErr(lease)
-		case <-ctx.Done():
-			t.Stop()
-			return Sale{}, fmt.Errorf("stock: sale abandoned: %w", ctx.Err())
-		}
-	}
-	// The delay may have ended at the same instant the lease was lost; the
-	// select above picks at random, so look again before writing. Fencing is
-	// what closes the remaining window (loss after this check).
-	select {
-	case <-lease.Done():
-		return Sale{}, lostErr(lease)
-	default:
-	}
-
-	if !s.cfg.Fencing {
-		// The articles' write: not idempotent, so no retry; it is the lab's
-		// control for what fencing prevents.
-		if err := s.cfg.Store.WriteUnfenced(ctx, cur-1); err != nil {
-			return Sale{}, err
-		}
-		return Sale{StockAfter: cur - 1, Token: f.Token, Attempt: f.Lease}, nil
-	}
-	tries, err := s.confirm(ctx, func(ctx context.Context) error {
-		return s.cfg.Store.Write(ctx, f, cur-1)
-	})
-	s.countRetries(tries)
-	s.fenceTrouble(ctx, lease, err)
-	switch {
-	case err == nil:
-		return Sale{StockAfter: cur - 1, Token: f.Token, Attempt: f.Lease}, nil
-	case errors.Is(err, ErrFenced), errors.Is(err, ErrMixedBackends):
-		return Sale{}, err // a definite refusal: nothing was written
-	default:
-		s.cfg.OnEvent(EventUnconfirmed)
-		s.log.Warn("sale unconfirmed: the write got no answer; its receipt will tell",
-			"attempt", f.Lease, "token", f.Token, "err", err)
-		return Sale{}, &UnconfirmedError{Attempt: f.Lease, Err: err}
+		return nil, fmt.Errorf("stock: acquire %q: %w", seg.lockKey, err)
 	}
 }
 
@@ -353,7 +320,7 @@ func (s *Service) release(ctx context.Context, lease lock.Lease) {
 		if errors.Is(err, lock.ErrNotHeld) {
 			lvl = slog.LevelDebug
 		}
-		s.log.Log(rctx, lvl, "release lock", "key", s.cfg.LockKey, "token", lease.Token(), "err", err)
+		s.log.Log(rctx, lvl, "release lock", "key", lease.Key(), "token", lease.Token(), "err", err)
 	}
 }
 

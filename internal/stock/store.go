@@ -9,7 +9,10 @@
 // first run's result. The Redis client must not retry on its own (stockd
 // sets MaxRetries -1); the Service retries its own calls with the same
 // identity until a definite answer or ServiceConfig.ConfirmTimeout, and then
-// reports ErrUnconfirmed, never a sale it could not confirm.
+// reports ErrUnconfirmed, never a sale it could not confirm. A combined sale
+// (ServiceConfig.Combine) is one write for a batch of buyers under the
+// batch's attempt id; each buyer's attempt id names its place in the batch
+// (MemberAttempt), and its receipt is read from the batch's.
 //
 // The fence (fenced_read.lua, fenced_write.lua) compares identities, not
 // only numbers: the write is a compare-and-set on the lease that made the
@@ -17,29 +20,42 @@
 // another lock identity are refused. A lock service that lost its state is
 // followed again by moving its tokens past the fence (lock.TokenAdvancer) or,
 // once the fence has been quiet for a lock TTL, by restarting it.
+//
+// Segmented stock (Keys.Segments) splits the stock over N keys, each with
+// its own fence and lock key, so N critical sections sell at once; a sale
+// answers sold out only when one read of every segment finds them all empty
+// (segmented.go).
 package stock
 
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 var (
+	//go:embed lua/int.lua
+	intSrc string
 	//go:embed lua/fenced_read.lua
 	fencedReadSrc string
 	//go:embed lua/fenced_write.lua
 	fencedWriteSrc string
 	//go:embed lua/sell_atomic.lua
 	sellAtomicSrc string
+	//go:embed lua/snapshot.lua
+	snapshotSrc string
 
-	fencedRead  = redis.NewScript(fencedReadSrc)
-	fencedWrite = redis.NewScript(fencedWriteSrc)
-	sellAtomic  = redis.NewScript(sellAtomicSrc)
+	// The scripts that read a counter share int.lua's readInt.
+	fencedRead  = redis.NewScript(intSrc + fencedReadSrc)
+	fencedWrite = redis.NewScript(intSrc + fencedWriteSrc)
+	sellAtomic  = redis.NewScript(intSrc + sellAtomicSrc)
+	snapshot    = redis.NewScript(snapshotSrc)
 )
 
 // Script status codes shared by fenced_read.lua and fenced_write.lua.
@@ -48,12 +64,27 @@ const (
 	statusFenced    = 1
 	statusMixed     = 2
 	statusCollision = 3
+	statusNotInt    = 4 // the stock key (read) or the lucky key (write) holds a non-integer
+)
+
+// sell_atomic.lua's answers besides the stock after a sale.
+const (
+	atomicSoldOut     = -1
+	atomicStockNotInt = -2
+	atomicLuckyNotInt = -3
 )
 
 // ReceiptTTL is how long a write's receipt outlives it: far longer than any
 // retry of that write (Service.ConfirmTimeout), so a late retry still finds
 // it and sells nothing twice.
 const ReceiptTTL = 10 * time.Minute
+
+// MaxStock is the largest stock a sale can hold, 2^53-1. The scripts read
+// the stock as a Lua number, a double, exact only up to 2^53 (above it
+// 2^63-1 reads as -2^63 and every sale answered sold out), and a JSON
+// client reading the stock in an answer holds a double too. Reset refuses
+// more, and the scripts refuse a stock key holding more (ErrNotInteger).
+const MaxStock = 1<<53 - 1
 
 // Keys names the Redis keys of one sale. All must be non-empty; in a Redis
 // Cluster they would need a common hash tag, since the scripts touch several.
@@ -67,6 +98,12 @@ type Keys struct {
 	// Initial, if set, receives the stock each Reset starts from, so an
 	// auditor can check stock + lucky == initial.
 	Initial string
+	// Segments splits the stock over that many keys, each with its own
+	// fence (and, in the Service, its own lock key); 0 means 1. Segment 0
+	// is Stock and Fence themselves, so one segment is exactly the
+	// unsegmented store; segment i > 0 is Stock+":i" fenced by Fence+":i".
+	// Lucky, Receipts and Initial are shared by every segment.
+	Segments int
 }
 
 // Fence identifies the lease a read or write is made under.
@@ -108,6 +145,9 @@ type Status struct {
 type Store struct {
 	rdb  redis.UniversalClient
 	keys Keys
+	// segs are the segments' stores, segs[0] this one; a segment's own
+	// store is a one-segment store of its keys (see segment).
+	segs []*Store
 }
 
 // NewStore returns a Store over rdb using keys. The caller owns rdb.
@@ -115,7 +155,18 @@ func NewStore(rdb redis.UniversalClient, keys Keys) *Store {
 	if keys.Receipts == "" {
 		keys.Receipts = keys.Fence + ":receipt:"
 	}
-	return &Store{rdb: rdb, keys: keys}
+	keys.Segments = max(keys.Segments, 1)
+	s := &Store{rdb: rdb, keys: keys}
+	s.segs = make([]*Store, keys.Segments)
+	s.segs[0] = s
+	for i := 1; i < keys.Segments; i++ {
+		k := keys
+		k.Stock, k.Fence, k.Segments = SegmentKey(keys.Stock, i), SegmentKey(keys.Fence, i), 1
+		seg := &Store{rdb: rdb, keys: k}
+		seg.segs = []*Store{seg}
+		s.segs[i] = seg
+	}
+	return s
 }
 
 // Ping checks that the stock Redis answers.
@@ -128,7 +179,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Optional: a script missing later (a restarted Redis) is sent again by
 // go-redis; tests use it so a fault lands on the script itself.
 func (s *Store) LoadScripts(ctx context.Context) error {
-	for _, sc := range []*redis.Script{fencedRead, fencedWrite, sellAtomic} {
+	for _, sc := range []*redis.Script{fencedRead, fencedWrite, sellAtomic, snapshot} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return wrapRedis(ctx, "load scripts", err)
 		}
@@ -138,12 +189,23 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 
 // Reset starts a new sale: stock = n, lucky = 0, and the fence is deleted so
 // the lock backend's token sequence (or the backend itself) may start over.
-// All of it happens in one MULTI/EXEC: no reader sees half a reset.
+// With segments, n is split over them (SegmentShares) and every fence is
+// deleted. All of it happens in one MULTI/EXEC: no reader sees half a reset.
+// n must be in 0..MaxStock; anything else returns ErrStockRange and writes
+// nothing.
 func (s *Store) Reset(ctx context.Context, n int64) error {
+	if n < 0 || n > MaxStock {
+		return fmt.Errorf("%w: %d", ErrStockRange, n)
+	}
+	shares := SegmentShares(n, len(s.segs))
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, s.keys.Stock, n, 0)
+		for i, seg := range s.segs {
+			p.Set(ctx, seg.keys.Stock, shares[i], 0)
+		}
 		p.Set(ctx, s.keys.Lucky, 0, 0)
-		p.Del(ctx, s.keys.Fence)
+		for _, seg := range s.segs {
+			p.Del(ctx, seg.keys.Fence)
+		}
 		if s.keys.Initial != "" {
 			p.Set(ctx, s.keys.Initial, n, 0)
 		}
@@ -152,20 +214,26 @@ func (s *Store) Reset(ctx context.Context, n int64) error {
 	return wrapRedis(ctx, "reset", err)
 }
 
-// Status reads stock and lucky in one round trip; missing keys read as 0.
+// Status reads stock (the sum of the segments) and lucky in one round trip;
+// missing keys read as 0.
 func (s *Store) Status(ctx context.Context) (Status, error) {
-	vals, err := s.rdb.MGet(ctx, s.keys.Stock, s.keys.Lucky).Result()
+	st, _, err := s.StatusBySegment(ctx)
+	return st, err
+}
+
+// StatusBySegment is Status with every segment's stock, all read at one
+// instant (one MGET): what a verifier needs to check that no segment went
+// negative.
+func (s *Store) StatusBySegment(ctx context.Context) (Status, []int64, error) {
+	stocks, lucky, err := s.snapshot(ctx, true)
 	if err != nil {
-		return Status{}, wrapRedis(ctx, "status", err)
+		return Status{}, nil, err
 	}
-	var st Status
-	if st.Stock, err = parseInt(vals[0]); err != nil {
-		return Status{}, fmt.Errorf("stock: status: %s: %w", s.keys.Stock, err)
+	st := Status{Lucky: lucky}
+	for _, n := range stocks {
+		st.Stock += n
 	}
-	if st.Lucky, err = parseInt(vals[1]); err != nil {
-		return Status{}, fmt.Errorf("stock: status: %s: %w", s.keys.Lucky, err)
-	}
-	return st, nil
+	return st, stocks, nil
 }
 
 // Read returns the stock and records f as the fence's current reader, so
@@ -188,6 +256,9 @@ func (s *Store) Read(ctx context.Context, f Fence) (Reading, error) {
 	stock, _ := res[1].(int64)
 	highest, _ := res[2].(string)
 	restarted, _ := res[3].(int64)
+	if code == statusNotInt {
+		return Reading{}, fmt.Errorf("stock: fenced read: %w", notInt(s.keys.Stock))
+	}
 	if err := fenceStatus(code, f, highest); err != nil {
 		return Reading{}, fmt.Errorf("stock: fenced read: %w", err)
 	}
@@ -201,11 +272,32 @@ func (s *Store) Read(ctx context.Context, f Fence) (Reading, error) {
 // (a retry whose first reply was lost) finds the first one's receipt and
 // returns nil without selling again.
 func (s *Store) Write(ctx context.Context, f Fence, newStock int64) error {
+	return s.write(ctx, f, newStock)
+}
+
+// WriteBatch is Write for a combined sale of units units to the members of
+// one batch (see MemberAttempt): it sets the stock to newStock and counts
+// units sales in one fenced, exactly-once script run under f, whose receipt
+// records how many members sold, so each member's receipt can be answered.
+// units must be at least 1.
+func (s *Store) WriteBatch(ctx context.Context, f Fence, newStock int64, units int) error {
+	if units < 1 {
+		return fmt.Errorf("stock: fenced write: %d units", units)
+	}
+	return s.write(ctx, f, newStock, units)
+}
+
+// write runs fenced_write.lua; extra, if given, is its units argument
+// (omitted for one unit, as every single sale has always sent it).
+func (s *Store) write(ctx context.Context, f Fence, newStock int64, extra ...any) error {
+	args := append([]any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, newStock, ReceiptTTL.Milliseconds()}, extra...)
 	code, err := fencedWrite.Run(ctx, s.rdb,
-		[]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease},
-		f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, newStock, ReceiptTTL.Milliseconds()).Int64()
+		[]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}, args...).Int64()
 	if err != nil {
 		return wrapRedis(ctx, "fenced write", err)
+	}
+	if code == statusNotInt {
+		return fmt.Errorf("stock: fenced write: %w", notInt(s.keys.Lucky))
 	}
 	if err := fenceStatus(code, f, ""); err != nil {
 		return fmt.Errorf("stock: fenced write: %w", err)
@@ -215,41 +307,66 @@ func (s *Store) Write(ctx context.Context, f Fence, newStock int64) error {
 
 // Receipt reports whether the write or atomic sale of attempt id took
 // effect, and the stock it left: how a sale answered "unconfirmed" is
-// settled afterwards. Receipts live ReceiptTTL.
+// settled afterwards. A member of a combined sale (MemberAttempt) is
+// answered from its batch's receipt. Receipts live ReceiptTTL.
 func (s *Store) Receipt(ctx context.Context, id string) (stockAfter int64, sold bool, err error) {
-	v, err := s.rdb.Get(ctx, s.keys.Receipts+id).Result()
+	key, member, isMember := splitMemberAttempt(id)
+	v, err := s.rdb.Get(ctx, s.keys.Receipts+key).Result()
 	if err == redis.Nil {
 		return 0, false, nil
 	}
 	if err != nil {
 		return 0, false, wrapRedis(ctx, "receipt", err)
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
+	after, units, err := parseReceipt(v)
 	if err != nil {
 		return 0, false, fmt.Errorf("stock: receipt %s: %w", id, err)
 	}
-	return n, true, nil
+	if !isMember {
+		return after, true, nil
+	}
+	if member >= units {
+		return 0, false, nil // in the batch, but past the units it sold
+	}
+	// Members are sold in order: member i left the stock the batch left
+	// plus the units sold after it.
+	return after + int64(units-1-member), true, nil
 }
 
 // ReadUnfenced is a plain GET, for backends without usable tokens (and for
 // fencing switched off): it is what the articles do, and how they oversell.
 func (s *Store) ReadUnfenced(ctx context.Context) (int64, error) {
 	v, err := s.rdb.Get(ctx, s.keys.Stock).Result()
-	if err == redis.Nil {
+	switch {
+	case err == redis.Nil:
 		return 0, nil
-	}
-	if err != nil {
+	case isWrongType(err):
+		return 0, fmt.Errorf("stock: read: %w", notInt(s.keys.Stock))
+	case err != nil:
 		return 0, wrapRedis(ctx, "read", err)
 	}
-	return parseInt(v)
+	n, err := checkInt(v)
+	if err != nil {
+		return 0, fmt.Errorf("stock: read: %w", notInt(s.keys.Stock))
+	}
+	return n, nil
 }
 
 // WriteUnfenced sets the stock and counts one sale in one MULTI/EXEC, with no
 // check of who is writing.
 func (s *Store) WriteUnfenced(ctx context.Context, newStock int64) error {
+	return s.writeUnfenced(ctx, newStock, 1)
+}
+
+// writeUnfenced is WriteUnfenced for units sales at once (a combined batch).
+func (s *Store) writeUnfenced(ctx context.Context, newStock int64, units int) error {
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Set(ctx, s.keys.Stock, newStock, 0)
-		p.Incr(ctx, s.keys.Lucky)
+		if units == 1 {
+			p.Incr(ctx, s.keys.Lucky)
+		} else {
+			p.IncrBy(ctx, s.keys.Lucky, int64(units))
+		}
 		return nil
 	})
 	return wrapRedis(ctx, "write", err)
@@ -266,8 +383,13 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 	if err != nil {
 		return 0, wrapRedis(ctx, "atomic sell", err)
 	}
-	if after < 0 {
+	switch after {
+	case atomicSoldOut:
 		return 0, ErrSoldOut
+	case atomicStockNotInt:
+		return 0, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Stock))
+	case atomicLuckyNotInt:
+		return 0, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Lucky))
 	}
 	return after, nil
 }
@@ -290,14 +412,33 @@ func fenceStatus(code int64, f Fence, highest string) error {
 	}
 }
 
-// parseInt reads an MGET/GET value: nil (missing key) is 0.
-func parseInt(v any) (int64, error) {
-	switch v := v.(type) {
-	case nil:
-		return 0, nil
-	case string:
-		return strconv.ParseInt(v, 10, 64)
-	default:
-		return 0, fmt.Errorf("unexpected value type %T", v)
+// checkInt is int.lua's readInt in Go: the value of a counter key, which
+// must be a canonical decimal ("0", or no leading zero, sign or space
+// other than a leading '-') within -MaxStock..MaxStock.
+func checkInt(v string) (int64, error) {
+	canonical := v == "0" || (len(v) > 0 && v[0] != '0' && v != "-" && !strings.HasPrefix(v, "-0") && !strings.HasPrefix(v, "+"))
+	n, err := strconv.ParseInt(v, 10, 64)
+	if !canonical || err != nil || n > MaxStock || n < -MaxStock {
+		return 0, fmt.Errorf("%q is not an integer within ±(2^53-1)", truncate(v, 24))
 	}
+	return n, nil
+}
+
+// notInt is the error for a counter key that holds a non-integer (or a
+// value of another type): it names the key, not the value.
+func notInt(key string) error {
+	return fmt.Errorf("%w: %q", ErrNotInteger, key)
+}
+
+// isWrongType reports a WRONGTYPE reply: the key holds a hash, list, ...
+func isWrongType(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

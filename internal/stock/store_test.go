@@ -3,6 +3,7 @@ package stock_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 
@@ -245,5 +246,19 @@ func TestUnavailable(t *testing.T) {
 		if !errors.Is(err, stock.ErrUnavailable) {
 			t.Errorf("%s with redis down: got %v, want ErrUnavailable", op, err)
 		}
+	}
+}
+
+// Reset refuses a stock the scripts could not hold exactly, and writes
+// nothing.
+func TestResetRange(t *testing.T) {
+	s, _ := newStore(t, 7)
+	for _, n := range []int64{-1, stock.MaxStock + 1, math.MaxInt64} {
+		if err := s.Reset(t.Context(), n); !errors.Is(err, stock.ErrStockRange) {
+			t.Fatalf("Reset(%d): got %v, want ErrStockRange", n, err)
+		}
+	}
+	if st, err := s.Status(t.Context()); err != nil || st.Stock != 7 {
+		t.Fatalf("after refused resets: got %+v, %v; want stock 7", st, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -292,11 +293,14 @@ func (s *Session) sweep() error {
 	return errors.Join(errs...)
 }
 
-// bounded runs a go-zookeeper request and waits at most the session
-// timeout for it: a cleanup must not hang on an unresponsive server. The
-// request itself ends with the library's own timeouts or at Close; the
-// Session waits for it.
-func bounded[T any](s *Session, req func() (T, error)) (T, error) {
+// Do runs req, a blocking go-zookeeper request, on a goroutine the Session
+// waits for at Close, and waits for it or ctx, whichever comes first: the
+// library's requests cannot be cancelled and, against a silent server, only
+// time out after 2/3 of the session timeout. If ctx wins, the request keeps
+// running and late (if non-nil) receives its result, so a create that
+// succeeds after its caller gave up can still be undone. Once the Session
+// is closed it runs nothing and returns an error wrapping ErrUnavailable.
+func Do[T any](ctx context.Context, s *Session, req func() (T, error), late func(T, error)) (T, error) {
 	var zero T
 	s.mu.Lock()
 	if s.closed {
@@ -309,20 +313,44 @@ func bounded[T any](s *Session, req func() (T, error)) (T, error) {
 		v   T
 		err error
 	}
-	ch := make(chan result, 1)
+	var (
+		ch     = make(chan result, 1)
+		mu     sync.Mutex
+		gaveUp bool // the caller returned: the result goes to late
+	)
 	go func() {
 		defer s.wg.Done()
 		v, err := req()
-		ch <- result{v, err}
+		mu.Lock()
+		defer mu.Unlock()
+		if !gaveUp {
+			ch <- result{v, err}
+		} else if late != nil {
+			late(v, err)
+		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), s.cleanupTimeout())
-	defer cancel()
 	select {
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
-		return zero, ctx.Err()
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	select {
+	case r := <-ch: // it answered as ctx ended: the caller still gets it
+		return r.v, r.err
+	default:
+	}
+	gaveUp = true
+	return zero, ctx.Err()
+}
+
+// bounded is Do for a cleanup: it waits at most the session timeout, since
+// a cleanup must not hang on an unresponsive server.
+func bounded[T any](s *Session, req func() (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cleanupTimeout())
+	defer cancel()
+	return Do(ctx, s, req, nil)
 }
 
 // cleanupTimeout bounds each cleanup request: the session timeout, by which

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/election"
+	"seckill/internal/stock"
 )
 
 //go:embed lua/record.lua
@@ -50,6 +51,10 @@ type Config struct {
 	// Stock and Lucky are the sale's keys (stock.key, stock.lucky_key);
 	// Fence is the stock fence hash (stock.fence_key), recorded as seen.
 	Stock, Lucky, Fence string
+	// Segments is stock.segments: the stock is the sum of that many keys
+	// (stock.SegmentKey), each of which must stay non-negative. 0 or 1
+	// means the one key Stock.
+	Segments int
 	// Initial, if set, is a key holding the stock the last reset started
 	// with. When it is empty or missing, the auditor learns the initial
 	// stock instead: stock+lucky when first seen, and again whenever
@@ -119,9 +124,14 @@ func New(rdb Client, cfg Config) *Auditor {
 // Check reads the sale and evaluates its invariants, without recording.
 func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
 	r := Record{Replica: a.cfg.Replica, Backend: a.cfg.Backend, Term: term, At: time.Now()}
-	keys := []string{a.cfg.Stock, a.cfg.Lucky}
+	segs := max(a.cfg.Segments, 1)
+	keys := []string{a.cfg.Lucky}
 	if a.cfg.Initial != "" {
 		keys = append(keys, a.cfg.Initial)
+	}
+	first := len(keys)
+	for i := range segs {
+		keys = append(keys, stock.SegmentKey(a.cfg.Stock, i))
 	}
 	vals, err := a.rdb.MGet(ctx, keys...).Result()
 	if err != nil {
@@ -135,21 +145,28 @@ func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
 		r.Fence = fence["backend"] + ":" + fence["token"]
 	}
 	var bad []string
-	num := func(i int, name string) (int64, bool) {
+	num := func(i int) (int64, bool) {
 		if vals[i] == nil {
 			return 0, false
 		}
 		n, err := strconv.ParseInt(fmt.Sprint(vals[i]), 10, 64)
 		if err != nil {
-			bad = append(bad, fmt.Sprintf("%s is not an integer: %v", name, vals[i]))
+			bad = append(bad, fmt.Sprintf("%s is not an integer: %v", keys[i], vals[i]))
 		}
 		return n, err == nil
 	}
-	r.Stock, _ = num(0, a.cfg.Stock)
-	r.Lucky, _ = num(1, a.cfg.Lucky)
+	r.Lucky, _ = num(0)
+	for i := first; i < len(keys); i++ {
+		n, _ := num(i)
+		// A negative segment is an oversale even when the sum looks right.
+		if n < 0 && segs > 1 {
+			bad = append(bad, fmt.Sprintf("segment %s is negative: %d", keys[i], n))
+		}
+		r.Stock += n
+	}
 	initial, haveInitial := int64(0), false
 	if a.cfg.Initial != "" {
-		initial, haveInitial = num(2, a.cfg.Initial)
+		initial, haveInitial = num(1)
 	}
 	if !haveInitial {
 		initial = a.learn(r.Stock, r.Lucky)

@@ -63,15 +63,18 @@ func TestLostLatchCreateReplyLeavesNoOrphan(t *testing.T) {
 
 	lost := proxy.LoseReply(t, opCreate, path+"/")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	if l, err := a.Campaign(ctx); err == nil {
+	l, err := a.Campaign(ctx)
+	if err == nil {
 		_ = l.Resign(t.Context())
 		t.Fatal("Campaign succeeded although its create's reply was lost")
 	}
 	cancel()
+	// The proxy drops the reply and the connection, then reports it: the
+	// client may see the broken connection (and Campaign fail) first.
 	select {
 	case <-lost:
-	default:
-		t.Fatal("the latch create's reply was not lost")
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the latch create's reply was not lost (Campaign: %v)", err)
 	}
 	if got := latchNodesOf(t, admin, path, sidA); len(got) != 1 {
 		t.Fatalf("latch nodes of the cut session after the lost reply: %v, want the one the server created", got)
@@ -81,7 +84,7 @@ func TestLostLatchCreateReplyLeavesNoOrphan(t *testing.T) {
 	start := time.Now()
 	ctx, cancel = context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
-	l, err := a.Campaign(ctx)
+	l, err = a.Campaign(ctx)
 	if err != nil {
 		t.Fatalf("Campaign after the blip: %v (the new node waits behind the orphan)", err)
 	}

@@ -28,6 +28,10 @@
 // bits, and the number of passes on that hold so far (0 for the lease the
 // server granted) in the low 16 bits. Passes never exceed 65535, so tokens
 // grow strictly in lock order, across passes and across holds.
+//
+// A hold whose server records its holder (a Transferer) is instead passed
+// by a server step that makes a new hold per lease, and a lease's token is
+// its hold's Base as is: the server mints one per lease.
 package cohort
 
 import (
@@ -93,6 +97,24 @@ type Hold interface {
 	Release(ctx context.Context) error
 }
 
+// Transferer is implemented by a Hold whose server records which holder has
+// the lock (Redisson's owner field), so that lending it to the next local
+// lease must be done on the server. The cohort then passes the lock by
+// calling Transfer, under the same rules (bound, FIFO, never a lost hold),
+// and every lease has a hold of its own: a lease's token is its hold's Base
+// as is, minted by the server per lease (it need not fit 48 bits), instead
+// of Base<<16 | passes.
+type Transferer interface {
+	// Transfer hands the lock, in one server step, to a new holder that
+	// replaces this hold, and returns the new hold; its Base must exceed
+	// this one's. The cohort calls it in place of Release, without its
+	// mutex held. After a success it never releases this hold. After an
+	// error it releases this hold (as after a loss), and Transfer must have
+	// cleaned up any new holder it may have made. The error should wrap
+	// lock.ErrNotHeld or lock.ErrUnavailable.
+	Transfer(ctx context.Context) (Hold, error)
+}
+
 // KeyObserver is implemented by a Server that keeps per-key state for as
 // long as a key is in use locally (etcdlock keeps a prefix watch). The
 // cohort calls Queued each time a goroutine queues behind key's front, and
@@ -131,7 +153,7 @@ type Locker struct {
 	life     context.Context // cancelled by Close
 	stopLife context.CancelFunc
 	passes   atomic.Uint64
-	wg       sync.WaitGroup // goroutines started through spawn
+	g        lock.Group // goroutines Close waits for: watches, transfers, give-backs
 
 	mu       sync.Mutex
 	closed   bool
@@ -188,8 +210,8 @@ func (c *Locker) Waiting(key string) int {
 }
 
 // WaitQueued returns once at least n goroutines wait for key behind its
-// front, or with ctx's error. It is for tests and tools that must know a
-// waiter has queued.
+// front, or with ctx's error; with n = 0, once key has a front (or a hold).
+// It is for tests and tools that must know a waiter has queued.
 func (c *Locker) WaitQueued(ctx context.Context, key string, n int) error {
 	c.mu.Lock()
 	c.watchers++
@@ -244,7 +266,9 @@ func (c *Locker) Close() error {
 	for _, q := range c.keys {
 		if hd := q.hold; hd != nil {
 			c.loseLocked(hd, lost)
-			holds = append(holds, hd)
+			if !hd.moving { // a transfer in flight gives back what it ends with
+				holds = append(holds, hd)
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -255,25 +279,16 @@ func (c *Locker) Close() error {
 		wg.Go(func() { errs[i] = c.giveBack(hd) })
 	}
 	wg.Wait()
-	c.wg.Wait()
+	c.g.Close()
 	return errors.Join(errs...)
 }
 
-// spawn runs f on a goroutine Close waits for; once the Locker is closed
-// it runs f inline, so nothing starts behind Close's Wait.
+// spawn runs f on a goroutine Close waits for; once Close is waiting it
+// runs f inline, so nothing starts behind Close's back.
 func (c *Locker) spawn(f func()) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !c.g.Go(f) {
 		f()
-		return
 	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
-		f()
-	}()
 }
 
 // giveBack releases hd's hold to the server under CleanupTimeout, for

@@ -23,6 +23,12 @@ type fakeServer struct {
 	changed chan struct{} // closed and replaced on every state change
 	holds   []*fakeHold
 	nextErr error // the next Acquire fails with it
+
+	// transfer makes every hold a Transferer (xferHold).
+	transfer bool
+	xferErr  error         // the next Transfer fails with it
+	xferGate chan struct{} // if set, a Transfer waits for it
+	xfers    int           // Transfers entered
 }
 
 type fakeKey struct {
@@ -56,7 +62,7 @@ func (s *fakeServer) Acquire(ctx context.Context, key string) (Hold, error) {
 		k.held = true
 		h := s.grantLocked(key)
 		s.mu.Unlock()
-		return h, nil
+		return s.wrap(h), nil
 	}
 	ch := make(chan uint64, 1)
 	k.queue = append(k.queue, ch)
@@ -66,7 +72,7 @@ func (s *fakeServer) Acquire(ctx context.Context, key string) (Hold, error) {
 	case <-ch:
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.grantLocked(key), nil
+		return s.wrap(s.grantLocked(key)), nil
 	case <-ctx.Done():
 	}
 	s.mu.Lock()
@@ -155,6 +161,8 @@ type fakeHold struct {
 	passable atomic.Bool
 	released atomic.Int32
 	relErr   error // what Release returns, if set before it is called
+
+	transferred atomic.Int32 // by Transfer (an xferHold); then never released
 }
 
 func (h *fakeHold) Base() uint64          { return h.base }
@@ -174,7 +182,7 @@ func (h *fakeHold) Err() error {
 func (h *fakeHold) lose() { h.lostOnce.Do(func() { close(h.done) }) }
 
 func (h *fakeHold) Release(context.Context) error {
-	if n := h.released.Add(1); n != 1 {
+	if n := h.released.Add(1); n != 1 || h.transferred.Load() != 0 {
 		panic(fmt.Sprintf("hold %d released %d times", h.base, n))
 	}
 	h.s.release(h.key)
@@ -267,4 +275,44 @@ func mustRecv(t *testing.T, ch <-chan lock.Lease) lock.Lease {
 		t.FailNow()
 	}
 	return l
+}
+
+// wrap returns h as the server hands it out.
+func (s *fakeServer) wrap(h *fakeHold) Hold {
+	if s.transfer {
+		return xferHold{h}
+	}
+	return h
+}
+
+// xferHold is a fakeHold that is passed through the server: the key stays
+// held, by a new grant with the next base.
+type xferHold struct{ *fakeHold }
+
+var _ Transferer = xferHold{}
+
+func (h xferHold) Transfer(ctx context.Context) (Hold, error) {
+	s := h.s
+	s.mu.Lock()
+	gate := s.xferGate
+	s.xfers++
+	s.changedLocked()
+	s.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.xferErr; err != nil {
+		s.xferErr = nil
+		return nil, err
+	}
+	if n := h.transferred.Add(1); n != 1 || h.released.Load() != 0 {
+		panic(fmt.Sprintf("hold %d transferred %d times, released %d times", h.base, n, h.released.Load()))
+	}
+	return xferHold{s.grantLocked(h.key)}, nil
 }

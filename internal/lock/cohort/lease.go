@@ -17,10 +17,12 @@ var errBaseOverflow = fmt.Errorf("%w: token base above 2^48-1", lock.ErrUnavaila
 type held struct {
 	h      Hold
 	q      *queue
-	base   uint64 // Hold.Base() << 16
-	passes uint64 // leases passed on so far: the current token's low bits
+	base   uint64 // Hold.Base() << 16, or Hold.Base() for a Transferer
+	minted bool   // h is a Transferer: the token is base alone
+	passes uint64 // passes in this run so far: the token's low bits, unless minted
 	cur    *lease // the lease holding it now; nil once detached
 	lost   error  // why it was lost, if it was
+	moving bool   // a Transfer is in flight: it decides the front role and the give-back
 	stop   chan struct{}
 }
 
@@ -102,9 +104,28 @@ func (ls *lease) Err() error {
 
 // grantLocked lends hd to a new lease and makes it the current one.
 func (c *Locker) grantLocked(hd *held) *lease {
-	ls := &lease{c: c, hd: hd, token: hd.base | hd.passes}
+	token := hd.base | hd.passes
+	if hd.minted {
+		token = hd.base
+	}
+	ls := &lease{c: c, hd: hd, token: token}
 	hd.cur = ls
 	return ls
+}
+
+// holdLocked makes h the hold lent on q, passes passes into its run, and
+// watches it for loss.
+func (c *Locker) holdLocked(q *queue, h Hold, passes uint64) *held {
+	hd := &held{h: h, q: q, base: h.Base() << 16, passes: passes}
+	if _, ok := h.(Transferer); ok {
+		hd.base, hd.minted = h.Base(), true
+	}
+	q.hold = hd
+	if done := h.Done(); done != nil {
+		hd.stop = make(chan struct{})
+		c.g.Go(func() { c.watch(hd, done) }) // not closed: the caller checked, under c.mu
+	}
+	return hd
 }
 
 // watch ends hd as lost when its Done closes before it is released.
@@ -127,8 +148,11 @@ func (c *Locker) watch(hd *held, done <-chan struct{}) {
 		return
 	}
 	c.loseLocked(hd, err)
+	moving := hd.moving
 	c.mu.Unlock()
-	_ = c.giveBack(hd)
+	if !moving { // else the transfer gives back what it ends with
+		_ = c.giveBack(hd)
+	}
 }
 
 // loseLocked ends hd as lost: its lease's Done closes with err, it is
@@ -140,7 +164,9 @@ func (c *Locker) loseLocked(hd *held, err error) {
 	if ls.end(err) {
 		c.log.Warn("lock lost", "backend", c.name, "key", hd.q.key, "err", err)
 	}
-	c.nextFrontLocked(hd.q)
+	if !hd.moving { // else the transfer's waiter is the next front
+		c.nextFrontLocked(hd.q)
+	}
 }
 
 // detachLocked takes hd off its queue and stops its watch; it returns the
@@ -191,6 +217,9 @@ func (ls *lease) Release(ctx context.Context) error {
 		return fmt.Errorf("%s: release %q: %w: %w", c.name, hd.q.key, lock.ErrNotHeld, ls.Err())
 	}
 	if c.passableLocked(hd) {
+		if tr, ok := hd.h.(Transferer); ok {
+			return c.transfer(ctx, ls, tr)
+		}
 		w := hd.q.pop()
 		hd.passes++
 		next := c.grantLocked(hd)
@@ -216,4 +245,54 @@ func (ls *lease) Release(ctx context.Context) error {
 		err = fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: release %q: %w", c.name, hd.q.key, err)
+}
+
+// transfer passes ls's hold to the next waiter through the server (see
+// Transferer). Called with c.mu held and hd passable; it unlocks c.mu. The
+// waiter is taken off the queue first, so it gets either the new lease or
+// the front role, whatever happens meanwhile: a loss, or Close, while the
+// transfer is in flight only ends ls; what to give back is decided here.
+func (c *Locker) transfer(ctx context.Context, ls *lease, tr Transferer) error {
+	hd := ls.hd
+	q := hd.q
+	w := q.pop()
+	hd.moving = true
+	c.changedLocked()
+	done, _ := c.g.Add() // not closed (passableLocked): Close waits for the transfer
+	c.mu.Unlock()
+	defer done()
+	h, err := tr.Transfer(ctx)
+
+	c.mu.Lock()
+	hd.moving = false
+	if err == nil && hd.lost == nil && !c.closed {
+		c.detachLocked(hd)
+		next := c.grantLocked(c.holdLocked(q, h, hd.passes+1))
+		ls.end(lock.ErrReleased)
+		c.mu.Unlock()
+		c.passes.Add(1)
+		w.ch <- next // buffered
+		return nil
+	}
+	lost := hd.lost
+	if lost == nil {
+		hd.lost = fmt.Errorf("%w: release: %w", lock.ErrLost, err)
+		c.detachLocked(hd)
+		ls.end(hd.lost)
+	}
+	w.ch <- nil // buffered: the waiter acquires from the server
+	c.changedLocked()
+	c.mu.Unlock()
+	back := hd // the transfer failed: this hold is still to be released
+	if err == nil {
+		back = &held{h: h, q: q} // made, but lost or closed meanwhile
+	}
+	c.spawn(func() { _ = c.giveBack(back) })
+	if err == nil || lost != nil {
+		return fmt.Errorf("%s: release %q: %w: %w", c.name, q.key, lock.ErrNotHeld, lost)
+	}
+	if !errors.Is(err, lock.ErrNotHeld) && !errors.Is(err, lock.ErrUnavailable) {
+		err = fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: release %q: %w", c.name, q.key, err)
 }

@@ -91,6 +91,7 @@ func (c *Locker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
 	}
 	if !q.busy {
 		q.busy = true
+		c.changedLocked() // WaitQueued(key, 0) waits for a front
 		c.mu.Unlock()
 		return c.contend(ctx, q)
 	}
@@ -149,7 +150,7 @@ func (c *Locker) contend(ctx context.Context, q *queue) (lock.Lease, error) {
 	h, err := c.srv.Acquire(actx, q.key)
 	stop()
 	cancel()
-	if err == nil && h.Base() > MaxBase {
+	if _, minted := h.(Transferer); err == nil && !minted && h.Base() > MaxBase {
 		c.spawn(func() { _ = c.giveBack(&held{h: h, q: q}) })
 		err = errBaseOverflow
 	}
@@ -165,17 +166,7 @@ func (c *Locker) contend(ctx context.Context, q *queue) (lock.Lease, error) {
 		c.mu.Unlock()
 		return nil, c.fail(ctx, q.key, err)
 	}
-	hd := &held{h: h, q: q, base: h.Base() << 16}
-	q.hold = hd
-	ls := c.grantLocked(hd)
-	if done := h.Done(); done != nil {
-		hd.stop = make(chan struct{})
-		c.wg.Add(1) // not closed, checked above under c.mu
-		go func() {
-			defer c.wg.Done()
-			c.watch(hd, done)
-		}()
-	}
+	ls := c.grantLocked(c.holdLocked(q, h, 0)) // not closed, checked above
 	c.mu.Unlock()
 	return ls, nil
 }

@@ -203,16 +203,20 @@ func TestNoKeyLeftAfterCancelledWaits(t *testing.T) {
 	}
 }
 
-// A waiter whose session expires while it is queued must get an error, not
-// the lock — even though the holder is still there and never released.
+// A waiter whose session expires while it is queued must not get the lock
+// while the holder is still there and never released: it queues again on a
+// new session (issue 15: it waits for its turn rather than fail at once)
+// and ends at its deadline, not obtained.
 func TestSessionExpiredWhileQueued(t *testing.T) {
 	c := newCluster(t)
 	holder, waiter := c.locker(t, 2*time.Second), c.locker(t, 2*time.Second)
 	key := testKey(t)
 	h := acquire(t, holder, key)
 	res := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
 	go func() {
-		l, err := waiter.Acquire(t.Context(), key)
+		l, err := waiter.Acquire(ctx, key)
 		if err == nil {
 			_ = l.Release(context.Background())
 		}
@@ -225,11 +229,11 @@ func TestSessionExpiredWhileQueued(t *testing.T) {
 	}
 	select {
 	case err := <-res:
-		if !errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, lock.ErrLost) {
-			t.Fatalf("Acquire after session expiry = %v, want ErrNotObtained or ErrLost", err)
+		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire after session expiry = %v, want ErrNotObtained at its deadline", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("queued waiter did not return after its session expired")
+		t.Fatal("queued waiter did not return by its deadline after its session expired")
 	}
 	select {
 	case <-h.Done():

@@ -247,11 +247,7 @@ func (l *Locker) feedLocked(name string, start bool) *feed {
 	ctx, stop := context.WithCancel(clientv3.WithRequireLeader(l.life))
 	f := newFeed(stop)
 	l.feeds[name] = f
-	l.bg.Add(1)
-	go func() {
-		defer l.bg.Done()
-		l.runFeed(ctx, f, l.KeyPrefix(name))
-	}()
+	l.bg.Go(func() { l.runFeed(ctx, f, l.KeyPrefix(name)) })
 	return f
 }
 

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"seckill/internal/etcdsess"
 	"seckill/internal/lock"
 	"seckill/internal/lock/cohort"
 )
@@ -20,6 +22,11 @@ import (
 // we hold the lock.
 var errSessionExpired = errors.New("etcd session expired (or lock key deleted) while queued")
 
+// errLeaseGone: the session's lease is over (expired during a pause or a
+// partition, or revoked), so its keys are gone; unlike a key deleted by
+// hand, this is worth queueing again on a new session.
+var errLeaseGone = errors.New("etcd session lease gone")
+
 // ownership is this process's hold on one lock in etcd: its key is the
 // oldest under the prefix. It is the cohort.Hold of the etcd backend, so it
 // outlives a single lease when the lock is handed over in memory.
@@ -27,8 +34,8 @@ type ownership struct {
 	l    *Locker
 	sess *concurrency.Session
 	key  string
-	ref  *keyRef // the sweeper's handle on key
-	rev  int64   // create revision of key
+	ref  *etcdsess.Key // the sweeper's handle on key
+	rev  int64         // create revision of key
 
 	// tr is the name feed's view of this acquisition (nil if it was not
 	// tracked): whether our key was deleted.
@@ -95,7 +102,7 @@ func (l *Locker) lockEtcd(ctx context.Context, name string) (*ownership, error) 
 	key := fmt.Sprintf("%s%x-%d-%d", pfx, int64(sess.Lease()), l.id, l.seq.Add(1))
 	// Tracked before the put is sent: if the reply is lost, the key may
 	// exist, and the sweeper removes it by name.
-	own := &ownership{l: l, sess: sess, key: key, ref: l.sw.sent(key, sess),
+	own := &ownership{l: l, sess: sess, key: key, ref: l.sw.Sent(key, sess),
 		lost: make(chan struct{}), stop: make(chan struct{}),
 		validUntil: func() time.Time { return l.m.ValidUntil(sess) }}
 	gone := func() { own.markLost(fmt.Errorf("%w: lock key %s deleted", lock.ErrLost, key)) }
@@ -116,16 +123,23 @@ func (l *Locker) lockEtcd(ctx context.Context, name string) (*ownership, error) 
 	if err != nil {
 		// The put may have been applied before ctx cut the reply off.
 		own.untrack()
-		l.sw.abandon(own.ref)
+		l.sw.Abandon(own.ref)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// The lease expired or was revoked before our keep-alive
+			// noticed: end the session now, so that holds on it are lost
+			// and the next attempt gets a new one.
+			l.m.Gone(sess)
+			return nil, fmt.Errorf("%w: %w", errLeaseGone, err)
+		}
 		return nil, err
 	}
 	if !resp.Succeeded {
 		own.untrack()
-		l.sw.abandon(own.ref) // by name: the key is ours whoever put it
+		l.sw.Abandon(own.ref) // by name: the key is ours whoever put it
 		return nil, fmt.Errorf("enqueue: key %s already exists", key)
 	}
 	own.rev = resp.Header.Revision // the put is the Txn's only write
-	l.sw.created(own.ref, own.rev)
+	l.sw.Created(own.ref, own.rev)
 	ahead, rev := resp.Responses[0].GetResponseRange().Kvs, own.rev
 	if own.tr != nil {
 		own.tr.settle(own.rev, ahead, false)
@@ -140,7 +154,12 @@ func (l *Locker) lockEtcd(ctx context.Context, name string) (*ownership, error) 
 			g, err := l.reread(ctx, pfx, own)
 			if err != nil {
 				own.untrack()
-				l.sw.abandon(own.ref)
+				l.sw.Abandon(own.ref)
+				// Our key can go between the put and this read (a
+				// revoked lease): the same question as after a wait.
+				if errors.Is(err, errSessionExpired) && l.leaseGone(ctx, sess) {
+					return nil, fmt.Errorf("%w: %w", errLeaseGone, err)
+				}
 				return nil, err
 			}
 			ahead, rev = g.ahead, g.rev
@@ -149,7 +168,10 @@ func (l *Locker) lockEtcd(ctx context.Context, name string) (*ownership, error) 
 	}
 	if err := l.waitHead(ctx, pfx, own, ahead, rev); err != nil {
 		own.untrack()
-		l.sw.abandon(own.ref) // guarded: harmless if the key went
+		l.sw.Abandon(own.ref) // guarded: harmless if the key went
+		if errors.Is(err, errSessionExpired) && l.leaseGone(ctx, sess) {
+			return nil, fmt.Errorf("%w: %w", errLeaseGone, err)
+		}
 		return nil, err
 	}
 	// The wait can end in the same instant the session does: never report
@@ -157,11 +179,31 @@ func (l *Locker) lockEtcd(ctx context.Context, name string) (*ownership, error) 
 	select {
 	case <-sess.Done():
 		own.untrack()
-		l.sw.abandon(own.ref)
-		return nil, errSessionExpired
+		l.sw.Abandon(own.ref)
+		return nil, fmt.Errorf("%w: %w", errLeaseGone, errSessionExpired)
 	default:
 	}
 	return own, nil
+}
+
+// leaseGone tells why our queued key went: the session's lease is over
+// (true; etcd's word, or s.Done closed), or it lives and someone deleted
+// the key (false). A gone lease is ended at once (Manager.Gone), before
+// the keep-alive would notice, so nothing more is queued on it. When etcd
+// does not answer, the lease counts as alive: the caller then fails as
+// for a deleted key, which is never unsafe.
+func (l *Locker) leaseGone(ctx context.Context, s *concurrency.Session) bool {
+	select {
+	case <-s.Done():
+		return true
+	default:
+	}
+	resp, err := l.m.Client().TimeToLive(ctx, s.Lease())
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0) {
+		l.m.Gone(s)
+		return true
+	}
+	return false
 }
 
 // waitHead waits until own's key is the oldest under the prefix: on the
@@ -261,7 +303,7 @@ func waitDelete(ctx context.Context, cli *clientv3.Client, sess *concurrency.Ses
 // tracking it in the feed. It wraps lock.ErrNotHeld when the key was already gone
 // (session expired, deleted) — never deleting a newer holder's key — and
 // lock.ErrUnavailable when etcd did not answer; the sweeper then keeps
-// trying (see sweeper), so the key never outlives the failure for long.
+// trying (see etcdsess.Sweeper), so the key never outlives the failure for long.
 func (l *Locker) releaseEtcd(ctx context.Context, own *ownership) error {
 	defer own.untrack()
 	resp, err := l.m.Client().Txn(ctx).
@@ -270,7 +312,7 @@ func (l *Locker) releaseEtcd(ctx context.Context, own *ownership) error {
 	if err != nil {
 		// The delete may or may not have been applied: the sweeper retries
 		// it, guarded by the revision, until it is confirmed.
-		l.sw.abandon(own.ref)
+		l.sw.Abandon(own.ref)
 		return fmt.Errorf("%w: delete %s: %w", lock.ErrUnavailable, own.key, err)
 	}
 	if !resp.Succeeded {

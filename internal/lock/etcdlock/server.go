@@ -2,8 +2,15 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"seckill/internal/etcdsess"
 
 	"seckill/internal/lock"
 	"seckill/internal/lock/cohort"
@@ -13,7 +20,9 @@ import (
 // this Locker queue locally in FIFO order; the front one acquires in etcd
 // (see the package documentation). Errors wrap lock.ErrNotObtained (with
 // ctx's error, and lock.ErrUnavailable when etcd stopped answering),
-// lock.ErrUnavailable, or lock.ErrClosed.
+// lock.ErrUnavailable, or lock.ErrClosed. A lost session lease or a brief
+// etcd outage does not fail the request: it waits, within ctx, for a new
+// session and queues again (see server.Acquire).
 //
 // Done of the returned lease closes when the session lease expires or is
 // revoked (a crash, pause or partition longer than the TTL; the keep-alive
@@ -23,7 +32,13 @@ import (
 // key only if it is still the one the acquisition created, so a lease whose
 // session expired can never delete a newer holder's key.
 func (l *Locker) Acquire(ctx context.Context, name string) (lock.Lease, error) {
-	return l.co.Acquire(ctx, name)
+	ls, err := l.co.Acquire(ctx, name)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, lock.ErrUnavailable) && !errors.Is(err, lock.ErrClosed) && !l.connected() {
+		// Queued behind a front that was waiting for etcd: the deadline
+		// passed because etcd was away, not because the lock was busy.
+		err = fmt.Errorf("%w: %w (etcd unreachable)", err, lock.ErrUnavailable)
+	}
+	return ls, err
 }
 
 // server is the Locker's etcd side, as the cohort sees it.
@@ -35,24 +50,36 @@ var (
 )
 
 // Acquire queues this process's key for name in etcd and waits until it is
-// the oldest.
+// the oldest. When the session's lease goes while it queues (expired during
+// a pause or a partition, revoked) or etcd is briefly unreachable
+// (restart, leader change), it queues again, on a new session if need be,
+// for as long as ctx allows: the request loses its place in etcd's queue,
+// not its turn. A lease that is gone is never queued on again (see
+// etcdsess.Manager.Gone).
 func (s server) Acquire(ctx context.Context, name string) (cohort.Hold, error) {
 	l := s.l
-	own, err := l.lockEtcd(ctx, name)
-	if err != nil {
-		return nil, l.acquireErr(ctx, err)
+	var own *ownership
+	for retries := 0; ; retries++ {
+		if err := l.backoff(ctx, retries); err != nil {
+			return nil, l.acquireErr(ctx, err)
+		}
+		var err error
+		own, err = l.lockEtcd(ctx, name)
+		if err == nil {
+			break
+		}
+		if !l.requeue(ctx, err) {
+			return nil, l.acquireErr(ctx, err)
+		}
+		l.log.Debug("queueing again", "key", name, "err", err)
 	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return own, nil // the cohort gives it back
 	}
-	l.bg.Add(1)
+	l.bg.Go(own.watchSession)
 	l.mu.Unlock()
-	go func() {
-		defer l.bg.Done()
-		own.watchSession()
-	}()
 	return own, nil
 }
 
@@ -137,4 +164,47 @@ func (o *ownership) watchSession() {
 	case <-o.lost:
 	case <-o.stop:
 	}
+}
+
+// retryBackoff bounds how fast a front queues again when etcd answers at
+// once with the same transient failure: a fallback, the waits themselves
+// are on the session grant and on the watches.
+const retryBackoff = 200 * time.Millisecond
+
+// backoff waits before the retries after the first (which follows a loss
+// and goes at once), at most retryBackoff, or until ctx ends or the Locker
+// closes.
+func (l *Locker) backoff(ctx context.Context, retries int) error {
+	if retries < 2 {
+		return nil
+	}
+	t := time.NewTimer(min(time.Duration(retries-1)*20*time.Millisecond, retryBackoff))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.life.Done():
+		return etcdsess.ErrClosed
+	}
+}
+
+// requeue reports whether an etcd acquisition that failed with err is
+// worth making again while ctx lives: our session's lease went (the next
+// attempt gets a new session from the Manager), or etcd was unreachable or
+// without a leader for a moment. Anything else (closed, refused, our key
+// deleted by hand while the session lives) is reported to the caller.
+func (l *Locker) requeue(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || l.isClosed() || errors.Is(err, etcdsess.ErrClosed) {
+		return false
+	}
+	switch {
+	case errors.Is(err, errLeaseGone), errors.Is(err, rpctypes.ErrLeaseNotFound),
+		errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrLeaderChanged),
+		errors.Is(err, rpctypes.ErrTimeout), errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail),
+		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost):
+		return true
+	}
+	return status.Code(err) == codes.Unavailable
 }

@@ -116,7 +116,7 @@ func (l *Locker) Describe() lock.Info { return lock.Info{Name: l.v.name, Safe: f
 // Ping checks that Redis answers.
 func (l *Locker) Ping(ctx context.Context) error {
 	if err := l.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("flawedlock %s: ping: %w: %w", l.v.name, lock.ErrUnavailable, err)
+		return lock.Unavailable("flawedlock "+l.v.name, "ping", err)
 	}
 	return nil
 }
@@ -184,5 +184,5 @@ func (l *Locker) acquireErr(ctx context.Context, key, step string, err error) er
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("flawedlock %s: acquire %q: %s: %w: %w (%v)", l.v.name, key, step, lock.ErrNotObtained, ctxErr, err)
 	}
-	return fmt.Errorf("flawedlock %s: acquire %q: %s: %w: %w", l.v.name, key, step, lock.ErrUnavailable, err)
+	return lock.Unavailable("flawedlock "+l.v.name, fmt.Sprintf("acquire %q: %s", key, step), err)
 }

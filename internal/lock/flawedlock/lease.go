@@ -45,6 +45,6 @@ func (s *lease) Release(ctx context.Context) error {
 		return fmt.Errorf("flawedlock %s: release %q: %w", s.l.v.name, s.key, err)
 	default:
 		s.sig.Close(fmt.Errorf("flawedlock %s: %q: %w: release failed: %w", s.l.v.name, s.key, lock.ErrLost, err))
-		return fmt.Errorf("flawedlock %s: release %q: %w: %w", s.l.v.name, s.key, lock.ErrUnavailable, err)
+		return lock.Unavailable("flawedlock "+s.l.v.name, fmt.Sprintf("release %q", s.key), err)
 	}
 }

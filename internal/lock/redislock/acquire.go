@@ -64,9 +64,9 @@ func (l *Locker) got(key string, k keys, owner string, token uint64, validUntil 
 		return nil, lock.ErrClosed
 	}
 	l.holds.Add(1)
-	h := &hold{l: l, key: key, k: k, owner: owner, base: token, validUntil: validUntil, lostCh: make(chan struct{})}
-	l.hmu.Lock()
-	h.timer = time.AfterFunc(l.nextRenewal(time.Now(), validUntil), func() { l.renew(h) })
+	h := &hold{l: l, key: key, k: k, owner: owner, base: token, lostCh: make(chan struct{})}
+	l.hmu.Lock() // before the watchdog can report a loss
+	h.dog = l.dog.Start(validUntil, l.renew(h), l.watchLost(h))
 	l.hmu.Unlock()
 	return h, nil
 }
@@ -155,7 +155,7 @@ func (l *Locker) withdraw(k keys, owner string) {
 			l.log.Debug("withdrawing waiter failed", "key", k[0], "err", err)
 		}
 	}
-	if !l.spawn(run) {
+	if !l.g.Go(run) {
 		run() // closing: Close is not waiting for spawned work any more
 	}
 }

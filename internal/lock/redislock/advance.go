@@ -2,28 +2,18 @@ package redislock
 
 import (
 	"context"
-	_ "embed"
-	"errors"
 	"fmt"
-	"strconv"
-
-	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/rediscounter"
 )
 
 var _ lock.TokenAdvancer = (*Locker)(nil)
 
-var (
-	//go:embed lua/advance.lua
-	advanceLua    string
-	advanceScript = redis.NewScript(advanceLua)
-)
-
 // ErrTokenRange is returned by AdvanceTokens for a value no token of this
 // backend can exceed: the counter part of a token (its top 48 bits) would
 // overflow.
-var ErrTokenRange = errors.New("redislock: fencing token out of range")
+var ErrTokenRange = rediscounter.ErrRange
 
 // maxCounter is the largest {K}:fence value whose token c<<tokenShift still
 // fits in a uint64. AdvanceTokens leaves room for the INCR after it.
@@ -46,9 +36,8 @@ const maxCounter = 1<<(64-tokenShift) - 1
 // on each of them (each stock service instance calls it when its own fence
 // refuses) stops that.
 //
-// The counter is compared as a decimal string in Lua, not as a Lua number
-// (a double, exact only below 2^53), so any counter value is handled
-// exactly; counters of this backend stay below 2^48. An above so large that
+// The counter is moved by rediscounter.Advance, exact for any counter;
+// counters of this backend stay below 2^48. An above so large that
 // the next counter would not fit in a token returns an error wrapping
 // ErrTokenRange; a Redis failure, or a counter that is not a non-negative
 // integer, one wrapping lock.ErrUnavailable.
@@ -58,11 +47,11 @@ func (l *Locker) AdvanceTokens(ctx context.Context, key string, above uint64) er
 		return fmt.Errorf("redislock: advance tokens of %q past %d: %w", key, above, ErrTokenRange)
 	}
 	k := keysFor(key)
-	moved, err := advanceScript.Run(ctx, l.rdb, k[1:2], strconv.FormatUint(floor, 10)).Int64()
+	moved, err := rediscounter.Advance(ctx, l.rdb, k[1], floor)
 	if err != nil {
-		return fmt.Errorf("redislock: advance tokens of %q: %w: %w", key, lock.ErrUnavailable, err)
+		return fmt.Errorf("redislock: advance tokens of %q: %w", key, err)
 	}
-	if moved == 1 {
+	if moved {
 		l.log.Info("fencing counter advanced", "key", key, "above", above, "counter", floor)
 	}
 	// A hold acquired before the advance may be in place, or about to be

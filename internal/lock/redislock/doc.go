@@ -17,8 +17,8 @@
 // # Why hand-off instead of a broadcast
 //
 // A release that publishes "free" to every waiter wakes all of them; all but
-// one lose the race and go back to sleep. On this lab's two cores, 50
-// goroutines woken that way sold 5x less than a 10ms sleep-poll. So:
+// one lose the race and go back to sleep, which under contention sells less
+// than a plain sleep-poll. So:
 //
 //  1. Per process and key, waiting goroutines queue locally, in order; only
 //     one of them talks to Redis, and only while the process does not hold
@@ -89,7 +89,7 @@
 // snapshot, or as a promoted lagging replica hands out tokens below ones
 // already seen, which a fence refuses forever; AdvanceTokens (the
 // lock.TokenAdvancer a fence calls) moves the counter back past the highest
-// token seen, forward only.
+// token seen, forward only (rediscounter, shared with redissonlock).
 //
 // # Validity
 //
@@ -105,4 +105,11 @@
 // The Locker takes a redis.UniversalClient built by the caller. Create it with
 // ContextTimeoutEnabled so that a hung server cannot hold a call past its
 // context; without it go-redis waits for its ReadTimeout instead.
+//
+// # Layout
+//
+// acquire.go is the cohort.Server (acquire.lua, the hand-off message, the
+// fallback retry, withdrawal), hold.go the cohort.Hold (release.lua, the
+// watchdog), redislock.go the Locker and its subscription, advance.go
+// AdvanceTokens. The local queue and passing are the cohort package's.
 package redislock

@@ -18,7 +18,7 @@ func ShortenValidity(l lock.Lease, left time.Duration) {
 	h := hd.(*hold)
 	h.l.hmu.Lock()
 	defer h.l.hmu.Unlock()
-	h.validUntil = time.Now().Add(left)
+	h.dog.SetValidUntil(time.Now().Add(left))
 }
 
 // LockKey is the Redis key holding key's owner, for tests that delete it.

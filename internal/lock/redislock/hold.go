@@ -7,6 +7,7 @@ import (
 
 	"seckill/internal/lock"
 	"seckill/internal/lock/cohort"
+	"seckill/internal/lock/watchdog"
 )
 
 // renewRetry is how soon the watchdog tries again after a renewal failed for
@@ -26,10 +27,9 @@ type hold struct {
 	base   uint64        // {K}:fence value of this acquisition
 	lostCh chan struct{} // closed once lost
 
-	validUntil time.Time // last confirmed renewal (or acquisition) + TTL
-	timer      *time.Timer
-	lost       error // non-nil once the lock is, or may be, gone
-	ended      bool  // released to Redis: the watchdog must not renew
+	dog   *watchdog.Dog // renews it; its validity bounds passing
+	lost  error         // non-nil once the lock is, or may be, gone
+	ended bool          // released to Redis: the watchdog must not renew
 }
 
 var _ cohort.Hold = (*hold)(nil)
@@ -56,7 +56,7 @@ func (h *hold) Passable() bool {
 	l := h.l
 	l.hmu.Lock()
 	defer l.hmu.Unlock()
-	return h.lost == nil && !h.ended && h.base >= l.floors[h.key] && time.Until(h.validUntil) > l.passMargin
+	return h.lost == nil && !h.ended && h.base >= l.floors[h.key] && time.Until(h.dog.ValidUntil()) > l.passMargin
 }
 
 // Release stops the watchdog and runs release.lua, which hands the lock to
@@ -69,7 +69,7 @@ func (h *hold) Release(ctx context.Context) error {
 	// otherwise see "not owner" and report a loss that did not happen.
 	l.hmu.Lock()
 	h.ended = true
-	h.timer.Stop()
+	h.dog.Stop()
 	l.hmu.Unlock()
 	if l.isClosed() {
 		return fmt.Errorf("%w: locker closed, the lock expires after its TTL", lock.ErrNotHeld)
@@ -84,68 +84,22 @@ func (h *hold) Release(ctx context.Context) error {
 	return nil
 }
 
-// nextRenewal is how long from now the watchdog should run, given when the
-// last renewal (or the acquisition) was sent: TTL/3 later, and never after
-// the lock's validity ends, so that a lapse is reported on time.
-func (l *Locker) nextRenewal(sent, validUntil time.Time) time.Duration {
-	next := sent.Add(l.ttl / 3)
-	if validUntil.Before(next) {
-		next = validUntil
+// renew is h's watchdog renewal: renew.lua extends the owner's lock.
+func (l *Locker) renew(h *hold) func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		return renewScript.Run(ctx, l.rdb, h.k[:1], h.owner, l.ttl.Milliseconds()).Bool()
 	}
-	return time.Until(next)
 }
 
-// renew is h's watchdog, run by its timer: one timer per hold, not a
-// goroutine per lease. It extends the lock by TTL, and reports the loss
-// when Redis says the lock is someone else's or when the validity passes
-// with every renewal since having failed.
-func (l *Locker) renew(h *hold) {
-	if !l.track() {
-		return // closing: the cohort ends every lease
-	}
-	defer l.wg.Done()
-	l.hmu.Lock()
-	if h.ended || h.lost != nil {
-		l.hmu.Unlock()
-		return
-	}
-	validUntil := h.validUntil
-	if !time.Now().Before(validUntil) {
-		l.loseLocked(h, fmt.Errorf("%w: not renewed within its TTL", lock.ErrLost))
-		l.hmu.Unlock()
-		return
-	}
-	l.hmu.Unlock()
-
-	sent := time.Now()
-	// A renewal that answers after validUntil is worthless: the lock may be
-	// someone else's by then.
-	ctx, cancel := context.WithDeadline(l.ctx, validUntil)
-	ok, err := renewScript.Run(ctx, l.rdb, h.k[:1], h.owner, l.ttl.Milliseconds()).Bool()
-	cancel()
-
-	l.hmu.Lock()
-	defer l.hmu.Unlock()
-	if h.ended || h.lost != nil {
-		return // released meanwhile (a "not owner" is our own release), or closed
-	}
-	var wait time.Duration
-	switch {
-	case err != nil:
-		l.log.Debug("renewal failed, retrying", "key", h.key, "err", err, "valid_for", time.Until(validUntil))
-		wait = min(l.ttl/3, renewRetry)
-		if left := time.Until(validUntil); left < wait {
-			wait = left
+// watchLost is h's watchdog's report of a loss.
+func (l *Locker) watchLost(h *hold) func(error) {
+	return func(err error) {
+		l.hmu.Lock()
+		defer l.hmu.Unlock()
+		if !h.ended { // else our own release ended it
+			l.loseLocked(h, err)
 		}
-	case !ok:
-		l.loseLocked(h, fmt.Errorf("%w: expired or taken by another owner", lock.ErrLost))
-		return
-	default:
-		l.renewals.Add(1)
-		h.validUntil = sent.Add(l.ttl)
-		wait = l.nextRenewal(sent, h.validUntil)
 	}
-	h.timer.Reset(wait)
 }
 
 // loseLocked marks h lost: no more passes, no more renewals, and Done
@@ -156,6 +110,6 @@ func (l *Locker) loseLocked(h *hold, err error) {
 		return
 	}
 	h.lost = err
-	h.timer.Stop()
+	h.dog.Stop()
 	close(h.lostCh)
 }

@@ -16,6 +16,8 @@ import (
 
 	"seckill/internal/lock"
 	"seckill/internal/lock/cohort"
+	"seckill/internal/lock/redissub"
+	"seckill/internal/lock/watchdog"
 )
 
 var (
@@ -106,19 +108,20 @@ type Locker struct {
 	hmu    sync.Mutex        // guards holds' mutable fields and floors
 	floors map[string]uint64 // per key: smallest counter a hold may be passed with (AdvanceTokens)
 
-	subSem     chan struct{} // one subscriber at a time, abandonable by ctx
-	subscribed atomic.Bool
+	dog        watchdog.Config // every hold's renewals
+	pubsub     *redissub.Conn  // the hand-off channel's connection
+	subscribed atomic.Bool     // the hand-off channel is confirmed
 
 	mu       sync.Mutex
 	closed   bool
-	ps       *redis.PubSub
+	sub      *redissub.Sub          // the hand-off channel's subscription
 	handoffs map[string]chan uint64 // owner -> its hand-off token, while it waits
 
 	done      chan struct{} // closed by Close
 	ctx       context.Context
 	cancel    context.CancelFunc // cuts short renewals in flight on Close
 	closeOnce sync.Once
-	wg        sync.WaitGroup // dispatcher, watchdogs, waiter clean-ups
+	g         lock.Group // watchdog renewals, waiter clean-ups
 
 	holds, acquireCalls, handedOver, renewals atomic.Uint64
 }
@@ -143,10 +146,13 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 		log:        opts.Logger.With("lock", "redis"),
 		instance:   uuid.NewString(),
 		floors:     make(map[string]uint64),
-		subSem:     make(chan struct{}, 1),
 		handoffs:   make(map[string]chan uint64),
 		done:       make(chan struct{}),
 	}
+	l.dog = watchdog.Config{TTL: l.ttl, Retry: renewRetry, Ctx: ctx, Log: l.log,
+		Track:   l.g.Add,
+		Renewed: func() { l.renewals.Add(1) }}
+	l.pubsub = redissub.New(rdb, redissub.Config{Message: l.handedOff, Log: l.log})
 	l.co = cohort.New(server{l}, cohort.Config{Name: "redislock", Handoffs: opts.LocalHandoffs,
 		CleanupTimeout: cleanupTimeout, Log: l.log})
 	return l
@@ -158,7 +164,7 @@ func (l *Locker) Describe() lock.Info { return lock.Info{Name: "redis", Safe: tr
 // Ping checks that Redis answers.
 func (l *Locker) Ping(ctx context.Context) error {
 	if err := l.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redislock: ping: %w: %w", lock.ErrUnavailable, err)
+		return lock.Unavailable("redislock", "ping", err)
 	}
 	return nil
 }
@@ -183,17 +189,13 @@ func (l *Locker) Close() error {
 	l.closeOnce.Do(func() {
 		l.mu.Lock()
 		l.closed = true
-		ps := l.ps
 		close(l.done)
 		l.mu.Unlock()
 		l.cancel()
-		if ps != nil {
-			// Errors here only say the connection was already gone.
-			_ = ps.Close()
-		}
+		l.pubsub.Close()
 		// Ends waiters and leases; the holds' Release leaves them to expire.
 		_ = l.co.Close()
-		l.wg.Wait()
+		l.g.Close()
 	})
 	return nil
 }
@@ -207,95 +209,57 @@ func (l *Locker) isClosed() bool {
 	}
 }
 
-// track registers work that Close must wait for, unless the Locker is
-// closed already, in which case it reports false. The caller calls l.wg.Done
-// when it reported true.
-func (l *Locker) track() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.wg.Add(1)
-	return true
-}
-
-// spawn runs fn in a goroutine that Close waits for, unless the Locker is
-// closed already, in which case it reports false and runs nothing.
-func (l *Locker) spawn(fn func()) bool {
-	if !l.track() {
-		return false
-	}
-	go func() {
-		defer l.wg.Done()
-		fn()
-	}()
-	return true
-}
-
 // subscribe opens the Locker's hand-off channel once, and waits for Redis to
 // confirm it, so that no hand-off to this process can be published unheard.
+// A failed subscription is asked again by the next call.
 func (l *Locker) subscribe(ctx context.Context) error {
 	if l.subscribed.Load() {
 		return nil
 	}
+	l.mu.Lock()
+	if l.sub == nil || l.sub.Err() != nil {
+		l.sub = l.pubsub.Subscribe(channelPrefix + l.instance)
+	}
+	sub := l.sub
+	l.mu.Unlock()
 	select {
-	case l.subSem <- struct{}{}:
-		defer func() { <-l.subSem }()
+	case <-sub.Ready():
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %w", lock.ErrNotObtained, ctx.Err())
 	case <-l.done:
 		return lock.ErrClosed
 	}
-	if l.subscribed.Load() {
-		return nil
-	}
-	ps := l.rdb.Subscribe(ctx, channelPrefix+l.instance)
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w: %w", lock.ErrNotObtained, ctx.Err())
+	if err := sub.Err(); err != nil {
+		if l.isClosed() {
+			return lock.ErrClosed
 		}
 		return fmt.Errorf("subscribe: %w: %w", lock.ErrUnavailable, err)
-	}
-	msgs := ps.Channel()
-	l.mu.Lock()
-	closed := l.closed
-	if !closed {
-		l.ps = ps
-	}
-	l.mu.Unlock()
-	if closed || !l.spawn(func() { l.dispatch(msgs) }) {
-		_ = ps.Close()
-		return lock.ErrClosed
 	}
 	l.subscribed.Store(true)
 	return nil
 }
 
-// dispatch delivers each hand-off message to the waiter it names. A message
+// handedOff delivers a hand-off message to the waiter it names. A message
 // for an owner that no longer waits is dropped: that waiter either found the
 // hand-off by its own retry or withdrew with release.lua, which passed the
 // lock on.
-func (l *Locker) dispatch(msgs <-chan *redis.Message) {
-	for m := range msgs {
-		owner, tok, ok := strings.Cut(m.Payload, " ")
-		if !ok {
-			continue
-		}
-		token, err := strconv.ParseUint(tok, 10, 64)
-		if err != nil {
-			l.log.Warn("malformed hand-off message", "payload", m.Payload)
-			continue
-		}
-		l.mu.Lock()
-		ch := l.handoffs[owner]
-		l.mu.Unlock()
-		if ch != nil {
-			select {
-			case ch <- token:
-			default:
-			}
+func (l *Locker) handedOff(_, payload string) {
+	owner, tok, ok := strings.Cut(payload, " ")
+	if !ok {
+		return
+	}
+	token, err := strconv.ParseUint(tok, 10, 64)
+	if err != nil {
+		l.log.Warn("malformed hand-off message", "payload", payload)
+		return
+	}
+	l.mu.Lock()
+	ch := l.handoffs[owner]
+	l.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- token:
+		default:
 		}
 	}
 }

@@ -2,28 +2,18 @@ package redissonlock
 
 import (
 	"context"
-	_ "embed"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-
-	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/rediscounter"
 )
 
 var _ lock.TokenAdvancer = (*Locker)(nil)
 
-var (
-	//go:embed advance.lua
-	advanceLua    string
-	advanceScript = redis.NewScript(advanceLua)
-)
-
 // ErrTokenRange is returned by AdvanceTokens for a value no token of this
 // backend can exceed exactly (see maxAdvance).
-var ErrTokenRange = errors.New("redisson: fencing token out of range")
+var ErrTokenRange = rediscounter.ErrRange
 
 // maxAdvance is the largest mark AdvanceTokens accepts. acquire.lua and
 // transfer.lua return INCR's reply through a Lua number, a double, exact
@@ -44,21 +34,20 @@ const maxAdvance = 1<<53 - 2
 // refuses them, as it should refuse anything from before the lock server
 // forgot.
 //
-// The counter is compared as a decimal string in Lua, not as a Lua number (a
-// double, exact only below 2^53), so a counter of any size is judged
-// exactly. Since tokens themselves pass through Lua numbers, an above
+// The counter is moved by rediscounter.Advance, exact for any counter.
+// Since tokens themselves pass through Lua numbers, an above
 // greater than 2^53-2 returns an error wrapping ErrTokenRange; a Redis
 // failure, or a counter that is not a non-negative integer, one wrapping
 // lock.ErrUnavailable.
 func (lk *Locker) AdvanceTokens(ctx context.Context, key string, above uint64) error {
 	if above > maxAdvance {
-		return fmt.Errorf("redisson: advance tokens of %q past %d: %w", key, above, ErrTokenRange)
+		return fmt.Errorf("redissonlock: advance tokens of %q past %d: %w", key, above, ErrTokenRange)
 	}
-	moved, err := advanceScript.Run(ctx, lk.rdb, []string{key + fenceSuffix}, strconv.FormatUint(above, 10)).Int64()
+	moved, err := rediscounter.Advance(ctx, lk.rdb, key+fenceSuffix, above)
 	if err != nil {
-		return fmt.Errorf("redisson: advance tokens of %q: %w: %w", key, lock.ErrUnavailable, err)
+		return fmt.Errorf("redissonlock: advance tokens of %q: %w", key, err)
 	}
-	if moved == 1 {
+	if moved {
 		slog.Info("fencing counter advanced", "lock", "redisson", "key", key, "counter", above)
 	}
 	return nil

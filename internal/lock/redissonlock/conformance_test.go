@@ -50,3 +50,34 @@ func TestConformance(t *testing.T) {
 		},
 	})
 }
+
+// The cohort contract: the bound, FIFO order and tokens one apart (each
+// hand-off INCRs the fence), with the other process asleep on the channel.
+func TestCohort(t *testing.T) {
+	addr := startRedis(t)
+	admin := newClient(t, addr)
+	locktest.RunCohort(t, locktest.Cohort{
+		New: func(t *testing.T, k int) lock.Locker {
+			lk := newLocker(t, addr, Options{LocalHandoffs: k})
+			// The fallback must not fire while the other process takes its
+			// turn, however slow the machine: here it would only hide a
+			// fairness bug.
+			lk.yieldFallback = 5 * time.Second
+			return lk
+		},
+		ServerQueued: func(t *testing.T, key string, n int) {
+			// The other process's front listens on the channel once it
+			// found the lock busy; nobody else listens yet.
+			eventually(t, 5*time.Second, "a listener on the channel", func() bool {
+				m, err := admin.PubSubNumSub(t.Context(), channelOf(key)).Result()
+				return err == nil && m[channelOf(key)] >= int64(n)
+			})
+		},
+		Settled: func(t *testing.T, key string) {
+			eventually(t, 5*time.Second, "the lock freed", func() bool {
+				return admin.Exists(t.Context(), key).Val() == 0
+			})
+		},
+		Minted: true,
+	})
+}

@@ -15,54 +15,47 @@
 // # Owner identity and reentrancy
 //
 // Redisson names the owner "<instance-uuid>:<thread-id>". Go has no thread
-// id, so the owner here is "<Locker uuid>:<acquisition sequence>", minted by
-// Acquire and carried by the *Lease. Reentrancy is therefore by handle, not by
+// id, so the owner here is "<Locker uuid>:<sequence>", minted per hold and
+// carried by the *Lease. Reentrancy is therefore by handle, not by
 // goroutine: (*Lease).Reacquire runs the same acquire script for the same
 // owner and increments the hold count; HoldCount reports it. Release undoes
 // one hold; Done closes with lock.ErrReleased only when the count reaches
 // zero; a Release beyond the count returns lock.ErrNotHeld. Reacquire never
 // takes a lock the owner no longer holds, so a lost lease stays lost.
 //
-// # Waiting without a herd
+// # Local queue and hand-off: the cohort package
 //
-// A contender whose first attempt fails subscribes to the lock's channel,
-// tries once more after the subscription is confirmed (a release published in
-// between would otherwise be missed) and then sleeps until a release message
-// arrives or the returned TTL elapses, as Redisson's semaphore latch does.
-// Unlike Redisson, a Locker wakes one goroutine per release, not all: it owns
-// one pub/sub connection and keeps a FIFO of waiters per key, and only the
-// head of that FIFO talks to Redis. A release message wakes the head; when the
-// head acquires or gives up, the next waiter becomes head. Across N processes
-// a release therefore costs N acquire attempts, not one per waiting goroutine.
-// Stats counts the attempts so a benchmark can check that.
+// The goroutines of one Locker queue per key in the cohort package, which
+// owns the FIFO, the hand-off bound, loss propagation and Close; this
+// package supplies the Redis side (see Layout).
+// Only the cohort's front talks to Redis: it runs the acquire script and,
+// while another owner holds the lock, subscribes to the lock's channel,
+// tries once more after the subscription is confirmed (a release published
+// in between would otherwise be missed) and sleeps until a release message
+// arrives or the returned TTL elapses, as Redisson's semaphore latch does,
+// but with one latch per process: a release costs one acquire attempt per
+// process, not one per waiting goroutine. Stats counts the attempts.
 //
-// # Local hand-off
+// A final Release while another goroutine of the Locker waits is a
+// hand-off: the hold is a cohort.Transferer, and transfer.lua checks the
+// releasing owner's field, replaces it with a new owner (HDEL, HSET 1,
+// PEXPIRE) and INCRs the fence, all in one call; the new hold goes to the
+// oldest waiter. Nothing is published, so other processes sleep on. Every
+// lease has its own owner, so Redis always names the true holder: renewal,
+// Reacquire, ForceUnlock and crash expiry work as for any lease, re-entry
+// counts are never shared, and the token is the fence counter itself,
+// which the cohort takes as is.
 //
-// A final Release while another goroutine of the same Locker waits for the
-// key does not delete the lock: transfer.lua checks the releasing owner's
-// field, replaces it with a new owner minted by the Locker (HDEL, HSET 1,
-// PEXPIRE) and INCRs the fence, all in one call, and the new *Lease goes to
-// the oldest idle waiter through a channel. One round trip replaces release,
-// PUBLISH, the pub/sub wake-up and the waiter's acquire script, and nothing
-// is published, so other processes' waiters sleep on. Redis always names the
-// true holder, so renewal, Reacquire, ForceUnlock and crash expiry work as
-// for any lease; the new lease has its own watchdog, Done and token.
-//
-// The in-memory alternative, a cohort lock that passes the Redis hold
-// between goroutines without telling Redis and derives tokens as
-// token<<16|n, saves that round trip but was rejected: the hash would name
-// an owner that has left, re-entry counts of two leases would share one
-// field, and tokens would no longer equal the fence counter other tools read.
-//
-// Hand-offs are bounded by Options.LocalHandoffs (default 8) in a row. The
-// Release that reaches the bound asks the script to release instead when
-// PUBSUB NUMSUB shows another connection listening on the channel; it then
-// publishes "yield:<Locker uuid>", which the Locker's own dispatcher ignores,
-// and the Locker's queue head holds back until another process's release
-// message arrives (or a short fallback passes, in case the listener never
-// takes the lock). So a waiter of another process acquires after at most
-// LocalHandoffs+1 holders of this one. With nobody else listening the
-// hand-offs simply go on. Stats counts Handoffs and Yields.
+// Hand-offs are bounded by Options.LocalHandoffs in a row. The Release
+// after the bound, with goroutines of the Locker still waiting, yields: it
+// publishes "yield:<Locker uuid>", which the Locker itself ignores,
+// and when release.lua reports that another connection heard it, the
+// Locker's front holds back until another process's release message
+// arrives (or a short fallback passes, in case the listener never takes the
+// lock). So a waiter of another process acquires after at most
+// LocalHandoffs+1 holders of this one. A front never races its own Locker's
+// release: it waits until that release has reached Redis. Stats counts
+// Handoffs and Yields.
 //
 // # Lost replies
 //
@@ -73,9 +66,10 @@
 // without adding a hold; transfer.lua's new owner id is minted per call, so
 // a second run that finds it holding reports the hand-off again. A reply
 // that is lost, or that no correct run could give, abandons the attempt:
-// abandon.lua drops every hold of that owner under its own bounded deadline,
-// so one lost reply never leaves the lock held for a watchdog TTL by an
-// owner nobody renews. A retried partial Release can still count down twice.
+// abandon.lua drops every hold of the owners involved under its own bounded
+// deadline, so one lost reply never leaves the lock held for a watchdog TTL
+// by an owner nobody renews. A retried partial Release can still count down
+// twice.
 //
 // # Watchdog and lease time
 //
@@ -98,7 +92,16 @@
 // # Redis Cluster
 //
 // The lock hash and its fence key must live in one slot: give cluster keys a
-// hash tag, e.g. "{sku42}". PUBSUB NUMSUB counts only the node the script
-// runs on, so in a cluster the hand-off bound may miss listeners connected
-// elsewhere; set LocalHandoffs negative there if that matters.
+// hash tag, e.g. "{sku42}". PUBLISH's count covers only the node the script
+// runs on, so in a cluster a yield may miss listeners connected elsewhere;
+// set LocalHandoffs negative there if that matters.
+//
+// # Layout
+//
+// wait.go is the cohort.Server (the front's acquire/subscribe/sleep loop,
+// the yield), hold.go the cohort.Hold and Transferer (release.lua,
+// transfer.lua), lease.go the reentrant *Lease over the cohort's lease,
+// locker.go the Locker, ForceUnlock and Close, advance.go AdvanceTokens.
+// Shared with redislock: the renewal timer (watchdog), the pub/sub
+// connection (redissub) and the fencing counter's advance (rediscounter).
 package redissonlock

@@ -25,36 +25,16 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// idleWaiters counts the goroutines of lk queued for key that a Release
-// could hand the lock to.
-func idleWaiters(lk *Locker, key string) int {
-	lk.mu.Lock()
-	defer lk.mu.Unlock()
-	n := 0
-	if q := lk.queues[key]; q != nil {
-		for _, w := range q.waiters {
-			if w.state == waitIdle {
-				n++
-			}
-		}
-	}
-	return n
-}
+// idleWaiters counts the goroutines of lk queued for key behind the one
+// holding or acquiring it: those a Release could hand the lock to.
+func idleWaiters(lk *Locker, key string) int { return lk.co.Waiting(key) }
 
 // subscribed reports whether lk's pub/sub subscription for key is confirmed.
 func subscribed(lk *Locker, key string) bool {
 	lk.mu.Lock()
-	q := lk.queues[key]
-	lk.mu.Unlock()
-	if q == nil {
-		return false
-	}
-	select {
-	case <-q.ready:
-		return q.subErr == nil
-	default:
-		return false
-	}
+	defer lk.mu.Unlock()
+	ks := lk.keys[key]
+	return ks != nil && ks.subscribedLocked()
 }
 
 // A final Release with a local waiter replaces the owner field in one
@@ -101,8 +81,8 @@ func TestHandoffReplacesOwner(t *testing.T) {
 		t.Fatalf("token after hand-off %d, want > %d", second.Token(), first.Token())
 	}
 	h, err := rdb.HGetAll(ctx, key).Result()
-	if err != nil || len(h) != 1 || h[second.owner] != "1" {
-		t.Fatalf("HGETALL %q = %v, %v; want {%s: 1}", key, h, err, second.owner)
+	if err != nil || len(h) != 1 || h[second.h.owner] != "1" {
+		t.Fatalf("HGETALL %q = %v, %v; want {%s: 1}", key, h, err, second.h.owner)
 	}
 	if fence, err := rdb.Get(ctx, key+fenceSuffix).Uint64(); err != nil || fence != second.Token() {
 		t.Fatalf("fence = %d, %v; want %d", fence, err, second.Token())
@@ -115,8 +95,8 @@ func TestHandoffReplacesOwner(t *testing.T) {
 	if !isOpen(second) {
 		t.Fatalf("handed lease ended after renewals: %v", second.Err())
 	}
-	if n, err := rdb.HExists(ctx, key, second.owner).Result(); err != nil || !n {
-		t.Fatalf("HEXISTS %q %s = %v, %v; want true", key, second.owner, n, err)
+	if n, err := rdb.HExists(ctx, key, second.h.owner).Result(); err != nil || !n {
+		t.Fatalf("HEXISTS %q %s = %v, %v; want true", key, second.h.owner, n, err)
 	}
 	if err := second.Reacquire(ctx); err != nil {
 		t.Fatalf("Reacquire on the handed lease: %v", err)
@@ -298,7 +278,7 @@ func TestHandoffBounded(t *testing.T) {
 			// attempt and the retry after the subscription.
 			wg.Go(func() { take("b", b) })
 			eventually(t, 5*time.Second, "b's waiter asleep", func() bool {
-				return b.Stats().AcquireScripts >= 2 && idleWaiters(b, key) == 1
+				return b.Stats().AcquireScripts >= 2 && subscribed(b, key)
 			})
 			locals := k + 4
 			for i := range locals {

@@ -13,15 +13,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/cohort"
+	"seckill/internal/lock/redissub"
+	"seckill/internal/lock/watchdog"
 )
 
-// Defaults, as in Redisson.
 const (
 	// DefaultWatchdog is Redisson's lockWatchdogTimeout.
 	DefaultWatchdog = 30 * time.Second
-
-	// DefaultLocalHandoffs bounds a run of local hand-offs (Options.LocalHandoffs).
-	DefaultLocalHandoffs = 8
 
 	// abandonTimeout bounds the best-effort release of a hold that a script
 	// call may have made before its reply was lost, or answered unexpectedly.
@@ -52,11 +51,10 @@ type Options struct {
 	// LocalHandoffs bounds how many times in a row a final Release hands
 	// the lock straight to a goroutine waiting in the same Locker (one
 	// script call: the owner field is replaced and a new fencing token
-	// minted) instead of releasing it. The Release after the bound
-	// publishes a "yield" and lets other processes' waiters go first, unless
-	// none is listening, in which case the hand-offs go on. The default, 0,
-	// is DefaultLocalHandoffs (8); a negative value disables hand-offs, so
-	// every final Release deletes the lock and publishes.
+	// minted) instead of releasing it; the Release after the bound lets
+	// other processes' waiters go first. The default, 0, is
+	// cohort.DefaultHandoffs (8); a negative value disables hand-offs;
+	// values above cohort.MaxHandoffs are capped.
 	LocalHandoffs int
 }
 
@@ -65,9 +63,9 @@ type Options struct {
 // process rather than a herd.
 type Stats struct {
 	// AcquireScripts counts runs of the acquire script: first attempts,
-	// retries by waiting queue heads, and re-entries.
+	// retries by the goroutine acquiring for the Locker, and re-entries.
 	AcquireScripts uint64
-	// Acquired counts first acquisitions, i.e. leases handed out.
+	// Acquired counts leases handed out, by Redis or by hand-off.
 	Acquired uint64
 	// Wakeups counts release messages that woke a local waiter.
 	Wakeups uint64
@@ -76,8 +74,8 @@ type Stats struct {
 	// Handoffs counts final Releases that handed the lock to a goroutine
 	// waiting in this Locker (each is also counted in Acquired).
 	Handoffs uint64
-	// Yields counts final Releases that ended a run of Options.LocalHandoffs
-	// hand-offs by releasing to the other processes listening.
+	// Yields counts final Releases at the end of a run of hand-offs that
+	// let other processes listening go first.
 	Yields uint64
 }
 
@@ -89,28 +87,26 @@ type Locker struct {
 	opts Options
 	ttl  time.Duration // PEXPIRE of every lock: LeaseTime, else Watchdog
 	id   string        // instance UUID, the first half of every owner id
-	seq  atomic.Uint64 // second half of the owner id, one per acquisition
+	seq  atomic.Uint64 // second half of the owner id, one per hold
+	co   *cohort.Locker
 
-	maxHandoffs   int           // Options.LocalHandoffs resolved; 0 = disabled
 	ttlArg        any           // millis(ttl), boxed once for script ARGV
-	yieldArg      any           // yieldMsg, boxed once
-	yieldFallback time.Duration // defaultYieldFallback; tests lengthen it
 	yieldMsg      string        // msgYield + id
+	yieldFallback time.Duration // defaultYieldFallback; tests lengthen it
 
-	acquireScripts, acquired, wakeups, renewals, handoffs, yields atomic.Uint64
+	acquireScripts, acquired, wakeups, renewals, yields atomic.Uint64
 
-	ctx    context.Context // cancelled by Close: stops watchdogs and waiters
+	ctx    context.Context // cancelled by Close: stops renewals and fronts
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // every goroutine the Locker starts, and renewals in flight
+	g      lock.Group // abandons and renewals in flight
 
-	mu      sync.Mutex
-	closed  bool
-	leases  map[*Lease]struct{}
-	queues  map[string]*queue   // local waiters per key
-	ps      *redis.PubSub       // one connection for all channels; nil until needed
-	ops     []subOp             // SUBSCRIBE/UNSUBSCRIBE to send, in order
-	opsSig  chan struct{}       // wakes the subscriber goroutine
-	pending map[string][]*queue // per channel: queues awaiting SUBSCRIBE confirmation, in order
+	dog    watchdog.Config // every hold's renewals (LeaseTime 0)
+	pubsub *redissub.Conn  // one connection for every lock's channel
+
+	mu     sync.Mutex
+	closed bool
+	holds  map[*hold]struct{}   // live holds, for ForceUnlock
+	keys   map[string]*keyState // keys in use by this Locker's goroutines
 }
 
 // New returns a Locker on rdb. The caller keeps ownership of rdb and must
@@ -124,31 +120,27 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 	if opts.LeaseTime > 0 {
 		ttl = opts.LeaseTime
 	}
-	switch {
-	case opts.LocalHandoffs == 0:
-		opts.LocalHandoffs = DefaultLocalHandoffs
-	case opts.LocalHandoffs < 0:
-		opts.LocalHandoffs = -1
-	}
 	id := uuid.NewString()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Locker{
+	lk := &Locker{
 		rdb:           rdb,
 		opts:          opts,
 		ttl:           ttl,
 		id:            id,
-		maxHandoffs:   max(opts.LocalHandoffs, 0),
-		yieldFallback: defaultYieldFallback,
-		yieldMsg:      msgYield + id,
 		ttlArg:        millis(ttl),
-		yieldArg:      msgYield + id,
+		yieldMsg:      msgYield + id,
+		yieldFallback: defaultYieldFallback,
 		ctx:           ctx,
 		cancel:        cancel,
-		leases:        make(map[*Lease]struct{}),
-		queues:        make(map[string]*queue),
-		opsSig:        make(chan struct{}, 1),
-		pending:       make(map[string][]*queue),
+		holds:         make(map[*hold]struct{}),
+		keys:          make(map[string]*keyState),
 	}
+	lk.dog = watchdog.Config{TTL: ttl, Ctx: ctx,
+		Track:   lk.g.Add,
+		Renewed: func() { lk.renewals.Add(1) }}
+	lk.pubsub = redissub.New(rdb, redissub.Config{Message: lk.released, Resubscribed: func(ch string) { lk.released(ch, "") }})
+	lk.co = cohort.New(server{lk}, cohort.Config{Name: "redissonlock", Handoffs: opts.LocalHandoffs})
+	return lk
 }
 
 // Describe names the backend for logs, metrics and the fence.
@@ -157,7 +149,7 @@ func (lk *Locker) Describe() lock.Info { return lock.Info{Name: "redisson", Safe
 // Ping checks that Redis answers, for readiness probes.
 func (lk *Locker) Ping(ctx context.Context) error {
 	if err := lk.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redisson: ping: %w: %w", lock.ErrUnavailable, err)
+		return lock.Unavailable("redissonlock", "ping", err)
 	}
 	return nil
 }
@@ -169,49 +161,39 @@ func (lk *Locker) Stats() Stats {
 		Acquired:       lk.acquired.Load(),
 		Wakeups:        lk.wakeups.Load(),
 		Renewals:       lk.renewals.Load(),
-		Handoffs:       lk.handoffs.Load(),
+		Handoffs:       lk.co.Passes(),
 		Yields:         lk.yields.Load(),
 	}
 }
 
 // Acquire blocks until the lock named key is held or ctx is done. The
 // returned lock.Lease is a *Lease, which adds Reacquire and HoldCount.
+// Goroutines of one Locker get a key in arrival order.
 //
 // A context that ends first yields an error wrapping lock.ErrNotObtained and
 // ctx.Err(); a Redis failure yields one wrapping lock.ErrUnavailable, without
-// waiting for ctx.
+// waiting for ctx; after Close, one wrapping lock.ErrClosed.
 func (lk *Locker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
-	if lk.ctx.Err() != nil {
-		return nil, closedErr(key)
-	}
-	// Goroutines already queued here go first: a newcomer that tried Redis
-	// anyway would only add an attempt that fails while the head waits.
-	lk.mu.Lock()
-	queued := lk.queues[key] != nil
-	lk.mu.Unlock()
-	var (
-		names *keyNames
-		owner string // minted when needed: a handed lease brings its own
-	)
-	if !queued {
-		owner = lk.newOwner()
-		names = newKeyNames(key)
-		l, _, err := lk.try(ctx, names, owner)
-		if err != nil {
-			return nil, err
-		}
-		if l != nil {
-			return l, nil
-		}
-	}
-	l, err := lk.wait(ctx, key, names, owner)
+	l, err := lk.co.Acquire(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	return l, nil
+	ch, _ := cohort.HoldOf(l)
+	h := ch.(*hold)
+	h.mu.Lock()
+	h.ls = l
+	h.mu.Unlock()
+	lk.acquired.Add(1)
+	return &Lease{Lease: l, h: h}, nil
 }
 
-// newOwner mints an owner id: "<Locker uuid>:<acquisition sequence>".
+// WaitQueued returns once at least n goroutines wait for key behind the one
+// holding or acquiring it (locktest.Queuer), or with ctx's error.
+func (lk *Locker) WaitQueued(ctx context.Context, key string, n int) error {
+	return lk.co.WaitQueued(ctx, key, n)
+}
+
+// newOwner mints an owner id: "<Locker uuid>:<hold sequence>".
 func (lk *Locker) newOwner() string {
 	var buf [64]byte // uuid, colon, up to 20 digits: one allocation, in string
 	b := append(buf[:0], lk.id...)
@@ -220,87 +202,21 @@ func (lk *Locker) newOwner() string {
 	return string(b)
 }
 
-// try runs the acquire script once for a new owner. It returns the lease
-// when it got the lock, else the holder's remaining TTL (negative when the
-// key has none).
-func (lk *Locker) try(ctx context.Context, names *keyNames, owner string) (*Lease, time.Duration, error) {
-	key := names.key
-	lk.acquireScripts.Add(1)
-	sent := time.Now()
-	v, err := acquireScript.Run(ctx, lk.rdb, names.keys, lk.ttlArg, owner, "0", "1").Result()
-	if err != nil {
-		// The script may have run before the reply was lost; nobody would
-		// ever release that hold, so give it back now.
-		lk.abandon(names, owner)
-		if ctx.Err() != nil {
-			return nil, 0, notObtained(ctx, key)
-		}
-		return nil, 0, unavailable("acquire", key, err)
-	}
-	status, n, err := pair(v)
-	if err != nil {
-		lk.abandon(names, owner) // whatever the script did, nobody will undo it
-		return nil, 0, unavailable("acquire", key, err)
-	}
-	switch status {
-	case acqFirst:
-		l, err := lk.newLease(ctx, names, owner, uint64(n), sent, 0)
-		return l, 0, err
-	case acqBusy:
-		return nil, time.Duration(n) * time.Millisecond, nil
-	default:
-		// The owner id is new, so nothing but this attempt made whatever
-		// hold Redis shows; left alone, it would block everyone for a TTL.
-		lk.abandon(names, owner)
-		return nil, 0, unavailable("acquire", key, fmt.Errorf("unexpected status %d for a new owner", status))
-	}
-}
-
-// newLease registers a freshly acquired lock and starts keeping it alive.
-// streak is the number of local hand-offs that led to it (0 when taken from
-// Redis by the acquire script).
-func (lk *Locker) newLease(ctx context.Context, names *keyNames, owner string, token uint64, sent time.Time, streak int) (*Lease, error) {
-	key := names.key
-	l := &Lease{lk: lk, key: key, names: names, owner: owner, token: token, sig: lock.NewSignal(), holds: 1, streak: streak}
-	// Lock order is Lease.mu then Locker.mu; l.mu also orders the timer
-	// fields set here before the expiry callback can read them.
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (lk *Locker) isClosed() bool {
 	lk.mu.Lock()
-	if lk.closed {
-		lk.mu.Unlock()
-		// Closed while the script ran: hand the lock straight back.
-		lk.abandonNow(names, owner)
-		return nil, closedErr(key)
-	}
-	lk.leases[l] = struct{}{}
-	l.startLocked(sent)
-	lk.mu.Unlock()
-	lk.acquired.Add(1)
-	return l, nil
-}
-
-// forget drops an ended lease from the set Close and ForceUnlock look at.
-func (lk *Locker) forget(l *Lease) {
-	lk.mu.Lock()
-	delete(lk.leases, l)
-	lk.mu.Unlock()
+	defer lk.mu.Unlock()
+	return lk.closed
 }
 
 // abandon drops, in the background, every hold of owner: one that a script
 // call with an unknown outcome may have made, or one Redis reported in a
 // shape nobody will release. It runs under its own bounded context, not the
 // caller's (which may be what ended) nor the Locker's (Close waits for it,
-// at most abandonTimeout). Once the Locker is closed it runs in the caller.
+// at most abandonTimeout). Once Close is waiting it runs in the caller.
 func (lk *Locker) abandon(names *keyNames, owner string) {
-	lk.mu.Lock()
-	if lk.closed {
-		lk.mu.Unlock()
+	if !lk.g.Go(func() { lk.abandonNow(names, owner) }) {
 		lk.abandonNow(names, owner)
-		return
 	}
-	lk.wg.Go(func() { lk.abandonNow(names, owner) })
-	lk.mu.Unlock()
 }
 
 // abandonNow is abandon in the calling goroutine.
@@ -309,7 +225,7 @@ func (lk *Locker) abandonNow(names *keyNames, owner string) {
 	defer cancel()
 	if err := abandonScript.Run(ctx, lk.rdb, names.keys[:1], owner, names.channel, msgUnlock).Err(); err != nil {
 		// The hold, if any, expires after its TTL.
-		slog.Debug("redisson: abandoning a hold failed", "key", names.key, "owner", owner, "err", err)
+		slog.Debug("redissonlock: abandoning a hold failed", "key", names.key, "owner", owner, "err", err)
 	}
 }
 
@@ -322,62 +238,49 @@ func (lk *Locker) abandonNow(names *keyNames, owner string) {
 func (lk *Locker) ForceUnlock(ctx context.Context, key string) error {
 	n, err := forceUnlockScript.Run(ctx, lk.rdb, []string{key}, channelOf(key), msgForce).Int64()
 	if err != nil {
-		return unavailable("force-unlock", key, err)
+		return lock.Unavailable("redissonlock", fmt.Sprintf("force-unlock %q", key), err)
 	}
-	var victims []*Lease
+	var victims []*hold
 	lk.mu.Lock()
-	for l := range lk.leases {
-		if l.key == key {
-			victims = append(victims, l)
+	for h := range lk.holds {
+		if h.names.key == key {
+			victims = append(victims, h)
 		}
 	}
 	lk.mu.Unlock()
-	for _, l := range victims {
-		l.lose(fmt.Errorf("redisson: %q was force-unlocked: %w", key, lock.ErrLost))
+	for _, h := range victims {
+		// The cohort ends the lease on the hold's Done; wait for it, so
+		// "at once" holds when ForceUnlock returns.
+		if ls := h.lose(fmt.Errorf("redissonlock: %q was force-unlocked: %w", key, lock.ErrLost)); ls != nil {
+			select {
+			case <-ls.Done():
+			case <-ctx.Done():
+			}
+		}
 	}
 	if n == 0 {
-		return fmt.Errorf("redisson: force-unlock %q: %w", key, lock.ErrNotHeld)
+		return fmt.Errorf("redissonlock: force-unlock %q: %w", key, lock.ErrNotHeld)
 	}
 	return nil
 }
 
-// Close stops the watchdogs, the pub/sub connection and every waiter. Leases
-// still held become lost (Done closes with lock.ErrLost wrapping
-// lock.ErrClosed) but are not released: they expire by TTL, as if the
-// process had died. Close is idempotent and does not close the Redis client.
+// Close ends every waiter (lock.ErrClosed), the watchdogs and the pub/sub
+// connection. Leases still held become lost (Done closes with lock.ErrLost
+// wrapping lock.ErrClosed) but are not released: they expire by TTL, as if
+// the process had died. Close is idempotent and does not close the Redis
+// client.
 func (lk *Locker) Close() error {
 	lk.mu.Lock()
 	if lk.closed {
 		lk.mu.Unlock()
 		return nil
 	}
-	lk.closed = true
-	leases := make([]*Lease, 0, len(lk.leases))
-	for l := range lk.leases {
-		leases = append(leases, l)
-	}
-	ps := lk.ps
+	lk.closed = true // first: a hold given back from now on is left to expire
 	lk.mu.Unlock()
 
+	err := lk.co.Close()
 	lk.cancel()
-	for _, l := range leases {
-		l.lose(fmt.Errorf("redisson: %q: %w: %w", l.key, lock.ErrLost, lock.ErrClosed))
-	}
-	if ps != nil {
-		_ = ps.Close() // ends the dispatcher: go-redis closes its message channel
-	}
-	lk.wg.Wait()
-	return nil
-}
-
-func notObtained(ctx context.Context, key string) error {
-	return fmt.Errorf("redisson: acquire %q: %w: %w", key, lock.ErrNotObtained, ctx.Err())
-}
-
-func unavailable(op, key string, err error) error {
-	return fmt.Errorf("redisson: %s %q: %w: %w", op, key, lock.ErrUnavailable, err)
-}
-
-func closedErr(key string) error {
-	return fmt.Errorf("redisson: acquire %q: %w", key, lock.ErrClosed)
+	lk.pubsub.Close()
+	lk.g.Close()
+	return err
 }

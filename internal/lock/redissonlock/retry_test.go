@@ -85,7 +85,7 @@ func TestRetriedAcquireIsIdempotent(t *testing.T) {
 	if hook.dups.Load() == 0 {
 		t.Fatal("the acquire script was not run twice: the test proves nothing")
 	}
-	if got := holdsOf(t, admin, key, l.owner); got != 1 {
+	if got := holdsOf(t, admin, key, l.h.owner); got != 1 {
 		t.Fatalf("holds in Redis = %d, want 1", got)
 	}
 	if got := fenceOf(t, admin, key); got != strconv.FormatUint(l.Token(), 10) {
@@ -94,7 +94,7 @@ func TestRetriedAcquireIsIdempotent(t *testing.T) {
 	if err := l.Reacquire(t.Context()); err != nil {
 		t.Fatalf("Reacquire: %v", err)
 	}
-	if got, want := holdsOf(t, admin, key, l.owner), l.HoldCount(); got != 2 || want != 2 {
+	if got, want := holdsOf(t, admin, key, l.h.owner), l.HoldCount(); got != 2 || want != 2 {
 		t.Fatalf("holds after Reacquire: Redis %d, lease %d; want 2, 2", got, want)
 	}
 	// Renewed across a few TTLs: the hold is not abandoned.
@@ -163,7 +163,7 @@ func TestRetriedTransferIsIdempotent(t *testing.T) {
 		}
 		got <- l.(*Lease)
 	}()
-	for !lk.hasIdleWaiter(key) { // no event to wait on from outside
+	for idleWaiters(lk, key) == 0 { // no event to wait on from outside
 		time.Sleep(time.Millisecond)
 	}
 	if err := first.Release(t.Context()); err != nil {
@@ -179,7 +179,7 @@ func TestRetriedTransferIsIdempotent(t *testing.T) {
 	if second.Token() <= first.Token() {
 		t.Fatalf("handed token %d, want above %d", second.Token(), first.Token())
 	}
-	if got := holdsOf(t, admin, key, second.owner); got != 1 {
+	if got := holdsOf(t, admin, key, second.h.owner); got != 1 {
 		t.Fatalf("new owner's holds in Redis = %d, want 1", got)
 	}
 	if err := second.Release(t.Context()); err != nil {

@@ -46,21 +46,22 @@ const (
 	// fenceSuffix names the fencing counter, as the redis backend does.
 	fenceSuffix = ":fence"
 
-	msgUnlock = "unlock" // published by the final Release
+	msgUnlock = "unlock" // published when a lock is freed
 	msgForce  = "force"  // published by ForceUnlock
-	// msgYield prefixes the message of a release that ends a run of local
-	// hand-offs; the Locker id follows, so the Locker's own dispatcher can
-	// tell its yield from everyone else's releases.
+	// msgYield prefixes the message of a release while the Locker's own
+	// goroutines still wait (the end of a run of hand-offs); the Locker id
+	// follows, so the Locker itself can tell its yield from everyone
+	// else's releases.
 	msgYield = "yield:"
 )
 
-// keyNames are the Redis names derived from one lock key, built once and
-// shared by a queue's attempts and by every lease of a run of hand-offs, so
-// the hot path does not rebuild them per script call.
+// keyNames are the Redis names derived from one lock key, built once per
+// key in use and shared by the front's attempts and every hold of a run of
+// hand-offs, so the hot path does not rebuild them per script call.
 type keyNames struct {
 	key     string
 	keys    []string // {lock, fence}; keys[:1] is the lock alone
-	channel any      // channelOf(key), boxed once for script ARGV
+	channel any      // channelOf(key): a string, boxed once for script ARGV
 }
 
 func newKeyNames(key string) *keyNames {
@@ -89,11 +90,12 @@ const (
 
 // Outcomes of transfer.lua.
 const (
-	xferYield    = 0  // released and published: other processes go first
 	xferDone     = 1  // value is the new owner's fencing token
-	xferKept     = 2  // value is the current owner's remaining hold count
 	xferNotOwner = -1 // the current owner does not hold the lock
 )
+
+// relYielded is release.lua's answer when a yield reached another process.
+const relYielded = -2
 
 // millis renders d for PEXPIRE, never below 1ms (0 would be rejected).
 func millis(d time.Duration) int64 { return max(d.Milliseconds(), 1) }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -34,35 +35,49 @@ var errRestart = errors.New("zklock: lock node vanished while waiting")
 // at the front queues the process's node in ZooKeeper (see the package
 // documentation). If ctx ends first the error wraps lock.ErrNotObtained and
 // ctx.Err(); a node nobody waits for any more is deleted in the background.
-// Without an established session, or when a request fails, the error wraps
-// lock.ErrUnavailable. After Close it wraps lock.ErrClosed.
+// Without an established session (a disconnect, an expiry, a server
+// restart) the front waits, within ctx, for go-zookeeper's next session and
+// queues a new node in it; if ctx ends while there is still no session, the
+// error also wraps lock.ErrUnavailable. A request that fails for another
+// reason wraps lock.ErrUnavailable at once. After Close it wraps
+// lock.ErrClosed.
 func (l *Locker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
 	if err := validKey(key); err != nil {
 		return nil, err
 	}
-	// Fail fast without a session: the cohort would queue the caller
-	// behind a front that fails the same way.
-	if err := l.ready(); err != nil && !errors.Is(err, lock.ErrClosed) && ctx.Err() == nil {
-		return nil, fmt.Errorf("zklock: acquire %q: %w: %w", key, lock.ErrUnavailable, err)
+	ls, err := l.co.Acquire(ctx, key)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, lock.ErrUnavailable) && !errors.Is(err, lock.ErrClosed) {
+		// Queued behind a front that was waiting for a session: the
+		// deadline passed because ZooKeeper was away, not because the
+		// lock was busy, and the caller should be told so.
+		if rerr := l.ready(); rerr != nil && !errors.Is(rerr, lock.ErrClosed) {
+			err = fmt.Errorf("%w: %w: %w", err, lock.ErrUnavailable, rerr)
+		}
 	}
-	return l.co.Acquire(ctx, key)
+	return ls, err
 }
 
 // server is the Locker's ZooKeeper side, as the cohort sees it.
 type server struct{ l *Locker }
 
-// Acquire queues a node for key and waits until it is the lowest, queueing
-// again if the node vanishes while the session is back (expiry, deleted by
-// an operator). A node given up (ctx done, a failure) is deleted.
+// Acquire queues a node for key and waits until it is the lowest. When the
+// node vanishes (expiry, deleted by an operator) or the connection drops
+// while it queues, it waits for the next session, within ctx, and queues a
+// new node: a disconnect costs the caller its place in ZooKeeper's queue,
+// never its request. A node given up (ctx done, a failure) is deleted.
 func (s server) Acquire(ctx context.Context, key string) (cohort.Hold, error) {
 	l := s.l
 	dir := l.root + "/" + key
-	for {
-		if err := l.ready(); err != nil {
+	for retries := 0; ; retries++ {
+		if err := l.awaitSession(ctx, retries); err != nil {
 			return nil, err
 		}
 		n, err := l.create(ctx, dir)
 		if err != nil {
+			if l.retryable(ctx, err) {
+				l.log.Debug("create failed on a dropped connection; waiting for a session", "key", key, "err", err)
+				continue
+			}
 			return nil, err
 		}
 		err = l.wait(ctx, n)
@@ -72,11 +87,59 @@ func (s server) Acquire(ctx context.Context, key string) (cohort.Hold, error) {
 		l.mu.Lock()
 		l.dropNodeLocked(n) // normally gone already on a restart
 		l.unlock()
-		if !errors.Is(err, errRestart) {
+		if !errors.Is(err, errRestart) && !l.retryable(ctx, err) {
 			return nil, err
 		}
-		l.log.Debug("queueing again", "key", key, "node", n.path)
+		l.log.Debug("queueing again", "key", key, "node", n.path, "err", err)
 	}
+}
+
+// retryBackoff bounds how fast a front retries when a session is
+// established again at once: a request that keeps failing with a
+// connection error while the state says "connected" must not spin.
+const retryBackoff = 200 * time.Millisecond
+
+// awaitSession waits, within ctx, until the Locker may send requests:
+// a session is established. Before a retry that follows a retry it also
+// backs off (at most retryBackoff), the fallback for a state that flaps.
+// Errors wrap lock.ErrClosed, or zksess.ErrUnavailable (with ctx's error
+// when ctx ended first).
+func (l *Locker) awaitSession(ctx context.Context, retries int) error {
+	if retries > 1 {
+		t := time.NewTimer(min(time.Duration(retries-1)*20*time.Millisecond, retryBackoff))
+		select {
+		case <-t.C:
+		case <-l.closing:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	select {
+	case <-l.closing:
+		return lock.ErrClosed
+	default:
+	}
+	// ctx also ends when the Locker closes (the cohort's doing), so the
+	// wait never outlives Close although the session does.
+	return l.sess.Await(ctx)
+}
+
+// retryable reports whether err means the connection or session went away
+// under a request (or the state check found no session), so that the
+// request is worth making again in the next session, and ctx still allows
+// it. A closed Session is not retryable: Await reports it.
+func (l *Locker) retryable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || l.isClosing() {
+		return false
+	}
+	switch {
+	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrSessionExpired),
+		errors.Is(err, zk.ErrSessionMoved), errors.Is(err, zk.ErrNoServer):
+		return true
+	case errors.Is(err, zksess.ErrUnavailable):
+		return l.sess.State() != zk.StateHasSession // not "session closed"
+	}
+	return false
 }
 
 func validKey(key string) error {
@@ -86,8 +149,18 @@ func validKey(key string) error {
 	return nil
 }
 
-// ready fails fast when the Locker is closed or the session is not
-// established: requests would only queue behind a reconnection.
+func (l *Locker) isClosing() bool {
+	select {
+	case <-l.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// ready reports whether requests can be sent now: the Locker is open and
+// the session established. A front that finds it not ready waits for the
+// session (awaitSession) rather than fail.
 func (l *Locker) ready() error {
 	select {
 	case <-l.closing:
@@ -143,7 +216,7 @@ func (l *Locker) ensurePath(ctx context.Context, dir string) error {
 			continue
 		}
 		p := dir[:i]
-		_, err := do(ctx, l, func() (string, error) {
+		_, err := zksess.Do(ctx, l.sess, func() (string, error) {
 			return l.conn.CreateContainer(p, nil, zk.FlagContainer, l.acl)
 		}, nil)
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
@@ -169,7 +242,7 @@ func (l *Locker) wait(ctx context.Context, n *node) error {
 	dir := n.dir
 	name := n.path[len(dir)+1:]
 	for {
-		r, err := do(ctx, l, func() (listing, error) {
+		r, err := zksess.Do(ctx, l.sess, func() (listing, error) {
 			c, st, ch, err := l.conn.ChildrenW(dir)
 			return listing{c, st, ch}, err
 		}, nil)
@@ -190,7 +263,7 @@ func (l *Locker) wait(ctx context.Context, n *node) error {
 		pred := dir + "/" + queue[i-1]
 		// GetW rather than ExistsW: on a vanished predecessor it leaves no
 		// watch behind for a node that will never come back.
-		predW, err := do(ctx, l, func() (<-chan zk.Event, error) {
+		predW, err := zksess.Do(ctx, l.sess, func() (<-chan zk.Event, error) {
 			_, _, ch, err := l.conn.GetW(pred)
 			return ch, err
 		}, nil)
@@ -242,7 +315,7 @@ func (l *Locker) hold(n *node, pzxid int64, watch <-chan zk.Event) error {
 	n.held = true
 	n.base = uint64(pzxid)
 	l.held[n] = struct{}{}
-	l.wg.Go(func() { l.monitor(n, watch) })
+	l.g.Go(func() { l.monitor(n, watch) })
 	return nil
 }
 

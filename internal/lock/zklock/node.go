@@ -72,7 +72,7 @@ func (n *node) Release(ctx context.Context) error {
 	l.mu.Unlock()
 
 	path := n.path
-	_, err := do(ctx, l, func() (struct{}, error) {
+	_, err := zksess.Do(ctx, l.sess, func() (struct{}, error) {
 		return struct{}{}, l.conn.Delete(path, -1)
 	}, func(_ struct{}, err error) {
 		if err == nil || errors.Is(err, zk.ErrNoNode) {

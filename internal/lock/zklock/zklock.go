@@ -1,79 +1,3 @@
-// Package zklock is the "zookeeper" lock backend: Apache Curator's
-// InterProcessMutex recipe on go-zookeeper, borrowing the process's shared
-// zksess.Session, with a bounded cohort hand-off inside each process.
-//
-// # ZooKeeper queue
-//
-// A process queues a protected ephemeral-sequential node
-// Root/<key>/_c_<guid>-lock-<seq>. The lowest sequence holds the lock; every
-// other node's owner watches only its predecessor, so a release wakes exactly
-// one process (no herd). The create is zksess.Session.CreateProtected: the
-// node is tracked by its GUID from the moment the request is sent, and if
-// the reply is lost in a disconnect (or the caller gives up first) the
-// Session sweeps it on reconnection, so no ghost stays queued behind a
-// session that survived the blip. An uncontended acquisition costs two requests, as raw zk.Lock's
-// does: the create and one getChildren, which both tells us we are lowest
-// and leaves a child watch that doubles as the watch on our own node (when
-// it fires while we hold, one exists-watch on our node re-arms it).
-//
-// # Cohort: one node per process, bounded local hand-off
-//
-// The local half is the cohort package: goroutines of one Locker queue
-// locally per key, in FIFO order, behind one "front" goroutine; only the
-// front queues a node in ZooKeeper. When a lease is released and another
-// local goroutine is waiting, the lock is passed to it in memory, with no
-// ZooKeeper request, up to Options.LocalHandoffs times in a row, even if
-// other processes are queued; then the node is deleted so the next process
-// proceeds, and our next waiter queues a new node behind it. A node is
-// passed only while the session that created it is the current one and
-// established, and the node was not lost. A front that gives up deletes its
-// node; the next local waiter queues a new one.
-//
-// An earlier version queued one node per goroutine, arguing that a waiting
-// goroutine's create is then already done when its turn comes, so a
-// hand-off costs one delete and one notification. Under contention that is
-// still two fsynced writes (a create and a delete, ~4-5 ms each here) and
-// four to five requests per acquisition, all on the critical path's server.
-// With the cohort a node serves up to K+1 acquisitions (K = LocalHandoffs):
-// writes per acquisition drop from 2 to 2/(K+1), requests from ~4.3 to about
-// 5/(K+1), and the in-memory hand-offs take microseconds; the next process's
-// node is already queued while we hold, so a hand-off between processes still
-// costs one delete and one notification.
-//
-// Fairness trade-off: ZooKeeper's FIFO now orders processes at batch
-// granularity (each process gets up to K+1 consecutive acquisitions per turn,
-// then goes to the back of the queue); within a process the order is FIFO.
-// A goroutine may therefore wait behind up to K+1 holders of each process
-// queued ahead of it, instead of behind one holder per queued goroutine.
-// LocalHandoffs < 0 turns passing off (a node per acquisition, processes
-// alternate acquisition by acquisition).
-//
-// # Fencing token
-//
-// A lease's token is pzxid<<16 | n (the cohort's layout): pzxid is the key
-// node's "last child change" zxid, read in the getChildren reply that found
-// our node lowest, and n counts the passes on that node (0 for the lease
-// ZooKeeper granted). The zxid
-// is global to the ensemble and only grows; the listing that made an earlier
-// holder lowest was read before that holder's node was deleted, and ours
-// after (its node had a lower sequence, or the key node was re-created), so
-// our pzxid is strictly greater. It also keeps growing when the key node is
-// deleted and re-created, unlike the sequence suffix. Reading the czxid of
-// our own node instead would cost the extra request an uncontended
-// acquisition used to make.
-//
-// # Session
-//
-// Session handling follows Curator's connection states, more conservatively:
-// a lease's Done closes on expiry (LOST) and also on a mere disconnect
-// (SUSPENDED), because while disconnected the holder cannot know whether the
-// server still counts its session; guarded writes must not proceed. Curator
-// instead lets the holder wait for RECONNECTED; that keeps the lock across a
-// short blip but leaves the decision to every caller. Here the caller simply
-// acquires again. The node of a lease lost by a disconnect is deleted as soon
-// as the session is back, so it does not block the queue. A lost lease also
-// gives up its place at the front of the local queue, so local waiters queue
-// a fresh node instead of waiting for its Release.
 package zklock
 
 import (
@@ -119,6 +43,7 @@ type Locker struct {
 
 	closing   chan struct{} // closed by Close; wakes waiters
 	cancelSub func()
+	g         lock.Group // session watcher, monitors, background deletes
 
 	mu      sync.Mutex
 	closed  bool
@@ -126,7 +51,6 @@ type Locker struct {
 	nodes   map[string]struct{} // every lock node we created and have not deleted
 	orphans map[string]struct{} // nodes to delete as soon as the session allows
 	pending []string            // nodes to delete once mu is released (see unlock)
-	wg      sync.WaitGroup      // goroutines started through spawn
 }
 
 var (
@@ -156,7 +80,7 @@ func New(s *zksess.Session, opts Options) *Locker {
 	l.co = cohort.New(server{l}, cohort.Config{Name: "zklock", Handoffs: opts.LocalHandoffs, Log: l.log})
 	events, cancel := s.Subscribe()
 	l.cancelSub = cancel
-	l.spawn(func() { l.watchSession(events) })
+	l.g.Go(func() { l.watchSession(events) })
 	return l
 }
 
@@ -171,7 +95,7 @@ func (l *Locker) Ping(ctx context.Context) error {
 		return err
 	}
 	if st := l.sess.State(); st != zk.StateHasSession {
-		return fmt.Errorf("zklock: %w: %w: state %v", lock.ErrUnavailable, zksess.ErrUnavailable, st)
+		return lock.Unavailable("zklock", "ping", fmt.Errorf("%w: state %v", zksess.ErrUnavailable, st))
 	}
 	return nil
 }
@@ -203,7 +127,7 @@ func (l *Locker) Close() error {
 
 	l.cancelSub()
 	l.deleteAll(paths)
-	l.wg.Wait()
+	l.g.Close()
 	return nil
 }
 
@@ -255,18 +179,6 @@ func (l *Locker) watchSession(events <-chan zk.Event) {
 	}
 }
 
-// spawn runs f on a goroutine Close waits for. It reports false (and does
-// not run f) once the Locker is closed.
-func (l *Locker) spawn(f func()) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.wg.Go(f)
-	return true
-}
-
 // forget drops a deleted node from the bookkeeping.
 func (l *Locker) forget(path string) {
 	l.mu.Lock()
@@ -298,35 +210,8 @@ func (l *Locker) deleteNode(path string) {
 		l.log.Debug("lock node delete failed; retried after reconnect", "path", path, "err", err)
 		l.orphan(path)
 	}
-	if !l.spawn(del) {
+	if !l.g.Go(del) {
 		del()
-	}
-}
-
-// do runs a blocking go-zookeeper request and waits for it or ctx, whichever
-// comes first: the library's requests cannot be cancelled and, against a
-// silent server, only time out after 2/3 of the session timeout. If ctx wins,
-// the request keeps running and late (if non-nil) receives its result, so a
-// create that succeeds after its caller gave up can still be undone.
-func do[T any](ctx context.Context, l *Locker, req func() (T, error), late func(T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	var zero T
-	if !l.spawn(func() { v, err := req(); ch <- result{v, err} }) {
-		return zero, lock.ErrClosed
-	}
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		if late != nil && !l.spawn(func() { r := <-ch; late(r.v, r.err) }) {
-			r := <-ch
-			late(r.v, r.err)
-		}
-		return zero, ctx.Err()
 	}
 }
 

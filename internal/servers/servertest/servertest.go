@@ -32,6 +32,13 @@ func ZooKeeper(t testing.TB) *servers.Process {
 	return start(t, servers.StartZooKeeper, "zookeeper default-jre-headless")
 }
 
+// MariaDB starts a mariadbd with a fresh data directory on a free loopback
+// port; servers.MariaDBDSN(p.Addr()) connects to it.
+func MariaDB(t testing.TB) *servers.Process {
+	t.Helper()
+	return start(t, servers.StartMariaDB, "mariadb-server")
+}
+
 type starter func(ctx context.Context, dir, addr string) (*servers.Process, error)
 
 func start(t testing.TB, fn starter, pkgs string) *servers.Process {

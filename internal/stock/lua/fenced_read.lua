@@ -14,7 +14,8 @@
 -- forgot its counter past it), 2 = mixed (the fence belongs to another
 -- lock), 3 = collision (another lease read under the same token: the lock
 -- service handed one token out twice, so it lost state; both are refused).
--- On status 1 or 2 the fence is left untouched.
+-- 4 = the stock key holds a non-integer (int.lua's readInt).
+-- On status 1, 2 or 4 the fence is left untouched.
 --
 -- restarted is 1 when this read restarted the fence (below).
 --
@@ -39,6 +40,13 @@
 local function less(a, b)
   if #a ~= #b then return #a < #b end
   return a < b
+end
+
+-- Before anything is recorded: a reader that cannot use the stock must
+-- not become the fence's current reader.
+local stock = readInt(KEYS[1])
+if not stock then
+  return {4, 0, '', 0}
 end
 
 local fence = redis.call('HMGET', KEYS[2], 'lock', 'token', 'lease', 'at')
@@ -68,5 +76,4 @@ elseif highest and ARGV[2] == highest and lease ~= ARGV[3] then
 end
 
 redis.call('HSET', KEYS[2], 'lock', ARGV[1], 'token', ARGV[2], 'lease', ARGV[3], 'at', now)
-local stock = tonumber(redis.call('GET', KEYS[1]) or '0')
 return {0, stock, ARGV[2], restarted}

@@ -10,9 +10,14 @@
 -- ARGV[3] lease id
 -- ARGV[4] new stock value      (decimal int64)
 -- ARGV[5] receipt TTL in ms    (longer than any retry of this write)
+-- ARGV[6] units sold           (optional, default 1: a combined sale of a
+--                               batch of buyers, Store.WriteBatch)
 --
 -- Returns 0 = written (now or by an earlier run of the same lease), 1 =
--- fenced, 2 = mixed, 3 = collision. Nothing is written unless it returns 0.
+-- fenced, 2 = mixed, 3 = collision, 4 = the lucky key holds a non-integer
+-- (int.lua's readInt: checked first, since INCRBY failing after the SET
+-- would leave a unit gone and no sale counted). Nothing is written unless
+-- it returns 0.
 --
 -- "Still the current reader" means lock, token and lease all equal what the
 -- writer's own fenced read recorded: every accepted read records its own
@@ -23,7 +28,9 @@
 --
 -- The receipt makes a retry after a lost reply return the first run's
 -- answer instead of selling twice (go-redis retries on a read timeout and
--- on EOF; the service retries too, with the same lease id).
+-- on EOF; the service retries too, with the same lease id). It holds the
+-- new stock, and for a batch ":units" after it, so that each member of the
+-- batch can learn whether it was among the units sold.
 
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return 0
@@ -45,7 +52,16 @@ if lease ~= ARGV[3] then
   return 1
 end
 
+if not readInt(KEYS[2]) then
+  return 4
+end
+
+local units = tonumber(ARGV[6] or '1')
+local receipt = ARGV[4]
+if units ~= 1 then
+  receipt = ARGV[4] .. ':' .. ARGV[6]
+end
 redis.call('SET', KEYS[1], ARGV[4])
-redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[4], ARGV[4], 'PX', ARGV[5])
+redis.call('INCRBY', KEYS[2], units)
+redis.call('SET', KEYS[4], receipt, 'PX', ARGV[5])
 return 0

@@ -7,7 +7,11 @@
 -- KEYS[3] receipt key          (this attempt's receipt: the stock after its sale)
 -- ARGV[1] receipt TTL in ms    (longer than any retry of this attempt)
 --
--- Returns the stock after the sale, or -1 when sold out (nothing written).
+-- Returns the stock after the sale, or -1 when sold out, -2 when the stock
+-- key and -3 when the lucky key holds a non-integer (int.lua's readInt);
+-- nothing is written unless the sale is made. Both are checked before the
+-- first write: INCR lucky followed by a DECR refused on "5.0" counted a sale
+-- that took no unit.
 -- Idempotent per attempt: a second run (a retry after a lost reply) returns
 -- the first run's stock-after from the receipt and sells nothing more.
 
@@ -15,9 +19,15 @@ local done = redis.call('GET', KEYS[3])
 if done then
   return tonumber(done)
 end
-local stock = tonumber(redis.call('GET', KEYS[1]) or '0')
+local stock = readInt(KEYS[1])
+if not stock then
+  return -2
+end
 if stock <= 0 then
   return -1
+end
+if not readInt(KEYS[2]) then
+  return -3
 end
 redis.call('INCR', KEYS[2])
 local after = redis.call('DECR', KEYS[1])

@@ -1,4 +1,4 @@
-package etcdlock
+package etcdsess
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // Sweep timing. An orphan is retried with a backoff from sweepMinBackoff
 // doubling to sweepMaxBackoff, each attempt bounded by sweepAttempt; when it
 // is still there one session TTL after it was abandoned, its session is
-// ended instead (see sweeper).
+// ended instead (see Sweeper).
 const (
 	sweepMinBackoff = 100 * time.Millisecond
 	sweepMaxBackoff = time.Second
@@ -23,59 +23,59 @@ const (
 	finalEndBound = time.Second
 )
 
-// keyRef is one lock key of this Locker from the moment its put is sent
+// Key is one key on a session, tracked from the moment its put is sent
 // until it is confirmed gone. rev is its create revision, 0 while unknown
-// (the enqueue's reply never came); keys are unique per acquisition, so a
-// delete by name can only hit our own key.
-type keyRef struct {
+// (the put's reply never came); keys must be unique per put, so a delete by
+// name can only hit our own key.
+type Key struct {
 	key  string
 	sess *concurrency.Session
 
-	// guarded by sweeper.mu
+	// guarded by Sweeper.mu
 	rev       int64
 	abandoned time.Time // zero while an acquisition or a lease owns the key
 	next      time.Time // next attempt
 	backoff   time.Duration
 }
 
-// sessionEnder ends a session at once so that its lease — and every key on
-// it — cannot outlive us; etcdsess.Manager.End.
-type sessionEnder interface {
-	End(ctx context.Context, s *concurrency.Session) error
-}
-
-// sweeper removes the keys that an acquisition or a release could not
-// confirm removed (a timeout, a reset, a lost reply). The write may or may
+// Sweeper removes the keys on this process's sessions that a borrower (the
+// lock: an acquisition or a release) could not confirm removed (a timeout, a reset, a lost reply). The write may or may
 // not have been applied, and the session usually lives on — a network blip
 // shorter than the TTL ends with keep-alives resuming — so a leftover key
 // would keep the smallest create revision under its prefix forever and
 // every contender, this process's included, would queue behind it. The
-// sweeper retries the guarded delete until it is confirmed, or the session
+// Sweeper retries the guarded delete until it is confirmed, or the session
 // is over (its keys went with the lease); when that takes longer than one
 // session TTL it ends the session itself rather than leave a live orphan.
-type sweeper struct {
+// Track before you send: Sent before the put, Created once it is
+// confirmed, Abandon when nobody owns the key any more and its removal was
+// not confirmed.
+type Sweeper struct {
 	cli   *clientv3.Client
-	ender sessionEnder
+	ender *Manager
 	bound time.Duration // give up deleting, end the session, after this
 	log   *slog.Logger
 	now   func() time.Time
 
 	mu      sync.Mutex
-	keys    map[*keyRef]struct{} // abandoned keys only
-	started bool                 // the goroutine runs (from the first abandon)
-	stopped bool                 // close has begun: abandon sweeps inline
-	// finalCtx bounds the attempts made once close has begun (set by
-	// close): the whole Close shares one deadline.
+	keys    map[*Key]struct{} // abandoned keys only
+	started bool              // the goroutine runs (from the first abandon)
+	stopped bool              // close has begun: abandon sweeps inline
+	// finalCtx bounds the attempts made once Close has begun (set by
+	// Close): the borrower's whole Close shares one deadline.
 	finalCtx context.Context
 	wake     chan struct{} // buffered(1)
 	stop     chan struct{}
 	done     chan struct{}
 }
 
-func newSweeper(cli *clientv3.Client, ender sessionEnder, bound time.Duration, log *slog.Logger) *sweeper {
-	sw := &sweeper{
-		cli: cli, ender: ender, bound: bound, log: log, now: time.Now,
-		keys: make(map[*keyRef]struct{}),
+// NewSweeper returns a Sweeper for keys on m's sessions: one that is not
+// confirmed gone one session TTL after it was abandoned has its session
+// ended (Manager.End). log receives the retries and the endings.
+func (m *Manager) NewSweeper(log *slog.Logger) *Sweeper {
+	sw := &Sweeper{
+		cli: m.cli, ender: m, bound: m.TTL(), log: log, now: time.Now,
+		keys: make(map[*Key]struct{}),
 		wake: make(chan struct{}, 1),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
@@ -83,24 +83,25 @@ func newSweeper(cli *clientv3.Client, ender sessionEnder, bound time.Duration, l
 	return sw
 }
 
-// sent registers key before the request that puts it is sent.
-func (sw *sweeper) sent(key string, sess *concurrency.Session) *keyRef {
-	return &keyRef{key: key, sess: sess}
+// Sent registers key, on sess, before the request that puts it is sent.
+func (sw *Sweeper) Sent(key string, sess *concurrency.Session) *Key {
+	return &Key{key: key, sess: sess}
 }
 
-// created records the key's create revision once the put is confirmed.
-func (sw *sweeper) created(k *keyRef, rev int64) {
+// Created records the key's create revision once the put is confirmed:
+// from then on the Sweeper deletes it only at that revision.
+func (sw *Sweeper) Created(k *Key, rev int64) {
 	sw.mu.Lock()
 	k.rev = rev
 	sw.mu.Unlock()
 }
 
-// abandon hands k to the background: nobody owns it any more and its
+// Abandon hands k to the background: nobody owns it any more and its
 // removal was not confirmed.
-func (sw *sweeper) abandon(k *keyRef) {
+func (sw *Sweeper) Abandon(k *Key) {
 	sw.mu.Lock()
 	if sw.stopped {
-		// An acquisition that outlived Close: nobody sweeps any more, so
+		// A borrower's call that outlived Close: nobody sweeps any more, so
 		// make the final attempt here.
 		rev := k.rev
 		k.abandoned = sw.now()
@@ -125,16 +126,9 @@ func (sw *sweeper) abandon(k *keyRef) {
 	}
 }
 
-// pending reports how many abandoned keys are not yet confirmed gone.
-func (sw *sweeper) pending() int {
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	return len(sw.keys)
-}
-
-// close (Locker.Close, once) makes one last round, bounded by ctx, ends the
-// sessions of the keys still left, and stops the goroutine.
-func (sw *sweeper) close(ctx context.Context) {
+// Close (the borrower's Close, once) makes one last round, bounded by ctx,
+// ends the sessions of the keys still left, and stops the goroutine.
+func (sw *Sweeper) Close(ctx context.Context) {
 	sw.mu.Lock()
 	sw.stopped = true
 	sw.finalCtx = ctx
@@ -146,7 +140,7 @@ func (sw *sweeper) close(ctx context.Context) {
 	}
 }
 
-func (sw *sweeper) run() {
+func (sw *Sweeper) run() {
 	defer close(sw.done)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -166,10 +160,10 @@ func (sw *sweeper) run() {
 // round tries every due key once, concurrently, and returns how long until
 // the next one is due. final (Close): every key is due, and a key still not
 // confirmed gone has its session ended.
-func (sw *sweeper) round(final bool) time.Duration {
+func (sw *Sweeper) round(final bool) time.Duration {
 	now := sw.now()
 	sw.mu.Lock()
-	var due []*keyRef
+	var due []*Key
 	var revs []int64
 	for k := range sw.keys {
 		if final || !k.next.After(now) {
@@ -196,7 +190,7 @@ func (sw *sweeper) round(final bool) time.Duration {
 }
 
 // sweep makes one attempt at removing k.
-func (sw *sweeper) sweep(k *keyRef, rev int64, final bool) {
+func (sw *Sweeper) sweep(k *Key, rev int64, final bool) {
 	select {
 	case <-k.sess.Done():
 		// The session is over: the key went (or goes, nobody keeping its
@@ -250,7 +244,7 @@ func (sw *sweeper) sweep(k *keyRef, rev int64, final bool) {
 	sw.forget(k)
 }
 
-func (sw *sweeper) forget(k *keyRef) {
+func (sw *Sweeper) forget(k *Key) {
 	sw.mu.Lock()
 	delete(sw.keys, k)
 	sw.mu.Unlock()

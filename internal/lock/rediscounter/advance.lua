@@ -1,8 +1,9 @@
--- advance.lua: move the fencing counter forward to at least ARGV[1], never
+-- advance.lua: move a fencing counter forward to at least ARGV[1], never
 -- back, so that the next acquisition's (or hand-off's) INCR exceeds it. Run
--- by AdvanceTokens after the lock's Redis lost its state (lock.TokenAdvancer).
+-- by the backends' AdvanceTokens after the lock's Redis lost its state
+-- (lock.TokenAdvancer).
 --
--- KEYS[1]  the fencing counter "<key>:fence"
+-- KEYS[1]  the fencing counter
 -- ARGV[1]  the smallest counter value wanted, as a canonical decimal
 --
 -- Numbers are compared as decimal digit strings, not as Lua numbers: Lua

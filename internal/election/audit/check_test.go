@@ -1,0 +1,63 @@
+package audit_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/election/audit"
+	"seckill/internal/servers/servertest"
+)
+
+// With stock.segments the stock is the sum of the segment keys: the audit
+// must add them up (or every segmented sale reads as oversold) and flag a
+// negative segment even when the sum balances.
+func TestCheckSumsSegments(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := t.Context()
+	aud := audit.New(rdb, audit.Config{
+		Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Initial: "stock:initial",
+		Segments: 3, Replica: "r-1", Backend: "etcd",
+	})
+
+	// 10 units over 3 segments, 4 sold: 6 left.
+	if err := rdb.MSet(ctx, "stock", 2, "stock:1", 1, "stock:2", 3, "lucky", 4, "stock:initial", 10).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := aud.Check(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK || r.Stock != 6 || r.Lucky != 4 || r.Initial != 10 {
+		t.Fatalf("balanced segmented sale: got %+v, want OK with stock 6, lucky 4, initial 10", r)
+	}
+
+	// A segment sold one unit too many while another undersold: the sum
+	// still balances, the segment does not.
+	if err := rdb.MSet(ctx, "stock", 3, "stock:1", -1, "stock:2", 4).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r, err = aud.Check(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "stock:1 is negative") {
+		t.Fatalf("negative segment: got OK=%v problems %q, want one problem naming stock:1", r.OK, r.Problems)
+	}
+
+	// One segment (the default) reads the key alone, as before segments:
+	// stock:1 and stock:2 are not part of the sale.
+	one := audit.New(rdb, audit.Config{
+		Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Initial: "stock:initial",
+		Replica: "r-1", Backend: "etcd",
+	})
+	if err := rdb.MSet(ctx, "stock", 6).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = one.Check(ctx, 1); err != nil || !r.OK || r.Stock != 6 {
+		t.Fatalf("one segment: got %+v, %v; want OK with stock 6", r, err)
+	}
+}

@@ -1,0 +1,115 @@
+package handler_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"seckill/internal/api"
+	"seckill/internal/election"
+	"seckill/internal/handler"
+)
+
+// fakeLeader is a LeaderStatus with a fixed local status and fresh read.
+type fakeLeader struct {
+	leading bool
+	read    election.Leader
+	err     error
+	// sawDeadline records whether the fresh read was bounded.
+	sawDeadline bool
+}
+
+func (f *fakeLeader) Status() election.Status { return election.Status{Leading: f.leading} }
+
+func (f *fakeLeader) Leader(ctx context.Context) (election.Leader, error) {
+	_, f.sawDeadline = ctx.Deadline()
+	return f.read, f.err
+}
+
+// getLeader serves GET /leader with ls (nil: no election) and decodes the
+// answer into the typed contract.
+func getLeader(t *testing.T, ls handler.LeaderStatus) (int, api.Leader) {
+	t.Helper()
+	h := handler.New(handler.Config{Replica: replica, AdminToken: token}, handler.Deps{Leader: ls})
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/leader", nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if got := rec.Header().Get("X-Replica"); got != replica {
+		t.Fatalf("X-Replica %q, want %q", got, replica)
+	}
+	var v api.Leader
+	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+		t.Fatalf("body is not an api.Leader: %v: %s", err, rec.Body.String())
+	}
+	return rec.Code, v
+}
+
+func TestLeader(t *testing.T) {
+	errDown := fmt.Errorf("%w: dial 127.0.0.1:2379: connection refused", election.ErrUnavailable)
+	cases := []struct {
+		name     string
+		ls       *fakeLeader // nil: election.backend none
+		wantCode int
+		want     api.Leader
+	}{
+		{"backend none", nil, http.StatusOK,
+			api.Leader{Self: replica, Backend: "none"}},
+		{"leader", &fakeLeader{leading: true, read: election.Leader{ID: replica, Term: 7}}, http.StatusOK,
+			api.Leader{Self: replica, Leader: replica, IsLeader: true, Term: 7}},
+		{"not leader", &fakeLeader{read: election.Leader{ID: "r-other", Term: 8}}, http.StatusOK,
+			api.Leader{Self: replica, Leader: "r-other", Term: 8}},
+		// Paused past its session: the local flag is still set, the server
+		// already names a successor. The fresh read wins.
+		{"stale local flag", &fakeLeader{leading: true, read: election.Leader{ID: "r-other", Term: 9}}, http.StatusOK,
+			api.Leader{Self: replica, Leader: "r-other", Term: 9}},
+		{"no leader", &fakeLeader{leading: true, err: fmt.Errorf("etcdelect: %w", election.ErrNoLeader)}, http.StatusOK,
+			api.Leader{Self: replica}},
+		{"read fails", &fakeLeader{leading: true, err: errDown}, http.StatusServiceUnavailable,
+			api.Leader{Self: replica, Error: errDown.Error()}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var ls handler.LeaderStatus
+			if tc.ls != nil { // a nil *fakeLeader must stay a nil interface
+				ls = tc.ls
+			}
+			code, got := getLeader(t, ls)
+			if code != tc.wantCode || got != tc.want {
+				t.Fatalf("got %d %+v, want %d %+v", code, got, tc.wantCode, tc.want)
+			}
+			if tc.ls != nil && !tc.ls.sawDeadline {
+				t.Fatal("the fresh read ran without a deadline")
+			}
+		})
+	}
+}
+
+// A fresh read that never answers is cut at the handler's bound, not held
+// for as long as the client waits.
+func TestLeaderReadIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the 2s bound")
+	}
+	start := time.Now()
+	code, got := getLeader(t, blockingLeader{})
+	if code != http.StatusServiceUnavailable || got.Error == "" || got.IsLeader {
+		t.Fatalf("got %d %+v, want 503 with an error and is_leader false", code, got)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("answered after %v", d)
+	}
+}
+
+type blockingLeader struct{}
+
+func (blockingLeader) Status() election.Status { return election.Status{Leading: true} }
+
+func (blockingLeader) Leader(ctx context.Context) (election.Leader, error) {
+	<-ctx.Done()
+	return election.Leader{}, errors.Join(election.ErrUnavailable, ctx.Err())
+}

@@ -1,0 +1,174 @@
+package mysqllock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"seckill/internal/lock"
+	"seckill/internal/lock/locktest"
+)
+
+// An operator's KILL CONNECTION of the holder's session frees the lock at
+// once; the lease's Done closes within the keep-alive, Err says ErrLost,
+// and Release then says ErrNotHeld.
+func TestKilledConnectionClosesDone(t *testing.T) {
+	srv := newServer(t)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			a := newLocker(t, backend, srv.dsn, Config{TTL: 3 * time.Second, KeepAlive: 100 * time.Millisecond})
+			b := newLocker(t, backend, srv.dsn, Config{})
+			key := locktest.Key(t)
+			l := locktest.MustAcquire(t, a, key, 10*time.Second)
+			srv.exec(t, "KILL CONNECTION ?", sessionOf(t, l))
+
+			// Free for others at once, before the holder even notices.
+			lb := locktest.MustAcquire(t, b, key, time.Second)
+			select {
+			case <-l.Done():
+			case <-time.After(2 * time.Second):
+				t.Fatal("Done not closed 2s after the session was killed (keep-alive 100ms)")
+			}
+			if err := l.Err(); !errors.Is(err, lock.ErrLost) {
+				t.Fatalf("Err() = %v, want ErrLost", err)
+			}
+			if err := l.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
+				t.Fatalf("Release of the killed lease = %v, want ErrNotHeld", err)
+			}
+			if lb.Token() <= l.Token() {
+				t.Fatalf("token after the kill %#x, want above the killed holder's %#x", lb.Token(), l.Token())
+			}
+			if err := lb.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			// The Locker recovers: its next acquisition uses a new session.
+			l2 := locktest.MustAcquire(t, a, key, 5*time.Second)
+			if err := l2.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A server restart ends every session: held leases' Done close with
+// ErrLost, and after the restart the same Lockers acquire again with
+// tokens above every token from before (the counter is an InnoDB row,
+// committed before the lease was handed out).
+func TestServerRestart(t *testing.T) {
+	srv := newServer(t)
+	cfg := Config{TTL: 3 * time.Second, KeepAlive: 100 * time.Millisecond}
+	lockers := map[string]*Locker{}
+	leases := map[string]lock.Lease{}
+	key := locktest.Key(t)
+	for _, backend := range backends {
+		lockers[backend] = newLocker(t, backend, srv.dsn, cfg)
+		// Some history, so the counter is well above its first value.
+		for range 3 {
+			l := locktest.MustAcquire(t, lockers[backend], key, 10*time.Second)
+			if err := l.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		leases[backend] = locktest.MustAcquire(t, lockers[backend], key, 10*time.Second)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := srv.proc.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, backend := range backends {
+		l := leases[backend]
+		select {
+		case <-l.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Done not closed after the server restarted", backend)
+		}
+		if err := l.Err(); !errors.Is(err, lock.ErrLost) {
+			t.Fatalf("%s: Err() = %v, want ErrLost", backend, err)
+		}
+		after := locktest.MustAcquire(t, lockers[backend], key, 10*time.Second)
+		if after.Token() <= l.Token() {
+			t.Fatalf("%s: token after the restart %#x, want above %#x from before", backend, after.Token(), l.Token())
+		}
+		if err := after.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A server that stops answering (SIGSTOP: its sockets stay open, like a
+// partition) closes the holder's Done within about two keep-alive
+// intervals, long before wait_timeout; once it runs again the lock is
+// free, because the failed check dropped the session.
+func TestSilentServerClosesDone(t *testing.T) {
+	srv := newServer(t)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			lk := newLocker(t, backend, srv.dsn, Config{TTL: 10 * time.Second, KeepAlive: 200 * time.Millisecond})
+			key := locktest.Key(t)
+			l := locktest.MustAcquire(t, lk, key, 10*time.Second)
+			if err := srv.proc.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			paused := time.Now()
+			select {
+			case <-l.Done():
+			case <-time.After(3 * time.Second):
+				_ = srv.proc.Resume()
+				t.Fatal("Done not closed 3s into a server pause (keep-alive 200ms)")
+			}
+			waited := time.Since(paused)
+			if err := srv.proc.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Err(); !errors.Is(err, lock.ErrLost) {
+				t.Fatalf("Err() = %v, want ErrLost", err)
+			}
+			t.Logf("Done closed %v after the server paused", waited.Round(time.Millisecond))
+			other := newLocker(t, backend, srv.dsn, Config{})
+			l2 := locktest.MustAcquire(t, other, key, 5*time.Second)
+			if l2.Token() <= l.Token() {
+				t.Fatalf("token %#x after the pause, want above %#x", l2.Token(), l.Token())
+			}
+			_ = l2.Release(t.Context())
+			if err := l.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
+				t.Fatalf("Release of the lost lease = %v, want ErrNotHeld", err)
+			}
+		})
+	}
+}
+
+// Release is bounded by CleanupTimeout even with the caller's ctx
+// unbounded and the server unreachable: the release is then reported as
+// not confirmed (ErrUnavailable), the lease as lost, and the session is
+// dropped, which frees the lock once the server sees it (or after TTL).
+func TestReleaseBoundedWhenUnreachable(t *testing.T) {
+	srv := newServer(t)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			p := newProxy(t, srv.proc.Addr())
+			lk := newLocker(t, backend, dsnVia(p.addr()), Config{TTL: 10 * time.Second, CleanupTimeout: time.Second})
+			l := locktest.MustAcquire(t, lk, locktest.Key(t), 10*time.Second)
+			p.freeze()
+			res := make(chan error, 1)
+			start := time.Now()
+			go func() { res <- l.Release(context.Background()) }()
+			var err error
+			select {
+			case err = <-res:
+			case <-time.After(5 * time.Second):
+				t.Fatal("Release still running 5s after the server became unreachable (CleanupTimeout 1s)")
+			}
+			if took := time.Since(start); took > 3*time.Second {
+				t.Fatalf("Release took %v, want about CleanupTimeout (1s)", took)
+			}
+			if !errors.Is(err, lock.ErrUnavailable) && !errors.Is(err, lock.ErrNotHeld) {
+				t.Fatalf("Release = %v, want ErrUnavailable (not confirmed) or ErrNotHeld", err)
+			}
+			if lerr := l.Err(); !errors.Is(lerr, lock.ErrLost) {
+				t.Fatalf("Err() = %v, want ErrLost", lerr)
+			}
+		})
+	}
+}

@@ -1,0 +1,135 @@
+package mysqllock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"seckill/internal/lock"
+	"seckill/internal/lock/locktest"
+)
+
+// A wait that ends by cancellation or deadline returns at once and leaves
+// nothing at the server: no session still waiting in GET_LOCK or in a row
+// lock wait, and so, when the holder releases, nobody gets the lock. The
+// slice is 10s, so a server-side wait that outlived its caller would
+// still be there; only the KILL QUERY ends it in time. For mysql-row this
+// is also "innodb_lock_wait_timeout (10s) is bounded by the request".
+func TestCancelledAcquireLeavesNoLock(t *testing.T) {
+	srv := newServer(t)
+	for _, backend := range backends {
+		for _, how := range []string{"cancel", "deadline"} {
+			t.Run(backend+"/"+how, func(t *testing.T) {
+				cfg := Config{WaitSlice: 10 * time.Second}
+				holder := newLocker(t, backend, srv.dsn, cfg)
+				waiter := newLocker(t, backend, srv.dsn, cfg)
+				key := locktest.Key(t)
+				held := locktest.MustAcquire(t, holder, key, 10*time.Second)
+
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				want := context.Canceled
+				if how == "deadline" {
+					ctx, cancel = context.WithTimeout(t.Context(), 500*time.Millisecond)
+					defer cancel()
+					want = context.DeadlineExceeded
+				}
+				type result struct {
+					err     error
+					elapsed time.Duration
+				}
+				res := make(chan result, 1)
+				start := time.Now()
+				go func() {
+					l, err := waiter.Acquire(ctx, key)
+					if err == nil {
+						_ = l.Release(context.Background())
+					}
+					res <- result{err, time.Since(start)}
+				}()
+				eventually(t, "the waiter queued at the server", func() bool { return srv.waiters(t, backend, key) == 1 })
+				if how == "cancel" {
+					cancel()
+				}
+				r := <-res
+				if !errors.Is(r.err, lock.ErrNotObtained) || !errors.Is(r.err, want) {
+					t.Fatalf("Acquire = %v, want ErrNotObtained wrapping %v", r.err, want)
+				}
+				if r.elapsed > 2*time.Second {
+					t.Fatalf("Acquire returned after %v, want promptly (the slice is 10s)", r.elapsed)
+				}
+				// The server may show the statement for a moment after its
+				// reply; a wait that lived on would stay for its 10s slice.
+				gone := time.Now().Add(time.Second)
+				for srv.waiters(t, backend, key) != 0 {
+					if time.Now().After(gone) {
+						t.Fatal("a session still waits at the server 1s after Acquire returned")
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				if err := held.Release(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if !srv.free(t, backend, key) {
+					t.Fatal("lock taken right after the holder's release: the cancelled wait lived on at the server")
+				}
+			})
+		}
+	}
+}
+
+// With the server out of reach (the waiter's link frozen mid-wait, so its
+// KILL QUERY cannot arrive either), Acquire still returns about at its
+// deadline: killGrace after it, the connection is dropped, instead of
+// waiting out the KILL's own CleanupTimeout (3s here). Close then returns
+// within about CleanupTimeout.
+func TestUnreachableAcquireReturnsAtDeadline(t *testing.T) {
+	srv := newServer(t)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			holder := newLocker(t, backend, srv.dsn, Config{})
+			p := newProxy(t, srv.proc.Addr())
+			cfg := Config{DSN: dsnVia(p.addr()), WaitSlice: 10 * time.Second, CleanupTimeout: 3 * time.Second}
+			open := New
+			if backend == BackendRow {
+				open = NewRow
+			}
+			waiter, err := open(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := locktest.Key(t)
+			held := locktest.MustAcquire(t, holder, key, 10*time.Second)
+			defer held.Release(context.Background())
+
+			const deadline = time.Second
+			ctx, cancel := context.WithTimeout(t.Context(), deadline)
+			defer cancel()
+			res := make(chan error, 1)
+			start := time.Now()
+			go func() {
+				l, err := waiter.Acquire(ctx, key)
+				if err == nil {
+					_ = l.Release(context.Background())
+				}
+				res <- err
+			}()
+			eventually(t, "the waiter queued at the server", func() bool { return srv.waiters(t, backend, key) == 1 })
+			p.freeze()
+			err = <-res
+			elapsed := time.Since(start)
+			if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Acquire = %v, want ErrNotObtained wrapping DeadlineExceeded", err)
+			}
+			if limit := deadline + killGrace + 700*time.Millisecond; elapsed > limit {
+				t.Fatalf("Acquire returned %v after start with a %v deadline, want within %v", elapsed, deadline, limit)
+			}
+			start = time.Now()
+			_ = waiter.Close()
+			if took := time.Since(start); took > 5*time.Second {
+				t.Fatalf("Close took %v with the server unreachable, want within about CleanupTimeout (3s)", took)
+			}
+		})
+	}
+}

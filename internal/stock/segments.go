@@ -1,0 +1,95 @@
+package stock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
+// segments.go: the store's side of segmented stock (Keys.Segments). A hot
+// item's stock split over N keys, each with its own fence and lock, is sold
+// by up to N critical sections at once instead of one.
+
+// SegmentKey names segment i's copy of a key (the stock key, the fence key,
+// the lock key): the key itself for segment 0, so that one segment is the
+// unsegmented store, key+":i" for the others. An auditor summing the
+// segments derives their keys from it.
+func SegmentKey(key string, i int) string {
+	if i == 0 {
+		return key
+	}
+	return key + ":" + strconv.Itoa(i)
+}
+
+// SegmentShares splits n units over segments: each gets n/segments, and the
+// first n%segments one more, so shares differ by at most one and sum to n.
+func SegmentShares(n int64, segments int) []int64 {
+	segments = max(segments, 1)
+	shares := make([]int64, segments)
+	base, extra := n/int64(segments), n%int64(segments)
+	for i := range shares {
+		shares[i] = base
+		if int64(i) < extra {
+			shares[i]++
+		}
+	}
+	return shares
+}
+
+// Segments is how many keys the stock is split over (at least 1).
+func (s *Store) Segments() int { return len(s.segs) }
+
+// segment is the store of segment i alone: its Read, Write, SellAtomic and
+// unfenced calls touch that segment's stock and fence (and the shared lucky
+// and receipts). Reset and Status belong to the whole store, not to it.
+func (s *Store) segment(i int) *Store { return s.segs[i] }
+
+// SegmentStocks reads every segment's stock in one MGET, which Redis runs
+// at one instant: when all are 0 the whole stock was 0 at that instant,
+// which is the only ground on which a segmented sale answers sold out.
+func (s *Store) SegmentStocks(ctx context.Context) ([]int64, error) {
+	stocks, _, err := s.snapshot(ctx, false)
+	return stocks, err
+}
+
+// snapshot reads every segment's stock, and lucky when withLucky, at one
+// instant (snapshot.lua); missing keys read as 0, and a key holding a
+// non-integer, or a value of another type, is ErrNotInteger.
+func (s *Store) snapshot(ctx context.Context, withLucky bool) (stocks []int64, lucky int64, err error) {
+	keys := make([]string, 0, len(s.segs)+1)
+	for _, seg := range s.segs {
+		keys = append(keys, seg.keys.Stock)
+	}
+	if withLucky {
+		keys = append(keys, s.keys.Lucky)
+	}
+	vals, err := snapshot.Run(ctx, s.rdb, keys).StringSlice()
+	if err != nil {
+		return nil, 0, wrapRedis(ctx, "status", err)
+	}
+	if len(vals) != len(keys) {
+		return nil, 0, fmt.Errorf("stock: status: got %d values for %d keys", len(vals), len(keys))
+	}
+	ns := make([]int64, len(keys))
+	for i, v := range vals {
+		if v == "" {
+			continue // missing: 0
+		}
+		if ns[i], err = checkInt(v); err != nil {
+			return nil, 0, fmt.Errorf("stock: status: %w", notInt(keys[i]))
+		}
+	}
+	if withLucky {
+		lucky = ns[len(s.segs)]
+	}
+	return ns[:len(s.segs)], lucky, nil
+}
+
+// CheckCounters reports whether every stock key (each segment's) and the
+// lucky key holds an integer the scripts can use, for /readyz: an error
+// wrapping ErrNotInteger names the first that does not. Missing keys are
+// fine (a sale not reset yet has 0 units).
+func (s *Store) CheckCounters(ctx context.Context) error {
+	_, _, err := s.snapshot(ctx, true)
+	return err
+}

@@ -1,0 +1,158 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"seckill/internal/lock"
+)
+
+// sell.go: the critical section, for one buyer or a combined batch of them.
+
+// batch is what one critical section did for n buyers: the stock it read,
+// the k units it sold (or sent, when unconfirmed) to the first k of them,
+// or the error that answers all of them.
+type batch struct {
+	f   Fence
+	n   int
+	cur int64
+	k   int
+	err error
+}
+
+// answer is buyer i's part of the batch. A lone buyer's attempt id is the
+// batch's own, so a sale without combining is exactly what it always was;
+// a member of a larger batch gets MemberAttempt, its receipt's name.
+func (b *batch) answer(i int) (Sale, error) {
+	id := b.f.Lease
+	if b.n > 1 {
+		id = MemberAttempt(id, i)
+	}
+	var ue *UnconfirmedError
+	switch {
+	case b.err == nil && i < b.k:
+		return Sale{StockAfter: b.cur - 1 - int64(i), Token: b.f.Token, Attempt: id}, nil
+	case b.err == nil:
+		return Sale{}, ErrSoldOut // the batch took the last units
+	case b.n > 1 && errors.As(b.err, &ue):
+		return Sale{}, &UnconfirmedError{Attempt: id, Err: ue.Err}
+	default:
+		return Sale{}, b.err
+	}
+}
+
+// section is the critical section under lease for n buyers: read, decide,
+// work, check, write. Fencing, the lease's loss and the confirm deadline
+// apply to the batch as a whole: it sells to its first k buyers or to none.
+func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, n int) batch {
+	b := batch{n: n, f: Fence{Lock: seg.ident, Token: lease.Token(), Lease: NewAttemptID(), Quiet: s.cfg.LockTTL}}
+	b.cur, b.err = s.read(ctx, seg, lease, b.f)
+	if b.err != nil {
+		return b
+	}
+	if b.cur <= 0 {
+		b.err = ErrSoldOut
+		return b
+	}
+	b.k = int(min(int64(n), b.cur))
+	if b.err = s.work(ctx, lease); b.err != nil {
+		return b
+	}
+	b.err = s.write(ctx, seg, lease, b.f, b.cur, b.k, n)
+	return b
+}
+
+// read is the fenced read (or the articles' plain GET without fencing).
+func (s *Service) read(ctx context.Context, seg *segment, lease lock.Lease, f Fence) (int64, error) {
+	if !s.cfg.Fencing {
+		return seg.store.ReadUnfenced(ctx)
+	}
+	var rd Reading
+	tries, err := s.confirm(ctx, func(ctx context.Context) (err error) {
+		rd, err = seg.store.Read(ctx, f)
+		return err
+	})
+	s.countRetries(tries)
+	s.fenceTrouble(ctx, lease, err)
+	if rd.Restarted {
+		s.cfg.OnEvent(EventFenceRestarted)
+		s.log.Warn("FENCE RESTARTED: it had refused every token for a lock TTL (the lock service lost its state, or another lock took over); it now follows this lease's token",
+			"lock", f.Lock, "token", f.Token)
+	}
+	return rd.Stock, err
+}
+
+// work spends the simulated business time, and looks at the lease last.
+func (s *Service) work(ctx context.Context, lease lock.Lease) error {
+	if d := s.cfg.Delay.Next(); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-lease.Done():
+			t.Stop()
+			return lostErr(lease)
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("stock: sale abandoned: %w", ctx.Err())
+		}
+	}
+	// The delay may have ended at the same instant the lease was lost; the
+	// select above picks at random, so look again before writing. Fencing is
+	// what closes the remaining window (loss after this check).
+	select {
+	case <-lease.Done():
+		return lostErr(lease)
+	default:
+		return nil
+	}
+}
+
+// write sells k units read as cur, for a batch of n buyers.
+func (s *Service) write(ctx context.Context, seg *segment, lease lock.Lease, f Fence, cur int64, k, n int) error {
+	if !s.cfg.Fencing {
+		// The articles' write: not idempotent, so no retry; it is the lab's
+		// control for what fencing prevents.
+		return seg.store.writeUnfenced(ctx, cur-int64(k), k)
+	}
+	tries, err := s.confirm(ctx, func(ctx context.Context) error {
+		if n == 1 {
+			return seg.store.Write(ctx, f, cur-1)
+		}
+		return seg.store.WriteBatch(ctx, f, cur-int64(k), k)
+	})
+	s.countRetries(tries)
+	s.fenceTrouble(ctx, lease, err)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrFenced), errors.Is(err, ErrMixedBackends), errors.Is(err, ErrNotInteger):
+		return err // a definite refusal: nothing was written
+	default:
+		s.cfg.OnEvent(EventUnconfirmed)
+		s.log.Warn("sale unconfirmed: the write got no answer; its receipt will tell",
+			"attempt", f.Lease, "token", f.Token, "buyers", n, "units", k, "err", err)
+		return &UnconfirmedError{Attempt: f.Lease, Err: err}
+	}
+}
+
+// sellAtomic is the atomic mode's sale in seg: one script, no lock.
+func (s *Service) sellAtomic(ctx context.Context, seg *segment) (Sale, error) {
+	id := NewAttemptID()
+	var after int64
+	tries, err := s.confirm(ctx, func(ctx context.Context) (err error) {
+		after, err = seg.store.SellAtomic(ctx, id)
+		return err
+	})
+	s.countRetries(tries)
+	switch {
+	case err == nil:
+		return Sale{StockAfter: after, Attempt: id}, nil
+	case errors.Is(err, ErrSoldOut), errors.Is(err, ErrNotInteger):
+		return Sale{}, err // definite: nothing was written
+	default:
+		s.cfg.OnEvent(EventUnconfirmed)
+		return Sale{}, &UnconfirmedError{Attempt: id, Err: err}
+	}
+}
