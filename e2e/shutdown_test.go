@@ -22,10 +22,14 @@ import (
 
 // shutdownTimeout is stockd's http.shutdown_timeout in these tests, and
 // shutdownSlack what the rest of the shutdown (resigning, closing the
-// locker and the sessions, each bounded on its own) may add to it.
+// locker and the sessions, each bounded on its own) may add to it. With
+// etcd cut off that rest is about 3 s on a quiet machine (exit at 6.0 s)
+// and reached 5.0–5.4 s in full -race runs on 2 cores; the bound stays
+// below the sessions' 10 s lease, which is what a shutdown must not wait
+// out.
 const (
 	shutdownTimeout = 3 * time.Second
-	shutdownSlack   = 5 * time.Second
+	shutdownSlack   = 6 * time.Second
 )
 
 // TestShutdownBounded: a stockd told to stop (SIGTERM) while its lock
@@ -83,8 +87,12 @@ func stopWhileCut(t *testing.T, c *localcluster.Cluster, backend string, links [
 		// a shutdown must not wait for one to run out.
 		"http.shutdown_timeout": shutdownTimeout.String(),
 		"lock.wait_timeout":     "10s",
-		"log.level":             "info",
-		"work.delay":            "1500ms",
+		// Redisson's default watchdog (30 s) would make every subtest after
+		// a redisson one wait that long for the dead holder's lock; 12 s is
+		// still longer than the bound.
+		"redisson.watchdog": "12s",
+		"log.level":         "info",
+		"work.delay":        "1500ms",
 	}
 	if backend == "etcd" || backend == "zookeeper" {
 		env["election.backend"] = backend
@@ -100,10 +108,17 @@ func stopWhileCut(t *testing.T, c *localcluster.Cluster, backend string, links [
 		t.Fatalf("reset stock: %v", err)
 	}
 
+	// The previous subtest's replica was stopped with its lock server cut
+	// off, so its lock is still held until its lease runs out. One sale
+	// that succeeds proves the lease has run out: the sales put in flight
+	// below then queue behind each other, not behind a dead holder (which
+	// would let them time out before the signal, leaving nothing in flight).
+	acquired := firstSale(t, client, c.ReplicaURL(0))
+
 	// A sale holds the lock (in its critical section, work.delay long) and
 	// the others queue behind it when the servers become unreachable.
 	inFlight(t, client, c.ReplicaURL(0)+"/stock/reduce", 4)
-	waitLocked(t, client, c.ReplicaURL(0)+"/metrics")
+	waitLocked(t, client, c.ReplicaURL(0)+"/metrics", acquired)
 	for _, link := range links {
 		restore, err := c.Cut(0, link)
 		if err != nil {
@@ -174,14 +189,44 @@ func inFlight(t *testing.T, client *http.Client, url string, n int) {
 	}
 }
 
+// firstSale sells until one sale succeeds on the replica at base (each
+// attempt waits up to lock.wait_timeout for the lock) and returns the lock
+// wait count after it. It fails the test when none succeeds within the
+// longest lease a stopped holder can leave behind plus a wait.
+func firstSale(t *testing.T, client *http.Client, base string) float64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for last := ""; ; {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/stock/reduce", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			last = err.Error()
+		} else {
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return metric(t, client, base+"/metrics", "seckill_lock_wait_seconds_count")
+			}
+			last = resp.Status + " " + string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sale on %s succeeded within 30s (last answer: %s)", base, last)
+		}
+	}
+}
+
 // waitLocked waits until the replica whose metrics are at url has
-// acquired the lock for a sale (the lock wait histogram counts one). The
-// metric is state, not an event: it is polled with a short backoff.
-func waitLocked(t *testing.T, client *http.Client, url string) {
+// acquired the lock for one more sale than the after sales it had (the
+// lock wait histogram counts past after). The metric is state, not an
+// event: it is polled with a short backoff.
+func waitLocked(t *testing.T, client *http.Client, url string, after float64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for backoff := time.Millisecond; ; backoff = min(2*backoff, 50*time.Millisecond) {
-		if n := metric(t, client, url, "seckill_lock_wait_seconds_count"); n > 0 {
+		if n := metric(t, client, url, "seckill_lock_wait_seconds_count"); n > after {
 			return
 		}
 		if time.Now().After(deadline) {
