@@ -21,7 +21,14 @@ type Sale struct {
 	// (fenced, lock_lost, unconfirmed, error); empty otherwise.
 	Error string `json:"error,omitempty"`
 	From
-	Result Result `json:"result"`
+	// Order is the order id the sale left in the ledger (stock.ledger on),
+	// on Sold; a replayed Idempotency-Key answers the original one.
+	Order string `json:"order,omitempty"`
+	// Replayed: this answer repeats an earlier sale with the same
+	// Idempotency-Key (also said by the Idempotent-Replayed header); nothing
+	// more was sold.
+	Replayed bool   `json:"replayed,omitempty"`
+	Result   Result `json:"result"`
 	// Stock is what is left after a sale (0 after the last unit), on Sold.
 	Stock *int64 `json:"stock,omitempty"`
 	// Token is the fencing token the sale was made under (0 in atomic
@@ -103,4 +110,41 @@ type Leader struct {
 	// Backend is "none" when the election is off; empty otherwise.
 	Backend string `json:"backend,omitempty"`
 	Error   string `json:"error,omitempty"`
+}
+
+// Order is the answer of GET /orders/:id, and an element of Orders.
+type Order struct {
+	Entry      string `json:"entry"` // the ledger stream's entry id
+	ID         string `json:"id"`
+	Key        string `json:"key,omitempty"` // Idempotency-Key, if the sale had one
+	Replica    string `json:"replica"`       // the replica that sold it
+	Sale       string `json:"sale"`          // the sale (reset) it belongs to
+	StockAfter int64  `json:"stock_after"`
+	Time       string `json:"time"` // RFC 3339, milliseconds
+	Token      uint64 `json:"token"`
+	User       string `json:"user,omitempty"`
+}
+
+// Orders is the answer of GET /orders?user=U&offset=O&limit=L: one page of
+// U's orders, oldest first, and how many U has in all.
+type Orders struct {
+	From
+	Orders []Order `json:"orders"`
+	Total  int64   `json:"total"`
+	User   string  `json:"user"`
+}
+
+// Ledger is the answer of GET /ledger: the order ledger at one instant, for
+// a verifier to compare with lucky and with the answers it counted.
+type Ledger struct {
+	Buyers int64 `json:"buyers"` // distinct named buyers
+	// Durable is the orders of this sale stored in MySQL (orders.durable
+	// on), and Lag the ledger entries not yet stored there; both absent
+	// when off.
+	Durable *int64 `json:"durable,omitempty"`
+	From
+	Lag    *int64 `json:"lag,omitempty"`
+	Lucky  int64  `json:"lucky"`
+	Orders int64  `json:"orders"` // entries of this sale in the ledger
+	Sale   string `json:"sale"`
 }

@@ -34,9 +34,16 @@ const (
 	Unconfirmed Result = "unconfirmed"
 	// Error: a dependency failed (503) or a bug (500).
 	Error Result = "error"
+	// LimitReached: the buyer (X-User) already bought stock.per_user_limit
+	// units of this sale; nothing was sold.
+	LimitReached Result = "limit_reached"
+	// KeyReused: the Idempotency-Key was first used by another buyer;
+	// nothing was sold.
+	KeyReused Result = "key_reused"
 )
 
 // Results lists every result stockd can answer, for tests and tables.
+// (LimitReached and KeyReused join it when the handler answers them.)
 var Results = []Result{Sold, SoldOut, Fenced, Busy, LockLost, MixedBackends, Unconfirmed, Error}
 
 // Status is the HTTP status stockd answers r with, 0 for an unknown result.
@@ -46,8 +53,10 @@ func (r Result) Status() int {
 	switch r {
 	case Sold:
 		return http.StatusOK
-	case SoldOut, Fenced, MixedBackends:
+	case SoldOut, Fenced, MixedBackends, LimitReached:
 		return http.StatusConflict
+	case KeyReused:
+		return http.StatusUnprocessableEntity
 	case Busy, LockLost, Unconfirmed:
 		return http.StatusServiceUnavailable
 	case Error:
