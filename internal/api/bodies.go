@@ -65,9 +65,13 @@ type Receipt struct {
 
 // Info is the answer of GET /info.
 type Info struct {
-	Backend string `json:"backend"` // lock backend
-	Fencing bool   `json:"fencing"` // fencing in effect, not merely configured
-	Mode    string `json:"mode"`    // stock mode
+	Backend string `json:"backend"`           // lock backend
+	Durable bool   `json:"durable,omitempty"` // orders.durable: orders are stored in MySQL
+	Fencing bool   `json:"fencing"`           // fencing in effect, not merely configured
+	Ledger  bool   `json:"ledger,omitempty"`  // stock.ledger: every sale leaves an order
+	Mode    string `json:"mode"`              // stock mode
+	// PerUserLimit is stock.per_user_limit (0: unlimited).
+	PerUserLimit int `json:"per_user_limit,omitempty"`
 	From
 	Version string `json:"version"`
 }
