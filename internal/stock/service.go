@@ -24,11 +24,18 @@ const (
 	ModeAtomic Mode = "atomic"
 )
 
-// Sale is the outcome of a successful Reduce.
+// Sale is the outcome of a successful Reduce or ReduceFor.
 type Sale struct {
-	StockAfter int64  // stock left after this sale
+	StockAfter int64  // stock left after this sale (after the original one, if Replayed)
 	Token      uint64 // fencing token of the lease it was made under; 0 in atomic mode
 	Attempt    string // the attempt id: the sale's lease in the fence, and its receipt
+	// OrderID is the order the sale left in the ledger: its attempt id (a
+	// combined member's MemberAttempt), or, when Replayed, the original
+	// sale's. Empty when the ledger is off, or fencing is (see Keys.Orders).
+	OrderID string
+	// Replayed: the buyer's idempotency key had already sold; this is the
+	// original sale's answer and nothing was sold now.
+	Replayed bool
 }
 
 // Event is something a Service saw that an operator should be able to count.
@@ -217,10 +224,23 @@ func (s *Service) identity(lockKey string) string {
 	return id
 }
 
-// Reduce sells one unit. Errors wrap ErrSoldOut, ErrBusy, ErrLockLost,
-// ErrFenced, ErrMixedBackends, ErrUnconfirmed, ErrUnavailable or
-// lock.ErrUnavailable.
+// Reduce sells one unit to an anonymous buyer without an idempotency key:
+// ReduceFor(ctx, Buyer{}).
 func (s *Service) Reduce(ctx context.Context) (Sale, error) {
+	return s.ReduceFor(ctx, Buyer{})
+}
+
+// ReduceFor sells one unit to b. Errors wrap ErrSoldOut, ErrBusy,
+// ErrLockLost, ErrFenced, ErrMixedBackends, ErrUnconfirmed, ErrUnavailable
+// or lock.ErrUnavailable; and for a buyer, ErrLimitReached or ErrKeyReused
+// (nothing sold), or ErrNoLedger when the ledger is off: a key that cannot
+// be honoured is refused rather than ignored, since a client's retry would
+// then sell twice.
+func (s *Service) ReduceFor(ctx context.Context, b Buyer) (Sale, error) {
+	if b != (Buyer{}) {
+		return Sale{}, fmt.Errorf("%w: cannot sell to buyer %q with key %q", ErrNoLedger, b.User, b.Key)
+	}
+
 	if len(s.segs) > 1 {
 		return s.reduceSegmented(ctx)
 	}
