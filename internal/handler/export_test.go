@@ -8,3 +8,6 @@ func SetNow(f func() time.Time) (restore func()) {
 	now = f
 	return func() { now = prev }
 }
+
+// ParseBuyer is the reading of X-User and Idempotency-Key.
+var ParseBuyer = buyer

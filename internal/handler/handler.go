@@ -59,6 +59,11 @@ type Config struct {
 	// MaxBodyBytes bounds every request body; larger ones get 413 and the
 	// connection is closed rather than drained. The default is 64 KiB.
 	MaxBodyBytes int64
+	// Ledger, Durable and PerUserLimit are stock.ledger, orders.durable and
+	// stock.per_user_limit, for /info.
+	Ledger       bool
+	Durable      bool
+	PerUserLimit int
 }
 
 // Deps are the collaborators. LockPinger may be nil (a backend with no
@@ -74,6 +79,12 @@ type Deps struct {
 	// Leader is the election GET /leader reports; nil means there is none
 	// (election.backend none).
 	Leader LeaderStatus
+	// Orders reads the order ledger for GET /orders and GET /ledger; nil
+	// means the ledger is off (they answer 404).
+	Orders stock.OrderReader
+	// Durable, if set, adds the durable copy's count and lag to GET /ledger
+	// (orders.durable).
+	Durable DurableOrders
 }
 
 // server is the API: its config, collaborators and admin back-off.
@@ -142,6 +153,9 @@ func New(cfg Config, deps Deps) http.Handler {
 	r.GET("/readyz", a.readyz)
 	r.GET("/info", a.info)
 	r.GET("/leader", a.leader)
+	r.GET("/orders", a.orders)
+	r.GET("/orders/:id", a.order)
+	r.GET("/ledger", a.ledger)
 	if deps.Metrics != nil {
 		r.GET("/metrics", gin.WrapH(deps.Metrics.Handler()))
 	}
@@ -380,5 +394,6 @@ func (a *server) readyz(c *gin.Context) {
 func (a *server) info(c *gin.Context) {
 	a.json(c, http.StatusOK, &api.Info{
 		Backend: a.cfg.Backend, Fencing: a.cfg.Fencing, Mode: a.cfg.Mode, Version: a.cfg.Version,
+		Ledger: a.cfg.Ledger, Durable: a.cfg.Durable, PerUserLimit: a.cfg.PerUserLimit,
 	})
 }

@@ -1,0 +1,247 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"seckill/internal/api"
+	"seckill/internal/stock"
+)
+
+// orders.go: the buyer's headers on a sale, and the ledger's read side
+// (GET /orders/:id, GET /orders?user=, GET /ledger).
+
+// Headers naming the buyer and the request on POST /stock/reduce.
+const (
+	HeaderUser           = "X-User"
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderReplayed is set to "true" on an answer that repeats an earlier
+	// sale with the same Idempotency-Key (the IETF idempotency draft's
+	// convention, as Stripe's API has it).
+	HeaderReplayed = "Idempotent-Replayed"
+)
+
+// Paging of GET /orders?user=.
+const (
+	defaultOrdersLimit = 50
+	maxOrdersLimit     = 500
+)
+
+// maxOrderIDLen bounds an order id in a path: order ids are attempt ids,
+// 64 is far above theirs (and what GET /stock/receipts/:attempt allows).
+const maxOrderIDLen = 64
+
+// DurableOrders reports the ledger's durable copy (orders.durable); the
+// orders consumer implements it.
+type DurableOrders interface {
+	// Durable is how many orders of the sale are stored.
+	Durable(ctx context.Context, sale string) (int64, error)
+	// Lag is how many ledger entries are not yet stored.
+	Lag(ctx context.Context) (int64, error)
+}
+
+// buyer reads X-User and Idempotency-Key. An absent header is no buyer or
+// no key; a header that is present must be valid (a buyer whose id is
+// silently dropped would escape the per-user limit), so an empty, repeated
+// or malformed one is a problem text for a 400.
+func buyer(h http.Header) (stock.Buyer, string) {
+	user, msg := identity(h, HeaderUser, stock.MaxUserLen)
+	if msg != "" {
+		return stock.Buyer{}, msg
+	}
+	key, msg := identity(h, HeaderIdempotencyKey, stock.MaxKeyLen)
+	if msg != "" {
+		return stock.Buyer{}, msg
+	}
+	return stock.Buyer{User: user, Key: key}, ""
+}
+
+// identity reads one identity header: absent is "", otherwise exactly one
+// value of 1..max printable ASCII characters with no space.
+func identity(h http.Header, name string, max int) (string, string) {
+	vs := h.Values(name)
+	switch {
+	case len(vs) == 0:
+		return "", ""
+	case len(vs) > 1:
+		return "", name + " given more than once"
+	}
+	if msg := checkIdentity(name, vs[0], max); msg != "" {
+		return "", msg
+	}
+	return vs[0], ""
+}
+
+// checkIdentity says what is wrong with v as a buyer id or key, "" if
+// nothing: 1..max bytes, each printable ASCII other than space (what every
+// store of the ledger keeps and every log line shows unescaped).
+func checkIdentity(name, v string, max int) string {
+	if v == "" {
+		return name + " is empty; omit it or give 1.." + strconv.Itoa(max) + " printable ASCII characters"
+	}
+	if len(v) > max {
+		return name + " longer than " + strconv.Itoa(max) + " characters"
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] <= ' ' || v[i] > '~' {
+			return name + " must be printable ASCII with no spaces"
+		}
+	}
+	return ""
+}
+
+// ledgerOff answers a ledger read when the ledger is off.
+func (a *server) ledgerOff(c *gin.Context) {
+	a.problem(c, http.StatusNotFound, "the order ledger is off (stock.ledger: false)")
+}
+
+// ledgerFail answers a failed ledger read: ErrNoLedger and ErrNoOrder are
+// 404s, everything else goes through the usual failure mapping (503 when
+// Redis is down).
+func (a *server) ledgerFail(c *gin.Context, err error) {
+	switch {
+	case errors.Is(err, stock.ErrNoLedger):
+		a.ledgerOff(c)
+	case errors.Is(err, stock.ErrNoOrder):
+		a.problem(c, http.StatusNotFound, "no such order: "+c.Param("id"))
+	default:
+		a.fail(c, err)
+	}
+}
+
+// order answers GET /orders/:id.
+func (a *server) order(c *gin.Context) {
+	if a.deps.Orders == nil {
+		a.ledgerOff(c)
+		return
+	}
+	id := c.Param("id")
+	if len(id) > maxOrderIDLen {
+		a.problem(c, http.StatusBadRequest, "order id too long")
+		return
+	}
+	o, err := a.deps.Orders.Order(c.Request.Context(), id)
+	if err != nil {
+		a.ledgerFail(c, err)
+		return
+	}
+	a.json(c, http.StatusOK, &orderBody{apiOrder(o)})
+}
+
+// orderBody is the answer of GET /orders/:id. Its "replica" is the order's
+// own (the replica that sold it), not the answering one's, which the
+// X-Replica header carries as on every answer.
+type orderBody struct {
+	api.Order
+}
+
+// SetReplica keeps the order's replica (the one that sold it).
+func (*orderBody) SetReplica(string) {}
+
+// orders answers GET /orders?user=U&offset=O&limit=L: one page of U's
+// orders, oldest first.
+func (a *server) orders(c *gin.Context) {
+	if a.deps.Orders == nil {
+		a.ledgerOff(c)
+		return
+	}
+	user, ok := c.GetQuery("user")
+	if !ok {
+		a.problem(c, http.StatusBadRequest, "user is required: GET /orders?user=<X-User>")
+		return
+	}
+	if msg := checkIdentity("user", user, stock.MaxUserLen); msg != "" {
+		a.problem(c, http.StatusBadRequest, msg)
+		return
+	}
+	offset, msg := queryInt(c, "offset", 0, 0, maxOffset)
+	if msg != "" {
+		a.problem(c, http.StatusBadRequest, msg)
+		return
+	}
+	limit, msg := queryInt(c, "limit", defaultOrdersLimit, 1, maxOrdersLimit)
+	if msg != "" {
+		a.problem(c, http.StatusBadRequest, msg)
+		return
+	}
+	list, total, err := a.deps.Orders.OrdersByUser(c.Request.Context(), user, offset, limit)
+	if err != nil {
+		a.ledgerFail(c, err)
+		return
+	}
+	body := &api.Orders{Orders: make([]api.Order, 0, len(list)), Total: total, User: user}
+	for _, o := range list {
+		body.Orders = append(body.Orders, apiOrder(o))
+	}
+	a.json(c, http.StatusOK, body)
+}
+
+// maxOffset keeps an offset an int on every platform the store pages with.
+const maxOffset = 1<<31 - 1
+
+// queryInt reads an optional integer query parameter in [lo, hi].
+func queryInt(c *gin.Context, name string, def, lo, hi int) (int, string) {
+	v, ok := c.GetQuery(name)
+	if !ok {
+		return def, ""
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, name + " must be an integer from " + strconv.Itoa(lo) + " to " + strconv.Itoa(hi)
+	}
+	return n, ""
+}
+
+// ledger answers GET /ledger: the ledger's counts at one instant, and the
+// durable copy's when orders.durable is on. A durable count that cannot be
+// read (MySQL down) is left out, and logged, rather than failing the
+// answer: the ledger itself lives in Redis and is still right, and /info
+// says whether durable was expected.
+func (a *server) ledger(c *gin.Context) {
+	if a.deps.Orders == nil {
+		a.ledgerOff(c)
+		return
+	}
+	ctx := c.Request.Context()
+	st, err := a.deps.Orders.LedgerStats(ctx)
+	if err != nil {
+		a.ledgerFail(c, err)
+		return
+	}
+	body := &api.Ledger{Buyers: st.Buyers, Lucky: st.Lucky, Orders: st.Orders, Sale: st.Sale}
+	if d := a.deps.Durable; d != nil {
+		if n, err := d.Durable(ctx, st.Sale); err != nil {
+			a.warnDurable(c, "durable", err)
+		} else {
+			body.Durable = &n
+		}
+		if n, err := d.Lag(ctx); err != nil {
+			a.warnDurable(c, "lag", err)
+		} else {
+			body.Lag = &n
+		}
+	}
+	a.json(c, http.StatusOK, body)
+}
+
+func (a *server) warnDurable(c *gin.Context, what string, err error) {
+	if ok, suppressed := a.logs.Allow("ledger_" + what); ok {
+		a.deps.Logger.Warn("ledger: could not read the durable orders", "what", what,
+			"path", c.Request.URL.Path, "err", err, "suppressed", suppressed)
+	}
+}
+
+// apiOrder is o as the API shows it.
+func apiOrder(o stock.Order) api.Order {
+	return api.Order{
+		Entry: o.Entry, ID: o.ID, Key: o.Key, Replica: o.Replica, Sale: o.Sale,
+		StockAfter: o.StockAfter, Time: o.Time.UTC().Format(orderTime), Token: o.Token, User: o.User,
+	}
+}
+
+// orderTime is RFC 3339 with milliseconds, the ledger's resolution.
+const orderTime = "2006-01-02T15:04:05.000Z07:00"

@@ -1,0 +1,247 @@
+package handler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"seckill/internal/handler"
+	"seckill/internal/stock"
+)
+
+// fakeOrders is a ledger with fixed contents; it records the page asked.
+type fakeOrders struct {
+	orders map[string]stock.Order
+	byUser []stock.Order
+	total  int64
+	stats  stock.LedgerStats
+	err    error // returned by every call when set
+
+	gotUser           string
+	gotOffset, gotLim int
+}
+
+func (f *fakeOrders) Order(_ context.Context, id string) (stock.Order, error) {
+	if f.err != nil {
+		return stock.Order{}, f.err
+	}
+	o, ok := f.orders[id]
+	if !ok {
+		return stock.Order{}, fmt.Errorf("order %q: %w", id, stock.ErrNoOrder)
+	}
+	return o, nil
+}
+
+func (f *fakeOrders) OrdersByUser(_ context.Context, user string, offset, limit int) ([]stock.Order, int64, error) {
+	f.gotUser, f.gotOffset, f.gotLim = user, offset, limit
+	return f.byUser, f.total, f.err
+}
+
+func (f *fakeOrders) LedgerStats(context.Context) (stock.LedgerStats, error) { return f.stats, f.err }
+
+// fakeDurable is the orders consumer's view of MySQL.
+type fakeDurable struct {
+	durable, lag       int64
+	durableErr, lagErr error
+	gotSale            string
+}
+
+func (f *fakeDurable) Durable(_ context.Context, sale string) (int64, error) {
+	f.gotSale = sale
+	return f.durable, f.durableErr
+}
+func (f *fakeDurable) Lag(context.Context) (int64, error) { return f.lag, f.lagErr }
+
+var order1 = stock.Order{
+	ID: "p-1", Sale: "s1", User: "alice", Key: "k1", Token: 9, Replica: "r2", StockAfter: 4,
+	Time: time.UnixMilli(1_700_000_000_123).In(time.FixedZone("X", 3600)), Entry: "1700000000123-0",
+}
+
+const order1JSON = `{"entry":"1700000000123-0","id":"p-1","key":"k1","replica":"r2","sale":"s1","stock_after":4,` +
+	`"time":"2023-11-14T22:13:20.123Z","token":9,"user":"alice"}`
+
+func get(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("GET %s: got Content-Type %q, want JSON", path, ct)
+	}
+	if got := rec.Header().Get("X-Replica"); got != replica {
+		t.Fatalf("GET %s: got X-Replica %q, want %q", path, got, replica)
+	}
+	return rec.Code, rec.Body.String()
+}
+
+func ordersHandler(o stock.OrderReader, d handler.DurableOrders) http.Handler {
+	return handler.New(handler.Config{Replica: replica, Backend: "local", AdminToken: token},
+		handler.Deps{Inventory: &cannedInventory{}, Orders: o, Durable: d})
+}
+
+// Every answer of the ledger's read side, byte for byte.
+func TestOrdersAndLedgerBodies(t *testing.T) {
+	full := func() *fakeOrders {
+		return &fakeOrders{
+			orders: map[string]stock.Order{"p-1": order1},
+			byUser: []stock.Order{order1}, total: 7,
+			stats: stock.LedgerStats{Sale: "s1", Orders: 3, Buyers: 2, Lucky: 3},
+		}
+	}
+	down := &fakeOrders{err: fmt.Errorf("%w: dial tcp 10.0.0.1:6379: refused", stock.ErrUnavailable)}
+	const off = `{"error":"the order ledger is off (stock.ledger: false)","replica":"r-test"}`
+	cases := []struct {
+		name    string
+		orders  stock.OrderReader
+		durable handler.DurableOrders
+		path    string
+		code    int
+		want    string
+	}{
+		{"order", full(), nil, "/orders/p-1", 200, order1JSON},
+		{"no such order", full(), nil, "/orders/p-2", 404, `{"error":"no such order: p-2","replica":"r-test"}`},
+		{"order id too long", full(), nil, "/orders/" + strings.Repeat("a", 65), 400, `{"error":"order id too long","replica":"r-test"}`},
+		{"order, redis down", down, nil, "/orders/p-1", 503, `{"error":"stock service unavailable","replica":"r-test"}`},
+		{"order, ledger off", nil, nil, "/orders/p-1", 404, off},
+		{"order, store says ledger off", &fakeOrders{err: stock.ErrNoLedger}, nil, "/orders/p-1", 404, off},
+
+		{"user's orders", full(), nil, "/orders?user=alice", 200,
+			`{"replica":"r-test","orders":[` + order1JSON + `],"total":7,"user":"alice"}`},
+		{"no orders", &fakeOrders{}, nil, "/orders?user=bob", 200, `{"replica":"r-test","orders":[],"total":0,"user":"bob"}`},
+		{"orders, redis down", down, nil, "/orders?user=alice", 503, `{"error":"stock service unavailable","replica":"r-test"}`},
+		{"orders, ledger off", nil, nil, "/orders?user=alice", 404, off},
+		{"orders, store says ledger off", &fakeOrders{err: stock.ErrNoLedger}, nil, "/orders?user=alice", 404, off},
+
+		{"ledger", full(), nil, "/ledger", 200, `{"buyers":2,"replica":"r-test","lucky":3,"orders":3,"sale":"s1"}`},
+		{"ledger, durable", full(), &fakeDurable{durable: 2, lag: 1}, "/ledger", 200,
+			`{"buyers":2,"durable":2,"replica":"r-test","lag":1,"lucky":3,"orders":3,"sale":"s1"}`},
+		{"ledger, durable caught up", full(), &fakeDurable{durable: 0, lag: 0}, "/ledger", 200,
+			`{"buyers":2,"durable":0,"replica":"r-test","lag":0,"lucky":3,"orders":3,"sale":"s1"}`},
+		// MySQL down: the ledger (Redis) is still answered; durable is
+		// unknown, so absent.
+		{"ledger, mysql down", full(), &fakeDurable{durableErr: errors.New("dial tcp: refused"), lag: 5}, "/ledger", 200,
+			`{"buyers":2,"replica":"r-test","lag":5,"lucky":3,"orders":3,"sale":"s1"}`},
+		{"ledger, lag unknown", full(), &fakeDurable{durable: 3, lagErr: errors.New("NOGROUP")}, "/ledger", 200,
+			`{"buyers":2,"durable":3,"replica":"r-test","lucky":3,"orders":3,"sale":"s1"}`},
+		{"ledger, redis down", down, &fakeDurable{}, "/ledger", 503, `{"error":"stock service unavailable","replica":"r-test"}`},
+		{"ledger off", nil, nil, "/ledger", 404, off},
+		{"ledger, store says off", &fakeOrders{err: fmt.Errorf("x: %w", stock.ErrNoLedger)}, nil, "/ledger", 404, off},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, got := get(t, ordersHandler(tc.orders, tc.durable), tc.path)
+			if code != tc.code || got != tc.want {
+				t.Fatalf("GET %s: got %d %s, want %d %s", tc.path, code, got, tc.code, tc.want)
+			}
+		})
+	}
+}
+
+// The durable count is asked for the ledger's current sale.
+func TestLedgerAsksDurableForTheCurrentSale(t *testing.T) {
+	d := &fakeDurable{}
+	get(t, ordersHandler(&fakeOrders{stats: stock.LedgerStats{Sale: "s-42"}}, d), "/ledger")
+	if d.gotSale != "s-42" {
+		t.Fatalf("got Durable(sale %q), want s-42", d.gotSale)
+	}
+}
+
+func TestOrdersPaging(t *testing.T) {
+	good := []struct {
+		query         string
+		user          string
+		offset, limit int
+	}{
+		{"user=alice", "alice", 0, 50},
+		{"user=alice&offset=5&limit=500", "alice", 5, 500},
+		{"user=a%2Fb&limit=1", "a/b", 0, 1},
+		{"user=" + strings.Repeat("u", stock.MaxUserLen), strings.Repeat("u", stock.MaxUserLen), 0, 50},
+	}
+	for _, tc := range good {
+		f := &fakeOrders{}
+		if code, body := get(t, ordersHandler(f, nil), "/orders?"+tc.query); code != 200 {
+			t.Fatalf("?%s: got %d %s, want 200", tc.query, code, body)
+		}
+		if f.gotUser != tc.user || f.gotOffset != tc.offset || f.gotLim != tc.limit {
+			t.Fatalf("?%s: got user %q offset %d limit %d, want %q %d %d", tc.query,
+				f.gotUser, f.gotOffset, f.gotLim, tc.user, tc.offset, tc.limit)
+		}
+	}
+	bad := []struct{ query, errContains string }{
+		{"", "user is required"},
+		{"offset=1", "user is required"},
+		{"user=", "user is empty"},
+		{"user=a%20b", "printable ASCII"},
+		{"user=%C3%A9", "printable ASCII"},
+		{"user=" + strings.Repeat("u", stock.MaxUserLen+1), "longer than 64"},
+		{"user=a&limit=0", "limit must be an integer from 1 to 500"},
+		{"user=a&limit=501", "limit must be"},
+		{"user=a&limit=", "limit must be"},
+		{"user=a&limit=ten", "limit must be"},
+		{"user=a&offset=-1", "offset must be an integer from 0"},
+		{"user=a&offset=1.5", "offset must be"},
+	}
+	for _, tc := range bad {
+		f := &fakeOrders{}
+		code, body := get(t, ordersHandler(f, nil), "/orders?"+tc.query)
+		if code != http.StatusBadRequest || !strings.Contains(body, tc.errContains) {
+			t.Fatalf("?%s: got %d %s, want 400 containing %q", tc.query, code, body, tc.errContains)
+		}
+		if f.gotLim != 0 {
+			t.Fatalf("?%s: the store was asked (limit %d) for a refused request", tc.query, f.gotLim)
+		}
+	}
+}
+
+func TestInfoReportsLedger(t *testing.T) {
+	h := handler.New(handler.Config{Replica: replica, Backend: "redis", Mode: "locked", Version: "v",
+		Ledger: true, Durable: true, PerUserLimit: 1}, handler.Deps{Inventory: &cannedInventory{}})
+	code, got := get(t, h, "/info")
+	want := `{"backend":"redis","durable":true,"fencing":false,"ledger":true,"mode":"locked","per_user_limit":1,"replica":"r-test","version":"v"}`
+	if code != 200 || got != want {
+		t.Fatalf("got %d %s, want 200 %s", code, got, want)
+	}
+}
+
+func TestParseBuyer(t *testing.T) {
+	long := func(n int) string { return strings.Repeat("x", n) }
+	cases := []struct {
+		name        string
+		headers     []string // name, value pairs (Add, so a name may repeat)
+		want        stock.Buyer
+		errContains string
+	}{
+		{"none", nil, stock.Buyer{}, ""},
+		{"user", []string{"X-User", "alice"}, stock.Buyer{User: "alice"}, ""},
+		{"key", []string{"Idempotency-Key", "8e03978e-40d5-43e8-bc93-6894a57f9324"}, stock.Buyer{Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"}, ""},
+		{"both, longest", []string{"X-User", long(stock.MaxUserLen), "Idempotency-Key", long(stock.MaxKeyLen)},
+			stock.Buyer{User: long(stock.MaxUserLen), Key: long(stock.MaxKeyLen)}, ""},
+		{"punctuation", []string{"X-User", "a!~{}:/"}, stock.Buyer{User: "a!~{}:/"}, ""},
+		{"empty user", []string{"X-User", ""}, stock.Buyer{}, "X-User is empty"},
+		{"empty key", []string{"Idempotency-Key", ""}, stock.Buyer{}, "Idempotency-Key is empty"},
+		{"user too long", []string{"X-User", long(stock.MaxUserLen + 1)}, stock.Buyer{}, "X-User longer than 64"},
+		{"key too long", []string{"Idempotency-Key", long(stock.MaxKeyLen + 1)}, stock.Buyer{}, "Idempotency-Key longer than 255"},
+		{"space", []string{"X-User", "a b"}, stock.Buyer{}, "X-User must be printable ASCII"},
+		{"tab", []string{"Idempotency-Key", "a\tb"}, stock.Buyer{}, "Idempotency-Key must be printable ASCII"},
+		{"non-ASCII", []string{"X-User", "jos\u00e9"}, stock.Buyer{}, "printable ASCII"},
+		{"DEL", []string{"X-User", "a\x7f"}, stock.Buyer{}, "printable ASCII"},
+		{"repeated", []string{"X-User", "a", "X-User", "b"}, stock.Buyer{}, "X-User given more than once"},
+		{"bad key, good user", []string{"X-User", "a", "Idempotency-Key", "k k"}, stock.Buyer{}, "Idempotency-Key"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			for i := 0; i+1 < len(tc.headers); i += 2 {
+				h.Add(tc.headers[i], tc.headers[i+1])
+			}
+			got, msg := handler.ParseBuyer(h)
+			if got != tc.want || (tc.errContains == "") != (msg == "") || !strings.Contains(msg, tc.errContains) {
+				t.Fatalf("got %+v %q, want %+v and a problem containing %q", got, msg, tc.want, tc.errContains)
+			}
+		})
+	}
+}
