@@ -24,9 +24,10 @@ import (
 	"seckill/internal/stock"
 )
 
-// Seller makes one sale; *stock.Service implements it.
+// Seller makes one sale to a buyer (stock.Buyer{} is an anonymous one with
+// no idempotency key); *stock.Service implements it.
 type Seller interface {
-	Reduce(ctx context.Context) (stock.Sale, error)
+	ReduceFor(ctx context.Context, b stock.Buyer) (stock.Sale, error)
 }
 
 // Inventory reads and resets the stock; *stock.Store implements it.
@@ -178,7 +179,19 @@ func (a *server) problem(c *gin.Context, status int, msg string) {
 
 func (a *server) reduce(c *gin.Context) {
 	start := time.Now()
-	sale, err := a.deps.Seller.Reduce(c.Request.Context())
+	b, msg := buyer(c.Request.Header)
+	if msg != "" {
+		a.problem(c, http.StatusBadRequest, msg)
+		return
+	}
+	sale, err := a.deps.Seller.ReduceFor(c.Request.Context(), b)
+	if errors.Is(err, stock.ErrNoLedger) {
+		// A buyer or key the service cannot honour is refused, not
+		// ignored: a retry with an ignored key would sell twice. Nothing
+		// was sold, and it is no sale result.
+		a.problem(c, http.StatusBadRequest, "X-User and Idempotency-Key need the order ledger, which is off here (stock.ledger: false); send neither")
+		return
+	}
 	status, result := classify(err)
 	if m := a.deps.Metrics; m != nil {
 		m.Results.WithLabelValues(string(result)).Inc()
@@ -188,6 +201,10 @@ func (a *server) reduce(c *gin.Context) {
 	var ue *stock.UnconfirmedError
 	if err == nil {
 		body.Stock, body.Token, body.Attempt = &sale.StockAfter, &sale.Token, sale.Attempt
+		body.Order, body.Replayed = sale.OrderID, sale.Replayed
+		if sale.Replayed {
+			c.Header(HeaderReplayed, "true")
+		}
 	} else {
 		body.Error = publicError(status, result, err)
 	}

@@ -30,7 +30,7 @@ const (
 // sellerFunc lets a test decide what a sale returns.
 type sellerFunc func(ctx context.Context) (stock.Sale, error)
 
-func (f sellerFunc) Reduce(ctx context.Context) (stock.Sale, error) { return f(ctx) }
+func (f sellerFunc) ReduceFor(ctx context.Context, _ stock.Buyer) (stock.Sale, error) { return f(ctx) }
 
 type pingerFunc func(ctx context.Context) error
 

@@ -245,3 +245,99 @@ func TestParseBuyer(t *testing.T) {
 		})
 	}
 }
+
+// buyerSeller records the buyer each sale was made for.
+type buyerSeller struct {
+	sale  stock.Sale
+	err   error
+	calls []stock.Buyer
+}
+
+func (s *buyerSeller) ReduceFor(_ context.Context, b stock.Buyer) (stock.Sale, error) {
+	s.calls = append(s.calls, b)
+	return s.sale, s.err
+}
+
+func postSale(t *testing.T, h http.Handler, headers ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/stock/reduce", nil)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// The sale passes X-User and Idempotency-Key to the seller and answers the
+// order; a replay answers the original order, says so in the body and the
+// header, and is counted as sold.
+func TestReduceForBuyer(t *testing.T) {
+	cases := []struct {
+		name      string
+		headers   []string
+		sale      stock.Sale
+		wantBuyer stock.Buyer
+		want      string
+		replayed  string
+	}{
+		{"anonymous", nil, stock.Sale{StockAfter: 3, Token: 7, Attempt: "a1", OrderID: "a1"}, stock.Buyer{},
+			`{"attempt":"a1","replica":"r-test","order":"a1","result":"sold","stock":3,"token":7}`, ""},
+		{"ledger off", nil, stock.Sale{StockAfter: 3, Token: 7, Attempt: "a1"}, stock.Buyer{},
+			`{"attempt":"a1","replica":"r-test","result":"sold","stock":3,"token":7}`, ""},
+		{"buyer and key", []string{"X-User", "alice", "Idempotency-Key", "k-1"},
+			stock.Sale{StockAfter: 2, Token: 8, Attempt: "a2", OrderID: "a2"}, stock.Buyer{User: "alice", Key: "k-1"},
+			`{"attempt":"a2","replica":"r-test","order":"a2","result":"sold","stock":2,"token":8}`, ""},
+		{"replayed", []string{"X-User", "alice", "Idempotency-Key", "k-1"},
+			stock.Sale{StockAfter: 2, Token: 8, Attempt: "a3", OrderID: "a2", Replayed: true}, stock.Buyer{User: "alice", Key: "k-1"},
+			`{"attempt":"a3","replica":"r-test","order":"a2","replayed":true,"result":"sold","stock":2,"token":8}`, "true"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &buyerSeller{sale: tc.sale}
+			h := handler.New(handler.Config{Replica: replica}, handler.Deps{Seller: s, Inventory: &cannedInventory{}})
+			rec := postSale(t, h, tc.headers...)
+			if rec.Code != 200 || rec.Body.String() != tc.want {
+				t.Fatalf("got %d %s, want 200 %s", rec.Code, rec.Body.String(), tc.want)
+			}
+			if got := rec.Header().Get("Idempotent-Replayed"); got != tc.replayed {
+				t.Fatalf("got Idempotent-Replayed %q, want %q", got, tc.replayed)
+			}
+			if len(s.calls) != 1 || s.calls[0] != tc.wantBuyer {
+				t.Fatalf("got sales for %+v, want one for %+v", s.calls, tc.wantBuyer)
+			}
+		})
+	}
+}
+
+// A bad X-User or Idempotency-Key is a 400 problem and no sale; a buyer the
+// service cannot honour (ledger off) likewise.
+func TestReduceRefusesBadBuyer(t *testing.T) {
+	cases := []struct {
+		name        string
+		headers     []string
+		sellerErr   error
+		wantCalls   int
+		errContains string
+	}{
+		{"empty user", []string{"X-User", ""}, nil, 0, "X-User is empty"},
+		{"space in key", []string{"Idempotency-Key", "a b"}, nil, 0, "Idempotency-Key must be printable ASCII"},
+		{"long user", []string{"X-User", strings.Repeat("u", 65)}, nil, 0, "X-User longer than 64"},
+		{"two users", []string{"X-User", "a", "X-User", "b"}, nil, 0, "more than once"},
+		{"ledger off", []string{"X-User", "a"}, fmt.Errorf("%w: cannot sell", stock.ErrNoLedger), 1, "stock.ledger: false"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &buyerSeller{err: tc.sellerErr}
+			h := handler.New(handler.Config{Replica: replica}, handler.Deps{Seller: s, Inventory: &cannedInventory{}})
+			rec := postSale(t, h, tc.headers...)
+			if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), tc.errContains) ||
+				!strings.Contains(rec.Body.String(), `"replica":"r-test"`) {
+				t.Fatalf("got %d %s, want 400 naming %q", rec.Code, rec.Body.String(), tc.errContains)
+			}
+			if len(s.calls) != tc.wantCalls {
+				t.Fatalf("got %d sales, want %d", len(s.calls), tc.wantCalls)
+			}
+		})
+	}
+}

@@ -14,7 +14,7 @@ import (
 
 type sellerFunc func(context.Context) (stock.Sale, error)
 
-func (f sellerFunc) Reduce(ctx context.Context) (stock.Sale, error) { return f(ctx) }
+func (f sellerFunc) ReduceFor(ctx context.Context, _ stock.Buyer) (stock.Sale, error) { return f(ctx) }
 
 // Every result the real handler answers is read back by the lab's buyers
 // with its label, replica and attempt, and counted in the right column of
@@ -33,6 +33,10 @@ func TestHandlerResultsReachTheBooks(t *testing.T) {
 		api.MixedBackends: {stock.ErrMixedBackends, func(r Result) int { return r.Errors }},
 		api.Unconfirmed:   {&stock.UnconfirmedError{Attempt: "a-1", Err: stock.ErrUnavailable}, func(r Result) int { return r.Unconfirmed }},
 		api.Error:         {errors.New("a bug"), func(r Result) int { return r.Errors }},
+		// The lab's buyers are anonymous and send no key: either answer
+		// would be a server's mistake, so an error.
+		api.LimitReached: {stock.ErrLimitReached, func(r Result) int { return r.Errors }},
+		api.KeyReused:    {stock.ErrKeyReused, func(r Result) int { return r.Errors }},
 	}
 	for _, result := range api.Results {
 		t.Run(string(result), func(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 
 type sellerFunc func(context.Context) (stock.Sale, error)
 
-func (f sellerFunc) Reduce(ctx context.Context) (stock.Sale, error) { return f(ctx) }
+func (f sellerFunc) ReduceFor(ctx context.Context, _ stock.Buyer) (stock.Sale, error) { return f(ctx) }
 
 // saleErrors makes stockd's handler answer each result; a result added to
 // package api must be added here, and to the outcome the load tool gives it.
