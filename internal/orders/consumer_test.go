@@ -1,0 +1,236 @@
+package orders
+
+import (
+	"database/sql"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The happy path: every entry becomes one row with its fields, lag ends at
+// 0; the same entries delivered again to another group leave the rows as
+// they are.
+func TestDrainAndRedeliver(t *testing.T) {
+	e := newEnv(t)
+	const n = 250 // more than two batches
+	c := e.consumer(t, Config{})
+	orders := e.sell(t, "seckill:orders", "sale-a", "a", n)
+	named := order{id: "named-1", sale: "sale-a", user: "U1", key: "k-1", token: 1<<63 + 5,
+		replica: "replica-é", stockAfter: 0, ms: 1795420836805}
+	entry := e.xadd(t, "seckill:orders", named.values())
+	run(t, c)
+	e.drained(t, c, "orders", n+1)
+	if s := c.Stats(); s.Inserted != n+1 || s.Duplicates != 0 || s.Malformed != 0 {
+		t.Errorf("stats %+v, want %d inserted, 0 duplicates, 0 malformed", s, n+1)
+	}
+	if got, err := c.Durable(t.Context(), "sale-a"); err != nil || got != n+1 {
+		t.Errorf("Durable(sale-a) = %d, %v; want %d", got, err, n+1)
+	}
+
+	// The row holds the entry's fields; anonymous and keyless is NULL.
+	var (
+		user, key       sql.NullString
+		token           uint64
+		replica, sEntry string
+		stockAfter      int64
+		soldAt          time.Time
+	)
+	err := e.db.QueryRowContext(t.Context(), "SELECT `user`, idem_key, token, replica, stock_after, sold_at, entry FROM orders WHERE id = ?",
+		named.id).Scan(&user, &key, &token, &replica, &stockAfter, &soldAt, &sEntry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user.String != "U1" || key.String != "k-1" || token != named.token || replica != named.replica ||
+		stockAfter != 0 || sEntry != entry {
+		t.Errorf("row = %v %v %d %q %d %q, want U1 k-1 %d %q 0 %q", user, key, token, replica, stockAfter, sEntry,
+			named.token, named.replica, entry)
+	}
+	if want := time.UnixMilli(named.ms).UTC(); !soldAt.Equal(want) {
+		t.Errorf("sold_at = %v, want %v", soldAt, want)
+	}
+	if got := e.count(t, "SELECT COUNT(*) FROM orders WHERE `user` IS NULL AND idem_key IS NULL"); got != n {
+		t.Errorf("%d anonymous keyless rows with NULL user and key, want %d", got, n)
+	}
+	if got := e.count(t, "SELECT COUNT(*) FROM orders WHERE id = ? AND token = ?", orders[7].id, orders[7].token); got != 1 {
+		t.Errorf("order %s: %d rows with its token, want 1", orders[7].id, got)
+	}
+
+	// Another group delivers every entry a second time.
+	again := e.consumer(t, Config{Group: "again", Consumer: "r2"})
+	run(t, again)
+	e.drained(t, again, "orders", n+1)
+	if s := again.Stats(); s.Inserted != 0 || s.Duplicates != n+1 || s.Conflicts != 0 {
+		t.Errorf("second delivery: stats %+v, want 0 inserted, %d duplicates, 0 conflicts", s, n+1)
+	}
+}
+
+// A consumer that read entries and died before XACK leaves them pending;
+// another one claims them once idle and stores them.
+func TestCrashedConsumerIsClaimed(t *testing.T) {
+	e := newEnv(t)
+	const n = 120
+	ctx := t.Context()
+	if err := e.rdb.XGroupCreateMkStream(ctx, "seckill:orders", "orders", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.sell(t, "seckill:orders", "sale-a", "a", n)
+	res, err := e.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "orders", Consumer: "crashed",
+		Streams: []string{"seckill:orders", ">"}, Count: n}).Result()
+	if err != nil || len(res[0].Messages) != n {
+		t.Fatalf("the crashing consumer read %v, %v; want %d entries", res, err, n)
+	}
+	c := e.consumer(t, Config{Consumer: "survivor"})
+	if lag, err := c.Lag(ctx); err != nil || lag != n {
+		t.Errorf("Lag with %d pending = %d, %v; want %d", n, lag, err, n)
+	}
+	run(t, c)
+	e.drained(t, c, "orders", n)
+	if s := c.Stats(); s.Claimed < n || s.Inserted != n {
+		t.Errorf("stats %+v, want at least %d claimed and %d inserted", s, n, n)
+	}
+	p, err := e.rdb.XPending(ctx, "seckill:orders", "orders").Result()
+	if err != nil || p.Count != 0 {
+		t.Errorf("pending after the claim: %+v, %v; want none", p, err)
+	}
+}
+
+// A consumer restarted under the same name stores its own pending entries
+// first, without waiting for ClaimIdle.
+func TestRestartedConsumerStoresItsPending(t *testing.T) {
+	e := newEnv(t)
+	const n = 30
+	ctx := t.Context()
+	if err := e.rdb.XGroupCreateMkStream(ctx, "seckill:orders", "orders", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.sell(t, "seckill:orders", "sale-a", "a", n)
+	if err := e.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "orders", Consumer: "r1",
+		Streams: []string{"seckill:orders", ">"}, Count: n}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := e.consumer(t, Config{Consumer: "r1", ClaimIdle: time.Hour})
+	run(t, c)
+	e.drained(t, c, "orders", n)
+	if s := c.Stats(); s.Claimed != 0 || s.Inserted != n {
+		t.Errorf("stats %+v, want 0 claimed, %d inserted", s, n)
+	}
+}
+
+// A reset deletes the stream and its group under a running consumer: it
+// makes the group again and stores the next sale's entries.
+func TestResetRecreatesGroup(t *testing.T) {
+	e := newEnv(t)
+	c := e.consumer(t, Config{})
+	run(t, c)
+	e.sell(t, "seckill:orders", "sale-a", "a", 40)
+	e.drained(t, c, "orders", 40)
+	if err := e.rdb.Del(t.Context(), "seckill:orders").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.sell(t, "seckill:orders", "sale-b", "b", 25)
+	e.drained(t, c, "orders", 65)
+	for sale, want := range map[string]int64{"sale-a": 40, "sale-b": 25, "sale-c": 0} {
+		if got, err := c.Durable(t.Context(), sale); err != nil || got != want {
+			t.Errorf("Durable(%s) = %d, %v; want %d", sale, got, err, want)
+		}
+	}
+	if s := c.Stats(); s.Groups < 2 {
+		t.Errorf("stats %+v, want the group created at least twice (start, reset)", s)
+	}
+}
+
+// With a per-user limit of 1 a second order of one buyer in one sale is
+// refused by the table, counted as a duplicate and a conflict, and
+// acknowledged; anonymous buyers and other sales are not bound.
+func TestUniqueBuyer(t *testing.T) {
+	e := newEnv(t)
+	c := e.consumer(t, Config{UniqueBuyer: true})
+	base := order{sale: "sale-a", replica: "r0", token: 1, ms: time.Now().UnixMilli()}
+	add := func(id, sale, user string) {
+		o := base
+		o.id, o.sale, o.user = id, sale, user
+		e.xadd(t, "seckill:orders", o.values())
+	}
+	add("o1", "sale-a", "U1")
+	add("o2", "sale-a", "U1") // oversold: the same buyer again
+	add("o3", "sale-a", "u1") // another buyer (case matters)
+	add("o4", "sale-a", "")   // anonymous
+	add("o5", "sale-a", "")   // anonymous again
+	add("o6", "sale-b", "U1") // the next sale
+	run(t, c)
+	e.drained(t, c, "orders", 5)
+	if got := e.count(t, "SELECT COUNT(*) FROM orders WHERE id = 'o2'"); got != 0 {
+		t.Errorf("the second order of U1 in sale-a was stored")
+	}
+	if s := c.Stats(); s.Inserted != 5 || s.Duplicates != 1 || s.Conflicts != 1 {
+		t.Errorf("stats %+v, want 5 inserted, 1 duplicate, 1 conflict", s)
+	}
+}
+
+// A malformed entry is dead-lettered and acknowledged with its batch; the
+// good ones around it are stored.
+func TestMalformedEntryIsDeadLettered(t *testing.T) {
+	e := newEnv(t)
+	c := e.consumer(t, Config{})
+	good := order{id: "o1", sale: "sale-a", replica: "r0", token: 1, ms: time.Now().UnixMilli()}
+	e.xadd(t, "seckill:orders", good.values())
+	noToken := good.values()
+	noToken["id"] = "o2"
+	delete(noToken, "token")
+	bad := e.xadd(t, "seckill:orders", noToken)
+	spaced := good.values()
+	spaced["id"], spaced["user"] = "o3", "U 1"
+	bad2 := e.xadd(t, "seckill:orders", spaced)
+	good.id = "o4"
+	e.xadd(t, "seckill:orders", good.values())
+	run(t, c)
+	e.drained(t, c, "orders", 2)
+	if s := c.Stats(); s.Malformed != 2 || s.Inserted != 2 {
+		t.Errorf("stats %+v, want 2 malformed, 2 inserted", s)
+	}
+	for entry, reason := range map[string]string{bad: "%token%", bad2: "%user%"} {
+		if got := e.count(t, "SELECT COUNT(*) FROM orders_dead WHERE entry = ? AND reason LIKE ? AND raw LIKE '%sale-a%'", entry, reason); got != 1 {
+			t.Errorf("dead letter of %s (reason like %s): %d rows, want 1", entry, reason, got)
+		}
+	}
+}
+
+// Run returns promptly when its context ends, whether it is blocked in a
+// read or backing off from a dead database, and leaves no goroutine.
+func TestRunStopsPromptly(t *testing.T) {
+	e := newEnv(t)
+	base := runtime.NumGoroutine()
+	c := e.consumer(t, Config{})
+	// Blocked in XREADGROUP: nothing to read.
+	stop := run(t, c)
+	e.sell(t, "seckill:orders", "sale-a", "a", 3)
+	e.drained(t, c, "orders", 3)
+	start := time.Now()
+	stop()
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("Run took %v to return from a blocked read", d)
+	}
+	// Backing off: the table is gone.
+	if _, err := e.db.ExecContext(t.Context(), "DROP TABLE orders"); err != nil {
+		t.Fatal(err)
+	}
+	stop = run(t, c)
+	e.sell(t, "seckill:orders", "sale-a", "b", 3)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return c.Stats().Errors >= 3, "fewer than 3 failed attempts"
+	})
+	start = time.Now()
+	stop()
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("Run took %v to return from a backoff", d)
+	}
+	_ = e.rdb.Close()
+	_ = e.db.Close()
+	eventually(t, 5*time.Second, func() (bool, string) {
+		n := runtime.NumGoroutine()
+		return n <= base, fmt.Sprintf("%d goroutines, %d before the consumer", n, base)
+	})
+}

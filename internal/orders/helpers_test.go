@@ -1,0 +1,192 @@
+package orders
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
+)
+
+// env is a real Redis and a real MariaDB for one test.
+type env struct {
+	redis, maria *servers.Process
+	rdb          *redis.Client
+	db           *sql.DB
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{redis: servertest.Redis(t), maria: servertest.MariaDB(t)}
+	e.rdb = redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+	t.Cleanup(func() { _ = e.rdb.Close() })
+	db, err := sql.Open("mysql", servers.MariaDBDSN(e.maria.Addr())+"?parseTime=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	e.db = db
+	return e
+}
+
+// consumer makes the tables and a Consumer on them; cfg's zero fields get
+// the test's defaults (stream and table named after the test, a short
+// ClaimIdle).
+func (e *env) consumer(t *testing.T, cfg Config) *Consumer {
+	t.Helper()
+	if cfg.Redis == nil {
+		cfg.Redis = e.rdb
+	}
+	if cfg.DB == nil {
+		cfg.DB = e.db
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = "seckill:orders"
+	}
+	if cfg.Consumer == "" {
+		cfg.Consumer = "r1"
+	}
+	if cfg.ClaimIdle == 0 {
+		cfg.ClaimIdle = 300 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	}
+	if err := EnsureSchema(t.Context(), e.db, cmp(cfg.Table, DefaultTable), cfg.UniqueBuyer); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func cmp(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// run starts c.Run; the returned stop cancels it and fails the test unless
+// Run returns nil within two seconds. Cleanup stops it too.
+func run(t *testing.T, c *Consumer) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		t.Helper()
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v, want nil", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Errorf("Run still running 2s after its context was cancelled")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// order is one ledger entry's fields, as stock's scripts write them.
+type order struct {
+	id, sale, user, key string
+	token               uint64
+	replica             string
+	stockAfter          int64
+	ms                  int64
+}
+
+func (o order) values() map[string]any {
+	return map[string]any{
+		"id": o.id, "sale": o.sale, "user": o.user, "key": o.key,
+		"token": strconv.FormatUint(o.token, 10), "replica": o.replica,
+		"stock_after": strconv.FormatInt(o.stockAfter, 10), "time": strconv.FormatInt(o.ms, 10),
+	}
+}
+
+// xadd appends one entry with exactly values and returns its id.
+func (e *env) xadd(t *testing.T, stream string, values map[string]any) string {
+	t.Helper()
+	id, err := e.rdb.XAdd(t.Context(), &redis.XAddArgs{Stream: stream, Values: values}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// sell appends n anonymous orders of sale, ids prefix-0.., and returns them.
+func (e *env) sell(t *testing.T, stream, sale, prefix string, n int) []order {
+	t.Helper()
+	out := make([]order, n)
+	pipe := e.rdb.Pipeline()
+	for i := range out {
+		out[i] = order{id: fmt.Sprintf("%s-%d", prefix, i), sale: sale, token: uint64(i + 1),
+			replica: "r0", stockAfter: int64(n - i - 1), ms: time.Now().UnixMilli()}
+		pipe.XAdd(t.Context(), &redis.XAddArgs{Stream: stream, Values: out[i].values()})
+	}
+	if _, err := pipe.Exec(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// count runs a COUNT(*) query.
+func (e *env) count(t *testing.T, q string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := e.db.QueryRowContext(t.Context(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// eventually polls cond (a state in another process, which sends no
+// event) every 20ms until it holds, failing after timeout with what it
+// last said.
+func eventually(t *testing.T, timeout time.Duration, cond func() (ok bool, state string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", timeout, state)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// drained waits until c's lag is 0 and the table holds want rows.
+func (e *env) drained(t *testing.T, c *Consumer, table string, want int64) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() (bool, string) {
+		lag, err := c.Lag(t.Context())
+		rows := e.count(t, "SELECT COUNT(*) FROM `"+table+"`")
+		return err == nil && lag == 0 && rows == want,
+			fmt.Sprintf("lag %d (err %v), rows %d, want lag 0 and %d rows; stats %+v", lag, err, rows, want, c.Stats())
+	})
+}

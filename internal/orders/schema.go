@@ -1,0 +1,98 @@
+package orders
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// MySQL error numbers the schema tolerates: a concurrent replica already
+// added (1061) or dropped (1091) the index, and the one that explains a
+// failed UNIQUE (1062).
+const (
+	errDupKeyName   = 1061
+	errCantDropKey  = 1091
+	errDupEntry     = 1062
+	uniqueBuyerName = "sale_user_once"
+)
+
+// The key columns are ASCII compared byte for byte (ascii_bin): order,
+// sale and idempotency ids and buyers are printable ASCII without spaces
+// (parse refuses anything else), so "U1" and "u1" are two buyers and pad
+// space never matters. sold_at is UTC. user and idem_key are NULL when
+// absent, so UNIQUE (sale, user) never binds anonymous buyers.
+const ordersDDL = "CREATE TABLE IF NOT EXISTS `%s` (" + `
+	id          VARCHAR(64)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+	sale        VARCHAR(64)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+	` + "`user`" + `      VARCHAR(64)  CHARACTER SET ascii COLLATE ascii_bin NULL,
+	idem_key    VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL,
+	token       BIGINT UNSIGNED NOT NULL,
+	replica     VARCHAR(64)  CHARACTER SET utf8mb4 NOT NULL,
+	stock_after BIGINT       NOT NULL,
+	sold_at     DATETIME(3)  NOT NULL,
+	entry       VARCHAR(40)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+	PRIMARY KEY (id),
+	KEY sale_user (sale, ` + "`user`" + `)
+) ENGINE=InnoDB`
+
+// The dead-letter table: entries that could not become rows (see the
+// package doc), one row per stream entry id.
+const deadDDL = "CREATE TABLE IF NOT EXISTS `%s_dead` (" + `
+	entry     VARCHAR(40)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+	reason    VARCHAR(255)  CHARACTER SET utf8mb4 NOT NULL,
+	raw       TEXT          CHARACTER SET utf8mb4 NOT NULL,
+	stored_at DATETIME(3)   NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+	PRIMARY KEY (entry)
+) ENGINE=InnoDB`
+
+// EnsureSchema creates table and its dead-letter table (table + "_dead")
+// if they do not exist, and adds or drops UNIQUE (sale, user) to match
+// uniqueBuyer, so a replica started with another per-user limit adapts
+// the table. It is idempotent and safe to run from every replica at once.
+// Adding the unique key fails (wrapped MySQL error 1062) when a buyer
+// already has two rows in one sale.
+func EnsureSchema(ctx context.Context, db *sql.DB, table string, uniqueBuyer bool) error {
+	if !identifier.MatchString(table) {
+		return fmt.Errorf("%w: table %q is not a plain identifier of at most 59 characters", ErrConfig, table)
+	}
+	for _, ddl := range []string{ordersDDL, deadDDL} {
+		if _, err := db.ExecContext(ctx, fmt.Sprintf(ddl, table)); err != nil {
+			return fmt.Errorf("orders: create table: %w", err)
+		}
+	}
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.statistics
+		WHERE table_schema = DATABASE() AND table_name = ? AND index_name = ?`,
+		table, uniqueBuyerName).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("orders: read indexes: %w", err)
+	}
+	switch has := n > 0; {
+	case uniqueBuyer && !has:
+		_, err = db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE `%s` ADD UNIQUE KEY %s (sale, `user`)", table, uniqueBuyerName))
+		if isMySQL(err, errDupEntry) {
+			return fmt.Errorf("orders: UNIQUE (sale, user) on %s: a buyer already has two orders in one sale (delete those sales' rows or keep the limit above 1): %w", table, err)
+		}
+		if isMySQL(err, errDupKeyName) {
+			err = nil
+		}
+	case !uniqueBuyer && has:
+		_, err = db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE `%s` DROP KEY %s", table, uniqueBuyerName))
+		if isMySQL(err, errCantDropKey) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("orders: unique buyer key: %w", err)
+	}
+	return nil
+}
+
+// isMySQL reports whether err is the server's error number code.
+func isMySQL(err error, code uint16) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == code
+}

@@ -1,0 +1,145 @@
+package orders
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// outcome is what storing one batch did, added to Stats after the commit.
+type outcome struct {
+	inserted, duplicates, conflicts, malformed int64
+}
+
+// store writes msgs in one transaction: a multi-row insert of the orders
+// and the dead letters of the malformed ones. After it returns nil every
+// entry of msgs may be acknowledged; after an error none is stored.
+func (c *Consumer) store(ctx context.Context, msgs []redis.XMessage) (outcome, error) {
+	var (
+		rows    []row
+		dead    []dead
+		refused []row // turned away by UNIQUE (sale, user)
+		out     outcome
+		table   = c.cfg.Table
+	)
+	for _, m := range msgs {
+		r, err := parse(m)
+		if err != nil {
+			dead = append(dead, deadLetter(m, err))
+			continue
+		}
+		rows = append(rows, r)
+	}
+	tx, err := c.cfg.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return out, fmt.Errorf("orders: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if len(rows) > 0 {
+		res, err := tx.ExecContext(ctx, insertSQL(table, len(rows)), insertArgs(rows)...)
+		if err != nil {
+			return out, fmt.Errorf("orders: insert %d rows: %w", len(rows), err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return out, fmt.Errorf("orders: insert: %w", err)
+		}
+		out.inserted, out.duplicates = n, int64(len(rows))-n
+		if out.duplicates > 0 && c.cfg.UniqueBuyer {
+			if refused, err = c.refused(ctx, tx, rows); err != nil {
+				return out, err
+			}
+			out.conflicts = int64(len(refused))
+		}
+	}
+	for _, d := range dead {
+		_, err := tx.ExecContext(ctx, "INSERT INTO `"+table+"_dead` (entry, reason, raw) VALUES (?, ?, ?)"+
+			" ON DUPLICATE KEY UPDATE entry = entry", d.entry, d.reason, d.raw)
+		if err != nil {
+			return out, fmt.Errorf("orders: dead letter: %w", err)
+		}
+	}
+	if err = tx.Commit(); err != nil {
+		return out, fmt.Errorf("orders: commit: %w", err)
+	}
+	c.reportConflicts(refused)
+	for _, d := range dead {
+		c.log.Error("orders: malformed ledger entry, dead-lettered and acknowledged",
+			"table", table+"_dead", "entry", d.entry, "reason", d.reason)
+	}
+	out.malformed = int64(len(dead))
+	return out, nil
+}
+
+// insertSQL inserts n rows; a row whose id (or, with the unique buyer key,
+// sale and user) is already there changes nothing and counts 0 affected
+// rows, so RowsAffected is the number inserted. Unlike INSERT IGNORE it
+// keeps strict mode's errors: nothing is silently truncated.
+func insertSQL(table string, n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO `" + table + "` (id, sale, `user`, idem_key, token, replica, stock_after, sold_at, entry) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?,?,?,?)")
+	}
+	b.WriteString(" ON DUPLICATE KEY UPDATE id = id")
+	return b.String()
+}
+
+func insertArgs(rows []row) []any {
+	args := make([]any, 0, 9*len(rows))
+	for _, r := range rows {
+		args = append(args, r.id, r.sale, nullIfEmpty(r.user), nullIfEmpty(r.key),
+			r.token, r.replica, r.stockAfter, r.soldAt, r.entry)
+	}
+	return args
+}
+
+func nullIfEmpty(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// refused returns the rows whose id is not in the table after the insert:
+// the ones UNIQUE (sale, user) turned away, not redeliveries.
+func (c *Consumer) refused(ctx context.Context, tx *sql.Tx, rows []row) ([]row, error) {
+	q := "SELECT id FROM `" + c.cfg.Table + "` WHERE id IN (?" + strings.Repeat(",?", len(rows)-1) + ")"
+	args := make([]any, len(rows))
+	for i, r := range rows {
+		args[i] = r.id
+	}
+	rs, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("orders: find refused rows: %w", err)
+	}
+	defer rs.Close()
+	found := make(map[string]bool, len(rows))
+	for rs.Next() {
+		var id string
+		if err := rs.Scan(&id); err != nil {
+			return nil, fmt.Errorf("orders: find refused rows: %w", err)
+		}
+		found[id] = true
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("orders: find refused rows: %w", err)
+	}
+	var out []row
+	for _, r := range rows {
+		if !found[r.id] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// reportConflicts logs orders the unique buyer key refused: the sale sold
+// one buyer a second unit although the limit is 1.
+func (c *Consumer) reportConflicts(refused []row) {
+	for _, r := range refused {
+		c.log.Error("orders: a buyer has a second order in one sale with per-user limit 1 (oversold); not stored",
+			"sale", r.sale, "user", r.user, "order", r.id, "entry", r.entry)
+	}
+}
