@@ -58,8 +58,9 @@ type Config struct {
 	// nor the election needs them. They are always started, on first need,
 	// when Backend or a later SetBackend needs them.
 	Etcd, ZooKeeper bool
-	// MySQL starts MariaDB (the mysql and mysql-row backends' server) up
-	// front; it is always started on first need otherwise.
+	// MySQL starts MariaDB (the mysql and mysql-row backends' server, and
+	// the durable orders' store) up front; it is always started on first
+	// need otherwise (a mysql backend, or orders.durable in the env).
 	MySQL bool
 	// AdminToken guards POST /stock/reset. The default is a fixed lab token.
 	AdminToken string
@@ -151,7 +152,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if cfg.ZooKeeper || needsZooKeeper(c.backend, c.env) {
 		wg.Go(func() { c.zookeeper, errs[3] = startServer(ctx, c.cfg.Dir, "zookeeper", servers.StartZooKeeper) })
 	}
-	if cfg.MySQL || needsMySQL(c.backend) {
+	if cfg.MySQL || needsMariaDB(c.backend, c.env) {
 		wg.Go(func() { c.mariadb, errs[5] = startServer(ctx, c.cfg.Dir, "mariadb", servers.StartMariaDB) })
 	}
 	if cfg.Faults {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,7 +65,7 @@ func (c *Cluster) ensureBackingServers(ctx context.Context) error {
 	c.mu.Lock()
 	wantEtcd := c.etcd == nil && needsEtcd(c.backend, c.env)
 	wantZK := c.zookeeper == nil && needsZooKeeper(c.backend, c.env)
-	wantMySQL := c.mariadb == nil && needsMySQL(c.backend)
+	wantMySQL := c.mariadb == nil && needsMariaDB(c.backend, c.env)
 	c.mu.Unlock()
 	var wg sync.WaitGroup
 	var etcdErr, zkErr, mysqlErr error
@@ -229,6 +230,13 @@ func needsZooKeeper(backend string, env map[string]string) bool {
 // runs on it).
 func needsMySQL(backend string) bool {
 	return backend == "mysql" || backend == "mysql-row"
+}
+
+// needsMariaDB: the mysql backends' locks, or durable orders
+// (orders.durable), which the replicas' order consumers store in MariaDB.
+func needsMariaDB(backend string, env map[string]string) bool {
+	durable, _ := strconv.ParseBool(env["STOCKD_ORDERS_DURABLE"])
+	return needsMySQL(backend) || durable
 }
 
 func firstLine(err error) string {
