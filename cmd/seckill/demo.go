@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,8 +39,11 @@ func unsafeBackend(backend string, replicas int) bool {
 // demoRow is one backend's result; its JSON is one line of `demo --json`.
 type demoRow struct {
 	*loadgen.Report
-	Backend      string `json:"backend"`
-	Sale         string `json:"sale,omitempty"` // "" or one of lab.Sales
+	Backend string `json:"backend"`
+	Sale    string `json:"sale,omitempty"` // "" or one of lab.Sales
+	// WithBuyers marks the buyer-aware row (Report.Buyers holds its
+	// verdict).
+	WithBuyers   bool   `json:"with_buyers,omitempty"`
 	ExpectedSafe bool   `json:"expected_safe"`
 	Verdict      string `json:"verdict"`
 	Error        string `json:"error,omitempty"`
@@ -61,6 +65,9 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dash := fs.String("dashboard", "", `serve the live dashboard of the demo's cluster on this address ("127.0.0.1:0": a free port; the URL is printed)`)
 	sales := fs.String("sales", strings.Join(lab.Sales, ","), "after the backends, the redis row again with each of these ways past the one-lock bound (combine, segments8; empty: none)")
 	linger := fs.Bool("linger", false, "after the table, keep the cluster (and the dashboard) up until Ctrl-C")
+	buyers := fs.Int("buyers", 500, "after the sales, the redis row again with this many named buyers, the ledger and durable orders in MariaDB (0: no buyers row)")
+	limit := fs.Int("per-user-limit", 1, "the buyers row's stock.per_user_limit")
+	retryRate := fs.Float64("retry-rate", 0.2, "the buyers row's fraction of purchases re-sent with the same Idempotency-Key")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return flagExit(err)
 	}
@@ -73,6 +80,10 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(list) == 0 || *replicas <= 0 || *requests <= 0 || *concurrency <= 0 || *stock <= 0 {
 		fmt.Fprintln(stderr, "seckill demo: need at least one backend and positive --replicas, --requests, --concurrency, --stock")
+		return exitFailure
+	}
+	if *buyers < 0 || *limit < 0 || *retryRate < 0 || *retryRate > 1 {
+		fmt.Fprintln(stderr, "seckill demo: --buyers and --per-user-limit must be >= 0, --retry-rate in [0, 1]")
 		return exitFailure
 	}
 
@@ -114,6 +125,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// each way past the one-lock bound (combining, 8 segments).
 	type run struct {
 		backend, sale string
+		buyers        bool
 	}
 	var runs []run
 	for _, b := range list {
@@ -123,24 +135,32 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for _, sale := range splitList(*sales) {
 			runs = append(runs, run{backend: "redis", sale: sale})
 		}
+		if *buyers > 0 {
+			runs = append(runs, run{backend: "redis", buyers: true})
+		}
 	}
 	var rows []demoRow
 	for i, r := range runs {
 		if ctx.Err() != nil {
 			break
 		}
-		row := demoRow{Backend: r.backend, Sale: r.sale, ExpectedSafe: !unsafeBackend(r.backend, *replicas)}
+		row := demoRow{Backend: r.backend, Sale: r.sale, WithBuyers: r.buyers, ExpectedSafe: !unsafeBackend(r.backend, *replicas)}
+		cfg := loadgen.Config{
+			URL: c.URL(), AdminToken: c.AdminToken(), Requests: *requests,
+			Concurrency: *concurrency, Stock: *stock, Timeout: *timeout,
+		}
 		if i > 0 || r.backend != c.Backend() {
-			log.Info("switching replicas", "backend", r.backend, "sale", r.sale)
+			log.Info("switching replicas", "backend", r.backend, "sale", r.sale, "buyers", r.buyers)
 			renv := maps.Clone(env)
 			maps.Copy(renv, lab.SaleEnv(r.sale))
+			if r.buyers {
+				maps.Copy(renv, buyersEnv(*limit))
+				cfg.Users, cfg.RetryRate = *buyers, *retryRate
+			}
 			err = c.SetBackend(ctx, r.backend, renv)
 		}
 		if err == nil {
-			row.Report, err = loadgen.Run(ctx, loadgen.Config{
-				URL: c.URL(), AdminToken: c.AdminToken(), Requests: *requests,
-				Concurrency: *concurrency, Stock: *stock, Timeout: *timeout,
-			})
+			row.Report, err = loadgen.Run(ctx, cfg)
 		}
 		row.judge(err)
 		if *asJSON {
@@ -155,14 +175,25 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	if !*asJSON {
-		split := slices.IndexFunc(rows, func(r demoRow) bool { return r.Sale != "" })
-		if split < 0 {
-			split = len(rows)
+		var plain, sold, bought []demoRow
+		for _, r := range rows {
+			switch {
+			case r.WithBuyers:
+				bought = append(bought, r)
+			case r.Sale != "":
+				sold = append(sold, r)
+			default:
+				plain = append(plain, r)
+			}
 		}
-		writeTable(stdout, rows[:split], false)
-		if split < len(rows) {
+		writeTable(stdout, plain, false)
+		if len(sold) > 0 {
 			fmt.Fprintln(stdout)
-			writeTable(stdout, rows[split:], true)
+			writeTable(stdout, sold, true)
+		}
+		if len(bought) > 0 {
+			fmt.Fprintln(stdout)
+			writeBuyersTable(stdout, bought)
 		}
 	}
 	if *linger {
@@ -226,6 +257,43 @@ func writeTable(w io.Writer, rows []demoRow, withSale bool) {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.1fms\t%.1fms\t%s\n",
 			name, r.Sold, r.SoldOut, r.Busy, r.Errors, r.Stock, r.Lucky, r.Oversold, r.RPS, r.P50ms, r.P99ms, r.Verdict)
+	}
+	_ = tw.Flush()
+}
+
+// buyersEnv is the stockd configuration of the buyers row: every sale
+// leaves an order in the ledger, limit units per buyer, and the orders are
+// stored in MySQL (localcluster starts MariaDB for orders.durable).
+func buyersEnv(limit int) map[string]string {
+	return map[string]string{
+		"stock.ledger":         "true",
+		"stock.per_user_limit": strconv.Itoa(limit),
+		"orders.durable":       "true",
+	}
+}
+
+// writeBuyersTable prints the buyer-aware rows: the purchases, what the
+// ledger and MySQL hold after the sale, and the verdict of every check.
+func writeBuyersTable(w io.Writer, rows []demoRow) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "redis, with buyers	buyers	limit	re-sent	sold	replayed	limit reached	orders	distinct buyers	duplicates	over limit	MySQL rows	verdict")
+	for _, r := range rows {
+		if r.Report == nil || r.Report.Buyers == nil {
+			fmt.Fprintf(tw, "ledger + durable	-	-	-	-	-	-	-	-	-	-	-	%s\n", r.Verdict)
+			continue
+		}
+		b := r.Report.Buyers
+		mysql := "-"
+		if b.Ledger.Durable != nil {
+			mysql = strconv.FormatInt(*b.Ledger.Durable, 10)
+		}
+		resent := 0
+		for _, n := range b.Resent {
+			resent += n
+		}
+		fmt.Fprintf(tw, "ledger + durable	%d	%d	%d	%d	%d	%d	%d	%d	%d	%d	%s	%s\n",
+			b.Users, b.PerUserLimit, resent, b.Sold, b.Replayed, b.LimitReached, b.Ledger.Orders, b.Ledger.Buyers,
+			b.Duplicates, b.OverLimit, mysql, r.Verdict)
 	}
 	_ = tw.Flush()
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"seckill/internal/api"
 	"seckill/internal/loadgen"
 	"seckill/internal/localcluster"
 )
@@ -63,3 +64,33 @@ func TestDemoBackends(t *testing.T) {
 		}
 	}
 }
+
+// The buyers row fails the demo on a failed buyers' check, and its table
+// shows what the ledger and MySQL hold.
+func TestBuyersRow(t *testing.T) {
+	env := buyersEnv(1)
+	if env["stock.ledger"] != "true" || env["stock.per_user_limit"] != "1" || env["orders.durable"] != "true" {
+		t.Fatalf("buyersEnv(1) = %v, want the ledger, limit 1 and durable orders", env)
+	}
+	rows := 300
+	bad := demoRow{Backend: "redis", WithBuyers: true, ExpectedSafe: true, Report: &loadgen.Report{Consistent: true,
+		Buyers: &loadgen.Buyers{Users: 500, PerUserLimit: 1, Checks: []loadgen.Check{
+			{Name: "orders == lucky == ledger", OK: true}, {Name: "one order per idempotency key", OK: false}}}}}
+	bad.judge(nil)
+	if !bad.failed || bad.Verdict != "BUYERS: one order per idempotency key" {
+		t.Fatalf("got verdict %q failed %v, want the failed check", bad.Verdict, bad.failed)
+	}
+	good := demoRow{Backend: "redis", WithBuyers: true, ExpectedSafe: true, Report: &loadgen.Report{Consistent: true,
+		Buyers: &loadgen.Buyers{Users: 500, PerUserLimit: 1, Resent: map[string]int{"timeout": 34, "after": 33, "race": 33},
+			Ledger: api.Ledger{Orders: 300, Buyers: 300, Durable: ptr(int64(rows))}, Checks: []loadgen.Check{{Name: "all", OK: true}}}}}
+	good.judge(nil)
+	var b strings.Builder
+	writeBuyersTable(&b, []demoRow{good})
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := "ledger + durable 500 1 100 0 0 0 300 300 0 0 300 consistent"
+	if good.failed || len(lines) != 2 || strings.Join(strings.Fields(lines[1]), " ") != want {
+		t.Fatalf("got failed %v and table:\n%s\nwant the row %q", good.failed, b.String(), want)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,18 +1,22 @@
 // Command seckill drives the flash-sale lab from the outside.
 //
-//	seckill run  --url URL [--requests 500] [--concurrency 50] [--stock 300] [--admin-token T] [--json] [--timeout 30s]
+//	seckill run  --url URL [--requests 500] [--concurrency 50] [--stock 300] [--admin-token T] [--json] [--timeout 30s] [--users U [--retry-rate R]]
 //	seckill demo [--backends none,local,redis,...] [--replicas 3] [--requests 500] [--concurrency 50] [--stock 300] [--delay 5ms] [--json]
 //	seckill lab [--backends ...] [--scenarios ...] [--json]
 //	seckill leader --url URL[,URL...] [--duration 30s] [--interval 200ms]
 //	seckill bench [--quick] [--out docs/benchmarks.md] [--svg docs/bench.svg] [--json]
 //
 // run resets the stock of a running cluster, fires the requests, reads the
-// stock back and verifies it. demo starts a local cluster (redis-server,
-// etcd/ZooKeeper when needed, stockd replicas behind nginx), does one run per
-// lock backend and prints a table.
+// stock back and verifies it; with --users the requests are purchases by
+// named buyers, some re-sent with the same Idempotency-Key, and the order
+// ledger is checked too (no buyer over the limit, one order per key).
+// demo starts a local cluster (redis-server, etcd/ZooKeeper when needed,
+// stockd replicas behind nginx), does one run per lock backend and prints
+// a table.
 //
-// Exit status: 0 consistent; 3 oversold or inconsistent (for demo: a backend
-// that should be correct was not); 1 usage, connection or start-up errors.
+// Exit status: 0 consistent; 3 oversold, inconsistent or a buyers' check
+// failed (for demo: a backend that should be correct was not); 1 usage,
+// connection or start-up errors.
 package main
 
 import (
@@ -30,7 +34,7 @@ import (
 const (
 	exitOK           = 0
 	exitFailure      = 1 // usage, connection, start-up
-	exitInconsistent = 3 // oversold, inconsistent books, a negative segment or a false sold-out
+	exitInconsistent = 3 // oversold, inconsistent books, a negative segment, a false sold-out or a failed buyers' check
 )
 
 // errUsage marks a command-line mistake; its message has been printed by the
@@ -38,7 +42,7 @@ const (
 var errUsage = errors.New("usage")
 
 const usage = `usage:
-  seckill run    --url URL [--requests N] [--concurrency C] [--stock S] [--admin-token T] [--json] [--timeout D]
+  seckill run    --url URL [--requests N] [--concurrency C] [--stock S] [--admin-token T] [--json] [--timeout D] [--users U [--retry-rate R]]
   seckill demo   [--backends a,b,...] [--replicas N] [--requests N] [--concurrency C] [--stock S] [--delay D] [--json]
   seckill lab    [--backends a,b,...] [--scenarios a,b,...] [--json]
   seckill leader --url URL[,URL...] [--duration 30s] [--interval 200ms]

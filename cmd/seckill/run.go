@@ -24,12 +24,21 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Stock, "stock", 300, "initial stock to reset to")
 	fs.StringVar(&cfg.AdminToken, "admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "X-Admin-Token for the reset (default $SECKILL_ADMIN_TOKEN)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "bound on the firing phase")
+	fs.IntVar(&cfg.Users, "users", 0, `buyers "u1".."uU": every request a purchase by one of them (X-User) with its own Idempotency-Key, verified against the ledger (0: anonymous sales)`)
+	fs.Float64Var(&cfg.RetryRate, "retry-rate", 0, "with --users: fraction of purchases re-sent with the same key (after a cut first send, after the answer, or racing it)")
+	fs.DurationVar(&cfg.RetryTimeout, "retry-timeout", 50*time.Millisecond, "with --users: when a re-sent purchase's first send is cut by the client")
+	fs.DurationVar(&cfg.Drain, "drain", 30*time.Second, "with --users and durable orders: bound on the wait for MySQL to catch up")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the summary")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return flagExit(err)
 	}
 	if cfg.Requests <= 0 || cfg.Concurrency <= 0 || cfg.Stock <= 0 || cfg.Timeout <= 0 {
 		fmt.Fprintln(stderr, "seckill run: --requests, --concurrency, --stock and --timeout must be positive")
+		return exitFailure
+	}
+	if cfg.Users < 0 || cfg.RetryRate < 0 || cfg.RetryRate > 1 || (cfg.RetryRate > 0 && cfg.Users == 0) ||
+		cfg.RetryTimeout <= 0 || cfg.Drain <= 0 {
+		fmt.Fprintln(stderr, "seckill run: --users must be >= 0, --retry-rate in [0, 1] and only with --users, --retry-timeout and --drain positive")
 		return exitFailure
 	}
 
@@ -50,7 +59,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	switch {
-	case !report.OK(): // books, segments and false sold-outs
+	case !report.OK(): // books, segments, false sold-outs and the buyers' checks
 		return exitInconsistent
 	case err != nil: // a timed-out run that happens to be consistent is still a failed run
 		fmt.Fprintf(stderr, "seckill run: %v\n", err)

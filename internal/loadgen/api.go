@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"seckill/internal/api"
@@ -108,4 +109,36 @@ func ReceiptSold(ctx context.Context, client *http.Client, base, attempt string)
 	var rb api.Receipt
 	err := get(ctx, client, base+"/stock/receipts/"+url.PathEscape(attempt), &rb)
 	return rb.Sold, err
+}
+
+// GetLedger reads GET /ledger: the order ledger at one instant.
+func GetLedger(ctx context.Context, client *http.Client, base string) (api.Ledger, error) {
+	var l api.Ledger
+	err := get(ctx, client, base+"/ledger", &l)
+	return l, err
+}
+
+// ordersPage is how many orders GetOrders asks for at once (stockd's
+// maximum).
+const ordersPage = 500
+
+// GetOrders reads every order of user from GET /orders?user=, page by
+// page, oldest first. It fails with ErrBadResponse when the pages do not
+// add up to the total the server reports.
+func GetOrders(ctx context.Context, client *http.Client, base, user string) ([]api.Order, error) {
+	var all []api.Order
+	for {
+		q := url.Values{"user": {user}, "offset": {strconv.Itoa(len(all))}, "limit": {strconv.Itoa(ordersPage)}}
+		var page api.Orders
+		if err := get(ctx, client, base+"/orders?"+q.Encode(), &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Orders...)
+		switch {
+		case int64(len(all)) == page.Total:
+			return all, nil
+		case len(page.Orders) == 0 || int64(len(all)) > page.Total:
+			return nil, fmt.Errorf("%w: GET /orders?user=%s: %d orders read, total %d", ErrBadResponse, user, len(all), page.Total)
+		}
+	}
 }

@@ -40,6 +40,13 @@ const (
 	// OutcomeUnconfirmed: the sale's write got no answer in time; it may
 	// have sold. Run settles it by the receipt of its Attempt.
 	OutcomeUnconfirmed
+	// OutcomeReplayed: a 200 sold answer that repeats an earlier sale with
+	// the same Idempotency-Key ("replayed": true); nothing more was sold.
+	OutcomeReplayed
+	// OutcomeLimitReached: the buyer already bought the per-user limit.
+	OutcomeLimitReached
+	// OutcomeKeyReused: the Idempotency-Key was first used by another buyer.
+	OutcomeKeyReused
 )
 
 // Response is what one reduce request produced.
@@ -55,6 +62,24 @@ type Response struct {
 	// was read (or it failed): on one monotonic clock, so the verifier can
 	// order an answer before a later request (Summarize's false sold-out).
 	Sent, Received time.Time
+
+	// The buyer-aware fields (FireBuyers); zero for anonymous sales.
+
+	// Purchase is the index of the logical purchase this send belongs to.
+	Purchase int
+	User     string // X-User sent
+	Key      string // Idempotency-Key sent
+	// Order is the order id a 200 answer carries (the original one on a
+	// replay).
+	Order string
+	// Retry is how the purchase was re-sent (RetryNone: sent once), and
+	// Resend marks the second send of a re-sent purchase.
+	Retry  RetryKind
+	Resend bool
+	// Cut: the client gave up on this send on purpose (the first send of a
+	// RetryTimeout purchase, past Config.RetryTimeout); its outcome is
+	// unknown and the purchase's second send settles it.
+	Cut bool
 }
 
 // Fire sends n reduce requests (method POST) to url with c in flight and
@@ -73,7 +98,7 @@ func Fire(ctx context.Context, client *http.Client, url string, n, c int) []Resp
 	for range c {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) && ctx.Err() == nil {
-				r := reduce(ctx, client, url)
+				r := reduce(ctx, client, url, Purchase{})
 				if ctx.Err() != nil && r.Err != nil {
 					return // cancelled mid-flight: not a result
 				}
@@ -87,11 +112,18 @@ func Fire(ctx context.Context, client *http.Client, url string, n, c int) []Resp
 	return out
 }
 
-func reduce(ctx context.Context, client *http.Client, url string) Response {
+// reduce sends one sale, as p's buyer when p names one.
+func reduce(ctx context.Context, client *http.Client, url string, p Purchase) Response {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
 		return Response{Err: err, Sent: start, Received: start}
+	}
+	if p.User != "" {
+		req.Header.Set("X-User", p.User)
+	}
+	if p.Key != "" {
+		req.Header.Set("Idempotency-Key", p.Key)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -111,8 +143,11 @@ func reduce(ctx context.Context, client *http.Client, url string) Response {
 		r.Err = errors.Join(ErrBadResponse, err)
 		return r
 	}
-	r.Replica, r.Attempt = body.Replica, body.Attempt
+	r.Replica, r.Attempt, r.Order = body.Replica, body.Attempt, body.Order
 	r.Outcome = classify(resp.StatusCode, body.Result)
+	if r.Outcome == OutcomeSold && body.Replayed {
+		r.Outcome = OutcomeReplayed
+	}
 	if r.Outcome == OutcomeError && body.Error != "" {
 		r.Err = errors.New(body.Error)
 	}
@@ -128,6 +163,10 @@ var outcomes = map[api.Result]Outcome{
 	api.Busy:        OutcomeBusy,
 	api.LockLost:    OutcomeLockLost,
 	api.Unconfirmed: OutcomeUnconfirmed,
+	// Not in api.Results until the handler answers them; a result the
+	// server never sends costs nothing here.
+	api.LimitReached: OutcomeLimitReached,
+	api.KeyReused:    OutcomeKeyReused,
 }
 
 // classify maps (status, result) to an Outcome; a result that does not match

@@ -1,11 +1,13 @@
 package loadgen
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -33,6 +35,26 @@ type Config struct {
 	Timeout time.Duration
 	// RequestTimeout bounds each HTTP request. The default is 10s.
 	RequestTimeout time.Duration
+
+	// Users, when positive, makes the run buyer-aware: each request is a
+	// purchase by one of Users buyers ("u1".."u<Users>", X-User) with its
+	// own Idempotency-Key, and the report carries the buyers' verdict
+	// (Report.Buyers). Zero: anonymous sales, as in the articles.
+	Users int
+	// RetryRate is the fraction of purchases sent twice with the same user
+	// and key (after a cut first send, right after the answer, or racing
+	// it; see RetryKind). Only with Users.
+	RetryRate float64
+	// RetryTimeout is when the client gives up on the first send of a
+	// RetryTimeout purchase. The default is 50ms: below a sale's latency
+	// under load, so most such sends are cut while the server works.
+	RetryTimeout time.Duration
+	// Drain bounds the wait for durable orders to reach MySQL after the
+	// sale (VerifyConfig.Drain). The default is 30s.
+	Drain time.Duration
+	// Seed seeds the purchase plan (who buys in which order, which are
+	// re-sent); 0 picks a random one.
+	Seed uint64
 }
 
 func (c *Config) defaults() {
@@ -50,6 +72,9 @@ func (c *Config) defaults() {
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 10 * time.Second
+	}
+	if c.RetryTimeout == 0 {
+		c.RetryTimeout = 50 * time.Millisecond
 	}
 	c.URL = strings.TrimRight(c.URL, "/")
 }
@@ -95,6 +120,16 @@ type Report struct {
 	Replicas     map[string]int `json:"replicas"` // sales per replica
 	TimedOut     bool           `json:"timed_out,omitempty"`
 	ErrorSample  []string       `json:"error_sample,omitempty"` // a few distinct errors
+
+	// The buyer-aware answers (Config.Users): replays of an earlier sale
+	// (not in Sold), refusals by the per-user limit or of a key reused,
+	// and first sends the client cut on purpose (not in Errors).
+	Replayed     int `json:"replayed,omitempty"`
+	LimitReached int `json:"limit_reached,omitempty"`
+	KeyReused    int `json:"key_reused,omitempty"`
+	Cut          int `json:"cut,omitempty"`
+	// Buyers is the buyers' verdict; nil for anonymous runs.
+	Buyers *Buyers `json:"buyers,omitempty"`
 }
 
 // Run resets the stock, fires the requests, reads the stock back and
@@ -113,10 +148,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	var purchases []Purchase
+	if cfg.Users > 0 {
+		if !info.Ledger {
+			return nil, ErrNoLedger
+		}
+		seed := cfg.Seed
+		if seed == 0 {
+			seed = rand.Uint64()
+		}
+		purchases = Plan(cfg.Requests, cfg.Users, cfg.RetryRate, RunID(), rand.New(rand.NewPCG(seed, seed>>1)))
+	}
 
 	fireCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	start := time.Now()
-	responses := Fire(fireCtx, client, cfg.URL+"/stock/reduce", cfg.Requests, cfg.Concurrency)
+	var responses []Response
+	if purchases != nil {
+		responses = FireBuyers(fireCtx, client, cfg.URL+"/stock/reduce", purchases, cfg.Concurrency, cfg.RetryTimeout)
+	} else {
+		responses = Fire(fireCtx, client, cfg.URL+"/stock/reduce", cfg.Requests, cfg.Concurrency)
+	}
 	elapsed := time.Since(start)
 	timedOut := errors.Is(fireCtx.Err(), context.DeadlineExceeded)
 	cancel()
@@ -133,6 +184,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r := Summarize(info.Backend, cfg.Stock, responses, elapsed, stock)
 	r.Concurrency = cfg.Concurrency
+	if purchases != nil {
+		if r.Buyers, err = Verify(ctx, client, cfg.URL, VerifyConfig{Info: info, Drain: cfg.Drain}, responses); err != nil {
+			return nil, err
+		}
+		r.Buyers.Users, r.Buyers.RetryRate = cfg.Users, cfg.RetryRate
+	}
 	if timedOut {
 		r.TimedOut = true
 		return r, fmt.Errorf("%w after %v: %d of %d requests sent", ErrTimeout, cfg.Timeout, r.Requests, cfg.Requests)
@@ -152,9 +209,25 @@ func Summarize(backend string, initial int, responses []Response, elapsed time.D
 	}
 	latencies := make([]time.Duration, 0, len(responses))
 	seen := map[string]bool{}
+	orders := map[string]bool{} // order ids told (buyer-aware runs)
+	buyerAware := false
 	for _, resp := range responses {
 		latencies = append(latencies, resp.Latency)
+		buyerAware = buyerAware || resp.Key != ""
+		if resp.Outcome == OutcomeSold || resp.Outcome == OutcomeReplayed {
+			orders[cmp.Or(resp.Order, "(none)")] = true
+		}
+		if resp.Cut {
+			r.Cut++
+			continue
+		}
 		switch resp.Outcome {
+		case OutcomeReplayed:
+			r.Replayed++
+		case OutcomeLimitReached:
+			r.LimitReached++
+		case OutcomeKeyReused:
+			r.KeyReused++
 		case OutcomeSold:
 			r.Sold++
 			r.Replicas[resp.Replica]++
@@ -184,7 +257,19 @@ func Summarize(backend string, initial int, responses []Response, elapsed time.D
 		}
 	}
 	want := int64(initial)
-	r.Oversold = max(0, r.Stock+r.Lucky-want, int64(r.Sold+r.UnconfirmedSold)-want)
+	// Units the buyers were told they got. With idempotency keys a unit
+	// can be told only by a replay (its first send was cut), so a
+	// buyer-aware run counts distinct order ids instead of sold answers.
+	told := int64(r.Sold + r.UnconfirmedSold)
+	if buyerAware {
+		told = int64(len(orders))
+		for _, resp := range responses {
+			if resp.Outcome == OutcomeUnconfirmed && resp.Settled && !orders[resp.Attempt] {
+				told++
+			}
+		}
+	}
+	r.Oversold = max(0, r.Stock+r.Lucky-want, told-want)
 	if len(s.Segments) > 0 {
 		r.Segments = slices.Clone(s.Segments)
 	}
@@ -193,7 +278,7 @@ func Summarize(backend string, initial int, responses []Response, elapsed time.D
 			r.NegativeSegments++
 		}
 	}
-	r.Consistent = r.Stock+r.Lucky == want && int64(r.Sold+r.UnconfirmedSold) == r.Lucky && r.Stock >= 0 &&
+	r.Consistent = r.Stock+r.Lucky == want && told == r.Lucky && r.Stock >= 0 &&
 		r.NegativeSegments == 0
 	r.FalseSoldOut = falseSoldOuts(responses)
 	r.DurationMS = ms(elapsed)
@@ -252,6 +337,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "backend %s: %d requests, %d in flight, initial stock %d\n", r.Backend, r.Requests, r.Concurrency, r.Initial)
 	fmt.Fprintf(&b, "  sold %d  sold out %d  busy %d  fenced %d  lock lost %d  errors %d\n",
 		r.Sold, r.SoldOut, r.Busy, r.Fenced, r.LockLost, r.Errors)
+	if r.Buyers != nil {
+		fmt.Fprintf(&b, "  replayed %d  limit reached %d  key reused %d  cut by the client %d\n",
+			r.Replayed, r.LimitReached, r.KeyReused, r.Cut)
+	}
 	if r.Unconfirmed > 0 {
 		fmt.Fprintf(&b, "  unconfirmed %d (%d of them sold, by their receipts)\n", r.Unconfirmed, r.UnconfirmedSold)
 	}
@@ -273,20 +362,28 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.TimedOut {
 		b.WriteString("  TIMED OUT before every request was sent\n")
 	}
-	fmt.Fprintf(&b, "verdict: %s\n", r.Verdict())
-	_, err := io.WriteString(w, b.String())
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if r.Buyers != nil {
+		if err := r.Buyers.WriteText(w); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "verdict: %s\n", r.Verdict())
 	return err
 }
 
 // OK reports whether the run passed every check: consistent books, no
-// segment negative, no false sold-out. `seckill run` exits non-zero
-// otherwise.
+// segment negative, no false sold-out, and every buyers' check when the
+// run had buyers. `seckill run` exits non-zero otherwise.
 func (r *Report) OK() bool {
-	return r.Consistent && r.FalseSoldOut == 0
+	return r.Consistent && r.FalseSoldOut == 0 && (r.Buyers == nil || r.Buyers.OK())
 }
 
 // Verdict is "consistent", or the worst failed check: "OVERSOLD",
-// "NEGATIVE SEGMENT", "INCONSISTENT" or "FALSE SOLD-OUT".
+// "NEGATIVE SEGMENT", "INCONSISTENT", "FALSE SOLD-OUT" or "BUYERS: " and
+// the first failed buyers' check.
 func (r *Report) Verdict() string {
 	switch {
 	case r.Oversold > 0:
@@ -297,6 +394,8 @@ func (r *Report) Verdict() string {
 		return "INCONSISTENT"
 	case r.FalseSoldOut > 0:
 		return "FALSE SOLD-OUT"
+	case r.Buyers != nil && !r.Buyers.OK():
+		return "BUYERS: " + r.Buyers.Failed()
 	default:
 		return "consistent"
 	}
