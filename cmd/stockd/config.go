@@ -96,7 +96,19 @@ type Config struct {
 		Combine        bool          `mapstructure:"combine" default:"false"`
 		CombineMax     int           `mapstructure:"combine_max" default:"64"`
 		Segments       int           `mapstructure:"segments" default:"1"`
+		// The order ledger (issue #13): every sale leaves an order, and the
+		// sale may name its buyer (X-User) and carry an Idempotency-Key.
+		Ledger         bool          `mapstructure:"ledger" default:"true"`
+		PerUserLimit   int           `mapstructure:"per_user_limit" default:"0"` // 0 = unlimited
+		IdempotencyTTL time.Duration `mapstructure:"idempotency_ttl" default:"24h"`
 	} `mapstructure:"stock"`
+	// Orders is the ledger's durable copy in MySQL (mysql.dsn), written by
+	// a consumer group on the ledger stream in every replica.
+	Orders struct {
+		Durable   bool          `mapstructure:"durable" default:"false"`
+		Group     string        `mapstructure:"group" default:"orders"`
+		ClaimIdle time.Duration `mapstructure:"claim_idle" default:"5s"`
+	} `mapstructure:"orders"`
 	Work struct {
 		Delay stock.Delay `mapstructure:"delay" default:"0s"`
 	} `mapstructure:"work"`

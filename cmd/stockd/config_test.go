@@ -141,6 +141,24 @@ func TestValidate(t *testing.T) {
 		{"mysql keep-alive", func(c *Config) { mysqlConfigured(c); c.MySQL.KeepAlive = time.Second }, ""},
 		{"mysql zero wait slice", func(c *Config) { mysqlConfigured(c); c.MySQL.WaitSlice = 0 }, "mysql.wait_slice"},
 		{"redis backend ignores mysql.dsn", func(c *Config) { c.MySQL.DSN = "not a dsn" }, ""},
+		// The ledger and durable orders (issue #13).
+		{"per-user limit", func(c *Config) { c.Stock.PerUserLimit = 1 }, ""},
+		{"negative per-user limit", func(c *Config) { c.Stock.PerUserLimit = -1 }, "stock.per_user_limit"},
+		{"per-user limit without the ledger", func(c *Config) { c.Stock.PerUserLimit, c.Stock.Ledger = 2, false }, "stock.per_user_limit"},
+		{"no ledger", func(c *Config) { c.Stock.Ledger = false }, ""},
+		{"sub-second idempotency ttl", func(c *Config) { c.Stock.IdempotencyTTL = time.Millisecond }, "stock.idempotency_ttl"},
+		{"31-day idempotency ttl", func(c *Config) { c.Stock.IdempotencyTTL = 721 * time.Hour }, "stock.idempotency_ttl"},
+		{"30-day idempotency ttl", func(c *Config) { c.Stock.IdempotencyTTL = 720 * time.Hour }, ""},
+		{"durable orders", func(c *Config) { c.Orders.Durable, c.MySQL.DSN = true, "u:p@tcp(db:3306)/seckill" }, ""},
+		{"durable orders without dsn", func(c *Config) { c.Orders.Durable = true }, "orders.durable"},
+		{"durable orders, bad dsn", func(c *Config) { c.Orders.Durable, c.MySQL.DSN = true, "u@db:3306" }, "mysql.dsn"},
+		{"durable orders, dsn without database", func(c *Config) { c.Orders.Durable, c.MySQL.DSN = true, "u:p@tcp(db:3306)/" }, "mysql.dsn"},
+		{"durable orders without the ledger", func(c *Config) {
+			c.Orders.Durable, c.MySQL.DSN, c.Stock.Ledger = true, "u:p@tcp(db:3306)/seckill", false
+		}, "orders.durable"},
+		{"durable orders on the mysql lock's dsn", func(c *Config) { mysqlConfigured(c); c.Orders.Durable = true }, ""},
+		{"empty orders group", func(c *Config) { c.Orders.Group = "" }, "orders.group"},
+		{"zero claim idle", func(c *Config) { c.Orders.ClaimIdle = 0 }, "orders.claim_idle"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

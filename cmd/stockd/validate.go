@@ -156,6 +156,7 @@ func Validate(c *Config) error {
 	between("stock.confirm_timeout", c.Stock.ConfirmTimeout, 10*time.Millisecond, 10*time.Minute)
 	intBetween("stock.combine_max", c.Stock.CombineMax, 1, 4096)
 	intBetween("stock.segments", c.Stock.Segments, 1, 256)
+	validateLedger(c, bad)
 	if c.Work.Delay.Min < 0 || c.Work.Delay.Max < c.Work.Delay.Min {
 		bad("work.delay", "invalid range %s", c.Work.Delay)
 	} else if c.Work.Delay.Max > maxWorkDelay {
