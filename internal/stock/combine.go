@@ -40,6 +40,7 @@ type combiner struct {
 
 // waiter is one queued request.
 type waiter struct {
+	buyer Buyer
 	since time.Time    // when it arrived: its lock wait is bounded from then
 	done  chan outcome // buffered 1; receives exactly one outcome
 }
@@ -56,16 +57,16 @@ type outcome struct {
 var errBatchAbandoned = errors.New("stock: combined sale abandoned by its gatherer")
 
 // combined sells one unit of seg, combined with the requests queued with it.
-func (s *Service) combined(ctx context.Context, seg *segment) (Sale, error) {
+func (s *Service) combined(ctx context.Context, seg *segment, b Buyer) (Sale, error) {
 	c := seg.comb
 	since := time.Now()
 	c.mu.Lock()
 	if !c.gathering {
 		c.gathering = true
 		c.mu.Unlock()
-		return s.gather(ctx, seg, since)
+		return s.gather(ctx, seg, b, since)
 	}
-	w := &waiter{since: since, done: make(chan outcome, 1)}
+	w := &waiter{buyer: b, since: since, done: make(chan outcome, 1)}
 	c.queue = append(c.queue, w)
 	c.mu.Unlock()
 
@@ -83,14 +84,14 @@ func (s *Service) combined(ctx context.Context, seg *segment) (Sale, error) {
 	if o.lead {
 		// A cancelled ctx makes gather's acquire fail at once, and the role
 		// passes on.
-		return s.gather(ctx, seg, w.since)
+		return s.gather(ctx, seg, b, w.since)
 	}
 	return o.sale, o.err
 }
 
 // gather acquires seg's lock, takes the queued requests as its batch and
-// sells to all of them in one critical section.
-func (s *Service) gather(ctx context.Context, seg *segment, since time.Time) (Sale, error) {
+// sells to all of them in one critical section, its own buyer b first.
+func (s *Service) gather(ctx context.Context, seg *segment, b Buyer, since time.Time) (Sale, error) {
 	c := seg.comb
 	taken := false
 	defer func() {
@@ -108,8 +109,8 @@ func (s *Service) gather(ctx context.Context, seg *segment, since time.Time) (Sa
 	members := c.take()
 	taken = true
 	if len(members) == 0 {
-		b := s.section(ctx, seg, lease, 1)
-		return b.answer(0)
+		bt := s.section(ctx, seg, lease, []Buyer{b})
+		return bt.answer(0)
 	}
 	answered := 0
 	defer func() {
@@ -124,13 +125,18 @@ func (s *Service) gather(ctx context.Context, seg *segment, since time.Time) (Sa
 			s.cfg.OnLockWait(time.Since(w.since))
 		}
 	}
-	b := s.section(context.WithoutCancel(ctx), seg, lease, 1+len(members))
+	buyers := make([]Buyer, 1, 1+len(members))
+	buyers[0] = b
+	for _, w := range members {
+		buyers = append(buyers, w.buyer)
+	}
+	bt := s.section(context.WithoutCancel(ctx), seg, lease, buyers)
 	for i, w := range members {
-		sale, err := b.answer(1 + i)
+		sale, err := bt.answer(1 + i)
 		w.done <- outcome{sale: sale, err: err}
 		answered++
 	}
-	return b.answer(0)
+	return bt.answer(0)
 }
 
 // take removes up to max-1 queued requests as the holder's batch, and hands

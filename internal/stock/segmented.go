@@ -26,7 +26,7 @@ import (
 // MGET cannot.
 
 // reduceSegmented sells one unit from whichever segment has one.
-func (s *Service) reduceSegmented(ctx context.Context) (Sale, error) {
+func (s *Service) reduceSegmented(ctx context.Context, b Buyer) (Sale, error) {
 	tried := make([]bool, len(s.segs))
 	for {
 		for {
@@ -36,7 +36,7 @@ func (s *Service) reduceSegmented(ctx context.Context) (Sale, error) {
 			}
 			tried[seg.i] = true
 			seg.busy.Add(1)
-			sale, err := s.reduceIn(ctx, seg)
+			sale, err := s.reduceIn(ctx, seg, b)
 			seg.busy.Add(-1)
 			if !errors.Is(err, ErrSoldOut) {
 				return sale, err

@@ -12,26 +12,35 @@ import (
 // sell.go: the critical section, for one buyer or a combined batch of them.
 
 // batch is what one critical section did for n buyers: the stock it read,
-// the k units it sold (or sent, when unconfirmed) to the first k of them,
-// or the error that answers all of them.
+// the k units it sold (or sent, when unconfirmed) to the first k of them
+// or, with the ledger, each buyer's verdict; or the error that answers all
+// of them.
 type batch struct {
 	f   Fence
 	n   int
 	cur int64
 	k   int
+	v   []verdict // with the ledger: what each buyer got
 	err error
 }
 
-// answer is buyer i's part of the batch. A lone buyer's attempt id is the
+// id is buyer i's attempt id, and its order id. A lone buyer's is the
 // batch's own, so a sale without combining is exactly what it always was;
 // a member of a larger batch gets MemberAttempt, its receipt's name.
-func (b *batch) answer(i int) (Sale, error) {
-	id := b.f.Lease
+func (b *batch) id(i int) string {
 	if b.n > 1 {
-		id = MemberAttempt(id, i)
+		return MemberAttempt(b.f.Lease, i)
 	}
+	return b.f.Lease
+}
+
+// answer is buyer i's part of the batch.
+func (b *batch) answer(i int) (Sale, error) {
+	id := b.id(i)
 	var ue *UnconfirmedError
 	switch {
+	case b.err == nil && b.v != nil:
+		return b.v[i].sale(id)
 	case b.err == nil && i < b.k:
 		return Sale{StockAfter: b.cur - 1 - int64(i), Token: b.f.Token, Attempt: id}, nil
 	case b.err == nil:
@@ -43,25 +52,67 @@ func (b *batch) answer(i int) (Sale, error) {
 	}
 }
 
-// section is the critical section under lease for n buyers: read, decide,
-// work, check, write. Fencing, the lease's loss and the confirm deadline
-// apply to the batch as a whole: it sells to its first k buyers or to none.
-func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, n int) batch {
+// sale is the answer of a verdict to the buyer whose attempt id is id.
+func (v verdict) sale(id string) (Sale, error) {
+	switch v.kind {
+	case verdictSold, verdictReplay:
+		return Sale{StockAfter: v.after, Token: v.token, Attempt: id, OrderID: v.order, Replayed: v.kind == verdictReplay}, nil
+	case verdictLimit:
+		return Sale{}, ErrLimitReached
+	case verdictReused:
+		return Sale{}, ErrKeyReused
+	default:
+		return Sale{}, ErrSoldOut
+	}
+}
+
+// section is the critical section under lease for a batch of buyers: read,
+// decide, work, check, write. Fencing, the lease's loss and the confirm
+// deadline apply to the batch as a whole: it sells to its first k buyers or
+// to none — with the ledger, to those the script finds under the limit and
+// without an earlier sale of their key, in order.
+func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, buyers []Buyer) batch {
+	n := len(buyers)
 	b := batch{n: n, f: Fence{Lock: seg.ident, Token: lease.Token(), Lease: NewAttemptID(), Quiet: s.cfg.LockTTL}}
 	b.cur, b.err = s.read(ctx, seg, lease, b.f)
 	if b.err != nil {
 		return b
 	}
-	if b.cur <= 0 {
+	ledger := s.ledger()
+	if b.cur <= 0 && !(ledger && anyKey(buyers)) {
+		// Sold out, and no key whose earlier sale a replay would answer.
 		b.err = ErrSoldOut
 		return b
 	}
-	b.k = int(min(int64(n), b.cur))
-	if b.err = s.work(ctx, lease); b.err != nil {
+	if b.cur > 0 {
+		if b.err = s.work(ctx, lease); b.err != nil {
+			return b
+		}
+	}
+	if !ledger {
+		b.k = int(min(int64(n), b.cur))
+		b.err = s.write(ctx, seg, lease, b.f, b.cur, b.k, n)
 		return b
 	}
-	b.err = s.write(ctx, seg, lease, b.f, b.cur, b.k, n)
+	members := make([]member, n)
+	for i, by := range buyers {
+		members[i] = member{Buyer: by, id: b.id(i)}
+	}
+	la := s.ledgerArgs()
+	b.err = s.fencedCall(ctx, lease, b.f, n, func(ctx context.Context) (err error) {
+		b.v, err = seg.store.writeLedger(ctx, b.f, b.cur, members, la)
+		return err
+	})
 	return b
+}
+
+func anyKey(buyers []Buyer) bool {
+	for _, b := range buyers {
+		if b.Key != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // read is the fenced read (or the articles' plain GET without fencing).
@@ -116,12 +167,18 @@ func (s *Service) write(ctx context.Context, seg *segment, lease lock.Lease, f F
 		// control for what fencing prevents.
 		return seg.store.writeUnfenced(ctx, cur-int64(k), k)
 	}
-	tries, err := s.confirm(ctx, func(ctx context.Context) error {
+	return s.fencedCall(ctx, lease, f, n, func(ctx context.Context) error {
 		if n == 1 {
-			return seg.store.Write(ctx, f, cur-1)
+			return seg.store.write(ctx, f, cur-1)
 		}
-		return seg.store.WriteBatch(ctx, f, cur-int64(k), k)
+		return seg.store.write(ctx, f, cur-int64(k), k)
 	})
+}
+
+// fencedCall runs a fenced write, op, for n buyers under f until it is
+// answered (confirm), and says what a refusal tells of the lock.
+func (s *Service) fencedCall(ctx context.Context, lease lock.Lease, f Fence, n int, op func(context.Context) error) error {
+	tries, err := s.confirm(ctx, op)
 	s.countRetries(tries)
 	s.fenceTrouble(ctx, lease, err)
 	switch {
@@ -132,21 +189,29 @@ func (s *Service) write(ctx context.Context, seg *segment, lease lock.Lease, f F
 	default:
 		s.cfg.OnEvent(EventUnconfirmed)
 		s.log.Warn("sale unconfirmed: the write got no answer; its receipt will tell",
-			"attempt", f.Lease, "token", f.Token, "buyers", n, "units", k, "err", err)
+			"attempt", f.Lease, "token", f.Token, "buyers", n, "err", err)
 		return &UnconfirmedError{Attempt: f.Lease, Err: err}
 	}
 }
 
-// sellAtomic is the atomic mode's sale in seg: one script, no lock.
-func (s *Service) sellAtomic(ctx context.Context, seg *segment) (Sale, error) {
+// sellAtomic is the atomic mode's sale to b in seg: one script, no lock.
+func (s *Service) sellAtomic(ctx context.Context, seg *segment, b Buyer) (Sale, error) {
 	id := NewAttemptID()
 	var after int64
+	var v verdict
+	ledger, la := s.ledger(), s.ledgerArgs()
 	tries, err := s.confirm(ctx, func(ctx context.Context) (err error) {
+		if ledger {
+			v, err = seg.store.sellLedger(ctx, id, b, la)
+			return err
+		}
 		after, err = seg.store.SellAtomic(ctx, id)
 		return err
 	})
 	s.countRetries(tries)
 	switch {
+	case err == nil && ledger:
+		return v.sale(id)
 	case err == nil:
 		return Sale{StockAfter: after, Attempt: id}, nil
 	case errors.Is(err, ErrSoldOut), errors.Is(err, ErrNotInteger):

@@ -110,6 +110,16 @@ type ServiceConfig struct {
 	// default 64.
 	CombineMax int
 
+	// PerUserLimit bounds the units one named buyer may buy in a sale (the
+	// ledger's buyer count, checked by the script that sells); 0, the
+	// default, is no limit. Needs the ledger (Keys.Orders).
+	PerUserLimit int
+	// IdempotencyTTL is how long an idempotency key's record answers
+	// replays; default 24h (DefaultIdempotencyTTL).
+	IdempotencyTTL time.Duration
+	// Replica names this process in the orders it writes.
+	Replica string
+
 	// OnLockWait, if set, observes how long each sale waited for the lock
 	// (success or not): its Acquire, and with combining its time queued.
 	OnLockWait func(time.Duration)
@@ -185,6 +195,9 @@ func NewService(cfg ServiceConfig) *Service {
 	if cfg.CombineMax <= 0 {
 		cfg.CombineMax = 64
 	}
+	if cfg.IdempotencyTTL <= 0 {
+		cfg.IdempotencyTTL = DefaultIdempotencyTTL
+	}
 	if cfg.OnEvent == nil {
 		cfg.OnEvent = func(Event) {}
 	}
@@ -230,39 +243,55 @@ func (s *Service) Reduce(ctx context.Context) (Sale, error) {
 	return s.ReduceFor(ctx, Buyer{})
 }
 
-// ReduceFor sells one unit to b. Errors wrap ErrSoldOut, ErrBusy,
-// ErrLockLost, ErrFenced, ErrMixedBackends, ErrUnconfirmed, ErrUnavailable
-// or lock.ErrUnavailable; and for a buyer, ErrLimitReached or ErrKeyReused
-// (nothing sold), or ErrNoLedger when the ledger is off: a key that cannot
-// be honoured is refused rather than ignored, since a client's retry would
-// then sell twice.
+// ReduceFor sells one unit to b. With the ledger on (Keys.Orders) the sale
+// leaves an order (Sale.OrderID), a replayed key answers its original sale
+// (Sale.Replayed) and sells nothing, and the per-user limit applies; all
+// of it is decided by the script that takes the unit. Errors wrap
+// ErrSoldOut, ErrBusy, ErrLockLost, ErrFenced, ErrMixedBackends,
+// ErrUnconfirmed, ErrUnavailable or lock.ErrUnavailable; and for a buyer,
+// ErrLimitReached or ErrKeyReused (nothing sold).
+//
+// With the ledger off, a non-empty b is ErrNoLedger: a key that cannot be
+// honoured is refused rather than ignored, since the client's retry would
+// sell twice. With fencing off (locked mode), b is ignored and no order is
+// written: that is the articles' unfenced sale, the lab's oversell control.
 func (s *Service) ReduceFor(ctx context.Context, b Buyer) (Sale, error) {
-	if b != (Buyer{}) {
-		return Sale{}, fmt.Errorf("%w: cannot sell to buyer %q with key %q", ErrNoLedger, b.User, b.Key)
+	if b != (Buyer{}) && (s.cfg.Store == nil || !s.cfg.Store.Ledger()) {
+		return Sale{}, fmt.Errorf("%w: cannot sell to buyer %q with key %q", ErrNoLedger, truncate(b.User, MaxUserLen), truncate(b.Key, MaxKeyLen))
 	}
-
 	if len(s.segs) > 1 {
-		return s.reduceSegmented(ctx)
+		return s.reduceSegmented(ctx, b)
 	}
-	return s.reduceIn(ctx, s.segs[0])
+	return s.reduceIn(ctx, s.segs[0], b)
 }
 
-// reduceIn sells one unit of segment seg; ErrSoldOut means that segment is
-// empty.
-func (s *Service) reduceIn(ctx context.Context, seg *segment) (Sale, error) {
+// reduceIn sells one unit of segment seg to b; ErrSoldOut means that
+// segment is empty.
+func (s *Service) reduceIn(ctx context.Context, seg *segment, b Buyer) (Sale, error) {
 	switch {
 	case s.cfg.Mode == ModeAtomic:
-		return s.sellAtomic(ctx, seg)
+		return s.sellAtomic(ctx, seg, b)
 	case seg.comb != nil:
-		return s.combined(ctx, seg)
+		return s.combined(ctx, seg, b)
 	}
 	lease, err := s.acquire(ctx, seg, time.Now())
 	if err != nil {
 		return Sale{}, err
 	}
 	defer s.release(ctx, lease)
-	b := s.section(ctx, seg, lease, 1)
-	return b.answer(0)
+	bt := s.section(ctx, seg, lease, []Buyer{b})
+	return bt.answer(0)
+}
+
+// ledger reports whether sales write the order ledger: it is on and the
+// sale is fenced or atomic (the unfenced write has no ledger form).
+func (s *Service) ledger() bool {
+	return s.cfg.Store != nil && s.cfg.Store.Ledger() && (s.cfg.Fencing || s.cfg.Mode == ModeAtomic)
+}
+
+// ledgerArgs are this service's settings for a ledger script run now.
+func (s *Service) ledgerArgs() ledgerArgs {
+	return ledgerArgs{limit: s.cfg.PerUserLimit, ttl: s.cfg.IdempotencyTTL, replica: s.cfg.Replica, now: time.Now()}
 }
 
 // acquire takes seg's lock for a request that has been waiting since since:

@@ -25,6 +25,15 @@
 // its own fence and lock key, so N critical sections sell at once; a sale
 // answers sold out only when one read of every segment finds them all empty
 // (segmented.go).
+//
+// The order ledger (Keys.Orders, #13) is written by the same script that
+// takes the unit — the fenced write, or the atomic sale — never by a
+// second call, so a unit sold without its order, or an order without its
+// unit, cannot exist; the per-user limit and the idempotency key are
+// checked there too, against everything earlier runs wrote, so no lock
+// (or lack of one) and no segment or batch boundary can let a buyer past
+// the limit or a key sell twice (ledger.lua, ledger.go). The unfenced
+// write, the articles' oversell kept as the lab's control, writes none.
 package stock
 
 import (
@@ -50,12 +59,18 @@ var (
 	sellAtomicSrc string
 	//go:embed lua/snapshot.lua
 	snapshotSrc string
+	//go:embed lua/ledger.lua
+	ledgerSrc string
+	//go:embed lua/orders.lua
+	ordersSrc string
 
-	// The scripts that read a counter share int.lua's readInt.
-	fencedRead  = redis.NewScript(intSrc + fencedReadSrc)
-	fencedWrite = redis.NewScript(intSrc + fencedWriteSrc)
-	sellAtomic  = redis.NewScript(intSrc + sellAtomicSrc)
-	snapshot    = redis.NewScript(snapshotSrc)
+	// The scripts that read a counter share int.lua's readInt; the two that
+	// sell share ledger.lua's sellTo for their ledger form.
+	fencedRead   = redis.NewScript(intSrc + fencedReadSrc)
+	fencedWrite  = redis.NewScript(intSrc + ledgerSrc + fencedWriteSrc)
+	sellAtomic   = redis.NewScript(intSrc + ledgerSrc + sellAtomicSrc)
+	snapshot     = redis.NewScript(snapshotSrc)
+	ordersScript = redis.NewScript(ordersSrc)
 )
 
 // Script status codes shared by fenced_read.lua and fenced_write.lua.
@@ -102,8 +117,24 @@ type Keys struct {
 	// fence (and, in the Service, its own lock key); 0 means 1. Segment 0
 	// is Stock and Fence themselves, so one segment is exactly the
 	// unsegmented store; segment i > 0 is Stock+":i" fenced by Fence+":i".
-	// Lucky, Receipts and Initial are shared by every segment.
+	// Lucky, Receipts, Initial and the ledger keys are shared by every
+	// segment.
 	Segments int
+
+	// Orders is the order ledger's stream: every unit sold leaves an entry
+	// (fields id, sale, user, key, token, replica, stock_after, time),
+	// written by the script that takes the unit. Empty: no ledger, sales
+	// exactly as before, and a sale to a named buyer or with a key is
+	// refused (ErrNoLedger). Unfenced sales (fencing off) write no order
+	// even when it is set: they are the articles' oversell, kept as the
+	// lab's control.
+	Orders string
+	// The other ledger keys; each defaults to Orders plus the suffix shown.
+	Sale        string // the current sale's id, new on every Reset (":sale")
+	Buyers      string // hash: user -> units bought (":buyers")
+	OrderIndex  string // hash: order id -> stream entry id (":index")
+	ByUser      string // sorted set listing each user's orders (":by-user")
+	Idempotency string // prefix of the idempotency records (":idem:")
 }
 
 // Fence identifies the lease a read or write is made under.
@@ -156,6 +187,7 @@ func NewStore(rdb redis.UniversalClient, keys Keys) *Store {
 		keys.Receipts = keys.Fence + ":receipt:"
 	}
 	keys.Segments = max(keys.Segments, 1)
+	keys = ledgerDefaults(keys)
 	s := &Store{rdb: rdb, keys: keys}
 	s.segs = make([]*Store, keys.Segments)
 	s.segs[0] = s
@@ -179,7 +211,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Optional: a script missing later (a restarted Redis) is sent again by
 // go-redis; tests use it so a fault lands on the script itself.
 func (s *Store) LoadScripts(ctx context.Context) error {
-	for _, sc := range []*redis.Script{fencedRead, fencedWrite, sellAtomic, snapshot} {
+	for _, sc := range []*redis.Script{fencedRead, fencedWrite, sellAtomic, snapshot, ordersScript} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return wrapRedis(ctx, "load scripts", err)
 		}
@@ -190,15 +222,22 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 // Reset starts a new sale: stock = n, lucky = 0, and the fence is deleted so
 // the lock backend's token sequence (or the backend itself) may start over.
 // With segments, n is split over them (SegmentShares) and every fence is
-// deleted. All of it happens in one MULTI/EXEC: no reader sees half a reset.
-// n must be in 0..MaxStock; anything else returns ErrStockRange and writes
-// nothing.
+// deleted. With the ledger, the sale gets a new id and its orders, buyer
+// counts, index and per-user set are deleted; the idempotency records are
+// swept first (sweepIdempotency), and any left name the old sale, so they
+// no longer count. All but the sweep happens in one MULTI/EXEC: no reader
+// sees half a reset. n must be in 0..MaxStock; anything else returns
+// ErrStockRange and writes nothing.
 func (s *Store) Reset(ctx context.Context, n int64) error {
 	if n < 0 || n > MaxStock {
 		return fmt.Errorf("%w: %d", ErrStockRange, n)
 	}
+	if err := s.sweepIdempotency(ctx); err != nil {
+		return err
+	}
 	shares := SegmentShares(n, len(s.segs))
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		s.resetLedger(ctx, p)
 		for i, seg := range s.segs {
 			p.Set(ctx, seg.keys.Stock, shares[i], 0)
 		}
@@ -270,8 +309,12 @@ func (s *Store) Read(ctx context.Context, f Fence) (Reading, error) {
 // Otherwise nothing is written and a *FencedError (or ErrMixedBackends) is
 // returned. It is exactly-once per lease: a second Write of the same lease
 // (a retry whose first reply was lost) finds the first one's receipt and
-// returns nil without selling again.
+// returns nil without selling again. With the ledger on, the unit gets an
+// anonymous order whose id is f.Lease.
 func (s *Store) Write(ctx context.Context, f Fence, newStock int64) error {
+	if s.Ledger() {
+		return s.writeAnonymous(ctx, f, newStock+1, 1)
+	}
 	return s.write(ctx, f, newStock)
 }
 
@@ -279,12 +322,23 @@ func (s *Store) Write(ctx context.Context, f Fence, newStock int64) error {
 // one batch (see MemberAttempt): it sets the stock to newStock and counts
 // units sales in one fenced, exactly-once script run under f, whose receipt
 // records how many members sold, so each member's receipt can be answered.
-// units must be at least 1.
+// units must be at least 1. With the ledger on, member i's unit gets an
+// anonymous order whose id is MemberAttempt(f.Lease, i).
 func (s *Store) WriteBatch(ctx context.Context, f Fence, newStock int64, units int) error {
 	if units < 1 {
 		return fmt.Errorf("stock: fenced write: %d units", units)
 	}
+	if s.Ledger() {
+		return s.writeAnonymous(ctx, f, newStock+int64(units), units)
+	}
 	return s.write(ctx, f, newStock, units)
+}
+
+// writeAnonymous is Write and WriteBatch with the ledger on: units
+// anonymous members under f, which read the stock as read.
+func (s *Store) writeAnonymous(ctx context.Context, f Fence, read int64, units int) error {
+	_, err := s.writeLedger(ctx, f, read, anonymous(f.Lease, units), ledgerArgs{now: time.Now()})
+	return err
 }
 
 // write runs fenced_write.lua; extra, if given, is its units argument
@@ -308,7 +362,9 @@ func (s *Store) write(ctx context.Context, f Fence, newStock int64, extra ...any
 // Receipt reports whether the write or atomic sale of attempt id took
 // effect, and the stock it left: how a sale answered "unconfirmed" is
 // settled afterwards. A member of a combined sale (MemberAttempt) is
-// answered from its batch's receipt. Receipts live ReceiptTTL.
+// answered from its batch's receipt. Receipts live ReceiptTTL. With the
+// ledger, sold means this attempt sold a unit (its order id is the attempt
+// id); a replayed key sold nothing, and is not sold here.
 func (s *Store) Receipt(ctx context.Context, id string) (stockAfter int64, sold bool, err error) {
 	key, member, isMember := splitMemberAttempt(id)
 	v, err := s.rdb.Get(ctx, s.keys.Receipts+key).Result()
@@ -317,6 +373,9 @@ func (s *Store) Receipt(ctx context.Context, id string) (stockAfter int64, sold 
 	}
 	if err != nil {
 		return 0, false, wrapRedis(ctx, "receipt", err)
+	}
+	if isLedgerReceipt(v) {
+		return ledgerReceipt(id, v, member)
 	}
 	after, units, err := parseReceipt(v)
 	if err != nil {
@@ -376,8 +435,19 @@ func (s *Store) writeUnfenced(ctx context.Context, newStock int64, units int) er
 // decrements the stock if positive and counts the sale, or returns
 // ErrSoldOut. It returns the stock after the sale. It is exactly-once per
 // attempt id: a second call with the same id returns the first one's result
-// and sells nothing.
+// and sells nothing. With the ledger on, the unit gets an anonymous order
+// whose id is id.
 func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
+	if s.Ledger() {
+		v, err := s.sellLedger(ctx, id, Buyer{}, ledgerArgs{now: time.Now()})
+		if err != nil {
+			return 0, err
+		}
+		if v.kind != verdictSold {
+			return 0, ErrSoldOut // anonymous and keyless: sold out is all it can be
+		}
+		return v.after, nil
+	}
 	after, err := sellAtomic.Run(ctx, s.rdb, []string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id},
 		ReceiptTTL.Milliseconds()).Int64()
 	if err != nil {

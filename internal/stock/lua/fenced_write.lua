@@ -13,6 +13,18 @@
 -- ARGV[6] units sold           (optional, default 1: a combined sale of a
 --                               batch of buyers, Store.WriteBatch)
 --
+-- The ledger form (Keys.Orders set), told apart by its extra keys:
+-- KEYS[5..] and ARGV[7..] as ledger.lua's sellTo reads them (kb = 5,
+-- ab = 7), ARGV[4] is the stock READ under this lease (not the new stock)
+-- and ARGV[6] the number of members. The script decides what each member
+-- gets (ledger.lua), writes read - sold back, counts sold in lucky, and
+-- returns {status, outcomes}; outcomes is '' unless status is 0. The
+-- receipt then holds the outcomes, and is written only when a unit sold: a
+-- run that sold nothing changed nothing, and its retry (a sold-out stock
+-- only falls, a buyer's count only rises, a key's record stays) answers the
+-- same. The unfenced write has no ledger form: with fencing off the lab
+-- shows the articles' oversell, and those sales leave no order.
+--
 -- Returns 0 = written (now or by an earlier run of the same lease), 1 =
 -- fenced, 2 = mixed, 3 = collision, 4 = the lucky key holds a non-integer
 -- (int.lua's readInt: checked first, since INCRBY failing after the SET
@@ -32,28 +44,48 @@
 -- new stock, and for a batch ":units" after it, so that each member of the
 -- batch can learn whether it was among the units sold.
 
-if redis.call('EXISTS', KEYS[4]) == 1 then
-  return 0
+local ledger = #KEYS > 4
+local function answer(status, outcomes)
+  if ledger then
+    return {status, outcomes or ''}
+  end
+  return status
+end
+
+local done = redis.call('GET', KEYS[4])
+if done then
+  return answer(0, done)
 end
 
 local fence = redis.call('HMGET', KEYS[3], 'lock', 'token', 'lease')
 local ident, highest, lease = fence[1], fence[2], fence[3]
 
 if ident and ident ~= ARGV[1] then
-  return 2
+  return answer(2)
 end
 if highest ~= ARGV[2] then
-  return 1
+  return answer(1)
 end
 if lease ~= ARGV[3] then
   if lease == '!collision' then
-    return 3
+    return answer(3)
   end
-  return 1
+  return answer(1)
 end
 
 if not readInt(KEYS[2]) then
-  return 4
+  return answer(4)
+end
+
+if ledger then
+  local read = tonumber(ARGV[4])
+  local sold, outcomes = sellTo(read, 5, 7, ARGV[2], tonumber(ARGV[6]))
+  if sold > 0 then
+    redis.call('SET', KEYS[1], string.format('%d', read - sold))
+    redis.call('INCRBY', KEYS[2], sold)
+    redis.call('SET', KEYS[4], outcomes, 'PX', ARGV[5])
+  end
+  return {0, outcomes}
 end
 
 local units = tonumber(ARGV[6] or '1')

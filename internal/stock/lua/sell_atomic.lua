@@ -12,10 +12,36 @@
 -- nothing is written unless the sale is made. Both are checked before the
 -- first write: INCR lucky followed by a DECR refused on "5.0" counted a sale
 -- that took no unit.
+-- The ledger form (Keys.Orders set), told apart by its extra keys:
+-- KEYS[4..] and ARGV[2..] as ledger.lua's sellTo reads them (kb = 4,
+-- ab = 2) for one member. It returns {code, outcomes}: code 0 (outcomes
+-- as ledger.lua's, the receipt's when it existed), -2 or -3 as above. The
+-- receipt (the outcomes) is written only when the unit sold; a run that
+-- sold nothing wrote nothing, and its retry answers the same.
+--
 -- Idempotent per attempt: a second run (a retry after a lost reply) returns
 -- the first run's stock-after from the receipt and sells nothing more.
 
 local done = redis.call('GET', KEYS[3])
+if #KEYS > 3 then
+  if done then
+    return {0, done}
+  end
+  local stock = readInt(KEYS[1])
+  if not stock then
+    return {-2, ''}
+  end
+  if not readInt(KEYS[2]) then
+    return {-3, ''}
+  end
+  local sold, outcomes = sellTo(stock, 4, 2, '0', 1)
+  if sold > 0 then
+    redis.call('INCRBY', KEYS[2], sold)
+    redis.call('DECRBY', KEYS[1], sold)
+    redis.call('SET', KEYS[3], outcomes, 'PX', ARGV[1])
+  end
+  return {0, outcomes}
+end
 if done then
   return tonumber(done)
 end

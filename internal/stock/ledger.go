@@ -1,0 +1,324 @@
+package stock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ledger.go: the store's side of the order ledger (Keys.Orders).
+//
+// The ledger is written by the scripts that take the units (ledger.lua,
+// shared by fenced_write.lua and sell_atomic.lua), never by a second call:
+// a sale and its order are one script run, so neither can exist without the
+// other, and the per-user limit and the idempotency key are checked against
+// what every earlier run wrote, across segments, batches and replicas,
+// because Redis runs one script at a time. The stream is what the durable
+// consumer (internal/orders) reads; the index, buyer counts and per-user
+// set are there to answer Order, OrdersByUser and the limit without
+// scanning it.
+
+// DefaultIdempotencyTTL is how long an idempotency key's record is kept
+// when ServiceConfig.IdempotencyTTL is zero.
+const DefaultIdempotencyTTL = 24 * time.Hour
+
+// Order reading limits (OrdersByUser).
+const (
+	DefaultOrdersLimit = 50
+	MaxOrdersLimit     = 500
+)
+
+// resetSweepMax bounds how many idempotency records of earlier sales a
+// Reset unlinks. They are harmless (a record names its sale, and one of
+// another sale reads as absent) and expire by their TTL, so the sweep only
+// frees memory early; a Reset must not take unbounded time for it.
+const resetSweepMax = 100_000
+
+// verdict kinds: what one member of a ledger write got (ledger.lua).
+const (
+	verdictSold    = "sold"
+	verdictReplay  = "replay"
+	verdictReused  = "reused"
+	verdictLimit   = "limit"
+	verdictSoldOut = "soldout"
+)
+
+// verdict is one member's outcome of a ledger write.
+type verdict struct {
+	kind  string
+	order string // sold, replay: the order id (the original one for a replay)
+	after int64  // sold, replay: the stock after that order
+	token uint64 // sold, replay: that order's fencing token
+}
+
+// member is one buyer of a ledger write and the order id its unit gets.
+type member struct {
+	Buyer
+	id string
+}
+
+// ledgerArgs are the sale's settings the ledger scripts need besides the
+// members.
+type ledgerArgs struct {
+	limit   int           // per-user limit, 0 none
+	ttl     time.Duration // idempotency record TTL
+	replica string
+	now     time.Time
+}
+
+func (a ledgerArgs) argv() []any {
+	ttl := a.ttl
+	if ttl <= 0 {
+		ttl = DefaultIdempotencyTTL
+	}
+	return []any{a.limit, ttl.Milliseconds(), a.replica, a.now.UnixMilli()}
+}
+
+// ledgerDefaults fills in the ledger keys derived from Orders.
+func ledgerDefaults(k Keys) Keys {
+	if k.Orders == "" {
+		return k
+	}
+	def := func(v *string, suffix string) {
+		if *v == "" {
+			*v = k.Orders + suffix
+		}
+	}
+	def(&k.Sale, ":sale")
+	def(&k.Buyers, ":buyers")
+	def(&k.OrderIndex, ":index")
+	def(&k.ByUser, ":by-user")
+	def(&k.Idempotency, ":idem:")
+	return k
+}
+
+// Ledger reports whether sales write the order ledger (Keys.Orders set).
+func (s *Store) Ledger() bool { return s.keys.Orders != "" }
+
+// ledgerKeys are the ledger keys of a script run (ledger.lua's KEYS[kb..]):
+// the fixed ones, then each member's idempotency record.
+func (s *Store) ledgerKeys(keys []string, members []member) []string {
+	k := s.keys
+	keys = append(keys, k.Orders, k.Sale, k.Buyers, k.OrderIndex, k.ByUser)
+	for _, m := range members {
+		keys = append(keys, k.Idempotency+m.Key) // the prefix alone when there is no key: never read
+	}
+	return keys
+}
+
+func memberArgs(args []any, members []member) []any {
+	for _, m := range members {
+		args = append(args, m.User, m.Key, m.id)
+	}
+	return args
+}
+
+// writeLedger is the fenced write's ledger form: under f, which read the
+// stock as read, it sells to members in order (ledger.lua) and returns what
+// each got. Exactly-once per lease like Write: a retry returns the first
+// run's verdicts.
+func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []member, la ledgerArgs) ([]verdict, error) {
+	keys := s.ledgerKeys([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}, members)
+	args := []any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, read, ReceiptTTL.Milliseconds(), len(members)}
+	args = memberArgs(append(args, la.argv()...), members)
+	res, err := fencedWrite.Run(ctx, s.rdb, keys, args...).Slice()
+	if err != nil {
+		return nil, wrapRedis(ctx, "fenced write", err)
+	}
+	code, outcomes, err := ledgerReply(res)
+	if err != nil {
+		return nil, fmt.Errorf("stock: fenced write: %w", err)
+	}
+	if code == statusNotInt {
+		return nil, fmt.Errorf("stock: fenced write: %w", notInt(s.keys.Lucky))
+	}
+	if err := fenceStatus(code, f, ""); err != nil {
+		return nil, fmt.Errorf("stock: fenced write: %w", err)
+	}
+	return parseVerdicts(outcomes, len(members))
+}
+
+// sellLedger is SellAtomic's ledger form for one buyer, order id id.
+func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArgs) (verdict, error) {
+	members := []member{{Buyer: b, id: id}}
+	keys := s.ledgerKeys([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, members)
+	args := memberArgs(append([]any{ReceiptTTL.Milliseconds()}, la.argv()...), members)
+	res, err := sellAtomic.Run(ctx, s.rdb, keys, args...).Slice()
+	if err != nil {
+		return verdict{}, wrapRedis(ctx, "atomic sell", err)
+	}
+	code, outcomes, err := ledgerReply(res)
+	switch {
+	case err != nil:
+		return verdict{}, fmt.Errorf("stock: atomic sell: %w", err)
+	case code == atomicStockNotInt:
+		return verdict{}, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Stock))
+	case code == atomicLuckyNotInt:
+		return verdict{}, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Lucky))
+	case code != 0:
+		return verdict{}, fmt.Errorf("stock: atomic sell: unexpected status %d", code)
+	}
+	vs, err := parseVerdicts(outcomes, 1)
+	if err != nil {
+		return verdict{}, fmt.Errorf("stock: atomic sell: %w", err)
+	}
+	return vs[0], nil
+}
+
+// anonymous are n anonymous members of the batch under lease (one: the
+// lease itself), for the public Write, WriteBatch and SellAtomic when the
+// ledger is on: their units get orders like any other.
+func anonymous(lease string, n int) []member {
+	if n == 1 {
+		return []member{{id: lease}}
+	}
+	ms := make([]member, n)
+	for i := range ms {
+		ms[i].id = MemberAttempt(lease, i)
+	}
+	return ms
+}
+
+// ledgerReply splits a ledger script's {status, outcomes} reply.
+func ledgerReply(res []any) (int64, string, error) {
+	if len(res) != 2 {
+		return 0, "", fmt.Errorf("unexpected reply %v", res)
+	}
+	code, ok1 := res[0].(int64)
+	outcomes, ok2 := res[1].(string)
+	if !ok1 || !ok2 {
+		return 0, "", fmt.Errorf("unexpected reply %v", res)
+	}
+	return code, outcomes, nil
+}
+
+// parseVerdicts reads ledger.lua's outcomes, n of them.
+func parseVerdicts(s string, n int) ([]verdict, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) != n {
+		return nil, fmt.Errorf("got %d outcomes for %d buyers: %q", len(parts), n, truncate(s, 80))
+	}
+	vs := make([]verdict, n)
+	for i, p := range parts {
+		v, err := parseVerdict(p)
+		if err != nil {
+			return nil, err
+		}
+		vs[i] = v
+	}
+	return vs, nil
+}
+
+func parseVerdict(p string) (verdict, error) {
+	f := strings.Fields(p)
+	if len(f) == 0 {
+		return verdict{}, fmt.Errorf("empty outcome")
+	}
+	v := verdict{kind: f[0]}
+	switch v.kind {
+	case verdictReused, verdictLimit, verdictSoldOut:
+		if len(f) == 1 {
+			return v, nil
+		}
+	case verdictSold, verdictReplay:
+		if len(f) == 4 {
+			var err1, err2 error
+			v.order = f[1]
+			v.after, err1 = strconv.ParseInt(f[2], 10, 64)
+			v.token, err2 = strconv.ParseUint(f[3], 10, 64)
+			if err1 == nil && err2 == nil {
+				return v, nil
+			}
+		}
+	}
+	return verdict{}, fmt.Errorf("bad outcome %q", truncate(p, 80))
+}
+
+// isLedgerReceipt tells a ledger write's receipt (outcomes, starting with
+// a letter) from the older "<after>[:<units>]" form.
+func isLedgerReceipt(v string) bool {
+	return v != "" && v[0] >= 'a' && v[0] <= 'z'
+}
+
+// newSaleID is a fresh random sale id: 16 hex digits, never a space.
+func newSaleID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// resetLedger queues the ledger's part of a Reset on p: a new sale id, and
+// the stream, counts, index and per-user set gone (a consumer group on the
+// stream goes with it and must be recreated).
+func (s *Store) resetLedger(ctx context.Context, p redis.Pipeliner) {
+	if !s.Ledger() {
+		return
+	}
+	p.Set(ctx, s.keys.Sale, newSaleID(), 0)
+	p.Del(ctx, s.keys.Orders, s.keys.Buyers, s.keys.OrderIndex, s.keys.ByUser)
+}
+
+// sweepIdempotency unlinks the idempotency records of the sale a Reset
+// ends, scanning at most resetSweepMax keys. It runs before the Reset's
+// MULTI, so it never unlinks a record of the new sale; a record written
+// between the sweep and the MULTI names the old sale, reads as absent from
+// then on, and expires by its TTL.
+func (s *Store) sweepIdempotency(ctx context.Context) error {
+	if !s.Ledger() {
+		return nil
+	}
+	match := globEscape(s.keys.Idempotency) + "*"
+	var cursor uint64
+	for scanned := 0; scanned < resetSweepMax; {
+		keys, next, err := s.rdb.Scan(ctx, cursor, match, 1000).Result()
+		if err != nil {
+			return wrapRedis(ctx, "reset: sweep idempotency records", err)
+		}
+		scanned += len(keys)
+		if len(keys) > 0 {
+			if err := s.rdb.Unlink(ctx, keys...).Err(); err != nil {
+				return wrapRedis(ctx, "reset: sweep idempotency records", err)
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+	return nil
+}
+
+// globEscape quotes the glob characters of a SCAN MATCH pattern.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\^`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// ledgerReceipt answers Receipt from a ledger write's receipt v: member i's
+// verdict (0 for a lone sale).
+func ledgerReceipt(id, v string, i int) (int64, bool, error) {
+	parts := strings.Split(v, ",")
+	if i >= len(parts) {
+		return 0, false, nil
+	}
+	vd, err := parseVerdict(parts[i])
+	if err != nil {
+		return 0, false, fmt.Errorf("stock: receipt %s: %w", id, err)
+	}
+	if vd.kind != verdictSold {
+		return 0, false, nil
+	}
+	return vd.after, true, nil
+}

@@ -1,0 +1,91 @@
+-- ledger.lua: prepended to fenced_write.lua and sell_atomic.lua (after
+-- int.lua) for their ledger form, used when the order ledger is on
+-- (Keys.Orders). Not a script on its own.
+--
+-- sellTo(stock, kb, ab, token, n) decides, for n members in order, what
+-- each gets out of stock units, and writes the ledger of every unit it
+-- sells: buyer count, stream entry, index, per-user list and idempotency
+-- record. The caller takes the units from the stock and counts them in
+-- lucky: in the same script, so no unit is sold without its order and no
+-- order exists without its unit. It reads:
+--
+-- KEYS[kb]    orders stream        (one entry per unit sold; fields below)
+-- KEYS[kb+1]  sale id              (string, set by every Store.Reset; '' if missing)
+-- KEYS[kb+2]  buyers hash          (user -> units bought in this sale)
+-- KEYS[kb+3]  order index hash     (order id -> stream entry id)
+-- KEYS[kb+4]  per-user sorted set  (all scores 0; members "user count id",
+--                                   so ZRANGEBYLEX lists a user's orders oldest first)
+-- KEYS[kb+4+i] member i's idempotency record (the prefix alone if it has no key)
+-- ARGV[ab]    per-user limit       (0 = none; anonymous buyers are never limited)
+-- ARGV[ab+1]  idempotency TTL in ms
+-- ARGV[ab+2]  replica name
+-- ARGV[ab+3]  now, unix ms         (from the caller: a retry writes the same time)
+-- ARGV[ab+4+3(i-1)], +1, +2: member i's user ('' anonymous), key ('' none), order id
+--
+-- Member i's outcome, in order:
+--   its key has a record of this sale -> 'replay <id> <after> <token>', the
+--       original sale's, if the record's user is the member's; else 'reused';
+--   no unit left                      -> 'soldout';
+--   limit > 0, named user, count >= limit -> 'limit';
+--   otherwise it sells: 'sold <id> <after> <token>'.
+-- Members are sold in order, so a batch holding a key twice, or one user
+-- past the limit, answers the later ones from what the earlier ones wrote.
+--
+-- An idempotency record is "sale user id after token" (user may be ''): a
+-- record of an earlier sale (another id) counts as absent, so a Reset need
+-- not find every record before the next sale may reuse its keys.
+--
+-- Returns the units sold and the outcomes joined with ',' (what the
+-- receipt keeps, so a retry answers every member as the first run did).
+
+local function sellTo(stock, kb, ab, token, n)
+  local orders, saleKey, buyers, index, byUser = KEYS[kb], KEYS[kb + 1], KEYS[kb + 2], KEYS[kb + 3], KEYS[kb + 4]
+  local limit = tonumber(ARGV[ab])
+  local ttl, replica, now = ARGV[ab + 1], ARGV[ab + 2], ARGV[ab + 3]
+  local sale = redis.call('GET', saleKey) or ''
+  local sold = 0
+  local out = {}
+  for i = 1, n do
+    local a = ab + 4 + 3 * (i - 1)
+    local user, key, id = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+    local idem = KEYS[kb + 4 + i]
+    local outcome
+    if key ~= '' then
+      local rec = redis.call('GET', idem)
+      if rec then
+        local rsale, ruser, rid, rafter, rtoken = string.match(rec, '^(%S*) (%S*) (%S+) (%S+) (%S+)$')
+        if rid and rsale == sale then
+          if ruser == user then
+            outcome = 'replay ' .. rid .. ' ' .. rafter .. ' ' .. rtoken
+          else
+            outcome = 'reused'
+          end
+        end
+      end
+    end
+    if outcome then
+      -- decided by the key's record
+    elseif stock - sold <= 0 then
+      outcome = 'soldout'
+    elseif limit > 0 and user ~= '' and (tonumber(redis.call('HGET', buyers, user)) or 0) >= limit then
+      outcome = 'limit'
+    else
+      sold = sold + 1
+      local after = string.format('%d', stock - sold)
+      local entry = redis.call('XADD', orders, '*', 'id', id, 'sale', sale, 'user', user, 'key', key,
+        'token', token, 'replica', replica, 'stock_after', after, 'time', now)
+      redis.call('HSET', index, id, entry)
+      if user ~= '' then
+        local count = redis.call('HINCRBY', buyers, user, 1)
+        redis.call('ZADD', byUser, 0, user .. ' ' .. string.format('%010d', count) .. ' ' .. id)
+      end
+      if key ~= '' then
+        redis.call('SET', idem, sale .. ' ' .. user .. ' ' .. id .. ' ' .. after .. ' ' .. token, 'PX', ttl)
+      end
+      outcome = 'sold ' .. id .. ' ' .. after .. ' ' .. token
+    end
+    out[i] = outcome
+  end
+  return sold, table.concat(out, ',')
+end
+
