@@ -43,8 +43,10 @@ const (
 )
 
 // Results lists every result stockd can answer, for tests and tables.
-// (LimitReached and KeyReused join it when the handler answers them.)
-var Results = []Result{Sold, SoldOut, Fenced, Busy, LockLost, MixedBackends, Unconfirmed, Error}
+// LimitReached and KeyReused come last: they need a named buyer or an
+// Idempotency-Key (issue #13), and tables of anonymous sales may stop
+// before them.
+var Results = []Result{Sold, SoldOut, Fenced, Busy, LockLost, MixedBackends, Unconfirmed, Error, LimitReached, KeyReused}
 
 // Status is the HTTP status stockd answers r with, 0 for an unknown result.
 // Error is 500 here; stockd answers it 503 instead when a dependency is

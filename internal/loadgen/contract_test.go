@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +31,8 @@ var saleErrors = map[api.Result]error{
 	api.MixedBackends: stock.ErrMixedBackends,
 	api.Unconfirmed:   &stock.UnconfirmedError{Attempt: "a-1", Err: stock.ErrUnavailable},
 	api.Error:         errors.New("a bug"),
+	api.LimitReached:  stock.ErrLimitReached,
+	api.KeyReused:     stock.ErrKeyReused,
 }
 
 // Every result the real handler answers reaches the load tool as the
@@ -45,6 +48,8 @@ func TestHandlerResultsRoundTrip(t *testing.T) {
 		api.MixedBackends: loadgen.OutcomeError,
 		api.Unconfirmed:   loadgen.OutcomeUnconfirmed,
 		api.Error:         loadgen.OutcomeError,
+		api.LimitReached:  loadgen.OutcomeLimitReached,
+		api.KeyReused:     loadgen.OutcomeKeyReused,
 	}
 	unavailable := fmt.Errorf("%w: dial tcp: refused", stock.ErrUnavailable) // error, 503 this time
 	for _, result := range append(slices.Clone(api.Results), "error/503") {
@@ -76,5 +81,44 @@ func TestHandlerResultsRoundTrip(t *testing.T) {
 				t.Fatalf("got attempt %q, want it carried: %v", r.Attempt, wantAttempt)
 			}
 		})
+	}
+}
+
+type buyerSeller struct {
+	mu     sync.Mutex
+	buyers []stock.Buyer
+}
+
+// ReduceFor sells the first send of a key and replays every later one.
+func (s *buyerSeller) ReduceFor(_ context.Context, b stock.Buyer) (stock.Sale, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buyers = append(s.buyers, b)
+	return stock.Sale{StockAfter: 4, Attempt: "a-1", OrderID: "o-1", Replayed: len(s.buyers) > 1}, nil
+}
+
+// The buyer and key the load tool sends reach the real handler's Seller as
+// the stock.Buyer they mean, and a sold answer's order id and replay flag
+// come back as the load tool's Order and OutcomeReplayed.
+func TestHandlerBuyersRoundTrip(t *testing.T) {
+	seller := &buyerSeller{}
+	h := handler.New(handler.Config{Replica: "r-1", AdminToken: "t", Ledger: true}, handler.Deps{Seller: seller})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	p := []loadgen.Purchase{{User: "u7", Key: "run-0", Retry: loadgen.RetryAfter}}
+	got := loadgen.FireBuyers(t.Context(), loadgen.NewClient(1, 5*time.Second), srv.URL+"/stock/reduce", p, 1, time.Second)
+	want := []stock.Buyer{{User: "u7", Key: "run-0"}, {User: "u7", Key: "run-0"}}
+	if !slices.Equal(seller.buyers, want) {
+		t.Fatalf("the seller got buyers %+v, want %+v", seller.buyers, want)
+	}
+	if len(got) != 2 {
+		t.Fatalf("got %d responses, want 2", len(got))
+	}
+	slices.SortFunc(got, func(a, b loadgen.Response) int { return a.Sent.Compare(b.Sent) })
+	for i, outcome := range []loadgen.Outcome{loadgen.OutcomeSold, loadgen.OutcomeReplayed} {
+		r := got[i]
+		if r.Outcome != outcome || r.Order != "o-1" || r.User != "u7" || r.Key != "run-0" || r.Resend != (i == 1) {
+			t.Fatalf("send %d: got %+v, want outcome %v, order o-1, user u7, key run-0", i, r, outcome)
+		}
 	}
 }
