@@ -34,6 +34,11 @@ type Metrics struct {
 	// LogSuppressed counts log lines a LogLimiter held back, by kind: the
 	// aggregate stays visible when the log does not repeat every line.
 	LogSuppressed *prometheus.CounterVec
+	// OrdersLag is the ledger entries not yet stored in MySQL
+	// (orders.durable), as last sampled by SampleOrdersLag; NaN when the
+	// last sample failed. Registered only by SampleOrdersLag, so a replica
+	// without durable orders does not export a lag of 0.
+	OrdersLag prometheus.Gauge
 }
 
 // New registers the instruments, plus Go runtime and process collectors, on a
@@ -77,6 +82,11 @@ func New(constLabels prometheus.Labels) *Metrics {
 			Help:        "Log lines held back by rate limiting, by kind.",
 			ConstLabels: constLabels,
 		}, []string{"kind"}),
+		OrdersLag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name:        "seckill_orders_lag",
+			Help:        "Ledger entries not yet stored in MySQL (orders.durable), sampled; NaN when it could not be read.",
+			ConstLabels: constLabels,
+		}),
 	}
 	reg.MustRegister(m.Results, m.LockWait, m.SaleDuration, m.Events, m.AdminAuthFailures, m.LogSuppressed,
 		collectors.NewGoCollector(),
