@@ -3,6 +3,7 @@ package stock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -76,4 +77,28 @@ type OrderReader interface {
 	Order(ctx context.Context, id string) (Order, error)
 	OrdersByUser(ctx context.Context, user string, offset, limit int) (orders []Order, total int64, err error)
 	LedgerStats(ctx context.Context) (LedgerStats, error)
+}
+
+// ErrBadBuyer: a Buyer's User or Key breaks the limits above; nothing was
+// sold. The handler refuses such values first (400); the service checks
+// again because the ledger's records separate fields with spaces.
+var ErrBadBuyer = errors.New("stock: bad buyer")
+
+// Check reports whether b's User and Key are within MaxUserLen and
+// MaxKeyLen and printable ASCII without spaces (either may be empty).
+func (b Buyer) Check() error {
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"user", b.User, MaxUserLen}, {"key", b.Key, MaxKeyLen}} {
+		if len(f.v) > f.max {
+			return fmt.Errorf("%w: %s longer than %d", ErrBadBuyer, f.name, f.max)
+		}
+		for i := 0; i < len(f.v); i++ {
+			if c := f.v[i]; c <= ' ' || c > '~' {
+				return fmt.Errorf("%w: %s must be printable ASCII without spaces", ErrBadBuyer, f.name)
+			}
+		}
+	}
+	return nil
 }

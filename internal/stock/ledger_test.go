@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -560,4 +561,33 @@ func TestCombinedBatchVerdictsAndReceipts(t *testing.T) {
 		t.Fatalf("the limited member's receipt: got sold %v, %v; want not sold", sold, err)
 	}
 	wantLedger(t, s, 3, 2, 3)
+}
+
+// Check keeps the values the ledger's records cannot hold out of a sale.
+func TestBuyerCheck(t *testing.T) {
+	long := func(n int) string { return strings.Repeat("x", n) }
+	for _, tc := range []struct {
+		b  stock.Buyer
+		ok bool
+	}{
+		{stock.Buyer{}, true},
+		{stock.Buyer{User: long(stock.MaxUserLen), Key: long(stock.MaxKeyLen)}, true},
+		{stock.Buyer{User: "a~!"}, true},
+		{stock.Buyer{User: long(stock.MaxUserLen + 1)}, false},
+		{stock.Buyer{Key: long(stock.MaxKeyLen + 1)}, false},
+		{stock.Buyer{User: "a b"}, false},
+		{stock.Buyer{Key: "a\tb"}, false},
+		{stock.Buyer{User: "é"}, false},
+		{stock.Buyer{Key: "a,b\x7f"}, false},
+	} {
+		if err := tc.b.Check(); (err == nil) != tc.ok || (err != nil && !errors.Is(err, stock.ErrBadBuyer)) {
+			t.Errorf("Check(%+v): got %v, want ok %v", tc.b, err, tc.ok)
+		}
+	}
+	s, _ := ledgerStore(t, 5, 1)
+	svc := ledgerModes[0].service(s, nil)
+	if _, err := svc.ReduceFor(t.Context(), stock.Buyer{User: "a b"}); !errors.Is(err, stock.ErrBadBuyer) {
+		t.Fatalf("a sale to %q: got %v, want ErrBadBuyer", "a b", err)
+	}
+	wantStatus(t, s, stock.Status{Stock: 5})
 }

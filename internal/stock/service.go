@@ -249,15 +249,18 @@ func (s *Service) Reduce(ctx context.Context) (Sale, error) {
 // of it is decided by the script that takes the unit. Errors wrap
 // ErrSoldOut, ErrBusy, ErrLockLost, ErrFenced, ErrMixedBackends,
 // ErrUnconfirmed, ErrUnavailable or lock.ErrUnavailable; and for a buyer,
-// ErrLimitReached or ErrKeyReused (nothing sold).
+// ErrLimitReached, ErrKeyReused or ErrBadBuyer (nothing sold).
 //
 // With the ledger off, a non-empty b is ErrNoLedger: a key that cannot be
 // honoured is refused rather than ignored, since the client's retry would
 // sell twice. With fencing off (locked mode), b is ignored and no order is
 // written: that is the articles' unfenced sale, the lab's oversell control.
 func (s *Service) ReduceFor(ctx context.Context, b Buyer) (Sale, error) {
+	if err := b.Check(); err != nil {
+		return Sale{}, err
+	}
 	if b != (Buyer{}) && (s.cfg.Store == nil || !s.cfg.Store.Ledger()) {
-		return Sale{}, fmt.Errorf("%w: cannot sell to buyer %q with key %q", ErrNoLedger, truncate(b.User, MaxUserLen), truncate(b.Key, MaxKeyLen))
+		return Sale{}, fmt.Errorf("%w: cannot sell to buyer %q with key %q", ErrNoLedger, b.User, b.Key)
 	}
 	if len(s.segs) > 1 {
 		return s.reduceSegmented(ctx, b)
