@@ -34,11 +34,15 @@ const (
 	MaxOrdersLimit     = 500
 )
 
-// resetSweepMax bounds how many idempotency records of earlier sales a
-// Reset unlinks. They are harmless (a record names its sale, and one of
-// another sale reads as absent) and expire by their TTL, so the sweep only
-// frees memory early; a Reset must not take unbounded time for it.
-const resetSweepMax = 100_000
+// A Reset sweeps the idempotency records of the sale it ends with at most
+// resetSweepCalls SCANs of resetSweepCount keys each (a million keys
+// looked at). The records are harmless (a record names its sale, and one
+// of another sale reads as absent) and expire by their TTL, so the sweep
+// only frees memory early; a Reset must not take unbounded time for it.
+const (
+	resetSweepCalls = 1000
+	resetSweepCount = 1000
+)
 
 // verdict kinds: what one member of a ledger write got (ledger.lua).
 const (
@@ -265,7 +269,7 @@ func (s *Store) resetLedger(ctx context.Context, p redis.Pipeliner) {
 }
 
 // sweepIdempotency unlinks the idempotency records of the sale a Reset
-// ends, scanning at most resetSweepMax keys. It runs before the Reset's
+// ends, within the bound above. It runs before the Reset's
 // MULTI, so it never unlinks a record of the new sale; a record written
 // between the sweep and the MULTI names the old sale, reads as absent from
 // then on, and expires by its TTL.
@@ -275,12 +279,11 @@ func (s *Store) sweepIdempotency(ctx context.Context) error {
 	}
 	match := globEscape(s.keys.Idempotency) + "*"
 	var cursor uint64
-	for scanned := 0; scanned < resetSweepMax; {
-		keys, next, err := s.rdb.Scan(ctx, cursor, match, 1000).Result()
+	for range resetSweepCalls {
+		keys, next, err := s.rdb.Scan(ctx, cursor, match, resetSweepCount).Result()
 		if err != nil {
 			return wrapRedis(ctx, "reset: sweep idempotency records", err)
 		}
-		scanned += len(keys)
 		if len(keys) > 0 {
 			if err := s.rdb.Unlink(ctx, keys...).Err(); err != nil {
 				return wrapRedis(ctx, "reset: sweep idempotency records", err)
