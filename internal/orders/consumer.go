@@ -48,6 +48,11 @@ func New(cfg Config) (*Consumer, error) {
 // Run stores entries until ctx ends, then returns nil. Failures are
 // logged, counted and retried with a backoff; it never returns for them.
 // A batch interrupted by ctx stays pending in Redis for another consumer.
+// It returns within about a second of ctx's end (readBlock) whether Redis
+// and MySQL are up or refuse connections; only a Redis that hangs in the
+// middle of a blocked read holds it for the client's read timeout of a
+// blocking command (go-redis: the block plus 10s): go-redis cancels on a
+// context's deadline, not on its cancellation.
 func (c *Consumer) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return ErrRunning

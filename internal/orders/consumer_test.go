@@ -234,3 +234,28 @@ func TestRunStopsPromptly(t *testing.T) {
 		return n <= base, fmt.Sprintf("%d goroutines, %d before the consumer", n, base)
 	})
 }
+
+// Two replicas drain one sale together and one of them is stopped midway:
+// the other finishes (claiming what the stopped one left pending), every
+// order has one row, and between them they inserted each exactly once.
+func TestReplicasShareAndOneStops(t *testing.T) {
+	e := newEnv(t)
+	const n = 3000
+	c1 := e.consumer(t, Config{Consumer: "r1", Batch: 50})
+	c2 := e.consumer(t, Config{Consumer: "r2", Batch: 50})
+	e.sell(t, "seckill:orders", "sale-a", "a", n)
+	stop1 := run(t, c1)
+	run(t, c2)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return c1.Stats().Inserted > 0 && c2.Stats().Inserted > 0, fmt.Sprintf("r1 %+v, r2 %+v: want both inserting", c1.Stats(), c2.Stats())
+	})
+	stop1()
+	e.drained(t, c2, "orders", n)
+	s1, s2 := c1.Stats(), c2.Stats()
+	if s1.Inserted+s2.Inserted != n {
+		t.Errorf("r1 inserted %d, r2 %d: %d in all, want %d", s1.Inserted, s2.Inserted, s1.Inserted+s2.Inserted, n)
+	}
+	if s1.Inserted >= n {
+		t.Errorf("r1 inserted all %d before it was stopped: nothing was left to share", n)
+	}
+}

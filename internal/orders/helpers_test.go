@@ -23,7 +23,7 @@ type env struct {
 	db           *sql.DB
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	e := &env{redis: servertest.Redis(t), maria: servertest.MariaDB(t)}
 	e.rdb = redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
@@ -40,7 +40,7 @@ func newEnv(t *testing.T) *env {
 // consumer makes the tables and a Consumer on them; cfg's zero fields get
 // the test's defaults (stream and table named after the test, a short
 // ClaimIdle).
-func (e *env) consumer(t *testing.T, cfg Config) *Consumer {
+func (e *env) consumer(t testing.TB, cfg Config) *Consumer {
 	t.Helper()
 	if cfg.Redis == nil {
 		cfg.Redis = e.rdb
@@ -79,7 +79,7 @@ func cmp(s, def string) string {
 
 // run starts c.Run; the returned stop cancels it and fails the test unless
 // Run returns nil within two seconds. Cleanup stops it too.
-func run(t *testing.T, c *Consumer) (stop func()) {
+func run(t testing.TB, c *Consumer) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -123,7 +123,7 @@ func (o order) values() map[string]any {
 }
 
 // xadd appends one entry with exactly values and returns its id.
-func (e *env) xadd(t *testing.T, stream string, values map[string]any) string {
+func (e *env) xadd(t testing.TB, stream string, values map[string]any) string {
 	t.Helper()
 	id, err := e.rdb.XAdd(t.Context(), &redis.XAddArgs{Stream: stream, Values: values}).Result()
 	if err != nil {
@@ -133,7 +133,7 @@ func (e *env) xadd(t *testing.T, stream string, values map[string]any) string {
 }
 
 // sell appends n anonymous orders of sale, ids prefix-0.., and returns them.
-func (e *env) sell(t *testing.T, stream, sale, prefix string, n int) []order {
+func (e *env) sell(t testing.TB, stream, sale, prefix string, n int) []order {
 	t.Helper()
 	out := make([]order, n)
 	pipe := e.rdb.Pipeline()
@@ -149,7 +149,7 @@ func (e *env) sell(t *testing.T, stream, sale, prefix string, n int) []order {
 }
 
 // count runs a COUNT(*) query.
-func (e *env) count(t *testing.T, q string, args ...any) int64 {
+func (e *env) count(t testing.TB, q string, args ...any) int64 {
 	t.Helper()
 	var n int64
 	if err := e.db.QueryRowContext(t.Context(), q, args...).Scan(&n); err != nil {
@@ -161,7 +161,7 @@ func (e *env) count(t *testing.T, q string, args ...any) int64 {
 // eventually polls cond (a state in another process, which sends no
 // event) every 20ms until it holds, failing after timeout with what it
 // last said.
-func eventually(t *testing.T, timeout time.Duration, cond func() (ok bool, state string)) {
+func eventually(t testing.TB, timeout time.Duration, cond func() (ok bool, state string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -181,7 +181,7 @@ func eventually(t *testing.T, timeout time.Duration, cond func() (ok bool, state
 }
 
 // drained waits until c's lag is 0 and the table holds want rows.
-func (e *env) drained(t *testing.T, c *Consumer, table string, want int64) {
+func (e *env) drained(t testing.TB, c *Consumer, table string, want int64) {
 	t.Helper()
 	eventually(t, 20*time.Second, func() (bool, string) {
 		lag, err := c.Lag(t.Context())

@@ -22,8 +22,9 @@ const (
 // The key columns are ASCII compared byte for byte (ascii_bin): order,
 // sale and idempotency ids and buyers are printable ASCII without spaces
 // (parse refuses anything else), so "U1" and "u1" are two buyers and pad
-// space never matters. sold_at is UTC. user and idem_key are NULL when
-// absent, so UNIQUE (sale, user) never binds anonymous buyers.
+// space never matters. sold_at is UTC (in the DSN's loc, UTC by
+// default). user and idem_key are NULL when absent, so UNIQUE (sale, user)
+// never binds anonymous buyers.
 const ordersDDL = "CREATE TABLE IF NOT EXISTS `%s` (" + `
 	id          VARCHAR(64)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
 	sale        VARCHAR(64)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
