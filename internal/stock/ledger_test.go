@@ -591,3 +591,40 @@ func TestBuyerCheck(t *testing.T) {
 	}
 	wantStatus(t, s, stock.Status{Stock: 5})
 }
+
+// Once every segment is known empty, a replay still reaches a script that
+// finds its key's record: it answers the original sale, not sold out.
+func TestSegmentedReplayAfterSellOut(t *testing.T) {
+	for _, m := range ledgerModes {
+		if m.segments < 2 {
+			continue
+		}
+		t.Run(m.name, func(t *testing.T) {
+			s, _ := ledgerStore(t, 4, m.segments)
+			svc := m.service(s, nil)
+			first, err := svc.ReduceFor(t.Context(), stock.Buyer{User: "olga", Key: "o"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if _, err := svc.Reduce(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Sold out now; these mark every segment empty.
+			for range 3 {
+				if _, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrSoldOut) {
+					t.Fatalf("after the last unit: got %v, want ErrSoldOut", err)
+				}
+			}
+			again, err := svc.ReduceFor(t.Context(), stock.Buyer{User: "olga", Key: "o"})
+			if err != nil || !again.Replayed || again.OrderID != first.OrderID {
+				t.Fatalf("olga's replay after the sell-out: got %+v, %v; want a replay of %s", again, err, first.OrderID)
+			}
+			if _, err := svc.ReduceFor(t.Context(), stock.Buyer{User: "olga", Key: "o2"}); !errors.Is(err, stock.ErrSoldOut) {
+				t.Fatalf("a new key after the sell-out: got %v, want ErrSoldOut", err)
+			}
+			wantLedger(t, s, 4, 1, 4)
+		})
+	}
+}

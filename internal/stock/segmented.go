@@ -23,7 +23,8 @@ import (
 // segment at one instant (Store.SegmentStocks, one MGET): sold out only if
 // all are 0 then, otherwise it tries those that are not. So no buyer is
 // turned away while any stock remains — a hint can be stale (a reset), the
-// MGET cannot.
+// MGET cannot. A request with an idempotency key that finds them all empty
+// still runs one segment's script, which answers a replay of its key.
 
 // reduceSegmented sells one unit from whichever segment has one.
 func (s *Service) reduceSegmented(ctx context.Context, b Buyer) (Sale, error) {
@@ -54,6 +55,13 @@ func (s *Service) reduceSegmented(ctx context.Context, b Buyer) (Sale, error) {
 				s.segs[i].empty.Store(false)
 				left = true
 			}
+		}
+		if !left && b.Key != "" && s.ledger() {
+			// The hints may have kept this request from every segment's
+			// script, and only a script can tell whether its key already
+			// sold: a replay after the sell-out must answer the original
+			// sale, not sold out. Any segment's script checks the key.
+			return s.reduceIn(ctx, s.segs[0], b)
 		}
 		if !left {
 			return Sale{}, fmt.Errorf("%w: all %d segments are empty", ErrSoldOut, len(stocks))
