@@ -276,10 +276,10 @@ func buyersEnv(limit int) map[string]string {
 // ledger and MySQL hold after the sale, and the verdict of every check.
 func writeBuyersTable(w io.Writer, rows []demoRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "redis, with buyers	buyers	limit	re-sent	sold	replayed	limit reached	orders	distinct buyers	duplicates	over limit	MySQL rows	verdict")
+	fmt.Fprintln(tw, "redis, with buyers\tbuyers\tlimit\tre-sent\tcut\tsold\treplayed\tlimit reached\torders\tdistinct buyers\tduplicates\tover limit\tMySQL rows\trps\tp99\tverdict")
 	for _, r := range rows {
 		if r.Report == nil || r.Report.Buyers == nil {
-			fmt.Fprintf(tw, "ledger + durable	-	-	-	-	-	-	-	-	-	-	-	%s\n", r.Verdict)
+			fmt.Fprintf(tw, "ledger + durable%s\t%s\n", strings.Repeat("\t-", 14), r.Verdict)
 			continue
 		}
 		b := r.Report.Buyers
@@ -291,9 +291,9 @@ func writeBuyersTable(w io.Writer, rows []demoRow) {
 		for _, n := range b.Resent {
 			resent += n
 		}
-		fmt.Fprintf(tw, "ledger + durable	%d	%d	%d	%d	%d	%d	%d	%d	%d	%d	%s	%s\n",
-			b.Users, b.PerUserLimit, resent, b.Sold, b.Replayed, b.LimitReached, b.Ledger.Orders, b.Ledger.Buyers,
-			b.Duplicates, b.OverLimit, mysql, r.Verdict)
+		fmt.Fprintf(tw, "ledger + durable\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.0f\t%.1fms\t%s\n",
+			b.Users, b.PerUserLimit, resent, b.Cut, b.Sold, b.Replayed, b.LimitReached, b.Ledger.Orders, b.Ledger.Buyers,
+			b.Duplicates, b.OverLimit, mysql, r.RPS, r.P99ms, r.Verdict)
 	}
 	_ = tw.Flush()
 }

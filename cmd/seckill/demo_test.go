@@ -87,7 +87,7 @@ func TestBuyersRow(t *testing.T) {
 	var b strings.Builder
 	writeBuyersTable(&b, []demoRow{good})
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	want := "ledger + durable 500 1 100 0 0 0 300 300 0 0 300 consistent"
+	want := "ledger + durable 500 1 100 0 0 0 0 300 300 0 0 300 0 0.0ms consistent"
 	if good.failed || len(lines) != 2 || strings.Join(strings.Fields(lines[1]), " ") != want {
 		t.Fatalf("got failed %v and table:\n%s\nwant the row %q", good.failed, b.String(), want)
 	}

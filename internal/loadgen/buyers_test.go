@@ -72,7 +72,9 @@ func (f *ledgerStockd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer f.mu.Unlock()
 		buyers := map[string]bool{}
 		for _, o := range f.orders {
-			buyers[o.User] = true
+			if o.User != "" {
+				buyers[o.User] = true
+			}
 		}
 		l := api.Ledger{Buyers: int64(len(buyers)), Lucky: f.lucky, Orders: int64(len(f.orders)), Sale: strconv.Itoa(f.sale)}
 		if f.durable {
@@ -109,7 +111,7 @@ func (f *ledgerStockd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (f *ledgerStockd) reduce(user, key string, reply func(int, any)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if o, ok := f.keys[key]; ok && !f.dupKey {
+	if o, ok := f.keys[key]; ok && key != "" && !f.dupKey {
 		if o.User != user {
 			reply(http.StatusUnprocessableEntity, api.Sale{Result: api.KeyReused})
 			return
@@ -123,7 +125,7 @@ func (f *ledgerStockd) reduce(user, key string, reply func(int, any)) {
 		reply(http.StatusOK, api.Sale{Result: api.Sold, Order: o.ID, Replayed: true})
 		return
 	}
-	if f.limit > 0 && f.bought[user] >= f.limit && !f.ignoreLimit {
+	if f.limit > 0 && user != "" && f.bought[user] >= f.limit && !f.ignoreLimit {
 		reply(http.StatusConflict, api.Sale{Result: api.LimitReached})
 		return
 	}
@@ -135,7 +137,9 @@ func (f *ledgerStockd) reduce(user, key string, reply func(int, any)) {
 	f.lucky++
 	f.bought[user]++
 	o := api.Order{ID: fmt.Sprintf("o-%d-%d", f.sale, f.lucky), User: user, Key: key, Sale: strconv.Itoa(f.sale), StockAfter: f.stock}
-	f.keys[key] = o
+	if key != "" {
+		f.keys[key] = o
+	}
 	if !f.lostOrder || f.lucky%5 != 0 {
 		f.orders = append(f.orders, o)
 	}
@@ -259,5 +263,22 @@ func TestPlan(t *testing.T) {
 		if resent >= 3 && (kinds[RetryTimeout] == 0 || kinds[RetryAfter] == 0 || kinds[RetryRace] == 0) {
 			t.Errorf("n %d: kinds %v, want all three", tc.n, kinds)
 		}
+	}
+}
+
+// An anonymous run on a cluster with the ledger shows the ledger and the
+// durable copy's lag after the sale, and is judged as before.
+func TestRunAnonymousShowsLedger(t *testing.T) {
+	srv := httptest.NewServer(&ledgerStockd{durable: true, page: 2})
+	t.Cleanup(srv.Close)
+	r, err := Run(t.Context(), Config{URL: srv.URL, AdminToken: "t", Requests: 30, Concurrency: 5, Stock: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	_ = r.WriteText(&text)
+	if r.Buyers != nil || r.Ledger == nil || r.Ledger.Orders != 20 || r.Ledger.Lag == nil || !r.OK() ||
+		!strings.Contains(text.String(), "ledger: orders 20  buyers 0  MySQL ") {
+		t.Fatalf("got buyers %v, ledger %+v, verdict %q:\n%s", r.Buyers, r.Ledger, r.Verdict(), text.String())
 	}
 }

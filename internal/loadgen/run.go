@@ -130,6 +130,10 @@ type Report struct {
 	Cut          int `json:"cut,omitempty"`
 	// Buyers is the buyers' verdict; nil for anonymous runs.
 	Buyers *Buyers `json:"buyers,omitempty"`
+	// Ledger is GET /ledger right after an anonymous sale when the ledger
+	// is on: its orders and, with durable orders, MySQL's count and the lag
+	// still to drain. Shown, not judged (the buyers' verdict judges it).
+	Ledger *api.Ledger `json:"ledger,omitempty"`
 }
 
 // Run resets the stock, fires the requests, reads the stock back and
@@ -189,6 +193,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		r.Buyers.Users, r.Buyers.RetryRate = cfg.Users, cfg.RetryRate
+	} else if info.Ledger {
+		// Best effort: a run without buyers never failed on the ledger.
+		if l, err := GetLedger(ctx, client, cfg.URL); err == nil {
+			r.Ledger = &l
+		}
 	}
 	if timedOut {
 		r.TimedOut = true
@@ -347,6 +356,13 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "  stock %d  lucky %d  oversold %d  false sold-out %d\n", r.Stock, r.Lucky, r.Oversold, r.FalseSoldOut)
 	if len(r.Segments) > 0 {
 		fmt.Fprintf(&b, "  segments %v  negative %d\n", r.Segments, r.NegativeSegments)
+	}
+	if l := r.Ledger; l != nil {
+		fmt.Fprintf(&b, "  ledger: orders %d  buyers %d", l.Orders, l.Buyers)
+		if l.Durable != nil && l.Lag != nil {
+			fmt.Fprintf(&b, "  MySQL %d  lag %d (right after the sale)", *l.Durable, *l.Lag)
+		}
+		b.WriteString("\n")
 	}
 	if len(r.Replicas) > 0 {
 		var parts []string
