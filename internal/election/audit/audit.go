@@ -15,6 +15,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -71,22 +72,34 @@ type Config struct {
 	// Replica and Backend identify who records: the replica name and the
 	// election backend whose terms are recorded. Required.
 	Replica, Backend string
+	// Ledger, if set, is the order ledger (stock.ledger on): its orders
+	// must equal lucky. Nil: not checked.
+	Ledger Ledger
+	// Durable, if set with Ledger, is the ledger's copy in MySQL
+	// (orders.durable): with no lag, its rows for the sale must equal the
+	// ledger's orders. Nil: not checked.
+	Durable DurableOrders
+	// Logger receives the durable comparisons skipped for a MySQL or
+	// Redis failure. The default is slog.Default().
+	Logger *slog.Logger
 }
 
 // Record is one audit run.
 type Record struct {
-	ID       string    `json:"id,omitempty"` // stream entry id, "" if not recorded
-	Replica  string    `json:"replica"`
-	Backend  string    `json:"backend"`
-	Term     uint64    `json:"term"`
-	At       time.Time `json:"at"`
-	Stock    int64     `json:"stock"`
-	Lucky    int64     `json:"lucky"`
-	Initial  int64     `json:"initial"`
-	Learned  bool      `json:"learned"` // Initial was learned, not read from Config.Initial
-	Fence    string    `json:"fence"`   // the stock fence as seen, "backend:token" or ""
-	OK       bool      `json:"ok"`
-	Problems []string  `json:"problems,omitempty"`
+	ID      string    `json:"id,omitempty"` // stream entry id, "" if not recorded
+	Replica string    `json:"replica"`
+	Backend string    `json:"backend"`
+	Term    uint64    `json:"term"`
+	At      time.Time `json:"at"`
+	Stock   int64     `json:"stock"`
+	Lucky   int64     `json:"lucky"`
+	Initial int64     `json:"initial"`
+	Learned bool      `json:"learned"` // Initial was learned, not read from Config.Initial
+	Fence   string    `json:"fence"`   // the stock fence as seen, "backend:token" or ""
+	// Ledger is the order ledger as checked (Config.Ledger); nil when not.
+	Ledger   *LedgerRecord `json:"ledger,omitempty"`
+	OK       bool          `json:"ok"`
+	Problems []string      `json:"problems,omitempty"`
 }
 
 // Client is the part of a go-redis client the Auditor needs (a
@@ -117,6 +130,9 @@ func New(rdb Client, cfg Config) *Auditor {
 	}
 	if cfg.MaxLen <= 0 {
 		cfg.MaxLen = DefaultMaxLen
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	return &Auditor{rdb: rdb, cfg: cfg}
 }
@@ -180,6 +196,13 @@ func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
 		bad = append(bad, fmt.Sprintf("stock+lucky = %d+%d = %d, want initial %d (oversold by %d)",
 			r.Stock, r.Lucky, r.Stock+r.Lucky, initial, r.Stock+r.Lucky-initial))
 	}
+	if a.cfg.Ledger != nil {
+		more, err := a.checkLedger(ctx, &r)
+		if err != nil {
+			return r, err
+		}
+		bad = append(bad, more...)
+	}
 	r.OK, r.Problems = len(bad) == 0, bad
 	return r, nil
 }
@@ -214,6 +237,7 @@ func (a *Auditor) Write(ctx context.Context, r Record) (Record, error) {
 		"replica", r.Replica, "backend", r.Backend, "term", r.Term,
 		"at", r.At.UnixMilli(), "stock", r.Stock, "lucky", r.Lucky, "initial", r.Initial,
 		"learned", r.Learned, "fence", r.Fence, "ok", r.OK, "problems", fmt.Sprint(r.Problems)}
+	args = append(args, r.Ledger.fields()...)
 	res, err := recordScript.Run(ctx, a.rdb, []string{a.cfg.TermKey, a.cfg.Stream}, args...).Slice()
 	if err != nil {
 		return r, fmt.Errorf("%w: record: %w", ErrRedis, err)

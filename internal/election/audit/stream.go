@@ -37,6 +37,13 @@ func parseRecord(m redis.XMessage) Record {
 		Stock: i64("stock"), Lucky: i64("lucky"), Initial: i64("initial"),
 		Learned: str("learned") == "1", Fence: str("fence"), OK: str("ok") == "1",
 	}
+	if _, ok := m.Values["orders"]; ok {
+		r.Ledger = &LedgerRecord{Sale: str("sale"), Orders: i64("orders"), Lucky: i64("ledger_lucky"), Lag: i64("lag")}
+		if _, ok := m.Values["durable"]; ok {
+			d := i64("durable")
+			r.Ledger.Durable = &d
+		}
+	}
 	if p := str("problems"); p != "" && p != "[]" {
 		r.Problems = []string{p}
 	}
