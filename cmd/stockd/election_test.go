@@ -49,7 +49,7 @@ func TestLockAndElectionShareTheSession(t *testing.T) {
 // With the election off, /leader has no status to read and stop is a no-op.
 func TestElectionNone(t *testing.T) {
 	w := &wiring{cfg: validConfig(t), log: slog.Default()}
-	stop, status, err := startElection(t.Context(), w, nil)
+	stop, status, err := startElection(t.Context(), w, nil, nil, nil)
 	if err != nil || status != nil {
 		t.Fatalf("got %v, %v; want no status and no error", status, err)
 	}

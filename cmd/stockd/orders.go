@@ -1,9 +1,17 @@
 package main
 
 import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"seckill/internal/metrics"
+	"seckill/internal/orders"
 )
 
 // orders.go: the stock.ledger, stock.per_user_limit, stock.idempotency_ttl
@@ -52,5 +60,104 @@ func validateLedger(c *Config, bad func(key, format string, args ...any)) {
 		bad("mysql.dsn", "%v", err)
 	case dsn.DBName == "":
 		bad("mysql.dsn", "names no database (want …/dbname, e.g. user:password@tcp(host:3306)/seckill)")
+	}
+}
+
+// Timing of the durable orders' start: each schema attempt is bounded, and
+// failed ones back off up to a minute (a MySQL down for long is retried,
+// not hammered; sales go on meanwhile, their orders waiting in the stream).
+const (
+	ordersSchemaTimeout = 5 * time.Second
+	ordersRetryMin      = time.Second
+	ordersRetryMax      = time.Minute
+	// ordersLagInterval is how often seckill_orders_lag is sampled.
+	ordersLagInterval = time.Second
+)
+
+// startOrders runs the durable orders consumer (orders.durable) in this
+// replica until stop: it creates the table once MySQL answers, then stores
+// the ledger stream's entries; it also samples seckill_orders_lag. MySQL
+// is opened lazily: one that is down or stalled keeps neither stockd from
+// starting nor a sale from selling. Its stop is registered with w: it ends
+// and waits for every goroutine started here before the clients they use
+// close.
+func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Consumer, error) {
+	cfg := w.cfg
+	dsn, err := mysql.ParseDSN(cfg.MySQL.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("config: mysql.dsn: %w", err) // Validate caught it already
+	}
+	conn, err := mysql.NewConnector(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("config: mysql.dsn: %w", err)
+	}
+	db := sql.OpenDB(conn) // connects on first use
+	// One batch's transaction at a time, plus the /ledger and audit counts.
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(2)
+	db.SetConnMaxIdleTime(time.Minute)
+	w.onClose(db.Close)
+
+	uniqueBuyer := cfg.Stock.PerUserLimit == 1
+	c, err := orders.New(orders.Config{
+		Redis:       w.stockRedis(),
+		Stream:      ordersKey(cfg),
+		Group:       cfg.Orders.Group,
+		Consumer:    cfg.Replica,
+		DB:          db,
+		UniqueBuyer: uniqueBuyer,
+		ClaimIdle:   cfg.Orders.ClaimIdle,
+		Logger:      w.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if !ensureOrdersSchema(rctx, w.log, db, uniqueBuyer) {
+			return
+		}
+		w.log.Info("durable orders: storing the ledger in MySQL", "table", orders.DefaultTable,
+			"group", cfg.Orders.Group, "consumer", cfg.Replica)
+		if err := c.Run(rctx); err != nil {
+			w.log.Error("durable orders stopped", "err", err)
+		}
+	})
+	wg.Go(func() { m.SampleOrdersLag(rctx, ordersLagInterval, c.Lag) })
+	// Registered after db.Close, so it runs before: the consumer stops,
+	// then its pool closes, then (registered earlier still) Redis.
+	w.onClose(func() error {
+		cancel()
+		wg.Wait()
+		return nil
+	})
+	return c, nil
+}
+
+// ensureOrdersSchema creates the orders table, retrying with a backoff
+// until it succeeds (true) or ctx ends (false).
+func ensureOrdersSchema(ctx context.Context, log *slog.Logger, db *sql.DB, uniqueBuyer bool) bool {
+	delay := ordersRetryMin
+	for {
+		sctx, cancel := context.WithTimeout(ctx, ordersSchemaTimeout)
+		err := orders.EnsureSchema(sctx, db, orders.DefaultTable, uniqueBuyer)
+		cancel()
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		log.Warn("durable orders: MySQL not ready; orders wait in the ledger stream", "err", err, "retry_in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		delay = min(2*delay, ordersRetryMax)
 	}
 }

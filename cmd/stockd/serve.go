@@ -49,12 +49,25 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	// no lock to fence.
 	fencing := cfg.Stock.Fencing && info.Safe && mode == stock.ModeLocked
 
+	// The ledger is written by the fenced write and the atomic sale; an
+	// unfenced sale (the lab's control) has no ledger form, so the ledger
+	// is off there rather than an /info that promises orders never written.
+	ledger := cfg.Stock.Ledger && (fencing || mode == stock.ModeAtomic)
+	if cfg.Stock.Ledger && !ledger {
+		log.Warn("stock.ledger is on but sales are unfenced: no order ledger (X-User and Idempotency-Key answer 400)")
+	}
+	durable := cfg.Orders.Durable && ledger
+
 	m := metrics.New(prometheus.Labels{"replica": cfg.Replica, "backend": info.Name})
 	redis.SetLogger(redisLogger{log: log, lim: metrics.NewLogLimiter(m, 0)})
-	store := stock.NewStore(stockRDB, stock.Keys{
+	keys := stock.Keys{
 		Stock: cfg.Stock.Key, Lucky: cfg.Stock.LuckyKey, Fence: cfg.Stock.FenceKey,
 		Initial: initialKey(cfg), Segments: cfg.Stock.Segments,
-	})
+	}
+	if ledger {
+		keys.Orders = ordersKey(cfg)
+	}
+	store := stock.NewStore(stockRDB, keys)
 	svc := stock.NewService(stock.ServiceConfig{
 		Store:          store,
 		Locker:         locker,
@@ -70,6 +83,9 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		Delay:          cfg.Work.Delay,
 		OnLockWait:     m.ObserveLockWait,
 		OnEvent:        func(e stock.Event) { m.CountEvent(string(e)) },
+		PerUserLimit:   cfg.Stock.PerUserLimit,
+		IdempotencyTTL: cfg.Stock.IdempotencyTTL,
+		Replica:        cfg.Replica,
 		Logger:         log,
 	})
 	// Best effort: a sale then runs its script at once; a Redis that is down
@@ -79,7 +95,21 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		log.Warn("could not preload the stock scripts", "err", err)
 	}
 	cancel()
-	stopElection, leader, err := startElection(ctx, w, m.Registry())
+	// Nil interfaces when off (not nil pointers in them): the handler and
+	// the audit test for nil.
+	var ledgerReader stock.OrderReader
+	if ledger {
+		ledgerReader = store
+	}
+	var durableOrders handler.DurableOrders
+	if durable {
+		c, err := startOrders(ctx, w, m)
+		if err != nil {
+			return err
+		}
+		durableOrders = c
+	}
+	stopElection, leader, err := startElection(ctx, w, m.Registry(), ledgerReader, durableOrders)
 	if err != nil {
 		return err
 	}
@@ -99,8 +129,12 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		AdminToken:     cfg.Admin.Token,
 		MaxBodyBytes:   int64(cfg.HTTP.MaxBodyBytes),
 		TrustedProxies: cfg.HTTP.TrustedProxies,
+		Ledger:         ledger,
+		Durable:        durable,
+		PerUserLimit:   cfg.Stock.PerUserLimit,
 	}, handler.Deps{
 		Seller: svc, Inventory: store, LockPinger: pinger, Fence: svc, Metrics: m, Logger: log, Leader: leader,
+		Orders: ledgerReader, Durable: durableOrders,
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
@@ -113,7 +147,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	srv := newHTTPServer(cfg, h, log)
 
 	log.Info("stockd starting", "addr", ln.Addr().String(), "backend", info.Name, "fencing", fencing,
-		"election", cfg.Election.Backend,
+		"election", cfg.Election.Backend, "ledger", ledger, "durable_orders", durable, "per_user_limit", cfg.Stock.PerUserLimit,
 		"mode", mode, "work_delay", cfg.Work.Delay.String(), "version", buildVersion())
 	if cfg.Admin.AllowInsecureToken && insecureAdminToken(cfg.Admin.Token) {
 		log.Warn("ADMIN TOKEN IS INSECURE: a short or placeholder admin.token is accepted because admin.allow_insecure_token is on; demos only, never where others can reach /stock/reset")

@@ -198,7 +198,7 @@ func queryInt(c *gin.Context, name string, def, lo, hi int) (int, string) {
 
 // ledger answers GET /ledger: the ledger's counts at one instant, and the
 // durable copy's when orders.durable is on. A durable count that cannot be
-// read (MySQL down) is left out, and logged, rather than failing the
+// read within Config.ProbeTimeout (MySQL down) is left out, and logged, rather than failing the
 // answer: the ledger itself lives in Redis and is still right, and /info
 // says whether durable was expected.
 func (a *server) ledger(c *gin.Context) {
@@ -214,25 +214,29 @@ func (a *server) ledger(c *gin.Context) {
 	}
 	body := &api.Ledger{Buyers: st.Buyers, Lucky: st.Lucky, Orders: st.Orders, Sale: st.Sale}
 	if d := a.deps.Durable; d != nil {
-		if n, err := d.Durable(ctx, st.Sale); err != nil {
-			a.warnDurable(c, "durable", err)
-		} else {
-			body.Durable = &n
-		}
-		if n, err := d.Lag(ctx); err != nil {
-			a.warnDurable(c, "lag", err)
-		} else {
-			body.Lag = &n
-		}
+		// Each read bounded like a /readyz probe: a stalled MySQL must
+		// not hold the answer, whose ledger part is ready, nor the lag,
+		// which Redis answers.
+		body.Durable = a.durableRead(c, "durable", func(ctx context.Context) (int64, error) { return d.Durable(ctx, st.Sale) })
+		body.Lag = a.durableRead(c, "lag", d.Lag)
 	}
 	a.json(c, http.StatusOK, body)
 }
 
-func (a *server) warnDurable(c *gin.Context, what string, err error) {
-	if ok, suppressed := a.logs.Allow("ledger_" + what); ok {
-		a.deps.Logger.Warn("ledger: could not read the durable orders", "what", what,
-			"path", c.Request.URL.Path, "err", err, "suppressed", suppressed)
+// durableRead makes one read of the durable copy within the probe
+// timeout; nil when it failed (logged, at most once a second per kind).
+func (a *server) durableRead(c *gin.Context, what string, read func(context.Context) (int64, error)) *int64 {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), a.cfg.ProbeTimeout)
+	defer cancel()
+	n, err := read(ctx)
+	if err != nil {
+		if ok, suppressed := a.logs.Allow("ledger_" + what); ok {
+			a.deps.Logger.Warn("ledger: could not read the durable orders", "what", what,
+				"path", c.Request.URL.Path, "err", err, "suppressed", suppressed)
+		}
+		return nil
 	}
+	return &n
 }
 
 // apiOrder is o as the API shows it.

@@ -341,3 +341,28 @@ func TestReduceRefusesBadBuyer(t *testing.T) {
 		})
 	}
 }
+
+// stalledDurable's count answers only when its context ends, as a
+// black-holed MySQL does; its lag (read from Redis) answers at once, if
+// its context is still alive.
+type stalledDurable struct{ lag int64 }
+
+func (stalledDurable) Durable(ctx context.Context, _ string) (int64, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+func (s stalledDurable) Lag(ctx context.Context) (int64, error) { return s.lag, ctx.Err() }
+
+// A stalled MySQL does not hold GET /ledger: the durable count is bounded
+// by the probe timeout and left out, and the lag still answered.
+func TestLedgerDurableReadIsBounded(t *testing.T) {
+	h := handler.New(handler.Config{Replica: replica, ProbeTimeout: 50 * time.Millisecond}, handler.Deps{
+		Inventory: &cannedInventory{}, Durable: stalledDurable{lag: 2},
+		Orders: &fakeOrders{stats: stock.LedgerStats{Sale: "s1", Orders: 2, Lucky: 2}},
+	})
+	code, got := get(t, h, "/ledger") // t.Context() has no deadline: only the bound ends the count
+	if want := `{"buyers":0,"replica":"r-test","lag":2,"lucky":2,"orders":2,"sale":"s1"}`; code != 200 || got != want {
+		t.Fatalf("got %d %s, want 200 %s", code, got, want)
+	}
+}
