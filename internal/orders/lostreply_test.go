@@ -1,0 +1,44 @@
+package orders
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/servers/servertest"
+)
+
+// Replies that never come back: a read that delivered entries into this
+// consumer's pending list without the consumer seeing them, and an
+// acknowledgement that ran unseen. The first are found by XAUTOCLAIM, the
+// second cost at most a repeated XACK; every order has one row.
+func TestLostReplies(t *testing.T) {
+	e := newEnv(t)
+	hop := servertest.NewReplyLoser(t, e.redis.Addr())
+	lossy := redis.NewClient(&redis.Options{Addr: hop.Addr()})
+	t.Cleanup(func() { _ = lossy.Close() })
+	c := e.consumer(t, Config{Redis: lossy})
+
+	// Lose the reply of the read that would carry the first sale.
+	hop.Lose([]byte("xreadgroup"), 1)
+	e.sell(t, "seckill:orders", "sale-a", "a", 50)
+	run(t, c)
+	e.drained(t, c, "orders", 50)
+	if hop.Lost() != 1 {
+		t.Fatalf("%d replies lost, want the read's", hop.Lost())
+	}
+	if s := c.Stats(); s.Claimed == 0 || s.Inserted != 50 {
+		t.Errorf("stats %+v: want the unseen delivery claimed back and 50 inserted", s)
+	}
+
+	// Lose an acknowledgement's reply.
+	hop.Lose([]byte("xack"), 1)
+	e.sell(t, "seckill:orders", "sale-a", "b", 50)
+	e.drained(t, c, "orders", 100)
+	if hop.Lost() != 2 {
+		t.Fatalf("%d replies lost, want the read's and the ack's", hop.Lost())
+	}
+	if s := c.Stats(); s.Inserted != 100 {
+		t.Errorf("stats %+v, want 100 inserted", s)
+	}
+}
