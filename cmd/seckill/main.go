@@ -1,7 +1,7 @@
 // Command seckill drives the flash-sale lab from the outside.
 //
 //	seckill run  --url URL [--requests 500] [--concurrency 50] [--stock 300] [--admin-token T] [--json] [--timeout 30s] [--users U [--retry-rate R]]
-//	seckill demo [--backends none,local,redis,...] [--replicas 3] [--requests 500] [--concurrency 50] [--stock 300] [--delay 5ms] [--json]
+//	seckill demo [--backends none,local,redis,...] [--replicas 3] [--requests 500] [--concurrency 50] [--stock 300] [--delay 5ms] [--buyers 500] [--json]
 //	seckill lab [--backends ...] [--scenarios ...] [--json]
 //	seckill leader --url URL[,URL...] [--duration 30s] [--interval 200ms]
 //	seckill bench [--quick] [--out docs/benchmarks.md] [--svg docs/bench.svg] [--json]
@@ -12,7 +12,8 @@
 // ledger is checked too (no buyer over the limit, one order per key).
 // demo starts a local cluster (redis-server, etcd/ZooKeeper when needed,
 // stockd replicas behind nginx), does one run per lock backend and prints
-// a table.
+// a table, then the redis row again past the one-lock bound and with
+// named buyers (the ledger, a per-user limit, durable orders in MariaDB).
 //
 // Exit status: 0 consistent; 3 oversold, inconsistent or a buyers' check
 // failed (for demo: a backend that should be correct was not); 1 usage,
@@ -43,7 +44,7 @@ var errUsage = errors.New("usage")
 
 const usage = `usage:
   seckill run    --url URL [--requests N] [--concurrency C] [--stock S] [--admin-token T] [--json] [--timeout D] [--users U [--retry-rate R]]
-  seckill demo   [--backends a,b,...] [--replicas N] [--requests N] [--concurrency C] [--stock S] [--delay D] [--json]
+  seckill demo   [--backends a,b,...] [--replicas N] [--requests N] [--concurrency C] [--stock S] [--delay D] [--buyers U] [--json]
   seckill lab    [--backends a,b,...] [--scenarios a,b,...] [--json]
   seckill leader --url URL[,URL...] [--duration 30s] [--interval 200ms]
   seckill bench  [--quick] [--out docs/benchmarks.md] [--svg docs/bench.svg] [--json]

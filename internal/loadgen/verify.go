@@ -240,7 +240,7 @@ func Verify(ctx context.Context, client *http.Client, base string, cfg VerifyCon
 		}
 	}
 	for key, ids := range ledgerKeys {
-		if len(ids) > 1 && len(sales[key]) <= 1 {
+		if _, answered := sales[key]; len(ids) > 1 && !answered { // the others are counted above
 			b.Duplicates++
 		}
 	}
