@@ -76,12 +76,17 @@ type ledgerArgs struct {
 	now     time.Time
 }
 
+// freshSale is the sale id this process offers a script that finds none
+// (a stock never reset): the first script to find it missing sets it, and
+// every later one, of any process, reads that.
+var freshSale = newSaleID()
+
 func (a ledgerArgs) argv() []any {
 	ttl := a.ttl
 	if ttl <= 0 {
 		ttl = DefaultIdempotencyTTL
 	}
-	return []any{a.limit, ttl.Milliseconds(), a.replica, a.now.UnixMilli()}
+	return []any{a.limit, ttl.Milliseconds(), a.replica, a.now.UnixMilli(), freshSale}
 }
 
 // ledgerDefaults fills in the ledger keys derived from Orders.

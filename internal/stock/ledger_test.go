@@ -628,3 +628,27 @@ func TestSegmentedReplayAfterSellOut(t *testing.T) {
 		})
 	}
 }
+
+// A stock set by hand, never reset, has no sale id: the first order sets
+// one, and every order names it.
+func TestOrdersNameASaleWithoutReset(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.Set(t.Context(), "stock", 5, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := stock.NewStore(rdb, ledgerKeys(1))
+	for _, m := range ledgerModes[:2] {
+		svc := m.service(s, nil)
+		sale, err := svc.ReduceFor(t.Context(), stock.Buyer{User: "pat"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := s.Order(t.Context(), sale.OrderID)
+		st, serr := s.LedgerStats(t.Context())
+		if err != nil || serr != nil || o.Sale == "" || o.Sale != st.Sale {
+			t.Fatalf("%s: got order %+v (%v) in sale %q (%v), want the order to name the sale", m.name, o, err, st.Sale, serr)
+		}
+	}
+}

@@ -10,7 +10,7 @@
 -- order exists without its unit. It reads:
 --
 -- KEYS[kb]    orders stream        (one entry per unit sold; fields below)
--- KEYS[kb+1]  sale id              (string, set by every Store.Reset; '' if missing)
+-- KEYS[kb+1]  sale id              (string, set by every Store.Reset)
 -- KEYS[kb+2]  buyers hash          (user -> units bought in this sale)
 -- KEYS[kb+3]  order index hash     (order id -> stream entry id)
 -- KEYS[kb+4]  per-user sorted set  (all scores 0; members "user count id",
@@ -20,7 +20,10 @@
 -- ARGV[ab+1]  idempotency TTL in ms
 -- ARGV[ab+2]  replica name
 -- ARGV[ab+3]  now, unix ms         (from the caller: a retry writes the same time)
--- ARGV[ab+4+3(i-1)], +1, +2: member i's user ('' anonymous), key ('' none), order id
+-- ARGV[ab+4]  a fresh sale id      (taken only if the sale id is missing: a
+--                                   stock set by hand, never reset, still
+--                                   gets orders that name a sale)
+-- ARGV[ab+5+3(i-1)], +1, +2: member i's user ('' anonymous), key ('' none), order id
 --
 -- Member i's outcome, in order:
 --   its key has a record of this sale -> 'replay <id> <after> <token>', the
@@ -42,11 +45,15 @@ local function sellTo(stock, kb, ab, token, n)
   local orders, saleKey, buyers, index, byUser = KEYS[kb], KEYS[kb + 1], KEYS[kb + 2], KEYS[kb + 3], KEYS[kb + 4]
   local limit = tonumber(ARGV[ab])
   local ttl, replica, now = ARGV[ab + 1], ARGV[ab + 2], ARGV[ab + 3]
-  local sale = redis.call('GET', saleKey) or ''
+  local sale = redis.call('GET', saleKey)
+  if not sale then
+    sale = ARGV[ab + 4]
+    redis.call('SET', saleKey, sale)
+  end
   local sold = 0
   local out = {}
   for i = 1, n do
-    local a = ab + 4 + 3 * (i - 1)
+    local a = ab + 5 + 3 * (i - 1)
     local user, key, id = ARGV[a], ARGV[a + 1], ARGV[a + 2]
     local idem = KEYS[kb + 4 + i]
     local outcome
