@@ -70,6 +70,9 @@ const (
 	ordersSchemaTimeout = 5 * time.Second
 	ordersRetryMin      = time.Second
 	ordersRetryMax      = time.Minute
+	// ordersIOTimeout bounds one read or write on an orders connection
+	// whose mysql.dsn sets none.
+	ordersIOTimeout = 30 * time.Second
 	// ordersLagInterval is how often seckill_orders_lag is sampled.
 	ordersLagInterval = time.Second
 )
@@ -86,6 +89,20 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 	dsn, err := mysql.ParseDSN(cfg.MySQL.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("config: mysql.dsn: %w", err) // Validate caught it already
+	}
+	// This pool is the consumer's alone: duplicates are told from inserts
+	// by the affected-row count, which clientFoundRows would hide; and a
+	// stalled server must fail a batch (to be retried) rather than hold it
+	// forever, so unset timeouts get bounds far above a batch's time.
+	dsn.ClientFoundRows = false
+	if dsn.Timeout == 0 {
+		dsn.Timeout = ordersSchemaTimeout
+	}
+	if dsn.ReadTimeout == 0 {
+		dsn.ReadTimeout = ordersIOTimeout
+	}
+	if dsn.WriteTimeout == 0 {
+		dsn.WriteTimeout = ordersIOTimeout
 	}
 	conn, err := mysql.NewConnector(dsn)
 	if err != nil {

@@ -70,6 +70,9 @@ func identity(h http.Header, name string, max int) (string, string) {
 	case len(vs) > 1:
 		return "", name + " given more than once"
 	}
+	if vs[0] == "" {
+		return "", name + " is empty: send 1.." + strconv.Itoa(max) + " printable ASCII characters without spaces, or no " + name
+	}
 	if msg := checkIdentity(name, vs[0], max); msg != "" {
 		return "", msg
 	}
@@ -81,7 +84,7 @@ func identity(h http.Header, name string, max int) (string, string) {
 // store of the ledger keeps and every log line shows unescaped).
 func checkIdentity(name, v string, max int) string {
 	if v == "" {
-		return name + " is empty; omit it or give 1.." + strconv.Itoa(max) + " printable ASCII characters"
+		return name + " is empty: want 1.." + strconv.Itoa(max) + " printable ASCII characters without spaces"
 	}
 	if len(v) > max {
 		return name + " longer than " + strconv.Itoa(max) + " characters"
