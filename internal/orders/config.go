@@ -17,7 +17,7 @@ const (
 	DefaultTable     = "orders"
 	DefaultClaimIdle = 5 * time.Second
 	DefaultBatch     = 100
-	// MaxBatch bounds one multi-row INSERT (10 placeholders a row).
+	// MaxBatch bounds one multi-row INSERT (9 placeholders a row).
 	MaxBatch = 1000
 )
 
