@@ -41,4 +41,14 @@ func TestLostReplies(t *testing.T) {
 	if s := c.Stats(); s.Inserted != 100 {
 		t.Errorf("stats %+v, want 100 inserted", s)
 	}
+
+	// Lose every XACK reply for a while, past go-redis's own retries: the
+	// consumer retries only the acknowledgement of its committed batch,
+	// never the insert.
+	hop.Lose([]byte("xack"), 8)
+	e.sell(t, "seckill:orders", "sale-a", "c", 50)
+	e.drained(t, c, "orders", 150)
+	if s := c.Stats(); s.Inserted != 150 || s.Duplicates != 0 || s.Errors == 0 {
+		t.Errorf("stats %+v, want 150 inserted, no duplicate, the failed acknowledgements counted", s)
+	}
 }
