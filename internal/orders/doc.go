@@ -55,6 +55,12 @@
 // forever. The dead-letter table keeps it for a human after the stream is
 // gone. user and key may be absent (read as empty).
 //
+// parse checks everything EnsureSchema's table would refuse, so a row the
+// database refuses means the table is not EnsureSchema's (altered by
+// hand). That batch is not dead-lettered but retried, with errors logged
+// and the lag growing: it is the schema's fault, not the entries', and
+// every entry after it would fail the same way.
+//
 // # Per-user limit 1
 //
 // With Config.UniqueBuyer the table also has UNIQUE (sale, user). user is
