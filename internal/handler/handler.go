@@ -192,6 +192,12 @@ func (a *server) reduce(c *gin.Context) {
 		a.problem(c, http.StatusBadRequest, "X-User and Idempotency-Key need the order ledger, which is off here (stock.ledger: false); send neither")
 		return
 	}
+	if errors.Is(err, stock.ErrBadBuyer) {
+		// buyer() applies the same rule, so this is a drift between the
+		// two: still the request's fault, and nothing was sold.
+		a.problem(c, http.StatusBadRequest, "bad X-User or Idempotency-Key: want printable ASCII without spaces, at most 64 and 255 characters")
+		return
+	}
 	status, result := classify(err)
 	if m := a.deps.Metrics; m != nil {
 		m.Results.WithLabelValues(string(result)).Inc()

@@ -325,6 +325,7 @@ func TestReduceRefusesBadBuyer(t *testing.T) {
 		{"long user", []string{"X-User", strings.Repeat("u", 65)}, nil, 0, "X-User longer than 64"},
 		{"two users", []string{"X-User", "a", "X-User", "b"}, nil, 0, "more than once"},
 		{"ledger off", []string{"X-User", "a"}, fmt.Errorf("%w: cannot sell", stock.ErrNoLedger), 1, "stock.ledger: false"},
+		{"refused by the service", []string{"X-User", "a"}, fmt.Errorf("%w: user must be printable ASCII", stock.ErrBadBuyer), 1, "bad X-User or Idempotency-Key"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
