@@ -19,7 +19,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var cfg loadgen.Config
 	fs.StringVar(&cfg.URL, "url", "http://127.0.0.1:8080", "cluster base URL (nginx)")
-	fs.IntVar(&cfg.Requests, "requests", 500, "reduce requests to send")
+	fs.IntVar(&cfg.Requests, "requests", 500, "reduce requests to send (with --users: purchases; re-sends come on top)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 50, "requests in flight at once")
 	fs.IntVar(&cfg.Stock, "stock", 300, "initial stock to reset to")
 	fs.StringVar(&cfg.AdminToken, "admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "X-Admin-Token for the reset (default $SECKILL_ADMIN_TOKEN)")

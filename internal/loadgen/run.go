@@ -23,7 +23,8 @@ var ErrTimeout = errors.New("loadgen: run timed out")
 type Config struct {
 	// URL is the cluster's base URL, e.g. "http://127.0.0.1:8080".
 	URL string
-	// Requests is how many reduce requests to send. The default is 500.
+	// Requests is how many reduce requests to send (with Users: how many
+	// purchases; the re-sends of RetryRate come on top). The default is 500.
 	Requests int
 	// Concurrency is how many are in flight at once. The default is 50.
 	Concurrency int
@@ -82,7 +83,7 @@ func (c *Config) defaults() {
 // Report is the outcome of one run; its JSON form is `seckill run --json`.
 type Report struct {
 	Backend     string `json:"backend"`
-	Requests    int    `json:"requests"` // responses received (== Config.Requests unless cut short)
+	Requests    int    `json:"requests"` // responses received (== Config.Requests unless cut short, plus re-sends with buyers)
 	Concurrency int    `json:"concurrency"`
 	Sold        int    `json:"sold"`
 	SoldOut     int    `json:"sold_out"`
