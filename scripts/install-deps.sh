@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs what seckill's tests and demo run for real: redis-server, etcd,
-# ZooKeeper (+ a JRE), MariaDB, nginx, Chromium (the dashboard's browser test),
-# and a C toolchain for `go test -race`.
+# Installs what seckill's tests and demo run for real: redis-server and
+# redis-sentinel, etcd, ZooKeeper (+ a JRE), MariaDB, nginx, Chromium (the
+# dashboard's browser test), and a C toolchain for `go test -race`.
 # Idempotent: apt-get runs only for what is missing, `apt-get update` only
 # when something is. Uses sudo only when not root. Debian/Ubuntu only.
 set -euo pipefail
@@ -23,6 +23,9 @@ have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin
 
 missing=()
 have redis-server || missing+=(redis-server)
+# Sentinel for the stock Redis's failover tests (internal/servers' Sentinel
+# harness): the same binary as redis-server, packaged apart.
+have redis-sentinel || missing+=(redis-sentinel)
 have etcd || missing+=(etcd-server)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 have java || missing+=(default-jre-headless)
@@ -46,7 +49,7 @@ if ! have nginx; then
 fi
 
 if [ "${#missing[@]}" -eq 0 ]; then
-	echo "install-deps: system packages present (redis-server, etcd, zookeeper, java, mariadb, nginx, gcc, chromium)"
+	echo "install-deps: system packages present (redis-server, redis-sentinel, etcd, zookeeper, java, mariadb, nginx, gcc, chromium)"
 else
 	echo "install-deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive

@@ -1,0 +1,390 @@
+package servers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// sentinel.go: a replicated Redis watched by Sentinel — a primary, one
+// replica and three redis-sentinel processes on loopback — for the stock's
+// failover tests (issue #15). Plain processes, like the rest of this
+// package: SIGKILL or SIGSTOP the primary and Sentinel promotes the replica
+// for real.
+
+// SentinelMaster is the master name the harness's Sentinels monitor.
+const SentinelMaster = "seckill"
+
+// SentinelOptions tunes a Sentinel set. Zero values get the defaults shown.
+type SentinelOptions struct {
+	// DownAfter is how long the primary must be silent before a Sentinel
+	// thinks it down (down-after-milliseconds); default 1s, so a test's
+	// failover takes seconds, not Sentinel's 30 s.
+	DownAfter time.Duration
+	// FailoverTimeout is Sentinel's failover-timeout; default 3s.
+	FailoverTimeout time.Duration
+	// Sentinels is how many Sentinels run; default 3, quorum a majority.
+	Sentinels int
+}
+
+// SentinelSet is the running set. After a failover the roles swap: ask
+// Master for the current primary's address, and Node for its process.
+type SentinelSet struct {
+	// Primary and Replica are the processes as started; their roles are
+	// whatever Sentinel has made of them since.
+	Primary, Replica *Process
+	Sentinels        []*Process
+	Quorum           int
+}
+
+// StartSentinelSet starts a primary, a replica of it (synced before this
+// returns) and the Sentinels in dir, each in a subdirectory of its own.
+// Each Sentinel's config names the replica and the other Sentinels from
+// the start (known-replica, known-sentinel with ids chosen here), so
+// failover works at once instead of after Sentinel's discovery (an INFO
+// every 10 s, hellos every 2 s). On error, whatever started is stopped.
+func StartSentinelSet(ctx context.Context, dir string, opt SentinelOptions) (set *SentinelSet, err error) {
+	if opt.DownAfter <= 0 {
+		opt.DownAfter = time.Second
+	}
+	if opt.FailoverTimeout <= 0 {
+		opt.FailoverTimeout = 3 * time.Second
+	}
+	if opt.Sentinels <= 0 {
+		opt.Sentinels = 3
+	}
+	sentinelBin, err := sentinelBinary()
+	if err != nil {
+		return nil, err
+	}
+	set = &SentinelSet{Quorum: opt.Sentinels/2 + 1}
+	defer func() {
+		if err != nil {
+			set.Stop(5 * time.Second)
+		}
+	}()
+
+	paddr, err := LoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	if set.Primary, err = startRedisNode(ctx, filepath.Join(dir, "primary"), "redis-primary", paddr, ""); err != nil {
+		return nil, err
+	}
+	raddr, err := LoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	if set.Replica, err = startRedisNode(ctx, filepath.Join(dir, "replica"), "redis-replica", raddr, paddr); err != nil {
+		return nil, err
+	}
+	if err := waitReplicated(ctx, paddr, 1); err != nil {
+		return nil, fmt.Errorf("replica %s never synced with %s: %w\n%s", raddr, paddr, err, set.Replica.LogTail(20))
+	}
+
+	addrs := make([]string, opt.Sentinels)
+	ids := make([]string, opt.Sentinels)
+	for i := range addrs {
+		if addrs[i], err = LoopbackAddr(); err != nil {
+			return nil, err
+		}
+		ids[i] = sentinelID()
+	}
+	for i := range addrs {
+		sdir := filepath.Join(dir, fmt.Sprintf("sentinel%d", i+1))
+		if err := os.MkdirAll(sdir, 0o755); err != nil {
+			return nil, err
+		}
+		conf := sentinelConf(sdir, addrs, ids, i, paddr, raddr, set.Quorum, opt)
+		confPath := filepath.Join(sdir, "sentinel.conf")
+		if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+			return nil, err
+		}
+		args := []string{confPath}
+		if filepath.Base(sentinelBin) != "redis-sentinel" {
+			args = append(args, "--sentinel") // redis-server in Sentinel mode
+		}
+		p, err := Start(ctx, Spec{
+			Name:  fmt.Sprintf("sentinel%d", i+1),
+			Path:  sentinelBin,
+			Args:  args,
+			Dir:   sdir,
+			Addr:  addrs[i],
+			Ready: redisReady,
+		})
+		if err != nil {
+			return nil, err
+		}
+		set.Sentinels = append(set.Sentinels, p)
+	}
+	return set, nil
+}
+
+// sentinelBinary is Debian's redis-sentinel, or redis-server (the same
+// binary: it runs as a Sentinel with --sentinel) when only that is there.
+func sentinelBinary() (string, error) {
+	if p, err := exec.LookPath("redis-sentinel"); err == nil {
+		return p, nil
+	}
+	if p, err := exec.LookPath("redis-server"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("redis-sentinel: %w", ErrNotInstalled)
+}
+
+// startRedisNode runs a redis-server without persistence on addr, a
+// replica of primary when primary is set. Diskless sync with no delay
+// makes the replica's first sync (and its resync after a failover)
+// immediate; the default waits 5 s for more replicas to share it.
+func startRedisNode(ctx context.Context, dir, name, addr, primary string) (*Process, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--bind", host, "--port", port, "--dir", dir,
+		"--save", "", "--appendonly", "no", "--protected-mode", "no",
+		"--daemonize", "no", "--loglevel", "warning",
+		"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0",
+	}
+	if primary != "" {
+		phost, pport, err := net.SplitHostPort(primary)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--replicaof", phost, pport)
+	}
+	return Start(ctx, Spec{Name: name, Path: "redis-server", Args: args, Dir: dir, Addr: addr, Ready: redisReady})
+}
+
+// waitReplicated returns once n replicas of the Redis at addr have
+// acknowledged everything written to it so far. WAIT is the event: it
+// returns as soon as they have, so there is nothing to poll.
+func waitReplicated(ctx context.Context, addr string, n int) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+	// One write of our own, so WAIT has an offset to wait for.
+	if err := rdb.Set(ctx, "seckill:harness:synced", time.Now().UnixNano(), 0).Err(); err != nil {
+		return err
+	}
+	// Up to the caller's deadline: a restarted old primary waits for
+	// Sentinel's next INFO (every 10 s) to be made a replica.
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl) - 100*time.Millisecond
+	}
+	got, err := rdb.Wait(ctx, n, timeout).Result()
+	if err != nil {
+		return err
+	}
+	if got < int64(n) {
+		return fmt.Errorf("%d of %d replicas acknowledged within %v", got, n, timeout)
+	}
+	return nil
+}
+
+func sentinelID() string {
+	var b [20]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// sentinelConf is Sentinel i's config file. Sentinel rewrites it as it
+// learns (hence a file of its own, in its own directory).
+func sentinelConf(dir string, addrs, ids []string, i int, primary, replica string, quorum int, opt SentinelOptions) string {
+	host, port, _ := net.SplitHostPort(addrs[i])
+	phost, pport, _ := net.SplitHostPort(primary)
+	rhost, rport, _ := net.SplitHostPort(replica)
+	var b strings.Builder
+	fmt.Fprintf(&b, "bind %s\nport %s\ndaemonize no\nprotected-mode no\ndir %s\nloglevel notice\n", host, port, dir)
+	fmt.Fprintf(&b, "sentinel myid %s\n", ids[i])
+	fmt.Fprintf(&b, "sentinel monitor %s %s %s %d\n", SentinelMaster, phost, pport, quorum)
+	fmt.Fprintf(&b, "sentinel down-after-milliseconds %s %d\n", SentinelMaster, opt.DownAfter.Milliseconds())
+	fmt.Fprintf(&b, "sentinel failover-timeout %s %d\n", SentinelMaster, opt.FailoverTimeout.Milliseconds())
+	fmt.Fprintf(&b, "sentinel parallel-syncs %s 1\n", SentinelMaster)
+	fmt.Fprintf(&b, "sentinel known-replica %s %s %s\n", SentinelMaster, rhost, rport)
+	for j, a := range addrs {
+		if j == i {
+			continue
+		}
+		h, p, _ := net.SplitHostPort(a)
+		fmt.Fprintf(&b, "sentinel known-sentinel %s %s %s %s\n", SentinelMaster, h, p, ids[j])
+	}
+	return b.String()
+}
+
+// SentinelAddrs are the Sentinels' host:port addresses, for a go-redis
+// FailoverClient.
+func (s *SentinelSet) SentinelAddrs() []string {
+	addrs := make([]string, len(s.Sentinels))
+	for i, p := range s.Sentinels {
+		addrs[i] = p.Addr()
+	}
+	return addrs
+}
+
+// Master asks the Sentinels, in turn, for the current primary's address;
+// the first that answers wins.
+func (s *SentinelSet) Master(ctx context.Context) (string, error) {
+	var errs []error
+	for _, addr := range s.SentinelAddrs() {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		hp, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
+		sc.Close()
+		if err == nil && len(hp) == 2 {
+			return net.JoinHostPort(hp[0], hp[1]), nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %v %w", addr, hp, err))
+	}
+	return "", fmt.Errorf("no sentinel named a master: %w", errors.Join(errs...))
+}
+
+// Node is the process serving addr (the primary or the replica), or nil.
+func (s *SentinelSet) Node(addr string) *Process {
+	for _, p := range []*Process{s.Primary, s.Replica} {
+		if p != nil && p.Addr() == addr {
+			return p
+		}
+	}
+	return nil
+}
+
+// WatchSwitch subscribes to +switch-master on every Sentinel and returns a
+// channel that receives the new primary's address once all of them have
+// switched to one (each Sentinel publishes it when it adopts the new
+// config; the ones that did not lead the failover learn it from hellos,
+// up to 2 s later). Until then a lagging Sentinel still names the old
+// primary: restart that one before all have switched and a lagging
+// Sentinel presents it, empty, as the master. Subscribe before causing the
+// failover, so no event is missed; cancel ctx to stop watching (the
+// channel is then closed without a value).
+func (s *SentinelSet) WatchSwitch(ctx context.Context) (<-chan string, error) {
+	type sub struct {
+		sc *redis.SentinelClient
+		ps *redis.PubSub
+	}
+	var subs []sub
+	closeAll := func() {
+		for _, x := range subs {
+			x.ps.Close()
+			x.sc.Close()
+		}
+	}
+	for _, addr := range s.SentinelAddrs() {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		ps := sc.Subscribe(ctx, "+switch-master")
+		subs = append(subs, sub{sc, ps})
+		// The subscription's confirmation: after it, no event is missed.
+		if _, err := ps.Receive(ctx); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("sentinel %s: subscribe +switch-master: %w", addr, err)
+		}
+	}
+	got := make(chan string, len(subs))
+	for _, x := range subs {
+		go func() {
+			ch := x.ps.Channel()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case m, ok := <-ch:
+					if !ok {
+						return
+					}
+					// "<master name> <old ip> <old port> <new ip> <new port>"
+					f := strings.Fields(m.Payload)
+					if len(f) == 5 && f[0] == SentinelMaster {
+						got <- net.JoinHostPort(f[3], f[4]) // buffered: one per Sentinel
+						return
+					}
+				}
+			}
+		}()
+	}
+	out := make(chan string, 1)
+	go func() {
+		defer close(out)
+		defer closeAll()
+		var addr string
+		for range subs {
+			select {
+			case a := <-got:
+				if addr != "" && a != addr {
+					return // Sentinels disagree: no single answer to give
+				}
+				addr = a
+			case <-ctx.Done():
+				return
+			}
+		}
+		out <- addr
+	}()
+	return out, nil
+}
+
+// Rejoin starts p, a stopped or killed node of the set, again on its
+// address and directory, as a replica of the current primary, and waits
+// until it has synced. Started as it was (Process.Start), an old primary
+// comes back as an empty master until Sentinel's next INFO to it (every
+// 10 s) turns it into a replica; an operator would give it the replicaof
+// line instead, as this does.
+func (s *SentinelSet) Rejoin(ctx context.Context, p *Process) error {
+	select {
+	case <-p.Exited():
+	default:
+		return fmt.Errorf("%s is still running", p.Name())
+	}
+	master, err := s.Master(ctx)
+	if err != nil {
+		return err
+	}
+	if master == p.Addr() {
+		return fmt.Errorf("%s is still the Sentinels' master", p.Name())
+	}
+	np, err := startRedisNode(ctx, p.Dir(), p.Name(), p.Addr(), master)
+	if err != nil {
+		return err
+	}
+	switch p {
+	case s.Primary:
+		s.Primary = np
+	case s.Replica:
+		s.Replica = np
+	}
+	return waitReplicated(ctx, master, 1)
+}
+
+// WaitReplicated returns once n replicas of the current primary have
+// acknowledged everything written to it so far (a restarted old primary
+// that Sentinel has turned into a replica, say).
+func (s *SentinelSet) WaitReplicated(ctx context.Context, n int) error {
+	addr, err := s.Master(ctx)
+	if err != nil {
+		return err
+	}
+	return waitReplicated(ctx, addr, n)
+}
+
+// Stop stops every process, Sentinels first (so none starts a failover
+// while the Redis servers go), each within timeout.
+func (s *SentinelSet) Stop(timeout time.Duration) {
+	for _, p := range s.Sentinels {
+		_ = p.Stop(timeout)
+	}
+	for _, p := range []*Process{s.Replica, s.Primary} {
+		if p != nil {
+			_ = p.Stop(timeout)
+		}
+	}
+}
