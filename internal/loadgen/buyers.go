@@ -27,7 +27,8 @@ const (
 	// RetryNone: sent once.
 	RetryNone RetryKind = iota
 	// RetryTimeout: the first send is cut by the client after
-	// Config.RetryTimeout (it may or may not sell), then sent again.
+	// Config.RetryTimeout (it may or may not sell), then sent again; one
+	// answered sooner is sent again all the same.
 	RetryTimeout
 	// RetryAfter: sent again right after the first answer.
 	RetryAfter
