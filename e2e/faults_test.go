@@ -18,8 +18,12 @@ import (
 // reaching Redis, the lock Redis, etcd and ZooKeeper through its own
 // toxiproxy. Correct backends must stay safe and recover; the fencing-off
 // controls and the flawed backends must show their failure, or the checker
-// is blind. A backend (or failpoint) stockd does not build yet skips its
-// cell. Run one cell with -run 'TestFaultMatrix/redis/pause/fenced'.
+// is blind. The buyers' cells must also pass every check of the buyers'
+// verdict (orders == lucky == ledger == MySQL rows, no duplicate, no
+// buyer over the limit). A backend (or failpoint) stockd does not build
+// yet skips its cell. Run one cell with
+// -run 'TestFaultMatrix/redis/pause/fenced', the buyers' cells with
+// -run 'TestFaultMatrix/^redis$/(pause|consumerkill|mysqldown|replayrace)/fenced/buyers'.
 func TestFaultMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault matrix: minutes of real processes")
@@ -60,6 +64,12 @@ func TestFaultMatrix(t *testing.T) {
 				}
 				if r.RecoveryMS > lab.RecoveryBound.Milliseconds() {
 					t.Errorf("got recovery %dms, want within %v", r.RecoveryMS, lab.RecoveryBound)
+				}
+				if cell.Buyers && r.Orders == nil {
+					t.Errorf("got no buyers' verdict, want one")
+				}
+				if cell.Buyers && r.Orders != nil && !r.Orders.OK() {
+					t.Errorf("got the buyers' check %q failed, want every check to pass: %+v", r.Orders.Failed(), r.Orders.Checks)
 				}
 			case lab.ExpectOversell:
 				if r.Oversold == 0 {

@@ -102,6 +102,9 @@ func writeLabTable(w io.Writer, rows []lab.Result) {
 		if r.Sale != "" {
 			scenario += " (" + r.Sale + ")"
 		}
+		if r.Buyers {
+			scenario += " (buyers)"
+		}
 		rec := "-"
 		if r.RecoveryMS >= 0 {
 			rec = fmt.Sprintf("%dms", r.RecoveryMS)

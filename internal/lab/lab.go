@@ -6,7 +6,10 @@
 // mysql-row) every cell
 // must end with nothing oversold, stock + lucky == initial, lucky == the
 // number of "sold" answers, and the cluster selling again within
-// RecoveryBound of the fault's end. The control cells (fencing off) and the
+// RecoveryBound of the fault's end. The buyers' cells (Cell.Buyers) sell to
+// named buyers with idempotency keys, a per-user limit and durable orders,
+// and must also end with every order answered once, in the ledger once and
+// in MySQL once. The control cells (fencing off) and the
 // lab-only flawed backends must show the failure they exist to show; a cell
 // that does not is as much a failure as an oversell on a correct backend,
 // because it means the checker could not see a loss.
@@ -16,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -31,8 +35,16 @@ import (
 // ErrUnknown: no such scenario; returned errors wrap it.
 var ErrUnknown = errors.New("lab: unknown scenario")
 
-// Initial is the stock every cell starts from.
+// Initial is the stock every cell starts from, but the buyers' cells
+// (BuyerInitial).
 const Initial = 300
+
+func (c Cell) initial() int {
+	if c.Buyers {
+		return BuyerInitial
+	}
+	return Initial
+}
 
 // RecoveryBound is how soon after a fault ends a correct backend must sell
 // again. It covers the longest lease in the lab (2s), a reconnect with
@@ -60,6 +72,10 @@ type Cell struct {
 	// Sale is how the replicas sell: "" is one lock per request (the
 	// articles' way), or one of Sales.
 	Sale string
+	// Buyers makes the cell's buyers named, with idempotency keys, a
+	// per-user limit of 1 and durable orders (buyers.go); its books then
+	// also hold the order ledger and MySQL to the answers.
+	Buyers bool
 }
 
 func (c Cell) String() string {
@@ -70,6 +86,9 @@ func (c Cell) String() string {
 	s := c.Backend + "/" + c.Scenario + "/" + f
 	if c.Sale != "" {
 		s += "/" + c.Sale
+	}
+	if c.Buyers {
+		s += "/buyers"
 	}
 	return s
 }
@@ -125,7 +144,11 @@ type Result struct {
 	Scenario string `json:"scenario"`
 	Fencing  bool   `json:"fencing"`
 	Sale     string `json:"sale,omitempty"`
+	Buyers   bool   `json:"buyers,omitempty"`
 	Expect   Expect `json:"expect"`
+	// Orders is the buyers' verdict (cells with Buyers): the answers held
+	// against the ledger, the per-buyer lists and MySQL, check by check.
+	Orders *loadgen.Buyers `json:"orders,omitempty"`
 	// Status is "pass" or "FAIL" (seckill lab sets "ERROR" on a cell
 	// that could not run).
 	Status   string `json:"status"`
@@ -134,7 +157,11 @@ type Result struct {
 	LockLost int    `json:"lock_lost"`
 	Busy     int    `json:"busy"`
 	Errors   int    `json:"errors"` // 5xx "error", nginx 502/504, transport errors
-	Sold     int    `json:"sold"`   // 200 "sold" answers
+	Sold     int    `json:"sold"`   // 200 "sold" answers, replays excepted
+	// Replayed is 200 answers that repeat a key's earlier sale, and
+	// LimitReached a named buyer's 409 at the per-user limit.
+	Replayed     int `json:"replayed,omitempty"`
+	LimitReached int `json:"limit_reached,omitempty"`
 	// Unconfirmed answers (503 "unconfirmed") may have sold;
 	// UnconfirmedSold is how many did, by their receipts.
 	Unconfirmed     int   `json:"unconfirmed"`
@@ -160,8 +187,9 @@ func (r Result) Passed() bool { return r.Status == "pass" }
 // (less the experimental and byName cells, which run when both their
 // backend and their scenario are named, and the inapplicable ones, which
 // never do), the pause control (fencing off) on every correct backend, the
-// latency control on redis, and each flawed backend in the scenario that
-// breaks it.
+// latency control on redis, the buyers' cells on redis (buyerScenarios,
+// named buyers and durable orders), and each flawed backend in the
+// scenario that breaks it.
 func Matrix(backends, scenarios []string) []Cell {
 	want := func(list []string, s string) bool { return len(list) == 0 || slices.Contains(list, s) }
 	named := len(backends) > 0 && len(scenarios) > 0
@@ -171,7 +199,7 @@ func Matrix(backends, scenarios []string) []Cell {
 			continue
 		}
 		for _, s := range Scenarios() {
-			if s == "crash" || !want(scenarios, s) || Inapplicable(b, s) != "" {
+			if s == "crash" || buyersOnly(s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
 				continue
 			}
 			if (slices.Contains(experimental[s], b) || slices.Contains(byName[b], s)) && !named {
@@ -189,6 +217,11 @@ func Matrix(backends, scenarios []string) []Cell {
 			cells = append(cells, Cell{Backend: b, Scenario: "lockforget", Fencing: false})
 		}
 		if b == "redis" {
+			for _, s := range buyerScenarios {
+				if want(scenarios, s) {
+					cells = append(cells, Cell{Backend: b, Scenario: s, Fencing: true, Buyers: true})
+				}
+			}
 			for _, sale := range Sales {
 				for _, s := range saleScenarios {
 					if want(scenarios, s) {
@@ -307,10 +340,13 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error
 	}
 	start := time.Now()
 	res := Result{
-		Backend: cell.Backend, Scenario: cell.Scenario, Fencing: cell.Fencing, Sale: cell.Sale,
-		Expect: cell.Expect(), Initial: Initial, RecoveryMS: -1,
+		Backend: cell.Backend, Scenario: cell.Scenario, Fencing: cell.Fencing, Sale: cell.Sale, Buyers: cell.Buyers,
+		Expect: cell.Expect(), Initial: cell.initial(), RecoveryMS: -1,
 	}
 	env := baseEnv(cell)
+	if cell.Buyers {
+		maps.Copy(env, buyerEnv)
+	}
 	for k, v := range sc.env(lease(cell.Backend)) {
 		env[k] = v
 	}
@@ -332,7 +368,7 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error
 	}
 	client := loadgen.NewClient(4, 10*time.Second)
 	defer client.CloseIdleConnections()
-	if err := loadgen.Reset(ctx, client, c.URL(), c.AdminToken(), Initial); err != nil {
+	if err := loadgen.Reset(ctx, client, c.URL(), c.AdminToken(), res.Initial); err != nil {
 		return res, fmt.Errorf("lab: %s: reset: %w", cell, err)
 	}
 
@@ -344,7 +380,11 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error
 		// the same segment's lock while it is paused.
 		buyers = max(buyers, 24)
 	}
-	x.load = startLoad(c.URL()+"/stock/reduce", buyers, 60*time.Second)
+	var plan *buyerPlan
+	if cell.Buyers {
+		plan = newBuyerPlan()
+	}
+	x.load = startLoad(c.URL()+"/stock/reduce", buyers, 60*time.Second, plan)
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -375,6 +415,14 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error
 	}
 	resps := x.load.stop()
 	stopped = true
+	if plan != nil {
+		// A purchase whose every send went unanswered (a killed replica's
+		// 502, an unconfirmed write) is re-sent with its key, as a client
+		// would: the replay names the order it left, if any.
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		resps = x.load.settle(sctx)
+		cancel()
+	}
 	if err := x.books(client, resps); err != nil {
 		return res, fmt.Errorf("lab: %s: %w", cell, err)
 	}
@@ -420,7 +468,7 @@ func (x *run) books(client *http.Client, resps []response) error {
 	}
 	ctx, cancel := context.WithTimeout(x.ctx, 10*time.Second)
 	defer cancel()
-	for _, a := range resps {
+	for i, a := range resps {
 		if a.Result != api.Unconfirmed || a.Attempt == "" {
 			continue
 		}
@@ -430,6 +478,7 @@ func (x *run) books(client *http.Client, resps []response) error {
 		}
 		if sold {
 			r.UnconfirmedSold++
+			resps[i].Settled = true
 		}
 	}
 	st, err := loadgen.GetStock(ctx, client, x.c.URL())
@@ -444,6 +493,9 @@ func (x *run) books(client *http.Client, resps []response) error {
 		if n < 0 {
 			x.problemf("segment %d is negative: %d", i, n)
 		}
+	}
+	if x.cell.Buyers {
+		return x.buyerBooks(ctx, client, st, resps)
 	}
 	answered := int64(r.Sold + r.UnconfirmedSold)
 	// A replica killed mid-sale cannot answer a write it already sent: its
@@ -472,6 +524,8 @@ func (x *run) books(client *http.Client, resps []response) error {
 // 502/504, a transport error) is an error.
 func (r *Result) tally(a response) {
 	switch {
+	case a.sold() && a.Replayed:
+		r.Replayed++
 	case a.sold():
 		r.Sold++
 	case a.Result == api.Fenced:
@@ -483,6 +537,10 @@ func (r *Result) tally(a response) {
 	case a.Result == api.SoldOut:
 	case a.Result == api.Unconfirmed:
 		r.Unconfirmed++
+	case a.Result == api.LimitReached && a.User != "" && a.Result.Matches(a.Status):
+		// Only a named buyer can reach a limit: from an anonymous one it
+		// is a server's mistake, an error.
+		r.LimitReached++
 	default:
 		r.Errors++
 	}

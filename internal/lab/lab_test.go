@@ -33,8 +33,9 @@ func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	// backends, less the two experimental lockforget cells; mysql's 10
 	// (no lockforget, no blip) and mysql-row's 3; controls: pause x6,
 	// latency and lockforget on redis; 3 flawed cells; pause, kill and
-	// latency for each of the 2 sales on redis.
-	if got, want := len(cells), 4*12-2+10+3+6+1+1+3+2*3; got != want {
+	// latency for each of the 2 sales on redis; the 4 buyers' cells on
+	// redis.
+	if got, want := len(cells), 4*12-2+10+3+6+1+1+3+2*3+4; got != want {
 		t.Fatalf("got %d cells, want %d", got, want)
 	}
 	if got := Matrix([]string{"etcd"}, nil); slices.ContainsFunc(got, func(c Cell) bool { return c.Scenario == "lockforget" }) {
@@ -46,12 +47,41 @@ func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	if got := Matrix([]string{"redis"}, []string{"lockforget"}); len(got) != 2 || got[1].Fencing {
 		t.Fatalf("redis/lockforget: got %v, want the fenced cell and its unfenced control", got)
 	}
-	if got := Matrix([]string{"redis"}, []string{"pause"}); len(got) != 4 || got[1].Fencing ||
-		got[2].String() != "redis/pause/fenced/combine" || got[3].String() != "redis/pause/fenced/segments8" {
-		t.Fatalf("redis/pause: got %v, want the fenced cell, its unfenced control and the two sales", got)
+	if got := Matrix([]string{"redis"}, []string{"pause"}); len(got) != 5 || got[1].Fencing ||
+		got[2].String() != "redis/pause/fenced/buyers" ||
+		got[3].String() != "redis/pause/fenced/combine" || got[4].String() != "redis/pause/fenced/segments8" {
+		t.Fatalf("redis/pause: got %v, want the fenced cell, its unfenced control, the buyers' cell and the two sales", got)
 	}
 	if got := Matrix([]string{"setnx"}, nil); len(got) != 1 || got[0].Scenario != "crash" {
 		t.Fatalf("setnx: got %v, want only the crash cell", got)
+	}
+}
+
+// The buyers' cells run on redis, fenced, each scenario of buyerScenarios
+// once; the scenarios that exist only for buyers never run anonymous.
+func TestMatrixBuyers(t *testing.T) {
+	var got []string
+	for _, c := range Matrix(nil, nil) {
+		if c.Buyers {
+			got = append(got, c.String())
+			if c.Expect() != ExpectSafe || c.initial() != BuyerInitial {
+				t.Errorf("%s: got expect %s, initial %d; want safe, %d", c, c.Expect(), c.initial(), BuyerInitial)
+			}
+		} else if buyersOnly(c.Scenario) {
+			t.Errorf("%s: a buyers-only scenario without buyers", c)
+		}
+	}
+	want := []string{"redis/pause/fenced/buyers", "redis/consumerkill/fenced/buyers", "redis/mysqldown/fenced/buyers", "redis/replayrace/fenced/buyers"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got buyers' cells %v, want %v", got, want)
+	}
+	if got := Matrix([]string{"etcd"}, []string{"consumerkill"}); len(got) != 0 {
+		t.Fatalf("etcd/consumerkill: got %v, want none (buyers' cells are redis's)", got)
+	}
+	for _, s := range buyerScenarios {
+		if Summary(s) == "" {
+			t.Errorf("buyers' scenario %q is not a scenario", s)
+		}
 	}
 }
 

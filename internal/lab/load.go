@@ -23,8 +23,19 @@ type response struct {
 	Error   string
 	Attempt string // the sale's attempt id, on "sold" and "unconfirmed"
 	Settled bool   // an "unconfirmed" answer whose receipt says it sold
+
+	// A named buyer's send (cells with Buyers); zero for anonymous ones.
+	Purchase int // index of its purchase in the buyers' plan
+	User     string
+	Key      string
+	Order    string // the order id a 200 answer carries
+	Replayed bool   // a 200 that repeats the key's earlier sale
+	Retry    loadgen.RetryKind
+	Resend   bool // not the purchase's first send
+	Cut      bool // given up by the client on purpose (RetryTimeout)
 }
 
+// sold: a 200 "sold" answer, replays included.
 func (r response) sold() bool { return r.Result == api.Sold && r.Result.Matches(r.Status) }
 
 // load keeps c buyers sending POST /stock/reduce through one URL until
@@ -36,21 +47,29 @@ type load struct {
 	quit   chan struct{}
 	wg     sync.WaitGroup
 
+	// plan, when set, makes the buyers named (buyers.go); nil: anonymous.
+	plan *buyerPlan
+
 	mu      sync.Mutex
 	resps   []response
 	changed chan struct{} // closed and replaced on every answer
 }
 
-// startLoad starts c buyers. Each request is bounded by reqTimeout; stop
-// waits for the ones in flight rather than cancelling them, because a
-// cancelled sale has an unknown outcome and would blur the books.
-func startLoad(url string, c int, reqTimeout time.Duration) *load {
+// startLoad starts c buyers, anonymous or, with plan, named. Each request
+// is bounded by reqTimeout; stop waits for the ones in flight rather than
+// cancelling them, because a cancelled sale has an unknown outcome and
+// would blur the books.
+func startLoad(url string, c int, reqTimeout time.Duration, plan *buyerPlan) *load {
 	l := &load{
-		url: url, client: loadgen.NewClient(c, reqTimeout),
+		url: url, client: loadgen.NewClient(2*c, reqTimeout), plan: plan,
 		quit: make(chan struct{}), changed: make(chan struct{}),
 	}
 	for range c {
-		l.wg.Go(l.buyer)
+		if plan != nil {
+			l.wg.Go(l.namedBuyer)
+		} else {
+			l.wg.Go(l.buyer)
+		}
 	}
 	return l
 }
@@ -93,9 +112,18 @@ const errorPause = 20 * time.Millisecond
 func (l *load) reduce() response { return l.do(context.Background(), l.url) }
 
 // reduceAt makes one sale at url (a replica directly) outside the buyers,
-// and records it with their answers so the books include it.
+// and records it with their answers so the books include it. With named
+// buyers it is a purchase of its own, so the verdict can place it.
 func (l *load) reduceAt(ctx context.Context, url string) response {
-	r := l.do(ctx, url)
+	if l.plan != nil {
+		i, p := l.plan.extra("s")
+		return l.sendAt(ctx, url, i, p, false)
+	}
+	return l.record(l.do(ctx, url))
+}
+
+// record adds r to the answers and wakes whoever waits for one.
+func (l *load) record(r response) response {
 	l.mu.Lock()
 	l.resps = append(l.resps, r)
 	close(l.changed)
@@ -105,10 +133,21 @@ func (l *load) reduceAt(ctx context.Context, url string) response {
 }
 
 func (l *load) do(ctx context.Context, url string) response {
+	return l.send(ctx, url, loadgen.Purchase{})
+}
+
+// send makes one sale at url, as p's buyer with p's key when p names them.
+func (l *load) send(ctx context.Context, url string, p loadgen.Purchase) response {
 	sent := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
 		return response{Sent: sent, At: time.Now(), Error: err.Error()}
+	}
+	if p.User != "" {
+		req.Header.Set("X-User", p.User)
+	}
+	if p.Key != "" {
+		req.Header.Set("Idempotency-Key", p.Key)
 	}
 	resp, err := l.client.Do(req)
 	if err != nil {
@@ -120,6 +159,7 @@ func (l *load) do(ctx context.Context, url string) response {
 	var body api.Sale
 	if json.Unmarshal(raw, &body) == nil {
 		r.Result, r.Replica, r.Error, r.Attempt = body.Result, body.Replica, body.Error, body.Attempt
+		r.Order, r.Replayed = body.Order, body.Replayed
 	} else {
 		r.Error = fmt.Sprintf("non-JSON answer %d", resp.StatusCode)
 	}

@@ -32,10 +32,13 @@ type scenario struct {
 	// on the backend's own server, where it has one that elects (etcd,
 	// ZooKeeper).
 	election bool
+	// buyers: the scenario is about orders, and runs only in cells with
+	// named buyers (Cell.Buyers, buyers.go).
+	buyers bool
 }
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
-	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "crash"}
+	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "consumerkill", "mysqldown", "replayrace", "crash"}
 
 // Scenarios lists the scenario names in table order.
 func Scenarios() []string { return append([]string(nil), order...) }
@@ -147,6 +150,27 @@ var scenarios = map[string]scenario{
 		concurrency: 6,
 		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
 		run:         runNetsplit,
+	},
+	"consumerkill": {
+		summary:     "cut a replica from MariaDB until its orders consumer holds entries pending, then kill -9 it: the others' XAUTOCLAIM stores them (named buyers)",
+		concurrency: 6,
+		buyers:      true,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		run:         runConsumerKill,
+	},
+	"mysqldown": {
+		summary:     "cut every replica from MariaDB for 3s mid-sale: sales go on, the orders wait in the stream and drain after (named buyers)",
+		concurrency: 6,
+		buyers:      true,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "40ms"} },
+		run:         runMySQLDown,
+	},
+	"replayrace": {
+		summary:     "one purchase (buyer and key) sent to two replicas at once, 20 times mid-sale: one order, the other send replays it (named buyers)",
+		concurrency: 6,
+		buyers:      true,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		run:         runReplayRace,
 	},
 	"crash": {
 		summary:     "crash between SETNX and EXPIRE (failpoint setnx/afterSetNX=exit)",
