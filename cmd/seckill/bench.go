@@ -36,9 +36,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	skipMicro := fs.Bool("skip-micro", false, "leave out the lock micro-benchmark (micro goals then read 'not measured')")
 	e2eRows := fs.String("e2e-rows", bench.RowsBackends+","+bench.RowsScaling,
 		"comma-separated end-to-end row sets: "+bench.RowsBackends+" (one row per lock backend + atomic), "+
-			bench.RowsScaling+" (combining and segments, median of --e2e-runs long runs)")
-	e2eTarget := fs.Duration("e2e-target", 6*time.Second, "how long each scaling run is sized (by calibration) to sell for; below 5s is a rough run")
-	e2eRuns := fs.Int("e2e-runs", 3, "runs per scaling row; the row reports the median (--quick: 1)")
+			bench.RowsScaling+" (combining and segments, median of --e2e-runs long runs), "+
+			bench.RowsLedger+" (the order ledger's cost, locked and atomic: off, anonymous, buyers+key, +durable; long runs as scaling)")
+	e2eTarget := fs.Duration("e2e-target", 6*time.Second, "how long each scaling (and ledger) run is sized (by calibration) to sell for; below 5s is a rough run")
+	e2eRuns := fs.Int("e2e-runs", 3, "runs per scaling (and ledger) row; the row reports the median (--quick: 1)")
 	segSVG := fs.String("segments-svg", "docs/bench-segments.svg", `SVG chart of end-to-end sales/s against segments ("" for none)`)
 	stockd := fs.String("stockd", "", "stockd binary (default: stockd next to this binary, else built from source)")
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -61,12 +62,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			*e2eRuns = 1
 		}
 	}
-	rows := splitList(*e2eRows)
-	for _, r := range rows {
-		if r != bench.RowsBackends && r != bench.RowsScaling {
-			fmt.Fprintf(stderr, "seckill bench: bad --e2e-rows %q (want %s, %s)\n", r, bench.RowsBackends, bench.RowsScaling)
-			return exitFailure
-		}
+	rows, err := bench.ParseRowSets(*e2eRows)
+	if err != nil {
+		fmt.Fprintf(stderr, "seckill bench: --e2e-rows: %v\n", err)
+		return exitFailure
 	}
 	if len(rows) == 0 || *e2eRuns <= 0 || *e2eTarget <= 0 {
 		fmt.Fprintln(stderr, "seckill bench: --e2e-rows must name a row set, --e2e-runs and --e2e-target be positive")
@@ -226,6 +225,37 @@ func writeBenchSummary(w io.Writer, rep *bench.Report) {
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.0f\t%s\t%.1fms\t%d\t%d\t%d\t%s\n", e.Label(), e.Concurrency, e.Stock, e.Seconds,
 				e.SalesPerSec, strings.Join(runs, "/"), e.P99ms, e.SoldOut, e.FalseSoldOut, e.NegativeSegments, state)
+		}
+		_ = tw.Flush()
+		fmt.Fprintln(w)
+	}
+	if len(rep.Ledger) > 0 {
+		costs := map[string]bench.LedgerCost{}
+		for _, c := range rep.LedgerCost {
+			costs[c.Label()] = c
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "end to end (ledger)	buyers	stock	s/run	sales/s	runs	p99	vs ledger off	invariant")
+		for _, e := range rep.Ledger {
+			state := "ok"
+			switch {
+			case !e.Consistent && e.Error != "":
+				state = "BROKEN: " + e.Error
+			case !e.Consistent:
+				state = "BROKEN"
+			case e.Error != "":
+				state = "ok, but " + e.Error
+			}
+			var runs []string
+			for _, r := range e.Runs {
+				runs = append(runs, r.String())
+			}
+			cost := "—"
+			if c, ok := costs[e.Label()]; ok {
+				cost = c.String()
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.0f\t%s\t%.1fms\t%s\t%s\n", e.Label(), e.Users, e.Stock, e.Seconds,
+				e.SalesPerSec, strings.Join(runs, "/"), e.P99ms, cost, state)
 		}
 		_ = tw.Flush()
 		fmt.Fprintln(w)

@@ -31,7 +31,7 @@ func TestQuickRun(t *testing.T) {
 	contenders := []int{1, 8}
 	rep, err := Run(t.Context(), Config{
 		Quick: true, Contenders: contenders, Stock: 30, Command: "go test",
-		E2E: E2EConfig{Backends: []string{"redis"}, Requests: 60, Stock: 40, Concurrency: 10},
+		E2E: E2EConfig{Backends: []string{"redis"}, Requests: 60, Stock: 40, Concurrency: 10, Rows: RowSets()},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +70,24 @@ func TestQuickRun(t *testing.T) {
 		if !e.Consistent || e.Sold != wantSold || len(e.Runs) != 1 || e.FalseSoldOut != 0 || e.NegativeSegments != 0 {
 			t.Errorf("scaling %s: consistent %v, sold %d (want %d), runs %d (want 1), false sold-out %d, negative segments %d: %s",
 				e.Label(), e.Consistent, e.Sold, wantSold, len(e.Runs), e.FalseSoldOut, e.NegativeSegments, e.Error)
+		}
+	}
+	// The ledger rows, durable orders in MariaDB included: each run's
+	// ledger form checked against what the replicas read back.
+	if got, want := len(rep.Ledger), len(ledgerVariants()); got != want {
+		t.Fatalf("got %d ledger rows, want %d", got, want)
+	}
+	for _, e := range rep.Ledger {
+		if !e.Consistent || e.Error != "" || e.Sold != 40 || len(e.Runs) != 1 {
+			t.Errorf("ledger %s: consistent %v, sold %d (want 40), runs %d (want 1): %s", e.Label(), e.Consistent, e.Sold, len(e.Runs), e.Error)
+		}
+	}
+	if got, want := len(rep.LedgerCost), 6; got != want {
+		t.Errorf("got %d ledger costs, want %d", got, want)
+	}
+	for _, c := range rep.LedgerCost {
+		if c.Unmeasured != "" || c.Sales <= 0 || c.P99 <= 0 {
+			t.Errorf("ledger cost %s: %s, want both ratios measured", c.Label(), c)
 		}
 	}
 	if got, want := len(rep.Goals), 9; got != want {
@@ -116,7 +134,7 @@ func checkOutputs(t *testing.T, rep *Report) {
 	}
 	for _, want := range []string{"## Goals", "## Machine and servers", "### 1 contender", "### 8 contenders",
 		"| serial bound |", "## End to end", "atomic (no lock)", "![sales/s", "go test",
-		"## End to end: combining and segments", "(bench-segments.svg)"} {
+		"## End to end: combining and segments", "(bench-segments.svg)", "## End to end: the order ledger's cost"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q", want)
 		}

@@ -29,10 +29,11 @@ type E2EConfig struct {
 	Requests, Stock, Concurrency int
 	// Timeout bounds one row's firing phase. The default is 120s.
 	Timeout time.Duration
-	// Rows are the row sets to run: RowsBackends, RowsScaling. The default
-	// is both.
+	// Rows are the row sets to run: RowsBackends, RowsScaling, RowsLedger.
+	// The default is RowsBackends and RowsScaling.
 	Rows []string
-	// Runs is how many times each scaling row runs; it reports the median.
+	// Runs is how many times each scaling (and ledger) row runs; it
+	// reports the median.
 	// The default is 3 (Quick: 1).
 	Runs int
 	// Target is how long one scaling run should sell for, from the
@@ -97,11 +98,15 @@ func (c E2EConfig) env(atomic bool) map[string]string {
 type E2ERow struct {
 	// Name labels a scaling row ("locked+combine", "segments=8", …);
 	// empty for the backend rows.
-	Name        string  `json:"name,omitempty"`
-	Backend     string  `json:"backend"`
-	Mode        string  `json:"mode"` // "locked" or "atomic"
-	Combine     bool    `json:"combine,omitempty"`
-	Segments    int     `json:"segments,omitempty"`
+	Name     string `json:"name,omitempty"`
+	Backend  string `json:"backend"`
+	Mode     string `json:"mode"` // "locked" or "atomic"
+	Combine  bool   `json:"combine,omitempty"`
+	Segments int    `json:"segments,omitempty"`
+	// Ledger is the order ledger's form on a ledger row (LedgerOff, …);
+	// Users the named buyers its purchases were spread over (0: anonymous).
+	Ledger      string  `json:"ledger,omitempty"`
+	Users       int     `json:"users,omitempty"`
 	Requests    int     `json:"requests"`
 	Concurrency int     `json:"concurrency"`
 	Stock       int     `json:"stock"`

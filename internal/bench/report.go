@@ -29,8 +29,15 @@ type Report struct {
 	Scaling []E2ERow `json:"e2e_scaling,omitempty"`
 	// ScalingTarget is how long each scaling run was sized to sell for.
 	ScalingTarget time.Duration `json:"e2e_scaling_target_ns,omitempty"`
-	Goals         []Goal        `json:"goals"`
-	Notes         []string      `json:"notes,omitempty"`
+	// Ledger are the order ledger's rows (RowsLedger), LedgerTarget how
+	// long each of their runs was sized to sell for.
+	Ledger       []E2ERow      `json:"e2e_ledger,omitempty"`
+	LedgerTarget time.Duration `json:"e2e_ledger_target_ns,omitempty"`
+	// LedgerCost is every ledger row's ratios to its mode's ledger-off
+	// row (LedgerCosts), filled by evaluate.
+	LedgerCost []LedgerCost `json:"ledger_cost,omitempty"`
+	Goals      []Goal       `json:"goals"`
+	Notes      []string     `json:"notes,omitempty"`
 }
 
 // Goal is one ratio the run is judged by.
@@ -146,6 +153,7 @@ func (r *Report) evaluate() {
 	}
 	r.Goals = append(r.Goals, g)
 	r.Goals = append(r.Goals, r.scalingGoals()...)
+	r.LedgerCost = r.LedgerCosts()
 }
 
 // OK reports whether every row that ran kept its invariant (unavailable rows
@@ -161,9 +169,9 @@ func (r *Report) OK() bool {
 			return false
 		}
 	}
-	// A scaling row that errored (a run cut short, a calibration that sold
-	// nothing) also fails: its goals cannot be judged.
-	for _, e := range r.Scaling {
+	// A scaling or ledger row that errored (a run cut short, a calibration
+	// that sold nothing) also fails: its goals and ratios cannot be judged.
+	for _, e := range slices.Concat(r.Scaling, r.Ledger) {
 		if !e.Unavailable && (!e.Consistent || e.Error != "") {
 			return false
 		}
@@ -303,6 +311,7 @@ func (r *Report) WriteMarkdown(w io.Writer, charts Charts) error {
 	}
 
 	r.writeScaling(p, charts.Segments)
+	r.writeLedger(p)
 
 	p("\n## What was run\n\n| subject | kind | what |\n|---|---|---|\n")
 	for _, s := range Subjects() {
@@ -359,14 +368,20 @@ func rt(v float64, kind string) string {
 
 // cell is an error for a table cell: one line, no pipes.
 func cell(err string, unavailable bool) string {
-	err = strings.ReplaceAll(err, "|", "/")
-	if len(err) > 120 {
-		err = err[:120] + "…"
-	}
+	err = cellText(err)
 	if unavailable {
 		return "unavailable: " + err
 	}
 	return "**ERROR** " + err
+}
+
+// cellText is text for a table cell: no pipes, at most 120 bytes.
+func cellText(s string) string {
+	s = strings.ReplaceAll(s, "|", "/")
+	if len(s) > 120 {
+		s = s[:120] + "…"
+	}
+	return s
 }
 
 // writeEvidence is the "what bounds each row" table: CPU per sale on each

@@ -250,6 +250,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, ctx.Err()
 		}
 	}
+	if !cfg.E2E.Skip && cfg.E2E.runs(RowsLedger) {
+		rep.Ledger = runLedger(ctx, cl, cfg.E2E, cfg.Quick, log)
+		if !cfg.Quick {
+			rep.LedgerTarget = cfg.E2E.Target
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
 	rep.Machine.LoadEnd = loadAvg()
 	rep.Finished = time.Now().UTC()
 	rep.evaluate()

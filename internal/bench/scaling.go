@@ -59,6 +59,12 @@ type variant struct {
 	combine     bool
 	segments    int
 	uncontended bool // one request in flight
+	// ledger is the order ledger's form (ledger rows only): "" leaves
+	// stockd's default (stock.ledger on, anonymous sales).
+	ledger string
+	// users, when positive, makes each request a purchase by one of users
+	// named buyers with its own Idempotency-Key (loadgen.Config.Users).
+	users int
 }
 
 // segmentsLabel names a segmented row: "segments=8", "segments=8+combine".
@@ -95,6 +101,14 @@ func (v variant) env(c E2EConfig) map[string]string {
 	env := c.env(v.atomic)
 	env["stock.segments"] = strconv.Itoa(max(v.segments, 1))
 	env["stock.combine"] = strconv.FormatBool(v.combine)
+	switch v.ledger {
+	case LedgerOff:
+		env["stock.ledger"] = "false"
+	case LedgerAnonymous, LedgerBuyers:
+		env["stock.ledger"] = "true"
+	case LedgerDurable:
+		env["stock.ledger"], env["orders.durable"] = "true", "true"
+	}
 	return env
 }
 
@@ -120,94 +134,175 @@ func (r E2ERun) String() string {
 
 // runScaling runs every scaling row on cl, switching the replicas per row.
 func runScaling(ctx context.Context, cl *localcluster.Cluster, cfg E2EConfig, quick bool, log *slog.Logger) []E2ERow {
+	return runVariants(ctx, cl, cfg, quick, "end to end (scaling)", scalingVariants(), log)
+}
+
+// runVariants runs the long rows vs on cl, one after the other, switching
+// the replicas per row; what names them in the log.
+func runVariants(ctx context.Context, cl *localcluster.Cluster, cfg E2EConfig, quick bool, what string, vs []variant, log *slog.Logger) []E2ERow {
 	var rows []E2ERow
-	for _, v := range scalingVariants() {
+	for _, v := range vs {
 		if ctx.Err() != nil {
 			break
 		}
-		log.Info("end to end (scaling): switching replicas", "row", v.label)
-		row := E2ERow{Name: v.label, Backend: v.backend, Mode: "locked", Combine: v.combine, Segments: v.segments}
-		if v.atomic {
-			row.Mode = "atomic"
+		row := variantRow(v, cfg)
+		if switchTo(ctx, cl, cfg, v, &row, what, log) {
+			scalingRow(ctx, cl.URL(), cl.AdminToken(), cfg, quick, v, &row, log)
 		}
-		row.Concurrency = cfg.Concurrency
-		if v.uncontended {
-			row.Concurrency = 1
-		}
-		if err := cl.SetBackend(ctx, v.backend, v.env(cfg)); err != nil {
-			row.Error = firstLine(err)
-			rows = append(rows, row)
-			continue
-		}
-		scalingRow(ctx, cl.URL(), cl.AdminToken(), cfg, quick, v, &row, log)
-		log.Info("end to end (scaling)", "row", row.Label(), "sales/s", int(row.SalesPerSec), "runs", len(row.Runs),
-			"seconds", round2(row.Seconds), "consistent", row.Consistent, "false_sold_out", row.FalseSoldOut, "err", row.Error)
+		logRow(log, what, row)
 		rows = append(rows, row)
 	}
 	return rows
 }
 
+// variantRow is v's row before it runs.
+func variantRow(v variant, cfg E2EConfig) E2ERow {
+	row := E2ERow{Name: v.label, Backend: v.backend, Mode: "locked", Combine: v.combine, Segments: v.segments,
+		Ledger: v.ledger, Users: v.users, Concurrency: cfg.Concurrency}
+	if v.atomic {
+		row.Mode = "atomic"
+	}
+	if v.uncontended {
+		row.Concurrency = 1
+	}
+	return row
+}
+
+// switchTo restarts cl's replicas as v; false (row.Error set) when they
+// did not all start.
+func switchTo(ctx context.Context, cl *localcluster.Cluster, cfg E2EConfig, v variant, row *E2ERow, what string, log *slog.Logger) bool {
+	log.Info(what+": switching replicas", "row", v.label)
+	if err := cl.SetBackend(ctx, v.backend, v.env(cfg)); err != nil {
+		row.Error, row.Consistent = firstLine(err), false
+		return false
+	}
+	return true
+}
+
+func logRow(log *slog.Logger, what string, row E2ERow) {
+	log.Info(what, "row", row.Label(), "sales/s", int(row.SalesPerSec), "runs", len(row.Runs),
+		"seconds", round2(row.Seconds), "consistent", row.Consistent, "false_sold_out", row.FalseSoldOut, "err", row.Error)
+}
+
 // scalingRow calibrates (unless quick), runs the row cfg.Runs times against
 // the cluster at url and fills row from the median run.
 func scalingRow(ctx context.Context, url, token string, cfg E2EConfig, quick bool, v variant, row *E2ERow, log *slog.Logger) {
-	stock, requests := cfg.Stock, cfg.Requests
+	lr := newLongRow(url, token, cfg, quick, v, row)
+	if !lr.calibrate(ctx, log) {
+		return
+	}
+	for lr.more() {
+		lr.runOnce(ctx)
+	}
+	lr.finish()
+}
+
+// maxRedo is how many runs a long row may run beyond cfg.Runs to replace
+// runs that were too short to count.
+const maxRedo = 2
+
+// longRow is a long row between its runs: its sizing and the runs so far,
+// so that the runs of several rows can be interleaved (runLedger).
+type longRow struct {
+	url, token        string
+	cfg               E2EConfig
+	quick             bool
+	v                 variant
+	row               *E2ERow
+	stock, requests   int
+	reps              []*loadgen.Report
+	counted, attempts int
+	stopped           bool // an error ended the row
+}
+
+// newLongRow sizes row from cfg: the quick size, until calibrate.
+func newLongRow(url, token string, cfg E2EConfig, quick bool, v variant, row *E2ERow) *longRow {
+	lr := &longRow{url: url, token: token, cfg: cfg, quick: quick, v: v, row: row, stock: cfg.Stock, requests: cfg.Requests}
 	if v.uncontended && quick {
-		stock, requests = min(stock, 20), min(requests, 30)
+		lr.stock, lr.requests = min(lr.stock, 20), min(lr.requests, 30)
 	}
-	if !quick {
-		rate, err := calibrateE2E(ctx, url, token, cfg, row.Concurrency)
-		if err != nil {
-			row.Error = "calibration: " + firstLine(err)
-			return
-		}
-		stock, requests = cfg.size(rate, row.Concurrency)
-		log.Info("end to end (scaling): calibrated", "row", v.label, "sales/s", int(rate), "stock", stock, "requests", requests)
-	}
-	var reps []*loadgen.Report
 	row.Consistent = true
-	// A run that fired for less than minFiring (the rate outgrew its
-	// calibration) is not counted and is run again, resized from its own
-	// rate, at most maxRedo times per row; its sale still counts for the
-	// invariant.
-	const maxRedo = 2
-	for counted, attempts := 0, 0; counted < cfg.Runs && attempts < cfg.Runs+maxRedo; attempts++ {
-		if ctx.Err() != nil {
-			row.Error = ctx.Err().Error()
-			break
-		}
-		rep, err := loadgen.Run(ctx, loadgen.Config{
-			URL: url, AdminToken: token, Requests: requests,
-			Concurrency: row.Concurrency, Stock: stock, Timeout: cfg.Timeout,
-		})
-		if rep != nil {
-			run := E2ERun{Stock: stock, Requests: requests, Seconds: rep.DurationMS / 1000, OK: runOK(rep, stock)}
-			if run.Seconds > 0 {
-				run.SalesPerSec = float64(rep.Sold) / run.Seconds
-			}
-			run.Short = !quick && run.Seconds < cfg.minFiring().Seconds() && run.SalesPerSec > 0
-			if run.Short {
-				stock, requests = cfg.size(run.SalesPerSec, row.Concurrency)
-			} else {
-				counted++
-			}
-			row.Runs = append(row.Runs, run)
-			reps = append(reps, rep)
-			row.Consistent = row.Consistent && run.OK
-			row.FalseSoldOut += rep.FalseSoldOut
-			row.NegativeSegments += rep.NegativeSegments
-		}
-		if err != nil {
-			// Cut short or unreachable: the row is not measured as asked.
-			row.Error, row.Consistent = firstLine(err), false
-			break
-		}
+	return lr
+}
+
+// calibrate sizes the row from a calibration sale (not when quick); false
+// (row.Error set, the row stopped) when it failed.
+func (lr *longRow) calibrate(ctx context.Context, log *slog.Logger) bool {
+	if lr.quick {
+		return true
 	}
-	if len(reps) == 0 {
+	rate, err := calibrateE2E(ctx, lr.url, lr.token, lr.cfg, lr.row.Concurrency, lr.v.users)
+	if err != nil {
+		lr.stop("calibration: " + firstLine(err))
+		return false
+	}
+	lr.stock, lr.requests = lr.cfg.size(rate, lr.row.Concurrency)
+	log.Info("end to end: calibrated", "row", lr.v.label, "sales/s", int(rate), "stock", lr.stock, "requests", lr.requests)
+	return true
+}
+
+// stop ends the row with an error: it is not measured as asked.
+func (lr *longRow) stop(why string) {
+	lr.row.Error, lr.row.Consistent, lr.stopped = why, false, true
+}
+
+// more reports whether the row wants another run: fewer than cfg.Runs
+// counted and redo runs left. A run that fired for less than minFiring
+// (the rate outgrew its calibration) is not counted and is run again,
+// resized from its own rate, at most maxRedo times per row; its sale still
+// counts for the invariant.
+func (lr *longRow) more() bool {
+	return !lr.stopped && lr.counted < lr.cfg.Runs && lr.attempts < lr.cfg.Runs+maxRedo
+}
+
+// runOnce runs the row once at its current size.
+func (lr *longRow) runOnce(ctx context.Context) {
+	row := lr.row
+	lr.attempts++
+	if ctx.Err() != nil {
+		lr.stop(ctx.Err().Error())
+		return
+	}
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		URL: lr.url, AdminToken: lr.token, Requests: lr.requests,
+		Concurrency: row.Concurrency, Stock: lr.stock, Timeout: lr.cfg.Timeout, Users: lr.v.users,
+	})
+	if rep != nil {
+		run := E2ERun{Stock: lr.stock, Requests: lr.requests, Seconds: rep.DurationMS / 1000, OK: runOK(rep, lr.stock)}
+		if run.Seconds > 0 {
+			run.SalesPerSec = float64(rep.Sold) / run.Seconds
+		}
+		run.Short = !lr.quick && run.Seconds < lr.cfg.minFiring().Seconds() && run.SalesPerSec > 0
+		if run.Short {
+			lr.stock, lr.requests = lr.cfg.size(run.SalesPerSec, row.Concurrency)
+		} else {
+			lr.counted++
+		}
+		if why := ledgerMismatch(lr.v.ledger, rep); why != "" {
+			run.OK = false
+			row.Error = why
+		}
+		row.Runs = append(row.Runs, run)
+		lr.reps = append(lr.reps, rep)
+		row.Consistent = row.Consistent && run.OK
+		row.FalseSoldOut += rep.FalseSoldOut
+		row.NegativeSegments += rep.NegativeSegments
+	}
+	if err != nil {
+		// Cut short or unreachable: the row is not measured as asked.
+		lr.stop(firstLine(err))
+	}
+}
+
+// finish fills the row from its median run.
+func (lr *longRow) finish() {
+	row := lr.row
+	if len(lr.reps) == 0 {
 		row.Consistent = false
 		return
 	}
 	m := medianRun(row.Runs)
-	rep, run := reps[m], row.Runs[m]
+	rep, run := lr.reps[m], row.Runs[m]
 	row.Requests, row.Stock, row.Seconds, row.SalesPerSec = run.Requests, run.Stock, run.Seconds, run.SalesPerSec
 	row.Sold, row.SoldOut, row.Busy, row.Errors = rep.Sold, rep.SoldOut, rep.Busy, rep.Errors
 	row.RPS, row.P50ms, row.P99ms = rep.RPS, rep.P50ms, rep.P99ms
@@ -215,7 +310,8 @@ func scalingRow(ctx context.Context, url, token string, cfg E2EConfig, quick boo
 
 // runOK is a scaling run's invariant: the books balance, no segment went
 // negative, no buyer was turned away while stock remained, and exactly the
-// stock was sold with no error.
+// stock was sold with no error; a run with named buyers also passes every
+// check of the buyers' verdict (rep.OK).
 func runOK(rep *loadgen.Report, stock int) bool {
 	return rep.OK() && rep.Oversold == 0 && rep.Errors == 0 && rep.Sold == stock
 }
@@ -259,12 +355,13 @@ func (c E2EConfig) minFiring() time.Duration { return min(MinFiring, c.Target*5/
 const calibrationStock = 100_000
 
 // calibrateE2E sells for cfg.Calibrate with far more stock than that takes
-// and returns the sales/s it reached. The run is cut by its timeout, so
-// its books are not checked: a request in flight at the cut may still sell.
-func calibrateE2E(ctx context.Context, url, token string, cfg E2EConfig, concurrency int) (float64, error) {
+// and returns the sales/s it reached; users > 0 sells to named buyers, as
+// the row does. The run is cut by its timeout, so its books (and buyers'
+// verdict) are not checked: a request in flight at the cut may still sell.
+func calibrateE2E(ctx context.Context, url, token string, cfg E2EConfig, concurrency, users int) (float64, error) {
 	rep, err := loadgen.Run(ctx, loadgen.Config{
 		URL: url, AdminToken: token, Requests: calibrationStock,
-		Concurrency: concurrency, Stock: calibrationStock, Timeout: cfg.Calibrate,
+		Concurrency: concurrency, Stock: calibrationStock, Timeout: cfg.Calibrate, Users: users,
 	})
 	if err != nil && !errors.Is(err, loadgen.ErrTimeout) {
 		return 0, err
