@@ -316,8 +316,8 @@ func (x *run) buyerBooks(ctx context.Context, client *http.Client, st api.Stock,
 	r.Orders = v.Buyers
 	r.Consistent = st.Stock+st.Lucky == int64(r.Initial) && st.Lucky == int64(v.Orders)
 	x.problems = append(x.problems, v.problems...)
-	x.notef("orders %d, ledger %d, MySQL %s; %d buyers, %d replayed, %d limit_reached, %d re-sent",
-		v.Orders, v.Ledger.Orders, durableText(v.Ledger), v.BuyersWithOrders, v.Replayed, v.LimitReached, v.resent)
+	x.notef("orders %d, ledger %d, MySQL %s; %d buyers, %d replayed, %d limit_reached, %d re-sent (%d after no verdict)",
+		v.Orders, v.Ledger.Orders, durableText(v.Ledger), v.BuyersWithOrders, v.Replayed, v.LimitReached, v.resent, v.unknown)
 	return nil
 }
 
@@ -326,6 +326,7 @@ type buyerVerdict struct {
 	*loadgen.Buyers
 	problems []string
 	resent   int // sends after a purchase's first
+	unknown  int // sends without a verdict (502, unconfirmed, ...), not cut on purpose
 }
 
 // judgeBuyers holds the named buyers' answers in resps against the
@@ -361,6 +362,9 @@ func judgeBuyers(ctx context.Context, client *http.Client, base string, resps []
 		}
 		if r.Resend {
 			v.resent++
+		}
+		if !settled(r) && !r.Cut {
+			v.unknown++
 		}
 	}
 	vctx, cancel := context.WithTimeout(ctx, buyerDrain+15*time.Second)
