@@ -66,6 +66,30 @@ func (x *run) pendingOf(rdb *redis.Client, consumer string, ok func(int64) bool,
 	}
 }
 
+// consuming polls until consumer has joined the orders group (its first
+// XREADGROUP), or bound passes.
+func (x *run) consuming(rdb *redis.Client, consumer string, bound time.Duration) error {
+	ctx, cancel := x.within(bound)
+	defer cancel()
+	backoff := 10 * time.Millisecond
+	var last error
+	for {
+		cs, err := rdb.XInfoConsumers(ctx, ordersStream, ordersGroup).Result()
+		last = err
+		for _, c := range cs {
+			if c.Name == consumer {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s's orders consumer did not join group %s within %v (last: %v)", consumer, ordersGroup, bound, last)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
 // runConsumerKill cuts one replica's MariaDB link, waits until its orders
 // consumer holds ledger entries it cannot store (pending under its name),
 // and kills it (SIGKILL) at once, before claim_idle lets anyone else take
@@ -76,6 +100,12 @@ func runConsumerKill(x *run) error {
 	name, p := localcluster.ReplicaName(i), x.c.Replica(i)
 	rdb := x.stockRedis()
 	defer rdb.Close()
+	// A replica starts consuming only once it has created the table, and
+	// MariaDB may have started with this cell: cut before that, and the
+	// consumer would never read anything to hold.
+	if err := x.consuming(rdb, name, 20*time.Second); err != nil {
+		return err
+	}
 	restore, err := x.c.CutMySQL(i)
 	if err != nil {
 		return err
@@ -106,7 +136,7 @@ func runConsumerKill(x *run) error {
 }
 
 // mysqlDownWindow is how long MariaDB is cut off from every replica.
-const mysqlDownWindow = 3 * time.Second
+const mysqlDownWindow = 2 * time.Second
 
 // runMySQLDown cuts every replica from MariaDB for mysqlDownWindow while
 // the buyers buy: sales must go on (the ledger is in Redis), the orders
