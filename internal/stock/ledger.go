@@ -136,7 +136,8 @@ func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []
 	keys := s.ledgerKeys([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}, members)
 	args := []any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, read, ReceiptTTL.Milliseconds(), len(members)}
 	args = memberArgs(append(args, la.argv()...), members)
-	res, err := fencedWrite.Run(ctx, s.rdb, keys, args...).Slice()
+	cmd, wait := s.eval(ctx, fencedWrite, keys, args...)
+	res, err := cmd.Slice()
 	if err != nil {
 		return nil, wrapRedis(ctx, "fenced write", err)
 	}
@@ -150,7 +151,29 @@ func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []
 	if err := fenceStatus(code, f, ""); err != nil {
 		return nil, fmt.Errorf("stock: fenced write: %w", err)
 	}
-	return parseVerdicts(outcomes, len(members))
+	vs, err := parseVerdicts(outcomes, len(members))
+	if err != nil {
+		return nil, err
+	}
+	if answersSale(vs...) {
+		if err := s.acked(ctx, "fenced write", wait); err != nil {
+			return nil, err
+		}
+	}
+	return vs, nil
+}
+
+// answersSale reports whether any verdict tells its buyer of a sale (sold,
+// or a replay of one): those are what replica acks must cover. A refusal
+// or sold out needs none; at worst a failover makes it a refusal the
+// replica's state would not have given.
+func answersSale(vs ...verdict) bool {
+	for _, v := range vs {
+		if v.kind == verdictSold || v.kind == verdictReplay {
+			return true
+		}
+	}
+	return false
 }
 
 // sellLedger is SellAtomic's ledger form for one buyer, order id id.
@@ -158,7 +181,8 @@ func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArg
 	members := []member{{Buyer: b, id: id}}
 	keys := s.ledgerKeys([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, members)
 	args := memberArgs(append([]any{ReceiptTTL.Milliseconds()}, la.argv()...), members)
-	res, err := sellAtomic.Run(ctx, s.rdb, keys, args...).Slice()
+	cmd, wait := s.eval(ctx, sellAtomic, keys, args...)
+	res, err := cmd.Slice()
 	if err != nil {
 		return verdict{}, wrapRedis(ctx, "atomic sell", err)
 	}
@@ -176,6 +200,11 @@ func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArg
 	vs, err := parseVerdicts(outcomes, 1)
 	if err != nil {
 		return verdict{}, fmt.Errorf("stock: atomic sell: %w", err)
+	}
+	if answersSale(vs[0]) {
+		if err := s.acked(ctx, "atomic sell", wait); err != nil {
+			return verdict{}, err
+		}
 	}
 	return vs[0], nil
 }

@@ -188,7 +188,7 @@ func (s *Service) fencedCall(ctx context.Context, lease lock.Lease, f Fence, n i
 		return err // a definite refusal: nothing was written
 	default:
 		s.cfg.OnEvent(EventUnconfirmed)
-		s.log.Warn("sale unconfirmed: the write got no answer; its receipt will tell",
+		s.log.Warn("sale unconfirmed: the write got no answer, or too few replicas acknowledged it; its receipt will tell",
 			"attempt", f.Lease, "token", f.Token, "buyers", n, "err", err)
 		return &UnconfirmedError{Attempt: f.Lease, Err: err}
 	}

@@ -179,6 +179,8 @@ type Store struct {
 	// segs are the segments' stores, segs[0] this one; a segment's own
 	// store is a one-segment store of its keys (see segment).
 	segs []*Store
+	// acks makes sales wait for replicas (replicas.go); zero: they do not.
+	acks ReplicaAcks
 }
 
 // NewStore returns a Store over rdb using keys. The caller owns rdb.
@@ -345,8 +347,9 @@ func (s *Store) writeAnonymous(ctx context.Context, f Fence, read int64, units i
 // (omitted for one unit, as every single sale has always sent it).
 func (s *Store) write(ctx context.Context, f Fence, newStock int64, extra ...any) error {
 	args := append([]any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, newStock, ReceiptTTL.Milliseconds()}, extra...)
-	code, err := fencedWrite.Run(ctx, s.rdb,
-		[]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}, args...).Int64()
+	cmd, wait := s.eval(ctx, fencedWrite,
+		[]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}, args...)
+	code, err := cmd.Int64()
 	if err != nil {
 		return wrapRedis(ctx, "fenced write", err)
 	}
@@ -356,7 +359,7 @@ func (s *Store) write(ctx context.Context, f Fence, newStock int64, extra ...any
 	if err := fenceStatus(code, f, ""); err != nil {
 		return fmt.Errorf("stock: fenced write: %w", err)
 	}
-	return nil
+	return s.acked(ctx, "fenced write", wait)
 }
 
 // Receipt reports whether the write or atomic sale of attempt id took
@@ -364,16 +367,33 @@ func (s *Store) write(ctx context.Context, f Fence, newStock int64, extra ...any
 // settled afterwards. A member of a combined sale (MemberAttempt) is
 // answered from its batch's receipt. Receipts live ReceiptTTL. With the
 // ledger, sold means this attempt sold a unit (its order id is the attempt
-// id); a replayed key sold nothing, and is not sold here.
+// id); a replayed key sold nothing, and is not sold here. With replica
+// acks (WithReplicaAcks), a receipt the replicas do not hold yet is
+// ErrNotReplicated: not settled until they do, or a failover drops it.
 func (s *Store) Receipt(ctx context.Context, id string) (stockAfter int64, sold bool, err error) {
 	key, member, isMember := splitMemberAttempt(id)
-	v, err := s.rdb.Get(ctx, s.keys.Receipts+key).Result()
+	get, wait := s.getAcked(ctx, s.keys.Receipts+key)
+	v, err := get.Result()
 	if err == redis.Nil {
 		return 0, false, nil
 	}
 	if err != nil {
 		return 0, false, wrapRedis(ctx, "receipt", err)
 	}
+	stockAfter, sold, err = s.readReceipt(id, v, member, isMember)
+	if err == nil && sold {
+		// With replica acks, sold is settled only once the replicas hold
+		// it: until then a failover could still take it back.
+		err = s.acked(ctx, "receipt", wait)
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return stockAfter, sold, nil
+}
+
+// readReceipt is Receipt's reading of the receipt v of id.
+func (s *Store) readReceipt(id, v string, member int, isMember bool) (int64, bool, error) {
 	if isLedgerReceipt(v) {
 		return ledgerReceipt(id, v, member)
 	}
@@ -448,8 +468,9 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 		}
 		return v.after, nil
 	}
-	after, err := sellAtomic.Run(ctx, s.rdb, []string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id},
-		ReceiptTTL.Milliseconds()).Int64()
+	cmd, wait := s.eval(ctx, sellAtomic, []string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id},
+		ReceiptTTL.Milliseconds())
+	after, err := cmd.Int64()
 	if err != nil {
 		return 0, wrapRedis(ctx, "atomic sell", err)
 	}
@@ -460,6 +481,9 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 		return 0, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Stock))
 	case atomicLuckyNotInt:
 		return 0, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Lucky))
+	}
+	if err := s.acked(ctx, "atomic sell", wait); err != nil {
+		return 0, err
 	}
 	return after, nil
 }

@@ -1,0 +1,264 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/lock/locallock"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
+	"seckill/internal/stock"
+)
+
+// replicated is a store behind Sentinel: a go-redis FailoverClient (no
+// retries of its own, as stockd builds it) over the harness's primary,
+// replica and three Sentinels, reset to n, waiting for acks replicas.
+func replicated(t *testing.T, n int64, keys stock.Keys, acks int) (*stock.Store, *servers.SentinelSet, *redis.Client) {
+	t.Helper()
+	set := servertest.Sentinels(t, servers.SentinelOptions{})
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    servers.SentinelMaster,
+		SentinelAddrs: set.SentinelAddrs(),
+		MaxRetries:    -1,
+	})
+	t.Cleanup(func() { _ = rdb.Close() })
+	s := stock.NewStore(rdb, keys).WithReplicaAcks(stock.ReplicaAcks{Replicas: acks, Timeout: 300 * time.Millisecond})
+	if err := s.Reset(t.Context(), n); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	return s, set, rdb
+}
+
+var ackModes = []struct {
+	name string
+	keys stock.Keys
+	cfg  func(*stock.ServiceConfig)
+}{
+	{"locked", stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}, func(c *stock.ServiceConfig) { c.Fencing = true }},
+	{"atomic", stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}, func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }},
+	{"locked+ledger", ledgerKeys(1), func(c *stock.ServiceConfig) { c.Fencing = true }},
+	{"atomic+ledger", ledgerKeys(1), func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }},
+}
+
+// With min replica acks 1, a sale whose replica is frozen (SIGSTOP) is
+// answered unconfirmed within the ack timeout, never sold; its receipt is
+// unsettled while the replica stays frozen, and says sold once it thaws.
+func TestStoppedReplicaMakesSaleUnconfirmed(t *testing.T) {
+	for _, m := range ackModes {
+		t.Run(m.name, func(t *testing.T) {
+			s, set, _ := replicated(t, 10, m.keys, 1)
+			svc := newService(s, locallock.New(), m.cfg)
+			if _, err := svc.Reduce(t.Context()); err != nil {
+				t.Fatalf("sale with the replica up: %v", err)
+			}
+			if err := set.Replica.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = set.Replica.Resume() }()
+
+			start := time.Now()
+			sale, err := svc.Reduce(t.Context())
+			took := time.Since(start)
+			var ue *stock.UnconfirmedError
+			if !errors.As(err, &ue) || !errors.Is(err, stock.ErrNotReplicated) {
+				t.Fatalf("sale with the replica stopped: got %+v, %v; want unconfirmed (not replicated)", sale, err)
+			}
+			if took > 2*time.Second {
+				t.Fatalf("unconfirmed after %v, want within the 300ms ack timeout (plus slack)", took)
+			}
+			t.Logf("unconfirmed after %v: %v", took.Round(time.Millisecond), err)
+			if _, sold, err := s.Receipt(t.Context(), ue.Attempt); !errors.Is(err, stock.ErrNotReplicated) {
+				t.Fatalf("receipt while the replica is stopped: sold %v, %v; want ErrNotReplicated", sold, err)
+			}
+
+			if err := set.Replica.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			after, sold, err := s.Receipt(t.Context(), ue.Attempt)
+			if err != nil || !sold || after != 8 {
+				t.Fatalf("receipt after the replica resumed: after %d, sold %v, %v; want 8, true", after, sold, err)
+			}
+			if _, err := svc.Reduce(t.Context()); err != nil {
+				t.Fatalf("sale after the replica resumed: %v", err)
+			}
+		})
+	}
+}
+
+// The acknowledged-means-durable claim under a real failover: buyers sell
+// while the primary is SIGKILLed; Sentinel promotes the replica; the old
+// primary rejoins as a replica and the sale goes on. Every answer "sold"
+// must still be in the new primary's books (its receipt, and lucky
+// counting it). With acks 0 (the control) loss is allowed and reported.
+func TestFailoverLosesNoAcknowledgedSale(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		acks    int
+		mayLose bool
+	}{{"acks1", 1, false}, {"acks0", 0, true}} {
+		for _, m := range []string{"locked", "atomic"} {
+			t.Run(c.name+"/"+m, func(t *testing.T) {
+				mode := ackModes[0]
+				if m == "atomic" {
+					mode = ackModes[1]
+				}
+				const initial = 1_000_000
+				s, set, _ := replicated(t, initial, mode.keys, c.acks)
+				svc := newService(s, locallock.New(), func(cfg *stock.ServiceConfig) {
+					mode.cfg(cfg)
+					cfg.ConfirmTimeout = 2 * time.Second
+				})
+				r := failoverRun(t, s, set, svc)
+
+				// The books are read on the promoted primary itself, not
+				// through the client under test (whose pool may still
+				// answer with the old primary's dial error for a second).
+				books := promoted(t, set, mode.keys)
+				lost := 0
+				for _, id := range r.sold {
+					_, ok, err := books.Receipt(t.Context(), id)
+					if err != nil {
+						t.Fatalf("receipt %s: %v", id, err)
+					}
+					if !ok {
+						lost++
+					}
+				}
+				st, err := books.Status(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("acks %d, %s: %d sold answers (%d after the kill), %d unconfirmed, %d other errors; lucky %d; lost %d acknowledged; stock+lucky %d of %d; first sale after the kill %v; first other error: %v",
+					c.acks, m, len(r.sold), r.soldAfterKill, r.unconfirmed, r.other, st.Lucky, lost, st.Stock+st.Lucky, initial, r.recovery.Round(time.Millisecond), r.otherErr)
+				if st.Stock+st.Lucky != initial {
+					t.Errorf("stock %d + lucky %d = %d, want %d (the counters diverged)", st.Stock, st.Lucky, st.Stock+st.Lucky, initial)
+				}
+				if r.soldAfterKill == 0 {
+					t.Errorf("no sale after the failover")
+				}
+				if c.mayLose {
+					return
+				}
+				if lost != 0 || int64(len(r.sold)) > st.Lucky {
+					t.Errorf("acks on: %d sold answers lost (%d sold answers, lucky %d); want none", lost, len(r.sold), st.Lucky)
+				}
+			})
+		}
+	}
+}
+
+// promoted is a store without replica acks on the Sentinels' current
+// primary, directly.
+func promoted(t *testing.T, set *servers.SentinelSet, keys stock.Keys) *stock.Store {
+	t.Helper()
+	addr, err := set.Master(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return stock.NewStore(rdb, keys)
+}
+
+type failoverResult struct {
+	sold          []string // attempt ids answered sold
+	soldAfterKill int
+	unconfirmed   int
+	other         int
+	otherErr      error         // the first of them
+	recovery      time.Duration // kill to the first sale answered after it
+}
+
+// failoverRun sells with 8 buyers, kills the primary once 200 sales are
+// answered, rejoins it as a replica once every Sentinel has switched, and
+// stops 200 sales after the first one answered after the kill.
+func failoverRun(t *testing.T, s *stock.Store, set *servers.SentinelSet, svc *stock.Service) failoverResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	switched, err := set.WatchSwitch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu       sync.Mutex
+		r        failoverResult
+		killedAt atomic.Pointer[time.Time]
+		kill     = make(chan struct{})
+		done     = make(chan struct{})
+		once     sync.Once
+		killOnce sync.Once
+	)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				case <-ctx.Done():
+					return
+				default:
+				}
+				sale, err := svc.Reduce(ctx)
+				mu.Lock()
+				switch {
+				case err == nil:
+					r.sold = append(r.sold, sale.Attempt)
+					if k := killedAt.Load(); k != nil {
+						if r.soldAfterKill == 0 {
+							r.recovery = time.Since(*k)
+						}
+						r.soldAfterKill++
+						if r.soldAfterKill >= 200 {
+							once.Do(func() { close(done) })
+						}
+					} else if len(r.sold) >= 200 {
+						killOnce.Do(func() { close(kill) })
+					}
+				case errors.Is(err, stock.ErrUnconfirmed):
+					r.unconfirmed++
+				default:
+					r.other++
+					if r.otherErr == nil {
+						r.otherErr = err
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	select {
+	case <-kill:
+	case <-ctx.Done():
+		t.Fatal("200 sales never answered")
+	}
+	now := time.Now()
+	if err := set.Primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killedAt.Store(&now)
+	select {
+	case addr := <-switched:
+		t.Logf("+switch-master to %s on every Sentinel %v after the kill", addr, time.Since(now).Round(time.Millisecond))
+	case <-ctx.Done():
+		t.Fatal("no failover within a minute")
+	}
+	if err := set.Rejoin(ctx, set.Primary); err != nil {
+		t.Fatalf("rejoin: %v", err)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Error("fewer than 200 sales answered after the failover")
+		once.Do(func() { close(done) })
+	}
+	wg.Wait()
+	return r
+}
