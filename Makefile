@@ -6,12 +6,15 @@
 #   make compose-test  the docker-compose cluster end to end
 #   make bench         backends vs peer libraries vs ceilings, combining and segments end to end;
 #                      writes docs/benchmarks.md, docs/bench.svg and docs/bench-segments.svg
+#                      (BENCH_FLAGS='--e2e-rows backends,scaling,ledger' adds the order ledger's
+#                      cost, ~4.5 min more; `seckill bench --help` for the rest)
 
 GO ?= go
 # Debian puts nginx in /usr/sbin, which an ordinary user's PATH lacks.
 export PATH := $(PATH):/usr/local/go/bin:/usr/sbin
 DEMO_FLAGS ?=
 TEST_FLAGS ?=
+BENCH_FLAGS ?=
 
 .PHONY: deps build demo test vet fmt-check compose-test bench clean
 
@@ -40,7 +43,7 @@ compose-test:
 	else echo "compose-test: scripts/compose-test.sh not written yet"; exit 1; fi
 
 bench: deps
-	$(GO) run ./cmd/seckill bench
+	$(GO) run ./cmd/seckill bench $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin
