@@ -36,7 +36,7 @@ type wiring struct {
 // retries its own writes, exactly-once by the attempt id they carry.
 func (w *wiring) stockRedis() *redis.Client {
 	if w.stockRDB == nil {
-		w.stockRDB = newRedisClient(w.cfg, w.cfg.Redis.Addr, -1)
+		w.stockRDB = stockRedisClient(w.cfg, -1)
 		w.onClose(w.stockRDB.Close)
 	}
 	return w.stockRDB
@@ -49,11 +49,13 @@ func (w *wiring) stockRedis() *redis.Client {
 // the stock client must not do.
 func (w *wiring) lockRedis() redis.UniversalClient {
 	if w.lockRDB == nil {
-		addr := w.cfg.Lock.RedisAddr
-		if addr == "" {
-			addr = w.cfg.Redis.Addr
+		if addr := w.cfg.Lock.RedisAddr; addr != "" {
+			w.lockRDB = newRedisClient(w.cfg, addr, 0)
+		} else {
+			// The stock Redis, through Sentinel when it is: the lock's
+			// token counter fails over with the fence it is checked by.
+			w.lockRDB = stockRedisClient(w.cfg, 0)
 		}
-		w.lockRDB = newRedisClient(w.cfg, addr, 0)
 		w.onClose(w.lockRDB.Close)
 	}
 	return w.lockRDB
@@ -112,6 +114,38 @@ func (w *wiring) close() error {
 	}
 	w.closers = nil
 	return errors.Join(errs...)
+}
+
+// stockRedisClient is a client of the stock Redis: through Sentinel when
+// redis.sentinel.master is set (a go-redis FailoverClient, which asks the
+// Sentinels for the primary and follows a failover), else of redis.addr.
+func stockRedisClient(cfg *Config, maxRetries int) *redis.Client {
+	if cfg.Redis.Sentinel.Master == "" {
+		return newRedisClient(cfg, cfg.Redis.Addr, maxRetries)
+	}
+	return redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:            cfg.Redis.Sentinel.Master,
+		SentinelAddrs:         cfg.Redis.Sentinel.Addrs,
+		MaxRetries:            maxRetries,
+		Password:              cfg.Redis.Password,
+		DB:                    cfg.Redis.DB,
+		DialTimeout:           cfg.Redis.Timeout,
+		ReadTimeout:           cfg.Redis.Timeout,
+		WriteTimeout:          cfg.Redis.Timeout,
+		ContextTimeoutEnabled: true,
+	})
+}
+
+// minReplicaAcks is stock.min_replica_acks with its -1 resolved: 1 when
+// the stock Redis is behind Sentinel (a replica exists to wait for), else 0.
+func minReplicaAcks(cfg *Config) int {
+	if n := cfg.Stock.MinReplicaAcks; n >= 0 {
+		return n
+	}
+	if cfg.Redis.Sentinel.Master != "" {
+		return 1
+	}
+	return 0
 }
 
 // newRedisClient builds a client; maxRetries is go-redis's MaxRetries (0 =

@@ -55,6 +55,13 @@ type Config struct {
 		Password string        `mapstructure:"password" default:""`
 		DB       int           `mapstructure:"db" default:"0"`
 		Timeout  time.Duration `mapstructure:"timeout" default:"1s"`
+		// Sentinel, when Master is set, finds the stock Redis (and the
+		// Redis locks' one, unless lock.redis_addr) through these
+		// Sentinels instead of redis.addr, and follows its failovers.
+		Sentinel struct {
+			Master string   `mapstructure:"master" default:""`
+			Addrs  []string `mapstructure:"addrs" default:""`
+		} `mapstructure:"sentinel"`
 	} `mapstructure:"redis"`
 	Lock struct {
 		Backend     string        `mapstructure:"backend" default:"redis"`
@@ -101,6 +108,10 @@ type Config struct {
 		Ledger         bool          `mapstructure:"ledger" default:"true"`
 		PerUserLimit   int           `mapstructure:"per_user_limit" default:"0"` // 0 = unlimited
 		IdempotencyTTL time.Duration `mapstructure:"idempotency_ttl" default:"24h"`
+		// A sale is answered sold only once this many replicas hold it
+		// (WAIT, issue #15); -1: 1 with Sentinel, else 0 (minReplicaAcks).
+		MinReplicaAcks    int           `mapstructure:"min_replica_acks" default:"-1"`
+		ReplicaAckTimeout time.Duration `mapstructure:"replica_ack_timeout" default:"500ms"`
 	} `mapstructure:"stock"`
 	// Orders is the ledger's durable copy in MySQL (mysql.dsn), written by
 	// a consumer group on the ledger stream in every replica.

@@ -158,6 +158,21 @@ func TestValidate(t *testing.T) {
 		}, "orders.durable"},
 		{"durable orders on the mysql lock's dsn", func(c *Config) { mysqlConfigured(c); c.Orders.Durable = true }, ""},
 		{"empty orders group", func(c *Config) { c.Orders.Group = "" }, "orders.group"},
+		// The stock Redis behind Sentinel, and replica acks (issue #15).
+		{"sentinel", func(c *Config) {
+			c.Redis.Sentinel.Master, c.Redis.Sentinel.Addrs = "seckill", []string{"s1:26379", "s2:26379"}
+		}, ""},
+		{"sentinel without addrs", func(c *Config) { c.Redis.Sentinel.Master = "seckill" }, "redis.sentinel.addrs"},
+		{"sentinel addrs without master", func(c *Config) { c.Redis.Sentinel.Addrs = []string{"s1:26379"} }, "redis.sentinel.master"},
+		{"sentinel addr without port", func(c *Config) { c.Redis.Sentinel.Master, c.Redis.Sentinel.Addrs = "seckill", []string{"s1"} }, "redis.sentinel.addrs"},
+		{"replica acks", func(c *Config) { c.Stock.MinReplicaAcks = 2 }, ""},
+		{"negative replica acks", func(c *Config) { c.Stock.MinReplicaAcks = -2 }, "stock.min_replica_acks"},
+		{"ack timeout above redis timeout", func(c *Config) { c.Stock.MinReplicaAcks, c.Stock.ReplicaAckTimeout = 1, 2*time.Second }, "stock.replica_ack_timeout"},
+		{"ack timeout unused without acks", func(c *Config) { c.Stock.MinReplicaAcks, c.Stock.ReplicaAckTimeout = 0, 2*time.Second }, ""},
+		{"sentinel's default acks bound the timeout", func(c *Config) {
+			c.Redis.Sentinel.Master, c.Redis.Sentinel.Addrs = "seckill", []string{"s1:26379"}
+			c.Stock.ReplicaAckTimeout = time.Second
+		}, "stock.replica_ack_timeout"},
 		{"zero claim idle", func(c *Config) { c.Orders.ClaimIdle = 0 }, "orders.claim_idle"},
 	}
 	for _, tc := range cases {

@@ -67,7 +67,9 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	if ledger {
 		keys.Orders = ordersKey(cfg)
 	}
-	store := stock.NewStore(stockRDB, keys)
+	store := stock.NewStore(stockRDB, keys).WithReplicaAcks(stock.ReplicaAcks{
+		Replicas: minReplicaAcks(cfg), Timeout: cfg.Stock.ReplicaAckTimeout,
+	})
 	svc := stock.NewService(stock.ServiceConfig{
 		Store:          store,
 		Locker:         locker,

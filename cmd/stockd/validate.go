@@ -107,6 +107,16 @@ func Validate(c *Config) error {
 		bad("redis.db", "must not be negative, got %d", c.Redis.DB)
 	}
 	between("redis.timeout", c.Redis.Timeout, time.Millisecond, time.Minute)
+	if s := c.Redis.Sentinel; s.Master != "" {
+		if len(s.Addrs) == 0 {
+			bad("redis.sentinel.addrs", "required with redis.sentinel.master")
+		}
+		for _, a := range s.Addrs {
+			hostPort("redis.sentinel.addrs", a)
+		}
+	} else if len(s.Addrs) > 0 {
+		bad("redis.sentinel.master", "required with redis.sentinel.addrs (the name the Sentinels monitor)")
+	}
 
 	backend, known := backends[c.Lock.Backend]
 	if !known {
@@ -156,6 +166,14 @@ func Validate(c *Config) error {
 	between("stock.confirm_timeout", c.Stock.ConfirmTimeout, 10*time.Millisecond, 10*time.Minute)
 	intBetween("stock.combine_max", c.Stock.CombineMax, 1, 4096)
 	intBetween("stock.segments", c.Stock.Segments, 1, 256)
+	intBetween("stock.min_replica_acks", c.Stock.MinReplicaAcks, -1, 16)
+	between("stock.replica_ack_timeout", c.Stock.ReplicaAckTimeout, time.Millisecond, time.Minute)
+	// WAIT shares the sale's pipeline, which redis.timeout bounds; and a
+	// sale unanswered for stock.confirm_timeout is given up anyway.
+	if minReplicaAcks(c) > 0 && c.Redis.Timeout > 0 && c.Stock.ReplicaAckTimeout >= min(c.Redis.Timeout, c.Stock.ConfirmTimeout) {
+		bad("stock.replica_ack_timeout", "%s must stay below redis.timeout (%s) and stock.confirm_timeout (%s)",
+			c.Stock.ReplicaAckTimeout, c.Redis.Timeout, c.Stock.ConfirmTimeout)
+	}
 	validateLedger(c, bad)
 	if c.Work.Delay.Min < 0 || c.Work.Delay.Max < c.Work.Delay.Min {
 		bad("work.delay", "invalid range %s", c.Work.Delay)

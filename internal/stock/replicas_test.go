@@ -73,8 +73,8 @@ func TestStoppedReplicaMakesSaleUnconfirmed(t *testing.T) {
 				t.Fatalf("unconfirmed after %v, want within the 300ms ack timeout (plus slack)", took)
 			}
 			t.Logf("unconfirmed after %v: %v", took.Round(time.Millisecond), err)
-			if _, sold, err := s.Receipt(t.Context(), ue.Attempt); !errors.Is(err, stock.ErrNotReplicated) {
-				t.Fatalf("receipt while the replica is stopped: sold %v, %v; want ErrNotReplicated", sold, err)
+			if _, sold, err := s.Receipt(t.Context(), ue.Attempt); !errors.Is(err, stock.ErrNotReplicated) || !errors.Is(err, stock.ErrUnavailable) {
+				t.Fatalf("receipt while the replica is stopped: sold %v, %v; want ErrNotReplicated (and ErrUnavailable)", sold, err)
 			}
 
 			if err := set.Replica.Resume(); err != nil {

@@ -369,7 +369,8 @@ func (s *Store) write(ctx context.Context, f Fence, newStock int64, extra ...any
 // ledger, sold means this attempt sold a unit (its order id is the attempt
 // id); a replayed key sold nothing, and is not sold here. With replica
 // acks (WithReplicaAcks), a receipt the replicas do not hold yet is
-// ErrNotReplicated: not settled until they do, or a failover drops it.
+// ErrNotReplicated (and ErrUnavailable: ask again): not settled until they
+// do, or a failover drops it.
 func (s *Store) Receipt(ctx context.Context, id string) (stockAfter int64, sold bool, err error) {
 	key, member, isMember := splitMemberAttempt(id)
 	get, wait := s.getAcked(ctx, s.keys.Receipts+key)
@@ -383,8 +384,11 @@ func (s *Store) Receipt(ctx context.Context, id string) (stockAfter int64, sold 
 	stockAfter, sold, err = s.readReceipt(id, v, member, isMember)
 	if err == nil && sold {
 		// With replica acks, sold is settled only once the replicas hold
-		// it: until then a failover could still take it back.
-		err = s.acked(ctx, "receipt", wait)
+		// it: until then a failover could still take it back. Ask again
+		// later, as of a Redis that is down.
+		if err = s.acked(ctx, "receipt", wait); errors.Is(err, ErrNotReplicated) {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 	}
 	if err != nil {
 		return 0, false, err
