@@ -10,7 +10,6 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/loadgen"
-	"seckill/internal/localcluster"
 )
 
 // ledger.go: the end-to-end rows of issue 13's benchmark, the cost of the
@@ -79,7 +78,7 @@ func ledgerLabel(mode, form string) string { return mode + ", ledger " + form }
 // on a shared machine the load drifts over the minutes a mode takes, and
 // interleaving spreads the drift over every form instead of charging it
 // to whichever row ran last, so the ratios to ledger off stay fair.
-func runLedger(ctx context.Context, cl *localcluster.Cluster, cfg E2EConfig, quick bool, log *slog.Logger) []E2ERow {
+func runLedger(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, log *slog.Logger) []E2ERow {
 	const what = "end to end (ledger)"
 	var rows []E2ERow
 	vs := ledgerVariants()

@@ -2,8 +2,13 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"math"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -274,5 +279,87 @@ func TestLedgerMarkdown(t *testing.T) {
 	}
 	if strings.Contains(md.String(), "ledger's cost") {
 		t.Error("a report without ledger rows has a ledger section")
+	}
+}
+
+// fakeReplicas records every switch of the replicas' configuration and
+// sends the sale to one fake stockd (which has no ledger); a switch to
+// failOn's configuration fails as a replica that refused it.
+type fakeReplicas struct {
+	url      string
+	failOn   string
+	switches []string
+}
+
+func (f *fakeReplicas) SetBackend(_ context.Context, backend string, env map[string]string) error {
+	sw := fmt.Sprintf("%s ledger=%s durable=%s", cmp.Or(env["stock.mode"], "locked"), env["stock.ledger"], env["orders.durable"])
+	f.switches = append(f.switches, sw)
+	if sw == f.failOn {
+		return errors.New("replica exited: orders.durable refused")
+	}
+	return nil
+}
+func (f *fakeReplicas) URL() string        { return f.url }
+func (f *fakeReplicas) AdminToken() string { return "t" }
+
+// runLedger interleaves a mode's rows (every row switched to once, then
+// run 1 of each, run 2 of each), stops only the row that failed, and a
+// ledger form the replicas did not take fails its row: the fake stockd
+// has no ledger, so only the ledger-off rows measure.
+func TestRunLedgerInterleaves(t *testing.T) {
+	srv := httptest.NewServer(&serialStockd{})
+	t.Cleanup(srv.Close)
+	const (
+		off     = " ledger=false durable="
+		on      = " ledger=true durable="
+		durable = " ledger=true durable=true"
+	)
+	fake := &fakeReplicas{url: srv.URL, failOn: "atomic" + durable}
+	cfg := E2EConfig{Concurrency: 4, Runs: 2, Requests: 30, Stock: 20, Timeout: 30 * time.Second}
+	rows := runLedger(t.Context(), fake, cfg, true, slog.New(slog.DiscardHandler))
+
+	want := []string{
+		// locked: each row once (no calibration when quick), round 1,
+		// then round 2 without the buyers rows (stopped: no ledger).
+		"locked" + off, "locked" + on, "locked" + on, "locked" + durable,
+		"locked" + off, "locked" + on, "locked" + on, "locked" + durable,
+		"locked" + off, "locked" + on,
+		// atomic: the durable row's switch fails and never runs.
+		"atomic" + off, "atomic" + on, "atomic" + on, "atomic" + durable,
+		"atomic" + off, "atomic" + on, "atomic" + on,
+		"atomic" + off, "atomic" + on,
+	}
+	if !slices.Equal(fake.switches, want) {
+		t.Fatalf("switches:\n got %q\nwant %q", fake.switches, want)
+	}
+	if len(rows) != len(ledgerVariants()) {
+		t.Fatalf("got %d rows, want %d", len(rows), len(ledgerVariants()))
+	}
+	for _, e := range rows {
+		var wantRuns int
+		var wantErr string
+		switch {
+		case e.Ledger == LedgerOff:
+			wantRuns = 2
+		case e.Ledger == LedgerAnonymous:
+			wantRuns, wantErr = 2, "no ledger read back"
+		case e.Mode == "atomic" && e.Ledger == LedgerDurable:
+			wantErr = "replica exited"
+		default:
+			wantErr = "the ledger is off"
+		}
+		if len(e.Runs) != wantRuns || !strings.Contains(e.Error, wantErr) || (wantErr == "") != (e.Error == "") {
+			t.Errorf("%s: %d runs, error %q; want %d runs, error with %q", e.Label(), len(e.Runs), e.Error, wantRuns, wantErr)
+		}
+		if ok := wantErr == ""; e.Consistent != ok || (ok && e.Sold != cfg.Stock) {
+			t.Errorf("%s: consistent %v, sold %d; want consistent %v, sold %d", e.Label(), e.Consistent, e.Sold, ok, cfg.Stock)
+		}
+	}
+	rep := &Report{Ledger: rows}
+	rep.evaluate()
+	for _, c := range rep.LedgerCost {
+		if c.Unmeasured == "" {
+			t.Errorf("%s measured %s from a row that failed", c.Label(), c)
+		}
 	}
 }

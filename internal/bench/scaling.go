@@ -139,7 +139,7 @@ func runScaling(ctx context.Context, cl *localcluster.Cluster, cfg E2EConfig, qu
 
 // runVariants runs the long rows vs on cl, one after the other, switching
 // the replicas per row; what names them in the log.
-func runVariants(ctx context.Context, cl *localcluster.Cluster, cfg E2EConfig, quick bool, what string, vs []variant, log *slog.Logger) []E2ERow {
+func runVariants(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, what string, vs []variant, log *slog.Logger) []E2ERow {
 	var rows []E2ERow
 	for _, v := range vs {
 		if ctx.Err() != nil {
@@ -153,6 +153,15 @@ func runVariants(ctx context.Context, cl *localcluster.Cluster, cfg E2EConfig, q
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// replicas is what the long rows need of the cluster
+// (*localcluster.Cluster): restarting the replicas with a configuration,
+// and where to sell.
+type replicas interface {
+	SetBackend(ctx context.Context, backend string, env map[string]string) error
+	URL() string
+	AdminToken() string
 }
 
 // variantRow is v's row before it runs.
@@ -170,7 +179,7 @@ func variantRow(v variant, cfg E2EConfig) E2ERow {
 
 // switchTo restarts cl's replicas as v; false (row.Error set) when they
 // did not all start.
-func switchTo(ctx context.Context, cl *localcluster.Cluster, cfg E2EConfig, v variant, row *E2ERow, what string, log *slog.Logger) bool {
+func switchTo(ctx context.Context, cl replicas, cfg E2EConfig, v variant, row *E2ERow, what string, log *slog.Logger) bool {
 	log.Info(what+": switching replicas", "row", v.label)
 	if err := cl.SetBackend(ctx, v.backend, v.env(cfg)); err != nil {
 		row.Error, row.Consistent = firstLine(err), false
