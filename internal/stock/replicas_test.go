@@ -3,6 +3,7 @@ package stock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -261,4 +262,30 @@ func failoverRun(t *testing.T, s *stock.Store, set *servers.SentinelSet, svc *st
 	}
 	wg.Wait()
 	return r
+}
+
+// BenchmarkReplicaAcks is one buyer's sale, atomic and fenced (locked),
+// with the replica acks off and on, behind the Sentinel harness: what the
+// WAIT costs when the replica is healthy (loopback).
+func BenchmarkReplicaAcks(b *testing.B) {
+	for _, m := range ackModes[:2] {
+		for _, acks := range []int{0, 1} {
+			b.Run(fmt.Sprintf("%s/acks%d", m.name, acks), func(b *testing.B) {
+				set := servertest.Sentinels(b, servers.SentinelOptions{})
+				rdb := redis.NewClient(&redis.Options{Addr: set.Primary.Addr(), MaxRetries: -1})
+				b.Cleanup(func() { _ = rdb.Close() })
+				s := stock.NewStore(rdb, m.keys).WithReplicaAcks(stock.ReplicaAcks{Replicas: acks})
+				if err := s.Reset(b.Context(), int64(b.N)+1); err != nil {
+					b.Fatal(err)
+				}
+				svc := newService(s, locallock.New(), m.cfg)
+				b.ResetTimer()
+				for range b.N {
+					if _, err := svc.Reduce(b.Context()); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
 }
