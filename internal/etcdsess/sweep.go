@@ -21,6 +21,9 @@ const (
 	sweepAttempt    = 2 * time.Second
 	// finalEndBound bounds ending a session from Close's last round.
 	finalEndBound = time.Second
+	// minLate is the shortest time an in-doubt key is deleted again after
+	// a delete went through (see Sweeper.late).
+	minLate = 5 * time.Second
 )
 
 // Key is one key on a session, tracked from the moment its put is sent
@@ -36,6 +39,7 @@ type Key struct {
 	abandoned time.Time // zero while an acquisition or a lease owns the key
 	next      time.Time // next attempt
 	backoff   time.Duration
+	deleted   bool // a delete by name went through (rev 0 only)
 }
 
 // Sweeper removes the keys on this process's sessions that a borrower (the
@@ -54,8 +58,17 @@ type Sweeper struct {
 	cli   *clientv3.Client
 	ender *Manager
 	bound time.Duration // give up deleting, end the session, after this
-	log   *slog.Logger
-	now   func() time.Time
+	// late: how long after its abandonment a key whose put was never
+	// confirmed (rev 0) is deleted again, even once a delete went through.
+	// The put may still be in flight when the delete is sent (the caller's
+	// ctx ended with the request sent: a client gone, a deadline), and etcd
+	// can apply it AFTER that delete: the delete finds nothing, and the
+	// key, created a moment later on a session that lives on, would head
+	// its queue for good. A late put is applied within moments of the
+	// delete in practice; late is max(2*TTL, minLate).
+	late time.Duration
+	log  *slog.Logger
+	now  func() time.Time
 
 	mu      sync.Mutex
 	keys    map[*Key]struct{} // abandoned keys only
@@ -74,7 +87,7 @@ type Sweeper struct {
 // ended (Manager.End). log receives the retries and the endings.
 func (m *Manager) NewSweeper(log *slog.Logger) *Sweeper {
 	sw := &Sweeper{
-		cli: m.cli, ender: m, bound: m.TTL(), log: log, now: time.Now,
+		cli: m.cli, ender: m, bound: m.TTL(), late: max(2*m.TTL(), minLate), log: log, now: time.Now,
 		keys: make(map[*Key]struct{}),
 		wake: make(chan struct{}, 1),
 		stop: make(chan struct{}),
@@ -212,20 +225,35 @@ func (sw *Sweeper) sweep(k *Key, rev int64, final bool) {
 		txn = txn.If(clientv3.Compare(clientv3.CreateRevision(k.key), "=", rev))
 	}
 	_, err := txn.Then(clientv3.OpDelete(k.key)).Commit()
-	if err == nil {
+	sw.mu.Lock()
+	age := sw.now().Sub(k.abandoned)
+	switch {
+	case err == nil && (rev != 0 || final || age >= sw.late):
 		// Deleted, or (guarded) already gone: either way not ours any more.
+		// By name (rev 0), only once the put can no longer land after it.
+		sw.mu.Unlock()
+		sw.forget(k)
+		return
+	case err == nil:
+		// Gone now, but the put whose reply never came may still be
+		// applied after this delete: look again until late has passed.
+		k.deleted = true
+	case k.deleted && age >= sw.late:
+		// Deleted once, and nothing can land any more.
+		sw.mu.Unlock()
 		sw.forget(k)
 		return
 	}
-	sw.mu.Lock()
-	overdue := final || sw.now().Sub(k.abandoned) >= sw.bound
+	overdue := err != nil && !k.deleted && (final || age >= sw.bound)
 	if !overdue {
 		k.next = sw.now().Add(k.backoff)
 		k.backoff = min(2*k.backoff, sweepMaxBackoff)
 	}
 	sw.mu.Unlock()
 	if !overdue {
-		sw.log.Debug("lock key not removed yet; retrying", "key", k.key, "err", err)
+		if err != nil {
+			sw.log.Debug("lock key not removed yet; retrying", "key", k.key, "err", err)
+		}
 		return
 	}
 	// Ending the session stops its keep-alive at once, so the lease and all

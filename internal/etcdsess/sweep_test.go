@@ -1,0 +1,108 @@
+package etcdsess_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"seckill/internal/etcdsess"
+	"seckill/internal/servers/servertest"
+)
+
+// commitKV tells, on commits, when a Txn sent through it has been answered.
+type commitKV struct {
+	clientv3.KV
+	commits chan error
+}
+
+func (kv commitKV) Txn(ctx context.Context) clientv3.Txn {
+	return commitTxn{kv.KV.Txn(ctx), kv.commits}
+}
+
+type commitTxn struct {
+	clientv3.Txn
+	commits chan error
+}
+
+func (t commitTxn) If(cs ...clientv3.Cmp) clientv3.Txn { return commitTxn{t.Txn.If(cs...), t.commits} }
+func (t commitTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	return commitTxn{t.Txn.Then(ops...), t.commits}
+}
+func (t commitTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	return commitTxn{t.Txn.Else(ops...), t.commits}
+}
+
+func (t commitTxn) Commit() (*clientv3.TxnResponse, error) {
+	resp, err := t.Txn.Commit()
+	select {
+	case t.commits <- err:
+	default:
+	}
+	return resp, err
+}
+
+// A key abandoned with its put unconfirmed (the caller's ctx ended with the
+// enqueue sent) may be created by etcd AFTER the sweeper's delete by name
+// went through and found nothing: the put was still on its way. The session
+// lives on, so that key would head its lock's queue for good, and every
+// process would wait behind it (the compose-test "reconnected" wedge). The
+// sweeper must keep removing such a key for a while after the first delete.
+func TestSweeperRemovesLatePut(t *testing.T) {
+	addr := servertest.Etcd(t).Addr()
+	cli, admin := newClient(t, addr), newClient(t, addr)
+	commits := make(chan error, 1)
+	cli.KV = commitKV{KV: cli.KV, commits: commits}
+	m := etcdsess.New(cli, 2*time.Second)
+	t.Cleanup(func() { _ = m.Close() })
+	s, err := m.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := m.NewSweeper(slog.Default())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		sw.Close(ctx)
+	})
+
+	key := "/seckill/test/sweep/" + t.Name() + "/k-1"
+	k := sw.Sent(key, s) // the enqueue is sent...
+	sw.Abandon(k)        // ...and its caller gives up before the reply
+	select {
+	case err := <-commits:
+		if err != nil {
+			t.Fatalf("the sweeper's delete by name: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the sweeper made no delete within 5s")
+	}
+	// Only now is the put applied, on the live session.
+	put, err := admin.Txn(t.Context()).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, "", clientv3.WithLease(s.Lease()))).Commit()
+	if err != nil || !put.Succeeded {
+		t.Fatalf("late put: %v (succeeded %v)", err, put != nil && put.Succeeded)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Second)
+	defer cancel()
+	deleted := false
+	for wr := range admin.Watch(ctx, key, clientv3.WithRev(put.Header.Revision+1)) {
+		for _, ev := range wr.Events {
+			deleted = deleted || ev.Type == mvccpb.DELETE
+		}
+		if deleted {
+			break
+		}
+	}
+	if !deleted {
+		t.Fatalf("key %s put after the sweeper's delete still there 4s later: it would head its queue for good", key)
+	}
+	if ttl := leaseTTL(t, admin, s.Lease()); ttl <= 0 {
+		t.Errorf("session lease TTL = %d, want alive: the key removed, not the session ended", ttl)
+	}
+}
