@@ -35,6 +35,12 @@ type SentinelOptions struct {
 	FailoverTimeout time.Duration
 	// Sentinels is how many Sentinels run; default 3, quorum a majority.
 	Sentinels int
+	// ReplicaVia, if set, is given the primary's address and returns the
+	// one the replica replicates from instead: a hop that can hold or cut
+	// the replication stream (servertest.Relay), to make a lagging replica
+	// at will. Sentinel "fixes" a replica that names another master after
+	// FailoverTimeout, so give that a long one when using it.
+	ReplicaVia func(primary string) string
 }
 
 // SentinelSet is the running set. After a failover the roles swap: ask
@@ -85,7 +91,11 @@ func StartSentinelSet(ctx context.Context, dir string, opt SentinelOptions) (set
 	if err != nil {
 		return nil, err
 	}
-	if set.Replica, err = startRedisNode(ctx, filepath.Join(dir, "replica"), "redis-replica", raddr, paddr); err != nil {
+	upstream := paddr
+	if opt.ReplicaVia != nil {
+		upstream = opt.ReplicaVia(paddr)
+	}
+	if set.Replica, err = startRedisNode(ctx, filepath.Join(dir, "replica"), "redis-replica", raddr, upstream); err != nil {
 		return nil, err
 	}
 	if err := waitReplicated(ctx, paddr, 1); err != nil {

@@ -289,3 +289,102 @@ func BenchmarkReplicaAcks(b *testing.B) {
 		}
 	}
 }
+
+// The window itself, made wide on purpose: the replication stream is held
+// in a relay while sales are made, then cut as the primary is SIGKILLed,
+// so the promoted replica never saw them. Without acks (the control) every
+// one of them was answered sold and is lost; with acks 1 none was answered
+// sold, and their receipts on the new primary say they did not sell.
+func TestLaggingReplicaFailover(t *testing.T) {
+	for _, acks := range []int{0, 1} {
+		t.Run(fmt.Sprintf("acks%d", acks), func(t *testing.T) {
+			var relay *servertest.Relay
+			set := servertest.Sentinels(t, servers.SentinelOptions{
+				// Long, or Sentinel re-points the replica past the relay.
+				FailoverTimeout: time.Minute,
+				ReplicaVia: func(primary string) string {
+					relay = servertest.NewRelay(t, primary)
+					return relay.Addr()
+				},
+			})
+			rdb := redis.NewFailoverClient(&redis.FailoverOptions{
+				MasterName: servers.SentinelMaster, SentinelAddrs: set.SentinelAddrs(), MaxRetries: -1,
+			})
+			t.Cleanup(func() { _ = rdb.Close() })
+			const initial = 100
+			keys := ledgerKeys(1)
+			s := stock.NewStore(rdb, keys).WithReplicaAcks(stock.ReplicaAcks{Replicas: acks, Timeout: 200 * time.Millisecond})
+			if err := s.Reset(t.Context(), initial); err != nil {
+				t.Fatal(err)
+			}
+			svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) { c.Fencing = true })
+			if _, err := svc.Reduce(t.Context()); err != nil {
+				t.Fatalf("sale before the hold: %v", err)
+			}
+			if err := set.WaitReplicated(t.Context(), 1); err != nil {
+				t.Fatal(err)
+			}
+
+			relay.Hold()
+			const during = 5
+			var sold, unconfirmed []string
+			for range during {
+				sale, err := svc.Reduce(t.Context())
+				var ue *stock.UnconfirmedError
+				switch {
+				case err == nil:
+					sold = append(sold, sale.Attempt)
+				case errors.As(err, &ue):
+					unconfirmed = append(unconfirmed, ue.Attempt)
+				default:
+					t.Fatalf("sale during the hold: %v", err)
+				}
+			}
+			switched, err := set.WatchSwitch(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			relay.Cut()
+			if err := set.Primary.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-switched:
+			case <-time.After(time.Minute):
+				t.Fatal("no failover")
+			}
+
+			books := promoted(t, set, keys)
+			gone := func(ids []string) (n int) {
+				for _, id := range ids {
+					if _, ok, err := books.Receipt(t.Context(), id); err != nil {
+						t.Fatal(err)
+					} else if !ok {
+						n++
+					}
+				}
+				return n
+			}
+			lostSold := gone(sold)
+			lost := lostSold + gone(unconfirmed)
+			st, err := books.Status(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("acks %d: %d answered sold and %d unconfirmed while the replica lagged; after the failover lucky %d, %d of those sales gone (%d answered sold); stock+lucky %d of %d",
+				acks, len(sold), len(unconfirmed), st.Lucky, lost, lostSold, st.Stock+st.Lucky, initial)
+			if st.Lucky != 1 || st.Stock+st.Lucky != initial {
+				t.Errorf("promoted primary: stock %d, lucky %d; want only the sale made before the hold (lucky 1, sum %d)", st.Stock, st.Lucky, initial)
+			}
+			if lost != during {
+				t.Errorf("%d of the %d sales made during the hold survived; the relay held them from the replica", during-lost, during)
+			}
+			if acks > 0 && len(sold) != 0 {
+				t.Errorf("acks on: %d sales answered sold while the replica lagged, want 0 (all unconfirmed)", len(sold))
+			}
+			if acks == 0 && len(sold) != during {
+				t.Errorf("acks off: %d sales answered sold, want all %d (the control loses them)", len(sold), during)
+			}
+		})
+	}
+}
