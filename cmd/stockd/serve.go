@@ -150,7 +150,8 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 
 	log.Info("stockd starting", "addr", ln.Addr().String(), "backend", info.Name, "fencing", fencing,
 		"election", cfg.Election.Backend, "ledger", ledger, "durable_orders", durable, "per_user_limit", cfg.Stock.PerUserLimit,
-		"mode", mode, "work_delay", cfg.Work.Delay.String(), "version", buildVersion())
+		"mode", mode, "work_delay", cfg.Work.Delay.String(), "sentinel", cfg.Redis.Sentinel.Master,
+		"min_replica_acks", store.ReplicaAcks().Replicas, "version", buildVersion())
 	if cfg.Admin.AllowInsecureToken && insecureAdminToken(cfg.Admin.Token) {
 		log.Warn("ADMIN TOKEN IS INSECURE: a short or placeholder admin.token is accepted because admin.allow_insecure_token is on; demos only, never where others can reach /stock/reset")
 	}

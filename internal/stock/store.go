@@ -34,6 +34,11 @@
 // (or lack of one) and no segment or batch boundary can let a buyer past
 // the limit or a key sell twice (ledger.lua, ledger.go). The unfenced
 // write, the articles' oversell kept as the lab's control, writes none.
+//
+// Replica acks (Store.WithReplicaAcks, issue #15) make the selling scripts
+// wait for replicas with WAIT on the same connection, so a sale answered
+// sold survives a failover to a replica that acknowledged it; one not
+// acknowledged in time is unconfirmed, never sold (replicas.go).
 package stock
 
 import (
