@@ -22,8 +22,10 @@ const (
 	// finalEndBound bounds ending a session from Close's last round.
 	finalEndBound = time.Second
 	// minLate is the shortest time an in-doubt key is deleted again after
-	// a delete went through (see Sweeper.late).
-	minLate = 5 * time.Second
+	// a delete went through (see Sweeper.late): above etcd's default
+	// request timeout (7s), past which a request it received and has not
+	// proposed yet is dropped.
+	minLate = 10 * time.Second
 )
 
 // Key is one key on a session, tracked from the moment its put is sent
@@ -224,11 +226,15 @@ func (sw *Sweeper) sweep(k *Key, rev int64, final bool) {
 	if rev != 0 {
 		txn = txn.If(clientv3.Compare(clientv3.CreateRevision(k.key), "=", rev))
 	}
-	_, err := txn.Then(clientv3.OpDelete(k.key)).Commit()
+	resp, err := txn.Then(clientv3.OpDelete(k.key)).Commit()
+	// A key this delete removed was put: nothing more can land (a put is
+	// applied at most once).
+	removed := err == nil && resp.Succeeded && len(resp.Responses) == 1 &&
+		resp.Responses[0].GetResponseDeleteRange().GetDeleted() > 0
 	sw.mu.Lock()
 	age := sw.now().Sub(k.abandoned)
 	switch {
-	case err == nil && (rev != 0 || final || age >= sw.late):
+	case err == nil && (rev != 0 || removed || final || age >= sw.late):
 		// Deleted, or (guarded) already gone: either way not ours any more.
 		// By name (rev 0), only once the put can no longer land after it.
 		sw.mu.Unlock()
