@@ -14,7 +14,9 @@ import (
 type proxy struct {
 	target string
 	addr   string
-	drop   atomic.Bool // server-to-client bytes are discarded
+	drop   atomic.Bool  // server-to-client bytes are discarded
+	hole   atomic.Bool  // bytes both ways are discarded, connections stay up
+	lag    atomic.Int64 // client-to-server bytes wait this long (ns), in order
 
 	mu    sync.Mutex
 	ln    net.Listener
@@ -38,6 +40,11 @@ func newProxy(t testing.TB, target string) *proxy {
 // dropReplies lets requests through but loses every reply, until restore.
 func (p *proxy) dropReplies() { p.drop.Store(true) }
 
+// blackhole loses every byte both ways, on the connections open now and on
+// new ones, without closing any (a link gone silent: a cable pulled, a
+// container's network disconnected), until restore.
+func (p *proxy) blackhole() { p.hole.Store(true) }
+
 // cut closes every connection and refuses new ones until restore.
 func (p *proxy) cut() {
 	p.mu.Lock()
@@ -55,6 +62,7 @@ func (p *proxy) restore(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
 	p.drop.Store(false)
+	p.hole.Store(false)
 	p.resetLocked()
 	listening := p.ln != nil
 	p.mu.Unlock()
@@ -112,7 +120,12 @@ func (p *proxy) forward(client net.Conn) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
-			if n > 0 && !(reply && p.drop.Load()) {
+			if d := time.Duration(p.lag.Load()); d > 0 && !reply {
+				// Whatever the client sends meanwhile arrives with this
+				// chunk, in one read on the server's side.
+				time.Sleep(d)
+			}
+			if n > 0 && !(reply && p.drop.Load()) && !p.hole.Load() {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					break
 				}
