@@ -105,6 +105,9 @@ func writeLabTable(w io.Writer, rows []lab.Result) {
 		if r.Buyers {
 			scenario += " (buyers)"
 		}
+		if f := r.Failover; f != nil {
+			scenario += fmt.Sprintf(" (acks %d: %d lost, switch %dms)", f.Acks, f.Lost, f.SwitchMS)
+		}
 		rec := "-"
 		if r.RecoveryMS >= 0 {
 			rec = fmt.Sprintf("%dms", r.RecoveryMS)

@@ -30,6 +30,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/loadgen"
 	"seckill/internal/localcluster"
+	"seckill/internal/servers"
 )
 
 // ErrUnknown: no such scenario; returned errors wrap it.
@@ -62,6 +63,9 @@ const (
 	ExpectOversell Expect = "oversell"
 	// ExpectStuck: the lock never frees; nothing sells after the crash.
 	ExpectStuck Expect = "stuck"
+	// ExpectMayLose: the failover control (no replica acks): as safe, but
+	// acknowledged sales lost in the failover are reported, not failed.
+	ExpectMayLose Expect = "may-lose"
 )
 
 // Cell is one run: a scenario on a backend, with fencing on or off.
@@ -76,6 +80,9 @@ type Cell struct {
 	// per-user limit of 1 and durable orders (buyers.go); its books then
 	// also hold the order ledger and MySQL to the answers.
 	Buyers bool
+	// Acks is stock.min_replica_acks in the failover cells (failover.go):
+	// 1, or 0 for the control.
+	Acks int
 }
 
 func (c Cell) String() string {
@@ -89,6 +96,9 @@ func (c Cell) String() string {
 	}
 	if c.Buyers {
 		s += "/buyers"
+	}
+	if IsFailover(c.Scenario) {
+		s += fmt.Sprintf("/acks%d", c.Acks)
 	}
 	return s
 }
@@ -130,6 +140,8 @@ func (c Cell) Expect() Expect {
 	switch {
 	case c.Scenario == "crash":
 		return ExpectStuck
+	case IsFailover(c.Scenario) && c.Acks == 0 && c.Fencing && slices.Contains(Correct, c.Backend):
+		return ExpectMayLose
 	case slices.Contains(Correct, c.Backend) && c.Fencing:
 		return ExpectSafe
 	default:
@@ -149,6 +161,9 @@ type Result struct {
 	// Orders is the buyers' verdict (cells with Buyers): the answers held
 	// against the ledger, the per-buyer lists and MySQL, check by check.
 	Orders *loadgen.Buyers `json:"orders,omitempty"`
+	// Failover is the failover cells' measure: acks, acknowledged sales
+	// lost, the Sentinels' switch.
+	Failover *Failover `json:"failover,omitempty"`
 	// Status is "pass" or "FAIL" (seckill lab sets "ERROR" on a cell
 	// that could not run).
 	Status   string `json:"status"`
@@ -188,8 +203,8 @@ func (r Result) Passed() bool { return r.Status == "pass" }
 // backend and their scenario are named, and the inapplicable ones, which
 // never do), the pause control (fencing off) on every correct backend, the
 // latency control on redis, the buyers' cells on redis (buyerScenarios,
-// named buyers and durable orders), and each flawed backend in the
-// scenario that breaks it.
+// named buyers and durable orders), the failover cells (failoverCells), and
+// each flawed backend in the scenario that breaks it.
 func Matrix(backends, scenarios []string) []Cell {
 	want := func(list []string, s string) bool { return len(list) == 0 || slices.Contains(list, s) }
 	named := len(backends) > 0 && len(scenarios) > 0
@@ -199,7 +214,7 @@ func Matrix(backends, scenarios []string) []Cell {
 			continue
 		}
 		for _, s := range Scenarios() {
-			if s == "crash" || buyersOnly(s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
+			if s == "crash" || buyersOnly(s) || IsFailover(s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
 				continue
 			}
 			if (slices.Contains(experimental[s], b) || slices.Contains(byName[b], s)) && !named {
@@ -230,6 +245,7 @@ func Matrix(backends, scenarios []string) []Cell {
 				}
 			}
 		}
+		cells = append(cells, failoverCells(b, backends, scenarios)...)
 	}
 	for _, b := range []string{"redis-nocheck", "redis-checkdel", "setnx"} {
 		if want(backends, b) && want(scenarios, Flawed[b]) {
@@ -353,6 +369,20 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error
 	for k, v := range SaleEnv(cell.Sale) {
 		env[k] = v
 	}
+	var sentinelSet *servers.SentinelSet
+	if sc.failover {
+		// A fresh replicated stock Redis per cell: the last failover left
+		// the roles swapped.
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		set, err := c.StartSentinel(sctx, failoverSentinel)
+		cancel()
+		if err != nil {
+			return res, fmt.Errorf("lab: %s: %w", cell, err)
+		}
+		maps.Copy(env, localcluster.SentinelEnv(set))
+		maps.Copy(env, failoverEnv(cell))
+		sentinelSet = set
+	}
 	if sc.election && elects(cell.Backend) {
 		env["election.backend"] = cell.Backend
 		env["election.job_interval"] = jobInterval.String()
@@ -372,7 +402,7 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error
 		return res, fmt.Errorf("lab: %s: reset: %w", cell, err)
 	}
 
-	x := &run{ctx: ctx, c: c, cell: cell, lease: lease(cell.Backend), res: &res}
+	x := &run{ctx: ctx, c: c, cell: cell, lease: lease(cell.Backend), res: &res, sentinel: sentinelSet}
 	buyers := sc.concurrency
 	if cell.Sale == "segments8" {
 		// Enough buyers that every segment stays contended: a holder's
@@ -443,6 +473,8 @@ type run struct {
 	lease time.Duration
 	load  *load
 	res   *Result
+	// sentinel is the replicated stock Redis of the failover cells.
+	sentinel *servers.SentinelSet
 
 	faultEnd  time.Time // zero: the scenario has no end to recover from
 	recovered time.Time // set by scenarios that define recovery themselves
@@ -496,6 +528,19 @@ func (x *run) books(client *http.Client, resps []response) error {
 	}
 	if x.cell.Buyers {
 		return x.buyerBooks(ctx, client, st, resps)
+	}
+	if r.Failover != nil {
+		lost, err := lostSales(ctx, client, x.c.URL(), resps)
+		if err != nil {
+			return err
+		}
+		r.Failover.Lost = lost
+		var extra int64
+		r.Consistent, extra = failoverConsistent(r)
+		if r.Consistent && extra > 0 {
+			x.notef("%d sale(s) took effect with an error answer", extra)
+		}
+		return nil
 	}
 	answered := int64(r.Sold + r.UnconfirmedSold)
 	// A replica killed mid-sale cannot answer a write it already sent: its
@@ -551,7 +596,7 @@ func (x *run) judge() {
 	r := x.res
 	var why []string
 	switch r.Expect {
-	case ExpectSafe:
+	case ExpectSafe, ExpectMayLose:
 		if r.Oversold > 0 {
 			why = append(why, fmt.Sprintf("oversold %d", r.Oversold))
 		}

@@ -35,10 +35,14 @@ type scenario struct {
 	// buyers: the scenario is about orders, and runs only in cells with
 	// named buyers (Cell.Buyers, buyers.go).
 	buyers bool
+	// failover: the stock Redis is a Sentinel set, started for the cell
+	// (failover.go).
+	failover bool
 }
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
-	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "consumerkill", "mysqldown", "replayrace", "crash"}
+	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "consumerkill", "mysqldown", "replayrace",
+	"failover-kill", "failover-stop", "crash"}
 
 // Scenarios lists the scenario names in table order.
 func Scenarios() []string { return append([]string(nil), order...) }
@@ -173,6 +177,22 @@ var scenarios = map[string]scenario{
 		buyers:      true,
 		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
 		run:         runReplayRace,
+	},
+	"failover-kill": {
+		summary:     "kill -9 the stock Redis primary mid-sale; Sentinel promotes the replica, the old primary rejoins as its replica (acks 1, and the acks-0 control)",
+		concurrency: 4,
+		failover:    true,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		run:         runFailoverKill,
+		check:       checkFailover,
+	},
+	"failover-stop": {
+		summary:     "SIGSTOP the stock Redis primary mid-sale until every Sentinel has switched, then SIGCONT it (it becomes a replica)",
+		concurrency: 4,
+		failover:    true,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		run:         runFailoverStop,
+		check:       checkFailover,
 	},
 	"crash": {
 		summary:     "crash between SETNX and EXPIRE (failpoint setnx/afterSetNX=exit)",

@@ -99,6 +99,9 @@ type Cluster struct {
 	replicas  []*servers.Process
 	nginx     *servers.Process
 	faults    *faultNet // nil unless Config.Faults
+	// sentinel is the replicated stock Redis of StartSentinel, or nil.
+	sentinel    *servers.SentinelSet
+	sentinelGen int
 }
 
 // Start builds (if needed) and starts the cluster, returning when nginx and
@@ -317,6 +320,8 @@ func (c *Cluster) Close() error {
 	c.closed = true
 	nginx, replicas := c.nginx, c.replicas
 	backing := []*servers.Process{c.redis, c.etcd, c.zookeeper, c.mariadb}
+	set := c.sentinel
+	c.sentinel = nil
 	c.mu.Unlock()
 
 	var errs []error
@@ -325,6 +330,9 @@ func (c *Cluster) Close() error {
 	}
 	errs = append(errs, stopAll(replicas, 10*time.Second))
 	errs = append(errs, stopAll(backing, 5*time.Second))
+	if set != nil {
+		set.Stop(5 * time.Second)
+	}
 	if c.faults != nil {
 		errs = append(errs, c.faults.close())
 	}

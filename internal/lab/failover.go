@@ -1,0 +1,259 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"seckill/internal/loadgen"
+	"seckill/internal/servers"
+)
+
+// failover.go: the stock Redis fails over (issue #15). The cells run the
+// replicas on a replicated stock Redis behind Sentinel (localcluster's
+// StartSentinel), take its primary away mid-sale — SIGKILL, or SIGSTOP
+// until every Sentinel has switched — and count the acknowledged sales the
+// promoted replica does not hold. With replica acks on (Cell.Acks 1) there
+// must be none; the control (acks 0) may lose some, and the row shows it.
+
+// failoverScenarios are the scenarios that need the Sentinel set.
+var failoverScenarios = []string{"failover-kill", "failover-stop"}
+
+// IsFailover reports whether scenario takes the stock Redis primary away
+// (the cells run on a Sentinel set).
+func IsFailover(scenario string) bool { return slices.Contains(failoverScenarios, scenario) }
+
+// failoverBackends get the failover-kill cells in the default matrix: the
+// lock in the failing Redis itself (its token counter fails over with the
+// fence) and a lock outside it. The others, and failover-stop, run when
+// named: the e2e matrix has ~40 s for these cells.
+var failoverBackends = []string{"redis", "etcd"}
+
+// failoverAcks are the cells' stock.min_replica_acks: on, then the control.
+var failoverAcks = []int{1, 0}
+
+// failoverSentinel is Sentinel's timing in the cells: a short down-after so
+// a failover takes seconds.
+var failoverSentinel = servers.SentinelOptions{DownAfter: time.Second, FailoverTimeout: 3 * time.Second}
+
+// failoverCells are backend's failover cells for the wanted scenarios:
+// failover-kill on failoverBackends by default; failover-stop, or another
+// backend, only when the scenario is named (and the backend, for one
+// outside failoverBackends).
+func failoverCells(b string, backends, scenarios []string) []Cell {
+	var cells []Cell
+	for _, s := range failoverScenarios {
+		named := slices.Contains(scenarios, s)
+		if len(scenarios) > 0 && !named {
+			continue
+		}
+		ours := slices.Contains(failoverBackends, b)
+		if !(ours && (s == "failover-kill" || named)) && !(named && slices.Contains(backends, b)) {
+			continue
+		}
+		for _, acks := range failoverAcks {
+			cells = append(cells, Cell{Backend: b, Scenario: s, Fencing: true, Acks: acks})
+		}
+	}
+	return cells
+}
+
+// failoverEnv is a failover cell's stockd configuration beyond the
+// Sentinel addresses: the replica acks, and the Redis locks in the stock
+// Redis (not the lab's lock Redis), so their token counter fails over too.
+func failoverEnv(c Cell) map[string]string {
+	return map[string]string{
+		"stock.min_replica_acks": fmt.Sprint(c.Acks),
+		"lock.redis_addr":        "",
+	}
+}
+
+// Failover is a failover cell's own measure.
+type Failover struct {
+	// Acks is stock.min_replica_acks: 1, or 0 for the control.
+	Acks int `json:"acks"`
+	// Lost is how many 200 "sold" answers the promoted primary holds no
+	// receipt of: acknowledged sales whose unit is for sale again.
+	Lost int `json:"lost"`
+	// SwitchMS is from the fault to every Sentinel naming the new primary,
+	// RejoinMS to the old primary replicating from it.
+	SwitchMS int64 `json:"switch_ms"`
+	RejoinMS int64 `json:"rejoin_ms"`
+}
+
+// runFailoverKill SIGKILLs the stock Redis primary mid-sale, waits for
+// Sentinel to promote the replica, and brings the old primary back as its
+// replica (until then a cell with acks on cannot sell: nothing acks).
+func runFailoverKill(x *run) error {
+	return x.failover(false)
+}
+
+// runFailoverStop SIGSTOPs the primary mid-sale and SIGCONTs it once every
+// Sentinel has switched: it wakes as a stale primary that Sentinel turns
+// into a replica, and writes the sleeping process never answered are lost
+// with its data.
+func runFailoverStop(x *run) error {
+	return x.failover(true)
+}
+
+func (x *run) failover(stop bool) error {
+	set := x.sentinel
+	if set == nil {
+		return errors.New("no Sentinel set")
+	}
+	x.res.Failover = &Failover{Acks: x.cell.Acks}
+	ctx, cancel := x.within(time.Minute)
+	defer cancel()
+	switched, err := set.WatchSwitch(ctx)
+	if err != nil {
+		return err
+	}
+	// Mid-sale, with sales behind it: every sale's write and the
+	// replication stream are on the move when the primary goes.
+	if _, err := x.load.waitFor(ctx, time.Time{}, nth(failoverSalesBefore, response.sold)); err != nil {
+		return fmt.Errorf("fewer than %d sales before the fault: %w", failoverSalesBefore, err)
+	}
+	old := set.Primary
+	faultAt := time.Now()
+	x.faultEnd = faultAt
+	if stop {
+		err = old.Pause()
+	} else {
+		err = old.Kill()
+	}
+	if err != nil {
+		return fmt.Errorf("stop %s: %w", old.Name(), err)
+	}
+	resumed := false
+	defer func() {
+		if stop && !resumed {
+			_ = old.Resume()
+		}
+	}()
+	newPrimary, ok := <-switched
+	if !ok {
+		return fmt.Errorf("the Sentinels did not all switch to one new primary: %w", ctx.Err())
+	}
+	x.res.Failover.SwitchMS = ms(time.Since(faultAt))
+	if stop {
+		resumed = true
+		if err := old.Resume(); err != nil {
+			return fmt.Errorf("resume %s: %w", old.Name(), err)
+		}
+		if err := set.WaitReplicated(ctx, 1); err != nil {
+			return fmt.Errorf("%s never replicated from %s: %w", old.Name(), newPrimary, err)
+		}
+	} else if err := set.Rejoin(ctx, old); err != nil {
+		return fmt.Errorf("rejoin %s: %w", old.Name(), err)
+	}
+	x.res.Failover.RejoinMS = ms(time.Since(faultAt))
+	verb := "killed"
+	if stop {
+		verb = "stopped"
+	}
+	x.notef("primary %s; all Sentinels switched to %s in %dms; old primary replicating %dms after the fault",
+		verb, newPrimary, x.res.Failover.SwitchMS, x.res.Failover.RejoinMS)
+	// Recovery by send time: an answer to a request sent before the fault
+	// says nothing about the new primary. Then a few more sales, so a unit
+	// a lost sale put back is sold again, as it would be.
+	after := func(r response) bool { return r.sold() && !r.Sent.Before(faultAt) }
+	rctx, rcancel := x.within(RecoveryBound)
+	defer rcancel()
+	if r, err := x.load.waitFor(rctx, faultAt, after); err == nil {
+		x.recovered = r.At
+		if _, err := x.load.waitFor(rctx, faultAt, nth(failoverSalesAfter, after)); err != nil {
+			x.problemf("fewer than %d sales within %v of the fault", failoverSalesAfter, RecoveryBound)
+		}
+	}
+	return nil
+}
+
+// Sales a failover cell sees before its fault and after it.
+const (
+	failoverSalesBefore = 20
+	failoverSalesAfter  = 10
+)
+
+// nth is a waitFor predicate that holds at the n-th answer satisfying pred
+// (waitFor shows it each answer once).
+func nth(n int, pred func(response) bool) func(response) bool {
+	seen := 0
+	return func(r response) bool {
+		if pred(r) {
+			seen++
+		}
+		return seen >= n
+	}
+}
+
+// checkFailover: with replica acks on, an acknowledged sale lost in the
+// failover fails the cell; the control only reports it.
+func checkFailover(x *run) {
+	f := x.res.Failover
+	if f == nil {
+		x.problemf("no failover measured")
+		return
+	}
+	switch {
+	case f.Lost > 0 && f.Acks > 0:
+		x.problemf("lost %d acknowledged sale(s) with min_replica_acks %d", f.Lost, f.Acks)
+	case f.Lost > 0:
+		x.notef("control: lost %d acknowledged sale(s) without replica acks", f.Lost)
+	}
+}
+
+// lostSales counts the 200 "sold" answers (replays excepted) whose receipt
+// the stock Redis no longer holds, asking through base. An answer without
+// an attempt id cannot be checked and is an error.
+func lostSales(ctx context.Context, client *http.Client, base string, resps []response) (int, error) {
+	lost := 0
+	for _, a := range resps {
+		if !a.sold() || a.Replayed {
+			continue
+		}
+		if a.Attempt == "" {
+			return lost, fmt.Errorf("a sold answer from %s carries no attempt id", a.Replica)
+		}
+		sold, err := receiptSold(ctx, client, base, a.Attempt)
+		if err != nil {
+			return lost, fmt.Errorf("receipt of sold attempt %s: %w", a.Attempt, err)
+		}
+		if !sold {
+			lost++
+		}
+	}
+	return lost, nil
+}
+
+// receiptSold reads a receipt, asking again while stockd answers that it
+// cannot settle it yet (a replica still catching up answers 503).
+func receiptSold(ctx context.Context, client *http.Client, base, attempt string) (bool, error) {
+	backoff := 20 * time.Millisecond
+	for {
+		sold, err := loadgen.ReceiptSold(ctx, client, base, attempt)
+		if err == nil {
+			return sold, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// failoverConsistent judges a failover cell's books: stock + lucky is the
+// initial stock, and lucky holds every sold answer not lost, every
+// unconfirmed answer whose receipt says sold, and at most one more per
+// error answer (a sale that took effect with its answer cut by the fault).
+// extra is how many of those there were.
+func failoverConsistent(r *Result) (ok bool, extra int64) {
+	held := int64(r.Sold - r.Failover.Lost + r.UnconfirmedSold)
+	extra = r.Lucky - held
+	ok = r.Stock+r.Lucky == int64(r.Initial) && extra >= 0 && extra <= int64(r.Errors)
+	return ok, extra
+}
