@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"seckill/internal/api"
 	"seckill/internal/loadgen"
 	"seckill/internal/servers"
 )
@@ -20,7 +21,7 @@ import (
 // must be none; the control (acks 0) may lose some, and the row shows it.
 
 // failoverScenarios are the scenarios that need the Sentinel set.
-var failoverScenarios = []string{"failover-kill", "failover-stop"}
+var failoverScenarios = []string{"failover-kill", "failover-lag", "failover-stop"}
 
 // IsFailover reports whether scenario takes the stock Redis primary away
 // (the cells run on a Sentinel set).
@@ -28,16 +29,39 @@ func IsFailover(scenario string) bool { return slices.Contains(failoverScenarios
 
 // failoverBackends get the failover-kill cells in the default matrix: the
 // lock in the failing Redis itself (its token counter fails over with the
-// fence) and a lock outside it. The others, and failover-stop, run when
-// named: the e2e matrix has ~40 s for these cells.
+// fence) and a lock outside it; failover-lag runs by default on the first.
+// The others, and failover-stop, run when named: the e2e matrix has ~40 s
+// for these cells.
 var failoverBackends = []string{"redis", "etcd"}
 
 // failoverAcks are the cells' stock.min_replica_acks: on, then the control.
 var failoverAcks = []int{1, 0}
 
 // failoverSentinel is Sentinel's timing in the cells: a short down-after so
-// a failover takes seconds.
-var failoverSentinel = servers.SentinelOptions{DownAfter: time.Second, FailoverTimeout: 3 * time.Second}
+// a failover takes seconds. failover-lag's replica replicates through a
+// proxy (localcluster.LagReplication), which Sentinel would bypass after
+// failover-timeout ("fixing" a replica that names another master): a long
+// one keeps it in the path.
+func failoverSentinel(scenario string) servers.SentinelOptions {
+	opt := servers.SentinelOptions{DownAfter: time.Second, FailoverTimeout: 3 * time.Second}
+	if scenario == "failover-lag" {
+		opt.FailoverTimeout = time.Minute
+	}
+	return opt
+}
+
+// failoverLagWindow is how long failover-lag sells with the replica
+// starved before the primary is killed.
+const failoverLagWindow = time.Second
+
+// How a failover cell takes the primary away.
+type failoverFault int
+
+const (
+	faultKill failoverFault = iota // SIGKILL
+	faultStop                      // SIGSTOP, SIGCONT after the switch
+	faultLag                       // the replica starved, then SIGKILL
+)
 
 // failoverCells are backend's failover cells for the wanted scenarios:
 // failover-kill on failoverBackends by default; failover-stop, or another
@@ -51,7 +75,8 @@ func failoverCells(b string, backends, scenarios []string) []Cell {
 			continue
 		}
 		ours := slices.Contains(failoverBackends, b)
-		if !(ours && (s == "failover-kill" || named)) && !(named && slices.Contains(backends, b)) {
+		byDefault := s == "failover-kill" || s == "failover-lag" && b == failoverBackends[0]
+		if !(ours && (byDefault || named)) && !(named && slices.Contains(backends, b)) {
 			continue
 		}
 		for _, acks := range failoverAcks {
@@ -82,13 +107,27 @@ type Failover struct {
 	// RejoinMS to the old primary replicating from it.
 	SwitchMS int64 `json:"switch_ms"`
 	RejoinMS int64 `json:"rejoin_ms"`
+	// LagSold and LagUnconfirmed are the answers to the sales sent while
+	// failover-lag starved the replica (counted after the cell: with acks
+	// on, an answer waits out the ack timeout).
+	LagSold        int `json:"lag_sold,omitempty"`
+	LagUnconfirmed int `json:"lag_unconfirmed,omitempty"`
 }
 
 // runFailoverKill SIGKILLs the stock Redis primary mid-sale, waits for
 // Sentinel to promote the replica, and brings the old primary back as its
 // replica (until then a cell with acks on cannot sell: nothing acks).
 func runFailoverKill(x *run) error {
-	return x.failover(false)
+	return x.failover(faultKill)
+}
+
+// runFailoverLag starves the replica of the replication stream for
+// failoverLagWindow while sales go on, then SIGKILLs the primary: the
+// promoted replica never saw those sales. With acks on they were answered
+// unconfirmed (and their receipts say not sold); the control answered them
+// sold and must lose them, or the checker could not see a loss.
+func runFailoverLag(x *run) error {
+	return x.failover(faultLag)
 }
 
 // runFailoverStop SIGSTOPs the primary mid-sale and SIGCONTs it once every
@@ -96,10 +135,11 @@ func runFailoverKill(x *run) error {
 // into a replica, and writes the sleeping process never answered are lost
 // with its data.
 func runFailoverStop(x *run) error {
-	return x.failover(true)
+	return x.failover(faultStop)
 }
 
-func (x *run) failover(stop bool) error {
+func (x *run) failover(fault failoverFault) error {
+	stop := fault == faultStop
 	set := x.sentinel
 	if set == nil {
 		return errors.New("no Sentinel set")
@@ -116,8 +156,21 @@ func (x *run) failover(stop bool) error {
 	if _, err := x.load.waitFor(ctx, time.Time{}, nth(failoverSalesBefore, response.sold)); err != nil {
 		return fmt.Errorf("fewer than %d sales before the fault: %w", failoverSalesBefore, err)
 	}
+	if fault == faultLag {
+		restore, err := x.c.LagReplication()
+		if err != nil {
+			return err
+		}
+		// Broken for good by the kill; taking the toxic away only tidies.
+		defer func() { _ = restore() }()
+		x.lagFrom = time.Now()
+		if err := x.hold(x.lagFrom.Add(failoverLagWindow)); err != nil {
+			return err
+		}
+	}
 	old := set.Primary
 	faultAt := time.Now()
+	x.lagTo = faultAt
 	x.faultEnd = faultAt
 	if stop {
 		err = old.Pause()
@@ -205,9 +258,18 @@ func checkFailover(x *run) {
 		x.problemf("no failover measured")
 		return
 	}
+	if !x.lagFrom.IsZero() {
+		in := func(pred func(response) bool) int {
+			return x.load.countSent(x.lagFrom, func(r response) bool { return r.Sent.Before(x.lagTo) && pred(r) })
+		}
+		f.LagSold, f.LagUnconfirmed = in(response.sold), in(func(r response) bool { return r.Result == api.Unconfirmed })
+		x.notef("replica starved for %v: %d sold, %d unconfirmed", failoverLagWindow, f.LagSold, f.LagUnconfirmed)
+	}
 	switch {
 	case f.Lost > 0 && f.Acks > 0:
 		x.problemf("lost %d acknowledged sale(s) with min_replica_acks %d", f.Lost, f.Acks)
+	case f.Lost == 0 && x.res.Expect == ExpectLoss:
+		x.problemf("expected acknowledged sales lost (the replica was starved, no acks): the checker would miss a loss")
 	case f.Lost > 0:
 		x.notef("control: lost %d acknowledged sale(s) without replica acks", f.Lost)
 	}

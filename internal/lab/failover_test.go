@@ -19,6 +19,7 @@ import (
 func TestFailoverVerdict(t *testing.T) {
 	cases := []struct {
 		name                 string
+		scenario             string
 		acks, lost           int
 		sold, errs           int
 		stock, lucky         int64
@@ -30,10 +31,16 @@ func TestFailoverVerdict(t *testing.T) {
 		{name: "control, books off", acks: 0, sold: 40, stock: 262, lucky: 40, wantStatus: "FAIL", wantNote: "books:"},
 		{name: "acks on, a sale with an error answer", acks: 1, sold: 40, errs: 1, stock: 259, lucky: 41, wantStatus: "pass", wantNote: "1 sale(s) took effect with an error answer"},
 		{name: "acks on, lucky short of the answers", acks: 1, sold: 40, stock: 262, lucky: 38, wantStatus: "FAIL", wantNote: "books:"},
+		{name: "lag, acks on, nothing lost", scenario: "failover-lag", acks: 1, sold: 40, stock: 260, lucky: 40, wantStatus: "pass"},
+		{name: "lag control, loses", scenario: "failover-lag", acks: 0, lost: 3, sold: 40, stock: 263, lucky: 37, wantStatus: "pass", wantNote: "control: lost 3"},
+		{name: "lag control, loses nothing", scenario: "failover-lag", acks: 0, sold: 40, stock: 260, lucky: 40, wantStatus: "FAIL", wantNote: "the checker would miss a loss"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cell := Cell{Backend: "redis", Scenario: "failover-kill", Fencing: true, Acks: tc.acks}
+			if tc.scenario == "" {
+				tc.scenario = "failover-kill"
+			}
+			cell := Cell{Backend: "redis", Scenario: tc.scenario, Fencing: true, Acks: tc.acks}
 			res := &Result{
 				Expect: cell.Expect(), Initial: Initial, Sold: tc.sold, Errors: tc.errs,
 				Stock: tc.stock, Lucky: tc.lucky, RecoveryMS: 1500,
@@ -70,7 +77,9 @@ func TestFailoverCells(t *testing.T) {
 		want                []string
 	}{
 		{nil, nil, []string{"redis/failover-kill/fenced/acks1:safe", "redis/failover-kill/fenced/acks0:may-lose",
+			"redis/failover-lag/fenced/acks1:safe", "redis/failover-lag/fenced/acks0:loss",
 			"etcd/failover-kill/fenced/acks1:safe", "etcd/failover-kill/fenced/acks0:may-lose"}},
+		{[]string{"etcd"}, []string{"failover-lag"}, []string{"etcd/failover-lag/fenced/acks1:safe", "etcd/failover-lag/fenced/acks0:loss"}},
 		{nil, []string{"failover-stop"}, []string{"redis/failover-stop/fenced/acks1:safe", "redis/failover-stop/fenced/acks0:may-lose",
 			"etcd/failover-stop/fenced/acks1:safe", "etcd/failover-stop/fenced/acks0:may-lose"}},
 		{[]string{"zookeeper"}, nil, nil},

@@ -66,6 +66,9 @@ const (
 	// ExpectMayLose: the failover control (no replica acks): as safe, but
 	// acknowledged sales lost in the failover are reported, not failed.
 	ExpectMayLose Expect = "may-lose"
+	// ExpectLoss: the failover-lag control: as safe, and acknowledged
+	// sales must be lost, or the checker could not see a loss.
+	ExpectLoss Expect = "loss"
 )
 
 // Cell is one run: a scenario on a backend, with fencing on or off.
@@ -140,6 +143,8 @@ func (c Cell) Expect() Expect {
 	switch {
 	case c.Scenario == "crash":
 		return ExpectStuck
+	case c.Scenario == "failover-lag" && c.Acks == 0 && c.Fencing && slices.Contains(Correct, c.Backend):
+		return ExpectLoss
 	case IsFailover(c.Scenario) && c.Acks == 0 && c.Fencing && slices.Contains(Correct, c.Backend):
 		return ExpectMayLose
 	case slices.Contains(Correct, c.Backend) && c.Fencing:
@@ -374,7 +379,7 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error
 		// A fresh replicated stock Redis per cell: the last failover left
 		// the roles swapped.
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
-		set, err := c.StartSentinel(sctx, failoverSentinel)
+		set, err := c.StartSentinel(sctx, failoverSentinel(cell.Scenario))
 		cancel()
 		if err != nil {
 			return res, fmt.Errorf("lab: %s: %w", cell, err)
@@ -473,8 +478,10 @@ type run struct {
 	lease time.Duration
 	load  *load
 	res   *Result
-	// sentinel is the replicated stock Redis of the failover cells.
-	sentinel *servers.SentinelSet
+	// sentinel is the replicated stock Redis of the failover cells, and
+	// lagFrom..lagTo when failover-lag starved its replica.
+	sentinel       *servers.SentinelSet
+	lagFrom, lagTo time.Time
 
 	faultEnd  time.Time // zero: the scenario has no end to recover from
 	recovered time.Time // set by scenarios that define recovery themselves
@@ -596,7 +603,7 @@ func (x *run) judge() {
 	r := x.res
 	var why []string
 	switch r.Expect {
-	case ExpectSafe, ExpectMayLose:
+	case ExpectSafe, ExpectMayLose, ExpectLoss:
 		if r.Oversold > 0 {
 			why = append(why, fmt.Sprintf("oversold %d", r.Oversold))
 		}

@@ -42,7 +42,7 @@ type scenario struct {
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
 	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "consumerkill", "mysqldown", "replayrace",
-	"failover-kill", "failover-stop", "crash"}
+	"failover-kill", "failover-lag", "failover-stop", "crash"}
 
 // Scenarios lists the scenario names in table order.
 func Scenarios() []string { return append([]string(nil), order...) }
@@ -184,6 +184,14 @@ var scenarios = map[string]scenario{
 		failover:    true,
 		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
 		run:         runFailoverKill,
+		check:       checkFailover,
+	},
+	"failover-lag": {
+		summary:     "starve the stock Redis replica of the replication stream for 1s of sales, then kill -9 the primary: the control must lose those sales, acks 1 none",
+		concurrency: 4,
+		failover:    true,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		run:         runFailoverLag,
 		check:       checkFailover,
 	},
 	"failover-stop": {

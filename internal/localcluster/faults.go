@@ -50,6 +50,9 @@ const (
 	targetEtcd      = "etcd"
 	targetZooKeeper = "zookeeper"
 	targetMySQL     = "mysql"
+	// targetReplication is a Sentinel set's replica to its primary
+	// (sentinel.go), one per set: its index is the set's generation.
+	targetReplication = "replication"
 )
 
 // faultNet owns the proxies and the lock Redis. Proxies are created on first

@@ -31,10 +31,26 @@ func (c *Cluster) StartSentinel(ctx context.Context, opt servers.SentinelOptions
 	old := c.sentinel
 	c.sentinel = nil
 	c.sentinelGen++
-	dir := filepath.Join(c.cfg.Dir, fmt.Sprintf("sentinel-%d", c.sentinelGen))
+	gen := c.sentinelGen
+	dir := filepath.Join(c.cfg.Dir, fmt.Sprintf("sentinel-%d", gen))
 	c.mu.Unlock()
 	if old != nil {
 		old.Stop(5 * time.Second)
+	}
+	if c.faults != nil && opt.ReplicaVia == nil {
+		// The replication stream through a proxy of its own, so
+		// LagReplication can starve the replica. Sentinel re-points a
+		// replica that names another master after FailoverTimeout: give
+		// the set a long one to keep the proxy in the path.
+		opt.ReplicaVia = func(primary string) string {
+			px, err := c.faults.proxy(targetReplication, gen, primary)
+			if err != nil {
+				// Replicating directly: LagReplication then says so.
+				c.log.Warn("replication proxy", "err", err)
+				return primary
+			}
+			return px.Listen
+		}
 	}
 	set, err := servers.StartSentinelSet(ctx, dir, opt)
 	if err != nil {
@@ -48,6 +64,29 @@ func (c *Cluster) StartSentinel(ctx context.Context, opt servers.SentinelOptions
 	}
 	c.sentinel = set
 	return set, nil
+}
+
+// LagReplication makes the Sentinel set's replica lag: everything the
+// primary sends it from now on is dropped (a toxiproxy timeout toxic on
+// the replication stream), while the primary keeps answering writes. It is
+// the window asynchronous replication loses in a failover, made as wide as
+// the caller wants. restore takes the toxic away; the stream is broken by
+// then, so only a failover or a resync mends the replica.
+func (c *Cluster) LagReplication() (restore func() error, err error) {
+	if c.faults == nil {
+		return nil, ErrNoFaults
+	}
+	c.mu.Lock()
+	gen, set := c.sentinelGen, c.sentinel
+	c.mu.Unlock()
+	if set == nil {
+		return nil, fmt.Errorf("%w: no Sentinel set", ErrConfig)
+	}
+	px := c.faults.existing(targetReplication, gen)
+	if px == nil {
+		return nil, fmt.Errorf("%w: the Sentinel set's replica does not replicate through a proxy", ErrConfig)
+	}
+	return addToxicOn(px, "lag", "timeout", "downstream", 1, `{"timeout":0}`)
 }
 
 // Sentinel returns the running Sentinel set, or nil.
