@@ -23,7 +23,8 @@ import (
 // buyer over the limit). A backend (or failpoint) stockd does not build
 // yet skips its cell. Run one cell with
 // -run 'TestFaultMatrix/redis/pause/fenced', the buyers' cells with
-// -run 'TestFaultMatrix/^redis$/(pause|consumerkill|mysqldown|replayrace)/fenced/buyers'.
+// -run 'TestFaultMatrix/^redis$/(pause|consumerkill|mysqldown|replayrace)/fenced/buyers',
+// the stock Redis failover cells with -run 'TestFaultMatrix/^(redis|etcd)$/failover-'.
 func TestFaultMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault matrix: minutes of real processes")
@@ -54,7 +55,7 @@ func TestFaultMatrix(t *testing.T) {
 			line, _ := json.Marshal(r)
 			t.Logf("%s", line)
 			switch cell.Expect() {
-			case lab.ExpectSafe, lab.ExpectMayLose:
+			case lab.ExpectSafe, lab.ExpectMayLose, lab.ExpectLoss:
 				if r.Oversold != 0 {
 					t.Errorf("got oversold %d, want 0", r.Oversold)
 				}
@@ -75,6 +76,9 @@ func TestFaultMatrix(t *testing.T) {
 				// sale may vanish with the old primary; the control reports.
 				if f := r.Failover; f != nil && f.Acks > 0 && f.Lost != 0 {
 					t.Errorf("got %d acknowledged sales lost with min_replica_acks %d, want 0", f.Lost, f.Acks)
+				}
+				if f := r.Failover; cell.Expect() == lab.ExpectLoss && (f == nil || f.Lost == 0) {
+					t.Errorf("got no acknowledged sale lost by the starved-replica control, want some: the checker cannot see a loss")
 				}
 				if lab.IsFailover(cell.Scenario) && r.Failover == nil {
 					t.Errorf("got no failover measure, want one")
