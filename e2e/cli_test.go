@@ -64,7 +64,22 @@ type runReport struct {
 	Consistent bool           `json:"consistent"`
 	P99ms      *float64       `json:"p99_ms"`
 	Replicas   map[string]int `json:"replicas"`
+	WithBuyers bool           `json:"with_buyers"`
 	Verdict    string         `json:"verdict"`
+	Buyers     *struct {
+		Orders           int `json:"orders"`
+		BuyersWithOrders int `json:"buyers_with_orders"`
+		Duplicates       int `json:"duplicates"`
+		OverLimit        int `json:"over_limit"`
+		PerUserLimit     int `json:"per_user_limit"`
+		Checks           []struct {
+			Name string `json:"name"`
+			OK   bool   `json:"ok"`
+		} `json:"checks"`
+		Ledger struct {
+			Durable *int64 `json:"durable"`
+		} `json:"ledger"`
+	} `json:"buyers"`
 }
 
 func decode(t *testing.T, line string) runReport {
@@ -161,10 +176,10 @@ func TestSeckillDemo(t *testing.T) {
 		t.Fatalf("no dashboard URL on stderr:\n%s", errOut)
 	}
 	// The backends' rows, then redis again with each way past the one-lock
-	// bound (the second table).
+	// bound (the second table), then the buyers' row (the third).
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 {
-		t.Fatalf("got %d lines, want 4:\n%s", len(lines), out)
+	if len(lines) != 5 {
+		t.Fatalf("got %d lines, want 5:\n%s", len(lines), out)
 	}
 	none, redis := decode(t, lines[0]), decode(t, lines[1])
 	if none.Backend != "none" || none.Oversold <= 0 || !strings.HasPrefix(none.Verdict, "OVERSOLD") {
@@ -177,6 +192,22 @@ func TestSeckillDemo(t *testing.T) {
 		r := decode(t, lines[2+i])
 		if r.Backend != "redis" || r.Sale != sale || !r.Consistent || r.Verdict != "consistent" || r.Lucky != 100 {
 			t.Fatalf("redis/%s row: got %+v, want 100 sold, consistent", sale, r)
+		}
+	}
+	// Named buyers, limit 1, some purchases re-sent with their key: one
+	// order per unit and per buyer, none twice, all of them in MySQL.
+	b := decode(t, lines[4])
+	if !b.WithBuyers || b.Buyers == nil || b.Verdict != "consistent" || b.Lucky != 100 {
+		t.Fatalf("buyers row: got %+v, want 100 sold to named buyers, consistent", b)
+	}
+	bb := b.Buyers
+	if bb.Orders != 100 || bb.BuyersWithOrders != 100 || bb.Duplicates != 0 || bb.OverLimit != 0 ||
+		bb.PerUserLimit != 1 || bb.Ledger.Durable == nil || *bb.Ledger.Durable != 100 || len(bb.Checks) == 0 {
+		t.Fatalf("buyers row: got %+v, want 100 orders of 100 buyers (limit 1), none duplicated, 100 in MySQL", *bb)
+	}
+	for _, c := range bb.Checks {
+		if !c.OK {
+			t.Errorf("buyers row: check %q failed", c.Name)
 		}
 	}
 }
