@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
 	"seckill/internal/loadgen"
@@ -327,3 +331,46 @@ func failoverConsistent(r *Result) (ok bool, extra int64) {
 	ok = r.Stock+r.Lucky == int64(r.Initial) && extra >= 0 && extra <= int64(r.Errors)
 	return ok, extra
 }
+
+// masterBooks reads stock and lucky on the node the Sentinels name as the
+// primary, past stockd, and notes them beside each node's key count: the
+// lab's own check that stockd's books are the promoted primary's (a client
+// following a stale Sentinel answer to an empty node would show here).
+func (x *run) masterBooks(ctx context.Context) {
+	set := x.sentinel
+	addr, err := set.Master(ctx)
+	if err != nil {
+		x.problemf("ask the Sentinels for the primary: %v", err)
+		return
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+	vals, err := rdb.MGet(ctx, stockName, luckyName).Result()
+	if err != nil {
+		x.problemf("read the books on %s: %v", addr, err)
+		return
+	}
+	num := func(v any) int64 {
+		s, _ := v.(string)
+		n, _ := strconv.ParseInt(s, 10, 64)
+		return n
+	}
+	stock, lucky := num(vals[0]), num(vals[1])
+	var sizes []string
+	for _, p := range []*servers.Process{set.Primary, set.Replica} {
+		c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
+		n, err := c.DBSize(ctx).Result()
+		c.Close()
+		sizes = append(sizes, fmt.Sprintf("%s %d keys (%v)", p.Addr(), n, err))
+	}
+	if stock != x.res.Stock || lucky != x.res.Lucky {
+		x.problemf("stockd's books (stock %d, lucky %d) are not the Sentinels' primary %s's (stock %d, lucky %d; %s)",
+			x.res.Stock, x.res.Lucky, addr, stock, lucky, strings.Join(sizes, ", "))
+	}
+}
+
+// stockd's default stock keys.
+const (
+	stockName = "stock"
+	luckyName = "lucky"
+)

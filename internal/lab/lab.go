@@ -542,6 +542,7 @@ func (x *run) books(client *http.Client, resps []response) error {
 			return err
 		}
 		r.Failover.Lost = lost
+		x.masterBooks(ctx)
 		var extra int64
 		r.Consistent, extra = failoverConsistent(r)
 		if r.Consistent && extra > 0 {
