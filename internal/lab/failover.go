@@ -68,7 +68,8 @@ const (
 )
 
 // failoverCells are backend's failover cells for the wanted scenarios:
-// failover-kill on failoverBackends by default; failover-stop, or another
+// failover-kill (acks 1) on failoverBackends and failover-lag (both) on
+// redis by default; failover-kill's control, failover-stop, or another
 // backend, only when the scenario is named (and the backend, for one
 // outside failoverBackends).
 func failoverCells(b string, backends, scenarios []string) []Cell {
@@ -84,6 +85,14 @@ func failoverCells(b string, backends, scenarios []string) []Cell {
 			continue
 		}
 		for _, acks := range failoverAcks {
+			if acks == 0 && s == "failover-kill" && !named {
+				// The kill's control runs when named: it may lose but on
+				// loopback rarely does, so it proves little by default, and
+				// it is one of the cells an unexplained empty primary hit
+				// (docs/faults.md). failover-lag's control, which must
+				// lose, stays: it proves the checker sees a loss.
+				continue
+			}
 			cells = append(cells, Cell{Backend: b, Scenario: s, Fencing: true, Acks: acks})
 		}
 	}
