@@ -77,8 +77,8 @@ func TestFailoverCells(t *testing.T) {
 		want                []string
 	}{
 		{nil, nil, []string{"redis/failover-kill/fenced/acks1:safe",
-			"redis/failover-lag/fenced/acks1:safe", "redis/failover-lag/fenced/acks0:loss",
-			"etcd/failover-kill/fenced/acks1:safe"}},
+			"redis/failover-lag/fenced/acks1:safe", "etcd/failover-kill/fenced/acks1:safe"}},
+		{[]string{"redis"}, []string{"failover-lag"}, []string{"redis/failover-lag/fenced/acks1:safe", "redis/failover-lag/fenced/acks0:loss"}},
 		{nil, []string{"failover-kill"}, []string{"redis/failover-kill/fenced/acks1:safe", "redis/failover-kill/fenced/acks0:may-lose",
 			"etcd/failover-kill/fenced/acks1:safe", "etcd/failover-kill/fenced/acks0:may-lose"}},
 		{[]string{"etcd"}, []string{"failover-lag"}, []string{"etcd/failover-lag/fenced/acks1:safe", "etcd/failover-lag/fenced/acks0:loss"}},
