@@ -170,6 +170,13 @@ func (x *run) failover(fault failoverFault) error {
 	if _, err := x.load.waitFor(ctx, time.Time{}, nth(failoverSalesBefore, response.sold)); err != nil {
 		return fmt.Errorf("fewer than %d sales before the fault: %w", failoverSalesBefore, err)
 	}
+	// The replica must hold what was sold so far before the fault: one that
+	// never synced would be promoted empty and lose everything, which is
+	// not the window these cells measure (WaitReplicated waits for the
+	// offset of its call; the sales go on meanwhile).
+	if err := set.WaitReplicated(ctx, 1); err != nil {
+		return fmt.Errorf("the replica is not replicating before the fault: %w", err)
+	}
 	if fault == faultLag {
 		restore, err := x.c.LagReplication()
 		if err != nil {
