@@ -15,8 +15,12 @@ export PATH := $(PATH):/usr/local/go/bin:/usr/sbin
 DEMO_FLAGS ?=
 TEST_FLAGS ?=
 BENCH_FLAGS ?=
+# make soak: per backend, a fault every 30s under steady load (not part of make test).
+SOAK_DURATION ?= 10m
+SOAK_BACKENDS ?= redis,redisson,etcd,zookeeper,mysql
+SOAK_FLAGS ?=
 
-.PHONY: deps build demo test vet fmt-check compose-test bench clean
+.PHONY: deps build demo test vet fmt-check compose-test bench soak clean
 
 deps:
 	scripts/install-deps.sh
@@ -44,6 +48,9 @@ compose-test:
 
 bench: deps
 	$(GO) run ./cmd/seckill bench $(BENCH_FLAGS)
+
+soak: deps
+	$(GO) run ./cmd/seckill soak --duration $(SOAK_DURATION) --backends $(SOAK_BACKENDS) $(SOAK_FLAGS)
 
 clean:
 	rm -rf bin

@@ -49,6 +49,7 @@ const usage = `usage:
   seckill leader --url URL[,URL...] [--duration 30s] [--interval 200ms]
   seckill bench  [--quick] [--out docs/benchmarks.md] [--svg docs/bench.svg] [--json]
   seckill dashboard --replicas URL,URL,... [--redis ADDR] [--listen 127.0.0.1:0]
+  seckill soak   [--backends a,b,...] [--duration 10m] [--every 30s] [--rps 10] [--concurrency 6] [--json]
 
 Run "seckill <command> -h" for a command's flags.
 `
@@ -80,6 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cmd = benchCmd
 	case "dashboard":
 		cmd = dashboardCmd
+	case "soak":
+		cmd = soakCmd
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
