@@ -41,13 +41,15 @@ var failoverBackends = []string{"redis", "etcd"}
 // failoverAcks are the cells' stock.min_replica_acks: on, then the control.
 var failoverAcks = []int{1, 0}
 
-// failoverSentinel is Sentinel's timing in the cells: a short down-after so
-// a failover takes seconds. failover-lag's replica replicates through a
+// failoverSentinel is Sentinel's timing in the cells: the harness's
+// down-after (servers.DefaultDownAfter, 3 s: with 1 s a loaded machine saw
+// a second, spurious failover right after the switch, the empty primary of
+// docs/faults.md), so a failover takes seconds. failover-lag's replica replicates through a
 // proxy (localcluster.LagReplication), which Sentinel would bypass after
 // failover-timeout ("fixing" a replica that names another master): a long
 // one keeps it in the path.
 func failoverSentinel(scenario string) servers.SentinelOptions {
-	opt := servers.SentinelOptions{DownAfter: time.Second, FailoverTimeout: 3 * time.Second}
+	opt := servers.SentinelOptions{DownAfter: servers.DefaultDownAfter, FailoverTimeout: 3 * time.Second}
 	if scenario == "failover-lag" {
 		opt.FailoverTimeout = time.Minute
 	}
@@ -126,6 +128,26 @@ type Failover struct {
 	// on, an answer waits out the ack timeout).
 	LagSold        int `json:"lag_sold,omitempty"`
 	LagUnconfirmed int `json:"lag_unconfirmed,omitempty"`
+
+	// trail is each node's replication state (servers.NodeState) at the
+	// cell's turns: before the fault, at the switch, after the rejoin. It
+	// is told only when the books come out empty, to say which turn emptied
+	// the primary.
+	trail []string
+	// epochs are the Sentinels' config epochs once all had switched: a
+	// change after that is another failover.
+	epochs []int64
+}
+
+// record notes the state of the nodes at addrs (default: both) at a turn
+// of the cell.
+func (x *run) record(ctx context.Context, turn string, addrs ...string) {
+	if len(addrs) == 0 {
+		addrs = []string{x.sentinel.Primary.Addr(), x.sentinel.Replica.Addr()}
+	}
+	for _, a := range addrs {
+		x.res.Failover.trail = append(x.res.Failover.trail, turn+": "+servers.NodeState(ctx, a))
+	}
 }
 
 // runFailoverKill SIGKILLs the stock Redis primary mid-sale, waits for
@@ -177,6 +199,7 @@ func (x *run) failover(fault failoverFault) error {
 	if err := set.WaitReplicated(ctx, 1); err != nil {
 		return fmt.Errorf("the replica is not replicating before the fault: %w", err)
 	}
+	x.record(ctx, "before the fault")
 	if fault == faultLag {
 		restore, err := x.c.LagReplication()
 		if err != nil {
@@ -212,6 +235,10 @@ func (x *run) failover(fault failoverFault) error {
 		return fmt.Errorf("the Sentinels did not all switch to one new primary: %w", ctx.Err())
 	}
 	x.res.Failover.SwitchMS = ms(time.Since(faultAt))
+	x.record(ctx, "at the switch", newPrimary) // the old one is dead or stopped
+	if x.res.Failover.epochs, err = set.ConfigEpochs(ctx); err != nil {
+		return fmt.Errorf("read the Sentinels' config epochs: %w", err)
+	}
 	if stop {
 		resumed = true
 		if err := old.Resume(); err != nil {
@@ -225,6 +252,7 @@ func (x *run) failover(fault failoverFault) error {
 	}
 	rejoinedAt := time.Now()
 	x.res.Failover.RejoinMS = ms(rejoinedAt.Sub(faultAt))
+	x.record(ctx, "after the rejoin")
 	verb := "killed"
 	if stop {
 		verb = "stopped"
@@ -379,6 +407,21 @@ func (x *run) masterBooks(ctx context.Context) {
 		n, err := c.DBSize(ctx).Result()
 		c.Close()
 		sizes = append(sizes, fmt.Sprintf("%s %d keys (%v)", p.Addr(), n, err))
+	}
+	// One fault, one failover: a second one (a Sentinel's config epoch
+	// moves with every failover it adopts) promotes the old primary, maybe
+	// before its sync, and resyncs the first promoted one from it.
+	if epochs, err := set.ConfigEpochs(ctx); err != nil {
+		x.problemf("read the Sentinels' config epochs: %v", err)
+	} else if !slices.Equal(epochs, x.res.Failover.epochs) {
+		x.record(ctx, "at the end")
+		x.problemf("another failover after the switch: the Sentinels' config epochs went from %v to %v (now naming %s); node states: %s",
+			x.res.Failover.epochs, epochs, addr, strings.Join(x.res.Failover.trail, " | "))
+	}
+	if stock+lucky == 0 {
+		x.record(ctx, "at the end")
+		x.problemf("the Sentinels' primary %s is empty (stock %d, lucky %d); node states: %s",
+			addr, stock, lucky, strings.Join(x.res.Failover.trail, " | "))
 	}
 	if stock != x.res.Stock || lucky != x.res.Lucky {
 		x.problemf("stockd's books (stock %d, lucky %d) are not the Sentinels' primary %s's (stock %d, lucky %d; %s)",

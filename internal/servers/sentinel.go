@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,11 +26,22 @@ import (
 // SentinelMaster is the master name the harness's Sentinels monitor.
 const SentinelMaster = "seckill"
 
+// DefaultDownAfter is SentinelOptions.DownAfter when it is zero.
+const DefaultDownAfter = 3 * time.Second
+
 // SentinelOptions tunes a Sentinel set. Zero values get the defaults shown.
 type SentinelOptions struct {
 	// DownAfter is how long the primary must be silent before a Sentinel
-	// thinks it down (down-after-milliseconds); default 1s, so a test's
-	// failover takes seconds, not Sentinel's 30 s.
+	// thinks it down (down-after-milliseconds); default 3s, so a test's
+	// failover takes seconds, not Sentinel's 30 s. Not less: right after a
+	// switch each Sentinel watches the new primary over a new link, timed
+	// from its creation, and on two busy cores 1s was seen to pass before
+	// the first PONG (+sdown of the new primary 1.02 s after
+	// +switch-master): a second failover then promoted the old primary
+	// just rejoined as its replica, and the first promoted one, a master
+	// still for ~10 s, was made its replica and resynced from it, losing
+	// what it took meanwhile (all of it when the old primary was promoted
+	// before its own sync: the lab's "empty primary", docs/faults.md).
 	DownAfter time.Duration
 	// FailoverTimeout is Sentinel's failover-timeout; default 3s.
 	FailoverTimeout time.Duration
@@ -61,7 +73,7 @@ type SentinelSet struct {
 // every 10 s, hellos every 2 s). On error, whatever started is stopped.
 func StartSentinelSet(ctx context.Context, dir string, opt SentinelOptions) (set *SentinelSet, err error) {
 	if opt.DownAfter <= 0 {
-		opt.DownAfter = time.Second
+		opt.DownAfter = DefaultDownAfter
 	}
 	if opt.FailoverTimeout <= 0 {
 		opt.FailoverTimeout = 3 * time.Second
@@ -164,7 +176,7 @@ func startRedisNode(ctx context.Context, dir, name, addr, primary string) (*Proc
 	args := []string{
 		"--bind", host, "--port", port, "--dir", dir,
 		"--save", "", "--appendonly", "no", "--protected-mode", "no",
-		"--daemonize", "no", "--loglevel", "warning",
+		"--daemonize", "no", "--loglevel", "notice",
 		"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0",
 	}
 	if primary != "" {
@@ -397,4 +409,63 @@ func (s *SentinelSet) Stop(timeout time.Duration) {
 			_ = p.Stop(timeout)
 		}
 	}
+}
+
+// NodeState is a one-line account of the Redis at addr for a failover's
+// diagnosis: its role, whom it replicates from and how (link, offset, sync
+// in progress), its replication id and offset, and its key count. An error
+// is part of the line: a dead node is a state too.
+func NodeState(ctx context.Context, addr string) string {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "replication").Result()
+	if err != nil {
+		return fmt.Sprintf("%s: %v", addr, err)
+	}
+	keys, err := rdb.DBSize(ctx).Result()
+	if err != nil {
+		return fmt.Sprintf("%s: dbsize: %v", addr, err)
+	}
+	want := []string{"role", "master_host", "master_port", "master_link_status", "master_sync_in_progress",
+		"slave_repl_offset", "connected_slaves", "master_replid", "master_repl_offset"}
+	fields := map[string]string{}
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok {
+			fields[k] = v
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s keys=%d", addr, keys)
+	for _, k := range want {
+		if v, ok := fields[k]; ok {
+			if k == "master_replid" && len(v) > 8 {
+				v = v[:8]
+			}
+			fmt.Fprintf(&b, " %s=%s", k, v)
+		}
+	}
+	return b.String()
+}
+
+// ConfigEpochs is each Sentinel's config epoch for the master: the number
+// of failovers it has adopted since the set started (each failover's
+// leader takes a new epoch). One fault must make exactly one failover; a
+// second one is a spurious failover of the new primary.
+func (s *SentinelSet) ConfigEpochs(ctx context.Context) ([]int64, error) {
+	epochs := make([]int64, 0, len(s.Sentinels))
+	for _, addr := range s.SentinelAddrs() {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		m, err := sc.Master(ctx, SentinelMaster).Result()
+		sc.Close()
+		if err != nil {
+			return epochs, fmt.Errorf("sentinel %s: %w", addr, err)
+		}
+		n, err := strconv.ParseInt(m["config-epoch"], 10, 64)
+		if err != nil {
+			return epochs, fmt.Errorf("sentinel %s: config-epoch %q: %w", addr, m["config-epoch"], err)
+		}
+		epochs = append(epochs, n)
+	}
+	return epochs, nil
 }

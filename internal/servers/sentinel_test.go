@@ -72,4 +72,20 @@ func TestSentinelFailover(t *testing.T) {
 	if err := set.WaitReplicated(ctx, 1); err != nil {
 		t.Fatalf("the new primary has no replica after the rejoin: %v", err)
 	}
+	// One kill, one failover: every Sentinel adopted the same one (a
+	// split vote may take the failover to epoch 2, never to differing
+	// epochs) and names the promoted replica still (a second failover would
+	// promote the old primary).
+	epochs, err := set.ConfigEpochs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range epochs {
+		if e < 1 || e != epochs[0] {
+			t.Errorf("sentinel %d: config epoch %d after one failover (all: %v)", i+1, e, epochs)
+		}
+	}
+	if master, err := set.Master(ctx); err != nil || master != promoted {
+		t.Errorf("after the rejoin the sentinels name %s (%v), want %s", master, err, promoted)
+	}
 }
