@@ -17,8 +17,10 @@ import (
 // SoakFaults are the lab's scenarios a soak draws its faults from, in
 // turn: the ones that run on every correct backend under one stockd
 // configuration (SoakEnv) and need no cell of their own (no named buyers,
-// no Sentinel set, no election).
-var SoakFaults = []string{"kill", "pause", "lockrestart", "stockdown", "latency", "netsplit"}
+// no Sentinel set, no election). stockdown is left out: its check wants
+// a fast 503 from the cut stock Redis, which the long Redis timeout pause
+// and latency need does not give (the first soak failed it on that alone).
+var SoakFaults = []string{"kill", "pause", "lockrestart", "latency", "netsplit"}
 
 // SoakConfig is one backend's soak.
 type SoakConfig struct {
