@@ -33,10 +33,11 @@ const DefaultDownAfter = 3 * time.Second
 type SentinelOptions struct {
 	// DownAfter is how long the primary must be silent before a Sentinel
 	// thinks it down (down-after-milliseconds); default 3s, so a test's
-	// failover takes seconds, not Sentinel's 30 s. Not less: right after a
-	// switch each Sentinel watches the new primary over a new link, timed
-	// from its creation, and on two busy cores 1s was seen to pass before
-	// the first PONG (+sdown of the new primary 1.02 s after
+	// failover takes seconds, not Sentinel's 30 s. Not less: a switch
+	// restarts each Sentinel's silence timer for the new primary and
+	// re-allows a failover at once (sentinelResetMaster), while its link is
+	// reconnected at one attempt a second; with 1s the first PONG lost that
+	// race on two busy cores (+sdown of the new primary 1.02 s after
 	// +switch-master): a second failover then promoted the old primary
 	// just rejoined as its replica, and the first promoted one, a master
 	// still for ~10 s, was made its replica and resynced from it, losing
