@@ -669,5 +669,14 @@ if [[ "$HA" == 1 ]]; then
 	done
 fi
 
+# More variants, one file each in scripts/compose-test.d (sourced in name
+# order, so they use the helpers above; each is switched off by its own
+# variable, named in its header).
+for extra in "$ROOT"/scripts/compose-test.d/*.sh; do
+	[[ -e "$extra" ]] || continue
+	# shellcheck source=/dev/null
+	source "$extra"
+done
+
 ((FAILED == 0)) || exit 1
 log "PASS"
