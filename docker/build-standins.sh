@@ -3,7 +3,7 @@
 # that cannot pull from a container registry.
 #
 # One image, seckill/standin-base:bookworm, serves as the redis, etcd,
-# zookeeper, mysql (MariaDB) and nginx stand-in: a minimal Debian bookworm root filesystem
+# zookeeper, mysql (MariaDB), nginx and prometheus stand-in: a minimal Debian bookworm root filesystem
 # (debootstrap --variant=minbase) with the Debian packages installed, imported
 # with `docker import`. The same docker-compose.yml runs against it because
 # every service command in the compose file is explicit (see docs/compose.md).
@@ -25,6 +25,7 @@ PACKAGES=(
 	zookeeper default-jre-headless
 	nginx-light
 	mariadb-server mariadb-client
+	prometheus
 	ca-certificates
 )
 
