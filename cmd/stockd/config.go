@@ -1,9 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -24,7 +24,7 @@ import (
 // variables, over the defaults. Validate checks it; internal packages
 // receive plain values derived from it, never the Config or viper.
 type Config struct {
-	Replica string `mapstructure:"replica" default:""` // "" = the host name
+	Replica string `mapstructure:"replica" default:""` // "" = stockd-<n> in compose, else the host name (replica.go)
 	HTTP    struct {
 		Addr            string        `mapstructure:"addr" default:":8080"`
 		ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" default:"10s"`
@@ -180,7 +180,8 @@ func Load(path string, env []string) (*Config, error) {
 	}
 	c.Lab.Failpoints = lookupEnv(env, failpoint.EnvVar)
 	if c.Replica == "" {
-		c.Replica, _ = os.Hostname()
+		// Bounded inside (replicaLookupTimeout): Load has no caller's context.
+		c.Replica = defaultReplica(context.Background())
 	}
 	return &c, nil
 }
