@@ -132,3 +132,50 @@ func (s *Store) getAcked(ctx context.Context, key string) (*redis.StringCmd, *re
 	_, _ = p.Exec(ctx)
 	return g, w
 }
+
+// pipeliner is what resetAcked runs its two round trips on: one pinned
+// connection (*redis.Conn) or, for a client that cannot pin one, the
+// client itself.
+type pipeliner interface {
+	TxPipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+}
+
+// resetAcked runs a reset's transaction, then the ack key's write and
+// WAIT, so that a reset answered is on the replicas: without the wait a
+// failover right after it could promote a replica that still holds the
+// old sale (its stock, lucky and fence), and the buyers would be sold the
+// old sale's units under a reset the admin saw succeed. WAIT cannot run
+// inside MULTI (it answers at once there), hence the second round trip; it
+// goes down the connection that ran the transaction where the client can
+// pin one (a *redis.Client, Sentinel's included), so that a failover in
+// between fails the wait (the connection is gone, or the demoted primary
+// refuses the write) instead of waiting on a new primary that never had
+// the reset. Not acknowledged in time: ErrNotReplicated wrapped in
+// ErrUnavailable; the reset stands on the primary, and a second one,
+// which writes the same values, is how to settle it.
+func (s *Store) resetAcked(ctx context.Context, tx func(redis.Pipeliner) error) error {
+	var c pipeliner = s.rdb
+	if cl, ok := s.rdb.(*redis.Client); ok {
+		conn := cl.Conn()
+		defer func() { _ = conn.Close() }()
+		c = conn
+	}
+	if _, err := c.TxPipelined(ctx, tx); err != nil {
+		return wrapRedis(ctx, "reset", err)
+	}
+	var wait *redis.Cmd
+	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		wait = s.queueWait(ctx, p)
+		return nil
+	}); err != nil {
+		return wrapRedis(ctx, "reset: wait for replicas", err)
+	}
+	if err := s.acked(ctx, "reset", wait); err != nil {
+		if errors.Is(err, ErrNotReplicated) {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return err
+	}
+	return nil
+}

@@ -388,3 +388,88 @@ func TestLaggingReplicaFailover(t *testing.T) {
 		})
 	}
 }
+
+// A reset answered is on the replica (issue #15): with acks 1 a reset
+// while the replication stream is held answers ErrNotReplicated (a 503 in
+// stockd), not success; a failover then promotes the replica with the old
+// sale still in it, which is what the admin is told may happen. The
+// control (acks 0) answers that reset as done and the failover brings the
+// old sale back under it. A reset with the stream flowing is on the
+// replica, read there directly, the moment it returns.
+func TestResetWaitsForReplica(t *testing.T) {
+	for _, acks := range []int{0, 1} {
+		t.Run(fmt.Sprintf("acks%d", acks), func(t *testing.T) {
+			var relay *servertest.Relay
+			set := servertest.Sentinels(t, servers.SentinelOptions{
+				FailoverTimeout: time.Minute, // or Sentinel re-points the replica past the relay
+				ReplicaVia: func(primary string) string {
+					relay = servertest.NewRelay(t, primary)
+					return relay.Addr()
+				},
+			})
+			rdb := redis.NewFailoverClient(&redis.FailoverOptions{
+				MasterName: servers.SentinelMaster, SentinelAddrs: set.SentinelAddrs(), MaxRetries: -1,
+			})
+			t.Cleanup(func() { _ = rdb.Close() })
+			keys := ledgerKeys(1)
+			const timeout = 200 * time.Millisecond
+			s := stock.NewStore(rdb, keys).WithReplicaAcks(stock.ReplicaAcks{Replicas: acks, Timeout: timeout})
+			if err := s.Reset(t.Context(), 100); err != nil {
+				t.Fatal(err)
+			}
+			replica := redis.NewClient(&redis.Options{Addr: set.Replica.Addr()})
+			t.Cleanup(func() { _ = replica.Close() })
+			if acks > 0 {
+				if got, err := replica.Get(t.Context(), keys.Stock).Result(); err != nil || got != "100" {
+					t.Fatalf("replica right after an acknowledged reset: stock %q, %v; want 100", got, err)
+				}
+			}
+			svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) { c.Fencing = true })
+			if _, err := svc.Reduce(t.Context()); err != nil {
+				t.Fatalf("sale before the hold: %v", err)
+			}
+			if err := set.WaitReplicated(t.Context(), 1); err != nil {
+				t.Fatal(err)
+			}
+
+			relay.Hold()
+			start := time.Now()
+			err := s.Reset(t.Context(), 50)
+			took := time.Since(start)
+			if acks > 0 {
+				if !errors.Is(err, stock.ErrNotReplicated) || !errors.Is(err, stock.ErrUnavailable) {
+					t.Fatalf("reset with the replica held: %v; want ErrNotReplicated and ErrUnavailable", err)
+				}
+				if took > 2*time.Second {
+					t.Fatalf("reset refused after %v, want within the %v ack timeout (plus slack)", took, timeout)
+				}
+			} else if err != nil {
+				t.Fatalf("reset without acks: %v", err)
+			}
+			t.Logf("acks %d: reset with the replica held answered %v after %v", acks, err, took.Round(time.Millisecond))
+
+			switched, err := set.WatchSwitch(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			relay.Cut()
+			if err := set.Primary.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-switched:
+			case <-time.After(time.Minute):
+				t.Fatal("no failover")
+			}
+			st, err := promoted(t, set, keys).Status(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The hold worked: the promoted replica never saw the second
+			// reset. With acks 0 that is a reset answered done and undone.
+			if st.Stock != 99 || st.Lucky != 1 {
+				t.Fatalf("promoted primary: stock %d, lucky %d; want the old sale (99, 1)", st.Stock, st.Lucky)
+			}
+		})
+	}
+}

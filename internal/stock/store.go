@@ -234,7 +234,9 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 // swept first (sweepIdempotency), and any left name the old sale, so they
 // no longer count. All but the sweep happens in one MULTI/EXEC: no reader
 // sees half a reset. n must be in 0..MaxStock; anything else returns
-// ErrStockRange and writes nothing.
+// ErrStockRange and writes nothing. With replica acks (WithReplicaAcks) the
+// reset returns only once the replicas hold it, else ErrNotReplicated (and
+// ErrUnavailable: reset again), see resetAcked.
 func (s *Store) Reset(ctx context.Context, n int64) error {
 	if n < 0 || n > MaxStock {
 		return fmt.Errorf("%w: %d", ErrStockRange, n)
@@ -243,7 +245,7 @@ func (s *Store) Reset(ctx context.Context, n int64) error {
 		return err
 	}
 	shares := SegmentShares(n, len(s.segs))
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	tx := func(p redis.Pipeliner) error {
 		s.resetLedger(ctx, p)
 		for i, seg := range s.segs {
 			p.Set(ctx, seg.keys.Stock, shares[i], 0)
@@ -256,7 +258,11 @@ func (s *Store) Reset(ctx context.Context, n int64) error {
 			p.Set(ctx, s.keys.Initial, n, 0)
 		}
 		return nil
-	})
+	}
+	if s.acks.Replicas > 0 {
+		return s.resetAcked(ctx, tx)
+	}
+	_, err := s.rdb.TxPipelined(ctx, tx)
 	return wrapRedis(ctx, "reset", err)
 }
 
