@@ -134,6 +134,10 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		Ledger:         ledger,
 		Durable:        durable,
 		PerUserLimit:   cfg.Stock.PerUserLimit,
+		// The store's, so /info shows what sales do, not what was asked.
+		MinReplicaAcks:    store.ReplicaAcks().Replicas,
+		ReplicaAckTimeout: store.ReplicaAcks().Timeout,
+		Sentinel:          cfg.Redis.Sentinel.Master != "",
 	}, handler.Deps{
 		Seller: svc, Inventory: store, LockPinger: pinger, Fence: svc, Metrics: m, Logger: log, Leader: leader,
 		Orders: ledgerReader, Durable: durableOrders,

@@ -69,11 +69,21 @@ type Info struct {
 	Durable bool   `json:"durable,omitempty"` // orders.durable: orders are stored in MySQL
 	Fencing bool   `json:"fencing"`           // fencing in effect, not merely configured
 	Ledger  bool   `json:"ledger,omitempty"`  // stock.ledger: every sale leaves an order
-	Mode    string `json:"mode"`              // stock mode
+	// MinReplicaAcks is stock.min_replica_acks in effect: how many
+	// replicas must hold a sale (or a reset) before it is answered; 0: no
+	// wait. Always present, so 0 is told apart from a replica too old to say.
+	MinReplicaAcks int    `json:"min_replica_acks"`
+	Mode           string `json:"mode"` // stock mode
 	// PerUserLimit is stock.per_user_limit (0: unlimited).
 	PerUserLimit int `json:"per_user_limit,omitempty"`
 	From
-	Version string `json:"version"`
+	// ReplicaAckTimeoutMS is stock.replica_ack_timeout in milliseconds,
+	// present when MinReplicaAcks is.
+	ReplicaAckTimeoutMS int64 `json:"replica_ack_timeout_ms,omitempty"`
+	// Sentinel: the stock Redis is reached through Redis Sentinel
+	// (redis.sentinel.master), so it can fail over.
+	Sentinel bool   `json:"sentinel,omitempty"`
+	Version  string `json:"version"`
 }
 
 // Health is the answer of GET /healthz; Status is always OK.

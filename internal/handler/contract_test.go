@@ -86,6 +86,13 @@ func TestResponseBodiesExact(t *testing.T) {
 			`{"error":"attempt id too long","replica":"r-test"}`},
 		{"reset", nil, &cannedInventory{}, "POST", "/stock/reset", `{"stock":300}`, 200,
 			`{"lucky":0,"replica":"r-test","stock":300}`},
+		// Added with the reset's replica wait (issue 15): the admin is
+		// told what the 503 means and what to do.
+		{"reset not replicated", nil, &cannedInventory{err: fmt.Errorf("%w: %w", stock.ErrUnavailable, stock.ErrNotReplicated)},
+			"POST", "/stock/reset", `{"stock":300}`, 503,
+			`{"error":"reset not acknowledged by enough replicas in time (stock.min_replica_acks); a failover could bring back the old sale: reset again","replica":"r-test"}`},
+		{"reset, redis down", nil, &cannedInventory{err: stock.ErrUnavailable}, "POST", "/stock/reset", `{"stock":300}`, 503,
+			`{"error":"stock service unavailable","replica":"r-test"}`},
 		{"healthz", nil, &cannedInventory{}, "GET", "/healthz", "", 200,
 			`{"replica":"r-test","status":"ok"}`},
 		{"readyz", nil, &cannedInventory{}, "GET", "/readyz", "", 200,
@@ -101,7 +108,7 @@ func TestResponseBodiesExact(t *testing.T) {
 			&cannedInventory{}, "POST", "/stock/reduce", "", 500,
 			`{"error":"stock key holds a non-integer","replica":"r-test","result":"error"}`},
 		{"info", nil, &cannedInventory{}, "GET", "/info", "", 200,
-			`{"backend":"local","fencing":true,"mode":"locked","replica":"r-test","version":"v-test"}`},
+			`{"backend":"local","fencing":true,"min_replica_acks":0,"mode":"locked","replica":"r-test","version":"v-test"}`},
 		{"no route", nil, &cannedInventory{}, "GET", "/nope", "", 404,
 			`{"error":"no such route: /nope","replica":"r-test"}`},
 	}

@@ -65,6 +65,13 @@ type Config struct {
 	Ledger       bool
 	Durable      bool
 	PerUserLimit int
+	// MinReplicaAcks, ReplicaAckTimeout and Sentinel are, for /info,
+	// stock.min_replica_acks in effect (its -1 default resolved),
+	// stock.replica_ack_timeout (shown only with acks on) and whether the
+	// stock Redis is reached through Sentinel (redis.sentinel.master).
+	MinReplicaAcks    int
+	ReplicaAckTimeout time.Duration
+	Sentinel          bool
 }
 
 // Deps are the collaborators. LockPinger may be nil (a backend with no
@@ -307,6 +314,15 @@ func (a *server) reset(c *gin.Context) {
 		return
 	}
 	if err := a.deps.Inventory.Reset(c.Request.Context(), n); err != nil {
+		if errors.Is(err, stock.ErrNotReplicated) {
+			// Not "unavailable": the primary holds the new sale, but a
+			// failover now could bring the old one back; the admin should
+			// know to reset again (it writes the same values).
+			a.deps.Logger.Warn("stock reset not acknowledged by the replicas", "stock", n, "err", err)
+			a.problem(c, http.StatusServiceUnavailable,
+				"reset not acknowledged by enough replicas in time (stock.min_replica_acks); a failover could bring back the old sale: reset again")
+			return
+		}
 		a.fail(c, err)
 		return
 	}
@@ -415,8 +431,14 @@ func (a *server) readyz(c *gin.Context) {
 }
 
 func (a *server) info(c *gin.Context) {
+	var ackTimeout time.Duration // meaningless with the wait off
+	if a.cfg.MinReplicaAcks > 0 {
+		ackTimeout = a.cfg.ReplicaAckTimeout
+	}
 	a.json(c, http.StatusOK, &api.Info{
 		Backend: a.cfg.Backend, Fencing: a.cfg.Fencing, Mode: a.cfg.Mode, Version: a.cfg.Version,
 		Ledger: a.cfg.Ledger, Durable: a.cfg.Durable, PerUserLimit: a.cfg.PerUserLimit,
+		MinReplicaAcks: a.cfg.MinReplicaAcks, ReplicaAckTimeoutMS: ackTimeout.Milliseconds(),
+		Sentinel: a.cfg.Sentinel,
 	})
 }

@@ -201,9 +201,32 @@ func TestInfoReportsLedger(t *testing.T) {
 	h := handler.New(handler.Config{Replica: replica, Backend: "redis", Mode: "locked", Version: "v",
 		Ledger: true, Durable: true, PerUserLimit: 1}, handler.Deps{Inventory: &cannedInventory{}})
 	code, got := get(t, h, "/info")
-	want := `{"backend":"redis","durable":true,"fencing":false,"ledger":true,"mode":"locked","per_user_limit":1,"replica":"r-test","version":"v"}`
+	want := `{"backend":"redis","durable":true,"fencing":false,"ledger":true,"min_replica_acks":0,"mode":"locked","per_user_limit":1,"replica":"r-test","version":"v"}`
 	if code != 200 || got != want {
 		t.Fatalf("got %d %s, want 200 %s", code, got, want)
+	}
+}
+
+// /info shows the replica wait in effect (issue 15): the acks, their
+// timeout only when they are on, and whether Sentinel is used.
+func TestInfoReportsReplicaAcks(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  handler.Config
+		want string
+	}{
+		{handler.Config{MinReplicaAcks: 1, ReplicaAckTimeout: 500 * time.Millisecond, Sentinel: true},
+			`{"backend":"redis","fencing":false,"min_replica_acks":1,"mode":"locked","replica":"r-test","replica_ack_timeout_ms":500,"sentinel":true,"version":"v"}`},
+		{handler.Config{MinReplicaAcks: 0, ReplicaAckTimeout: 500 * time.Millisecond, Sentinel: true},
+			`{"backend":"redis","fencing":false,"min_replica_acks":0,"mode":"locked","replica":"r-test","sentinel":true,"version":"v"}`},
+		{handler.Config{MinReplicaAcks: 2, ReplicaAckTimeout: 1500 * time.Millisecond},
+			`{"backend":"redis","fencing":false,"min_replica_acks":2,"mode":"locked","replica":"r-test","replica_ack_timeout_ms":1500,"version":"v"}`},
+	} {
+		cfg := tc.cfg
+		cfg.Replica, cfg.Backend, cfg.Mode, cfg.Version = replica, "redis", "locked", "v"
+		code, got := get(t, handler.New(cfg, handler.Deps{Inventory: &cannedInventory{}}), "/info")
+		if code != 200 || got != tc.want {
+			t.Errorf("got %d %s, want 200 %s", code, got, tc.want)
+		}
 	}
 }
 
