@@ -14,13 +14,16 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -213,6 +216,122 @@ func unknownEnv(c corev1.Container, keys map[string]any) []string {
 	return bad
 }
 
+// envValueProblems lists the literal STOCKD_ values of c that could not be
+// their key's type, judged by the key's value in configs/stockd.yaml: a
+// bool, a number, or a duration (work.delay, which may be a range, aside).
+// Ranges and choices are stockd's to check.
+func envValueProblems(c corev1.Container, keys map[string]any) []string {
+	var bad []string
+	for _, e := range c.Env {
+		key := envKey(e.Name, keys)
+		if key == "" || e.ValueFrom != nil {
+			continue
+		}
+		var err error
+		var want string
+		switch def := keys[key].(type) {
+		case bool:
+			want = "bool"
+			_, err = strconv.ParseBool(e.Value)
+		case float64:
+			want = "integer"
+			_, err = strconv.Atoi(e.Value)
+		case string:
+			if _, derr := time.ParseDuration(def); derr == nil && key != "work.delay" {
+				want = "duration"
+				_, err = time.ParseDuration(e.Value)
+			}
+		}
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("%s=%q: %s is a %s (%v in %s)", e.Name, e.Value, key, want, keys[key], shippedConfig))
+		}
+	}
+	return bad
+}
+
+// checkNames applies the API server's rules for names, labels and ports,
+// which a typed decode does not see (a 16-character port name decodes
+// fine and is refused at apply).
+func checkNames(t *testing.T, r *rendering) {
+	t.Helper()
+	report := func(what string, problems []string) {
+		if len(problems) > 0 {
+			t.Errorf("%s: %s", what, strings.Join(problems, "; "))
+		}
+	}
+	meta := func(kind string, m metav1.ObjectMeta) {
+		if !strings.HasSuffix(kind, " pod") { // a pod template has no name
+			report(kind+" name "+m.Name, validation.IsDNS1123Subdomain(m.Name))
+		}
+		for k, v := range m.Labels {
+			report(kind+" "+m.Name+" label "+k, append(content.IsLabelKey(k), content.IsLabelValue(v)...))
+		}
+		for k := range m.Annotations {
+			report(kind+" "+m.Name+" annotation "+k, content.IsLabelKey(k))
+		}
+	}
+	for _, d := range r.deployments {
+		meta("Deployment", d.ObjectMeta)
+		meta("Deployment "+d.Name+" pod", d.Spec.Template.ObjectMeta)
+		vols := map[string]bool{}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			report("volume "+v.Name, validation.IsDNS1123Label(v.Name))
+			vols[v.Name] = true
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			report("container "+c.Name, validation.IsDNS1123Label(c.Name))
+			for _, p := range c.Ports {
+				report(c.Name+" port "+p.Name, append(validation.IsValidPortName(p.Name), validation.IsValidPortNum(int(p.ContainerPort))...))
+			}
+			for _, e := range c.Env {
+				report(c.Name+" env "+e.Name, validation.IsEnvVarName(e.Name))
+			}
+			for _, m := range c.VolumeMounts {
+				if !vols[m.Name] {
+					t.Errorf("%s/%s mounts volume %s, which the pod lacks", d.Name, c.Name, m.Name)
+				}
+			}
+		}
+	}
+	for _, s := range r.services {
+		meta("Service", s.ObjectMeta)
+		report("Service name "+s.Name, validation.IsDNS1035Label(s.Name))
+		for _, p := range s.Spec.Ports {
+			report("Service "+s.Name+" port "+p.Name, validation.IsValidPortNum(int(p.Port)))
+		}
+	}
+	for _, cm := range r.configMaps {
+		meta("ConfigMap", cm.ObjectMeta)
+		for k := range cm.Data {
+			report("ConfigMap "+cm.Name+" key "+k, validation.IsConfigMapKey(k))
+		}
+	}
+	for _, p := range r.pdbs {
+		meta("PodDisruptionBudget", p.ObjectMeta)
+	}
+}
+
+func TestEnvValueProblems(t *testing.T) {
+	keys := configKeys(t)
+	c := corev1.Container{Env: []corev1.EnvVar{
+		{Name: "STOCKD_LOCK_TTL", Value: "10s"},
+		{Name: "STOCKD_LOCK_WAIT_TIMEOUT", Value: "5"}, // no unit
+		{Name: "STOCKD_STOCK_FENCING", Value: "yes"},
+		{Name: "STOCKD_MYSQL_POOL_SIZE", Value: "16"},
+		{Name: "STOCKD_STOCK_SEGMENTS", Value: "two"},
+		{Name: "STOCKD_WORK_DELAY", Value: "2ms-10ms"},
+		{Name: "STOCKD_ETCD_ENDPOINTS", Value: "http://etcd:2379,http://etcd-1:2379"},
+	}}
+	got := envValueProblems(c, keys)
+	var names []string
+	for _, p := range got {
+		names = append(names, p[:strings.Index(p, "=")])
+	}
+	if want := []string{"STOCKD_LOCK_WAIT_TIMEOUT", "STOCKD_STOCK_FENCING", "STOCKD_STOCK_SEGMENTS"}; !slices.Equal(names, want) {
+		t.Errorf("envValueProblems = %v, want problems with %v", got, want)
+	}
+}
+
 func TestEveryKustomizationIsTested(t *testing.T) {
 	var found []string
 	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
@@ -255,12 +374,16 @@ func TestKustomizations(t *testing.T) {
 			if !slices.Equal(r.ids, wantObjects) {
 				t.Fatalf("objects\n got %v\nwant %v", r.ids, wantObjects)
 			}
+			checkNames(t, r)
 			for _, name := range []string{"stockd", "nginx"} {
 				checkSelectors(t, r, name)
 				for _, c := range r.deployments[name].Spec.Template.Spec.Containers {
 					checkHardened(t, r.deployments[name], c)
 					if bad := unknownEnv(c, keys); len(bad) > 0 {
 						t.Errorf("container %s: %v name no key of %s (stockd refuses to start)", c.Name, bad, shippedConfig)
+					}
+					for _, problem := range envValueProblems(c, keys) {
+						t.Errorf("container %s: %s", c.Name, problem)
 					}
 				}
 			}
