@@ -3,30 +3,54 @@ package nginx_test
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
 
 	"seckill/internal/localcluster"
 	"seckill/internal/servers"
 )
 
-// upstream stands in for stockd: it answers every request 200 and records
-// the forwarding headers nginx sent.
+// upstream stands in for a stockd replica: it answers every request 200
+// and records the forwarding headers nginx sent; a broken one closes every
+// connection without an answer, as a replica that crashed mid-sale.
 type upstream struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	xff []string
-	xri []string
+	srv    *httptest.Server
+	hits   atomic.Int64
+	broken bool
+	mu     sync.Mutex
+	xff    []string
+	xri    []string
 }
 
-func newUpstream(t *testing.T) *upstream {
-	u := &upstream{}
-	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// newUpstream listens on addr ("127.0.0.1:0" for any port): replicas behind
+// one name share a port on different addresses, as in compose.
+func newUpstream(t testing.TB, addr string, broken bool) *upstream {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("listen %s: %v", addr, err)
+	}
+	u := &upstream{broken: broken}
+	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.hits.Add(1)
+		if u.broken {
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				c.Close()
+			}
+			return
+		}
 		u.mu.Lock()
 		u.xff = append(u.xff, r.Header.Get("X-Forwarded-For"))
 		u.xri = append(u.xri, r.Header.Get("X-Real-IP"))
@@ -34,20 +58,99 @@ func newUpstream(t *testing.T) *upstream {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"result":"sold"}`)
 	}))
+	u.srv.Listener.Close()
+	u.srv.Listener = l
+	u.srv.Start()
 	t.Cleanup(u.srv.Close)
 	return u
 }
 
+func (u *upstream) ip() string {
+	return strings.Split(strings.TrimPrefix(u.srv.URL, "http://"), ":")[0]
+}
+func (u *upstream) port() string {
+	return strings.Split(strings.TrimPrefix(u.srv.URL, "http://"), ":")[1]
+}
+
+// fakeDNS stands in for Docker's embedded DNS: it answers A queries for
+// "stockd" with the addresses set last, and NXDOMAIN for anything else.
+type fakeDNS struct {
+	pc      net.PacketConn
+	mu      sync.Mutex
+	addrs   []string
+	queries atomic.Int64
+}
+
+func newFakeDNS(t testing.TB, addrs ...string) *fakeDNS {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &fakeDNS{pc: pc, addrs: addrs}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			var q dnsmessage.Message
+			if q.Unpack(buf[:n]) != nil || len(q.Questions) != 1 {
+				continue
+			}
+			d.queries.Add(1)
+			qq := q.Questions[0]
+			a := dnsmessage.Message{Header: dnsmessage.Header{ID: q.ID, Response: true, Authoritative: true}, Questions: q.Questions}
+			if !strings.EqualFold(qq.Name.String(), "stockd.") {
+				a.RCode = dnsmessage.RCodeNameError
+			} else if qq.Type == dnsmessage.TypeA {
+				d.mu.Lock()
+				for _, ip := range d.addrs {
+					a.Answers = append(a.Answers, dnsmessage.Resource{
+						Header: dnsmessage.ResourceHeader{Name: qq.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 600},
+						Body:   &dnsmessage.AResource{A: netip.MustParseAddr(ip).As4()},
+					})
+				}
+				d.mu.Unlock()
+			}
+			b, err := a.Pack()
+			if err == nil {
+				_, _ = pc.WriteTo(b, from)
+			}
+		}
+	}()
+	t.Cleanup(func() { pc.Close(); <-done })
+	return d
+}
+
+func (d *fakeDNS) set(addrs ...string) {
+	d.mu.Lock()
+	d.addrs = addrs
+	d.mu.Unlock()
+}
+
 // startCompose runs the compose nginx.conf for real, adapted only where a
-// test must: loopback addresses instead of compose's names, private paths,
-// the limits file given. edit, if set, changes the text further.
+// test must: a fake of Docker's DNS answering "stockd" with one upstream's
+// loopback address, private paths, the limits file given. edit, if set,
+// changes the text further.
 func startCompose(t *testing.T, limits string, edit func(string) string) (base string, up *upstream) {
+	t.Helper()
+	up = newUpstream(t, "127.0.0.1:0", false)
+	dns := newFakeDNS(t, up.ip())
+	return startNginx(t, limits, dns, up.port(), edit), up
+}
+
+// startNginx runs the compose nginx.conf with dns as Docker's DNS and port
+// as stockd's.
+func startNginx(t testing.TB, limits string, dns *fakeDNS, port string, edit func(string) string) (base string) {
 	t.Helper()
 	bin, err := localcluster.NginxPath()
 	if err != nil {
 		t.Skip(err)
 	}
-	up = newUpstream(t)
 	dir := t.TempDir()
 	listen, err := servers.LoopbackAddr()
 	if err != nil {
@@ -72,7 +175,8 @@ func startCompose(t *testing.T, limits string, edit func(string) string) (base s
 	text := string(conf)
 	for _, r := range [][2]string{
 		{"include /etc/nginx/seckill-limits.conf;", "include " + limPath + ";"},
-		{"server stockd:8080;", "server " + strings.TrimPrefix(up.srv.URL, "http://") + ";"},
+		{"resolver 127.0.0.11 ", "resolver " + dns.pc.LocalAddr().String() + " "},
+		{"set $stockd stockd:8080;", "set $stockd stockd:" + port + ";"},
 		{"listen 80;", "listen " + listen + ";"},
 		{"pid /tmp/nginx.pid;", user + "daemon off;\npid " + dir + "/nginx.pid;"},
 		{"error_log /dev/stderr warn;", "error_log " + dir + "/error.log warn;"},
@@ -98,7 +202,7 @@ func startCompose(t *testing.T, limits string, edit func(string) string) (base s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Stop(5e9) })
-	return "http://" + listen, up
+	return "http://" + listen
 }
 
 func post(t *testing.T, url string, headers ...string) int {
@@ -197,5 +301,161 @@ func TestForwardingHeaders(t *testing.T) {
 	defer up.mu.Unlock()
 	if len(up.xff) != 1 || up.xff[0] != "10.9.9.9, 127.0.0.1" || up.xri[0] != "" {
 		t.Fatalf("upstream got X-Forwarded-For %q, X-Real-IP %q; want [\"10.9.9.9, 127.0.0.1\"] and none", up.xff, up.xri)
+	}
+}
+
+// twoReplicas is two upstreams behind "stockd" on one port, as compose's
+// replicas: 127.0.0.1 and 127.0.0.2 (all of 127/8 is loopback on Linux).
+func twoReplicas(t *testing.T, secondBroken bool) (a, b *upstream) {
+	t.Helper()
+	a = newUpstream(t, "127.0.0.1:0", false)
+	b = newUpstream(t, "127.0.0.2:"+a.port(), secondBroken)
+	return a, b
+}
+
+// until sends POST /stock/reduce until cond holds, or fails the test after
+// bound; it returns how many it sent.
+func until(t *testing.T, base string, bound time.Duration, what string, cond func() bool) int {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for n := 1; ; n++ {
+		if got := post(t, base+"/stock/reduce"); got != http.StatusOK {
+			t.Fatalf("POST /stock/reduce: %d, want 200", got)
+		}
+		if cond() {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v (%d requests)", what, bound, n)
+		}
+		time.Sleep(20 * time.Millisecond) // pacing only: valid=2s bounds the wait, not this
+	}
+}
+
+// After `docker compose up --scale stockd=N` Docker's DNS answers with one
+// more address; nginx, never reloaded, sends sales to the new replica once
+// its cached answer (valid=2s) runs out, and stops sending to a replica
+// gone from the answer.
+func TestReResolvesStockd(t *testing.T) {
+	a, b := twoReplicas(t, false)
+	dns := newFakeDNS(t, a.ip())
+	base := startNginx(t, "limits-off.conf", dns, a.port(), nil)
+	for range 20 {
+		if got := post(t, base+"/stock/reduce"); got != http.StatusOK {
+			t.Fatalf("POST /stock/reduce: %d, want 200", got)
+		}
+	}
+	if a.hits.Load() != 20 || b.hits.Load() != 0 {
+		t.Fatalf("one replica in DNS: hits %d and %d, want 20 and 0", a.hits.Load(), b.hits.Load())
+	}
+	q0 := dns.queries.Load()
+
+	dns.set(a.ip(), b.ip()) // scaled up
+	until(t, base, 10*time.Second, "the added replica got a sale", func() bool { return b.hits.Load() > 0 })
+	if dns.queries.Load() == q0 {
+		t.Fatal("the added replica got traffic without nginx asking the DNS again")
+	}
+	// Both are used, not only the newest.
+	a0 := a.hits.Load()
+	until(t, base, 10*time.Second, "both replicas get sales", func() bool { return a.hits.Load() > a0 })
+
+	dns.set(b.ip()) // the first one stopped
+	var aLast int64
+	streak := 0
+	until(t, base, 10*time.Second, "20 sales in a row on the remaining replica", func() bool {
+		if h := a.hits.Load(); h != aLast {
+			aLast, streak = h, 0
+			return false
+		}
+		streak++
+		return streak >= 20
+	})
+}
+
+// A sale (and an admin reset) is never replayed on another replica: with
+// one replica dropping every connection without an answer, a request that
+// reached it is answered 502 and reached no other; reads are retried on
+// the other replica and all succeed.
+func TestSaleNeverRetried(t *testing.T) {
+	a, b := twoReplicas(t, true) // b breaks every connection
+	dns := newFakeDNS(t, a.ip(), b.ip())
+	base := startNginx(t, "limits-off.conf", dns, a.port(), nil)
+	for _, path := range []string{"/stock/reduce", "/stock/reset"} {
+		a0, b0 := a.hits.Load(), b.hits.Load()
+		const n = 40
+		failed := 0
+		for range n {
+			switch got := post(t, base+path); got {
+			case http.StatusOK:
+			case http.StatusBadGateway:
+				failed++
+			default:
+				t.Fatalf("POST %s: %d, want 200 or 502", path, got)
+			}
+		}
+		da, db := a.hits.Load()-a0, b.hits.Load()-b0
+		if da+db != n {
+			t.Fatalf("POST %s x%d reached the replicas %d+%d times: a request was replayed", path, n, da, db)
+		}
+		if db == 0 || int64(failed) != db {
+			t.Fatalf("POST %s: %d reached the broken replica, %d answered 502; want equal and > 0 (random pick over %d)", path, db, failed, n)
+		}
+	}
+	b0 := b.hits.Load()
+	for range 40 {
+		resp, err := http.Get(base + "/stock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /stock: %d, want 200 (retried on the other replica)", resp.StatusCode)
+		}
+	}
+	if b.hits.Load() == b0 {
+		t.Fatal("no read reached the broken replica: the retry was not exercised")
+	}
+}
+
+// The price of re-resolving: no upstream block, so no keepalive pool and a
+// connection per request to the replica. Side by side, the shipped
+// configuration against the same one with the former keepalive upstream
+// block (go test -run '^$' -bench Proxy ./nginx).
+func BenchmarkProxy(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		edit func(port string) func(string) string
+	}{
+		{"resolver-per-request", func(string) func(string) string { return nil }},
+		{"upstream-keepalive", func(port string) func(string) string {
+			return func(s string) string {
+				s = strings.Replace(s, "    server {\n", "    upstream pool {\n        server 127.0.0.1:"+port+";\n        keepalive 64;\n        keepalive_timeout 15s;\n    }\n\n    server {\n", 1)
+				s = strings.Replace(s, "set $stockd stockd:"+port+";", "set $stockd pool;\n        proxy_set_header Connection \"\";", 1)
+				return s
+			}
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			up := newUpstream(b, "127.0.0.1:0", false)
+			dns := newFakeDNS(b, up.ip())
+			base := startNginx(b, "limits-off.conf", dns, up.port(), tc.edit(up.port()))
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := client.Post(base+"/stock/reduce", "", nil)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						b.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+		})
 	}
 }
