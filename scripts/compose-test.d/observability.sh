@@ -1,0 +1,118 @@
+# compose-test variant "obs" (sourced by scripts/compose-test.sh after its own
+# variants; uses its helpers). OBSERVABILITY=0 leaves it out.
+#
+# The observability profile as a user starts it, on the redis lock: a fresh
+# cluster (stockd counters from zero) with Prometheus, a sale of a known number
+# of requests through nginx, then Prometheus's HTTP API must show
+#   - every stockd replica as a target with up == 1 (discovered through
+#     Docker's DNS, deploy/prometheus/prometheus.yml), and no other target;
+#   - sum(seckill_reduce_total) == the requests sent, and the sold series'
+#     sum == lucky in Redis (one scrape per replica, not one through nginx);
+#   - after `up --scale stockd=4`, four up targets without touching the config.
+# Prometheus is Debian's package on the stand-in (IMAGES=standin) and
+# PROMETHEUS_IMAGE otherwise. Grafana has no offline stand-in and is not
+# started here: its board is validated by deploy/grafana's Go test. ~45 s.
+
+OBSERVABILITY=${OBSERVABILITY:-1}
+
+# prom_urlencode STRING: a query string value (bash only).
+prom_urlencode() {
+	local s=$1 i c out=""
+	for ((i = 0; i < ${#s}; i++)); do
+		c=${s:i:1}
+		case $c in
+		[a-zA-Z0-9._~-]) out+=$c ;;
+		*) printf -v c '%%%02X' "'$c"; out+=$c ;;
+		esac
+	done
+	echo "$out"
+}
+
+# prom_value QUERY: the value of an instant query's first sample ("" if none
+# or Prometheus did not answer).
+prom_value() {
+	http_get 127.0.0.1 "$PROMETHEUS_PORT" "/api/v1/query?query=$(prom_urlencode "$1")" |
+		grep -o '"value":\[[^]]*\]' | head -1 | sed 's/.*,"\([^"]*\)"\]$/\1/' || true
+}
+
+# prom_wait SECONDS QUERY WANT: poll until QUERY's value is WANT (a scrape
+# every second, discovery every 5 s); prints the last value seen.
+prom_wait() {
+	local deadline=$(($(date +%s) + $1)) v
+	while :; do
+		v=$(prom_value "$2")
+		if [[ "$v" == "$3" ]] || (($(date +%s) >= deadline)); then
+			echo "${v:-none}"
+			return
+		fi
+		sleep 1
+	done
+}
+
+observability_variant() {
+	local v=obs b=redis n=600 st=300 t0 replicas up all total sold lucky stock note res
+	t0=$(date +%s)
+	log "down; observability variant (prometheus on the redis lock)"
+	compose down -v --remove-orphans >/dev/null 2>&1
+	local files_before=("${FILES[@]}")
+	FILES=(-f docker-compose.yml)
+	if [[ $IMAGES == standin ]]; then
+		export PROMETHEUS_IMAGE=${STANDIN_IMAGE:-seckill/standin-base:bookworm}
+	fi
+	while :; do
+		PROMETHEUS_PORT=$((20000 + RANDOM % 30000))
+		((PROMETHEUS_PORT != NGINX_PORT)) || continue
+		(exec 3<>"/dev/tcp/127.0.0.1/$PROMETHEUS_PORT") 2>/dev/null || break
+	done
+	export PROMETHEUS_PORT PROMETHEUS_BIND=127.0.0.1
+	local rc=0
+	up_backend "$v" "$b" || rc=$?
+	if ((rc == 0)); then
+		# The profile in FILES from here, so every compose call (teardown's
+		# down too) knows the service; Prometheus alone, by name: the
+		# profile's grafana has no offline image.
+		FILES+=(--profile observability)
+		compose up -d --no-deps prometheus >"$OUT/up-obs-prometheus.log" 2>&1 && wait_healthy prometheus || rc=$?
+		((rc == 0)) || row "$v" "$b" "prometheus up" FAIL - - - - - - "not healthy ($OUT/up-obs-prometheus.log)"
+	elif ((rc == 2)); then
+		row "$v" "$b" "up" FAIL - - - - - - "compose up failed ($OUT/up-$v-$b.log)"
+	fi
+	if ((rc == 0)); then
+		replicas=$(cids stockd | wc -l)
+		load obs-$b "$n" 50 "$st"
+		verdict "$v" "$b" "sale, prometheus on" "obs-$b" "$st" 'exact (rc 0)=[[ $rc == 0 ]]'
+		read -r stock lucky <<<"$(redis_state)"
+		# The last of the sale reaches Prometheus on the next scrape (1 s).
+		total=$(prom_wait 20 'sum(seckill_reduce_total)' "$n")
+		sold=$(prom_wait 5 'sum(seckill_reduce_total{result="sold"})' "$lucky")
+		up=$(prom_value 'count(up{job="stockd"} == 1)')
+		all=$(prom_value 'count(up)')
+		res=PASS
+		note="up targets $up of $all, $replicas replicas; sum(seckill_reduce_total) $total, sent $n; sold series $sold, lucky $lucky"
+		[[ "$up" == "$replicas" && "$all" == "$replicas" ]] || { res=FAIL; note+="; not every replica an up target"; }
+		[[ "$total" == "$n" ]] || { res=FAIL; note+="; reduce total != requests"; }
+		[[ "$sold" == "$lucky" ]] || { res=FAIL; note+="; sold series != lucky"; }
+		row "$v" "$b" "prometheus: targets, sums" "$res" "$sold" "$lucky" "$stock" "$st" - - "$note"
+
+		# --scale adds a target by discovery alone (refresh_interval 5 s).
+		if compose up -d --no-recreate --scale stockd=4 stockd >"$OUT/up-obs-scale.log" 2>&1 && wait_healthy stockd; then
+			replicas=$(cids stockd | wc -l)
+			up=$(prom_wait 20 'count(up{job="stockd"} == 1)' "$replicas")
+			all=$(prom_value 'count(up)')
+			res=PASS
+			[[ "$replicas" == 4 && "$up" == 4 && "$all" == 4 ]] || res=FAIL
+			row "$v" "$b" "prometheus: --scale stockd=4" "$res" - - - - - - \
+				"up targets $up of $all, $replicas replicas, no config change"
+		else
+			row "$v" "$b" "prometheus: --scale stockd=4" FAIL - - - - - - "scale up failed ($OUT/up-obs-scale.log)"
+		fi
+	fi
+	log "observability variant: $(($(date +%s) - t0))s"
+	compose down -v --remove-orphans >/dev/null 2>&1
+	FILES=("${files_before[@]}")
+	unset PROMETHEUS_IMAGE PROMETHEUS_PORT PROMETHEUS_BIND
+}
+
+if [[ $OBSERVABILITY == 1 ]]; then
+	observability_variant
+fi
