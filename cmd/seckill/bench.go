@@ -81,11 +81,21 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cs = append(cs, n)
 	}
 
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Progress for a person watching stderr: bench's latest step and the
+	// rows done, under the log lines; never with --json or off a terminal.
+	logw := stderr
+	var h slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
+	live := progressLine(stderr, *asJSON)
+	if live != nil {
+		defer live.Close()
+		logw = live
+		h = newBenchProgress(slog.NewTextHandler(live, &slog.HandlerOptions{Level: slog.LevelInfo}), live)
+	}
+	log := slog.New(h)
 	// The lock backends log through slog.Default; during a benchmark only
 	// their warnings belong on the terminal.
 	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	slog.SetDefault(slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	defer slog.SetDefault(prev)
 
 	rep, err := bench.Run(ctx, bench.Config{
@@ -96,6 +106,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		Command:   strings.TrimSpace("seckill bench " + strings.Join(args, " ")),
 		Logger:    log,
 	})
+	live.Close() // before the summary, which may go to the same terminal
 	if err != nil {
 		fmt.Fprintf(stderr, "seckill bench: %v\n", err)
 		return exitFailure

@@ -49,7 +49,15 @@ func labCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Progress for a person watching stderr: the cell running and how many
+	// are done, under the log lines; never with --json or off a terminal.
+	logw := stderr
+	live := progressLine(stderr, *asJSON)
+	if live != nil {
+		defer live.Close()
+		logw = live
+	}
+	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg := lab.ClusterConfig()
 	cfg.Dir, cfg.Stockd, cfg.Logger = *dir, findStockd(*stockd), log
 	c, err := localcluster.Start(ctx, cfg)
@@ -66,9 +74,10 @@ func labCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
 	var results []lab.Result
 	code := exitOK
-	for _, cell := range cells {
+	for i, cell := range cells {
+		live.Set(fmt.Sprintf("lab: cell %d/%d %s", i+1, len(cells), cell))
 		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "seckill lab: interrupted; tearing the cluster down")
+			fmt.Fprintln(logw, "seckill lab: interrupted; tearing the cluster down")
 			return exitFailure
 		}
 		log.Info("cell", "cell", cell.String())
@@ -87,6 +96,7 @@ func labCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		results = append(results, r)
 	}
+	live.Close() // before the table, which may go to the same terminal
 	if !*asJSON {
 		writeLabTable(stdout, results)
 		fmt.Fprintf(stdout, "%d cells in %s; recovery bound %v\n", len(results), time.Since(start).Round(time.Second), lab.RecoveryBound)
