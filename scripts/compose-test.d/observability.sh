@@ -8,6 +8,8 @@
 #     Docker's DNS, deploy/prometheus/prometheus.yml), and no other target;
 #   - sum(seckill_reduce_total) == the requests sent, and the sold series'
 #     sum == lucky in Redis (one scrape per replica, not one through nginx);
+#   - every series the Grafana board's queries name is in what Prometheus
+#     scraped (but the orders lag and sale-path events, absent by design);
 #   - after `up --scale stockd=4`, four up targets without touching the config.
 # Prometheus is Debian's package on the stand-in (IMAGES=standin) and
 # PROMETHEUS_IMAGE otherwise. Grafana has no offline stand-in and is not
@@ -93,6 +95,27 @@ observability_variant() {
 		[[ "$total" == "$n" ]] || { res=FAIL; note+="; reduce total != requests"; }
 		[[ "$sold" == "$lucky" ]] || { res=FAIL; note+="; sold series != lucky"; }
 		row "$v" "$b" "prometheus: targets, sums" "$res" "$sold" "$lucky" "$stock" "$st" - - "$note"
+
+		# The Grafana board's series, live: every name its queries use must be
+		# in what Prometheus scraped from the replicas (deploy/grafana's Go test
+		# holds them to a registry built like stockd's; this is stockd itself).
+		# Absent by design here: the orders lag (ORDERS_DURABLE=true only) and
+		# sale-path events (none in a clean sale).
+		local board live missing="" absent="" name
+		board=$(grep '"expr"' deploy/grafana/dashboards/seckill.json | grep -oE '\b(seckill|go|process)_[a-z0-9_]+' | sort -u || true)
+		live=$(http_get 127.0.0.1 "$PROMETHEUS_PORT" \
+			"/api/v1/label/__name__/values?match%5B%5D=$(prom_urlencode '{job="stockd"}')" | grep -oE '"[a-zA-Z0-9_:]+"' | tr -d '"' || true)
+		for name in $board; do
+			grep -qx "$name" <<<"$live" && continue
+			case $name in
+			seckill_orders_lag | seckill_sale_events_total) absent+=" $name" ;;
+			*) missing+=" $name" ;;
+			esac
+		done
+		res=PASS
+		[[ -z "$missing" && -n "$board" ]] || res=FAIL
+		row "$v" "$b" "grafana board: series live" "$res" - - - - - - \
+			"$(wc -w <<<"$board") series on the board, missing:${missing:- none}; absent by design:${absent:- none}"
 
 		# --scale adds a target by discovery alone (refresh_interval 5 s).
 		if compose up -d --no-recreate --scale stockd=4 stockd >"$OUT/up-obs-scale.log" 2>&1 && wait_healthy stockd; then
