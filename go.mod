@@ -22,6 +22,7 @@ require (
 	go.etcd.io/etcd/api/v3 v3.5.35
 	go.etcd.io/etcd/client/v3 v3.5.35
 	go.uber.org/zap v1.17.0
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/net v0.61.0
 	google.golang.org/grpc v1.83.2
 )
@@ -73,7 +74,6 @@ require (
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.6.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/arch v0.22.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
