@@ -75,8 +75,25 @@ func (l *liveLine) draw() {
 	if l.closed || l.text == "" {
 		return
 	}
-	fmt.Fprintf(l.w, "\r\033[K%s  (%s, %s in all)", l.text,
-		time.Since(l.step).Round(time.Second), time.Since(l.start).Round(time.Second))
+	clocks := fmt.Sprintf("  (%s, %s in all)", time.Since(l.step).Round(time.Second), time.Since(l.start).Round(time.Second))
+	fmt.Fprintf(l.w, "\r\033[K%s%s", fit(l.text, liveWidth-len(clocks)), clocks)
+}
+
+// liveWidth bounds the drawn line: a line wider than the terminal wraps,
+// and "\r" then erases only its last row, leaving the rest on screen.
+// 80 columns is the narrowest terminal worth drawing for.
+const liveWidth = 79
+
+// fit cuts s to n runes, the last one "…" when something was cut.
+func fit(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	if n <= 1 {
+		return "…"
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // Write puts p above the line: a logger's io.Writer on the same terminal.
