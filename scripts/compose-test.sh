@@ -340,6 +340,9 @@ http_get() {
 		sed '1,/^\r\{0,1\}$/d'
 }
 ip_of() { docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$1"; }
+# replica_name CONTAINER: the name the replica gives itself (GET /info):
+# stockd-<n> in compose, not the container's host name (its id).
+replica_name() { http_get "$(ip_of "$1")" 8080 /info | grep -o '"replica":"[^"]*"' | cut -d'"' -f4 || true; }
 
 # check_election VARIANT BACKEND: every replica answers GET /leader, exactly
 # one says is_leader, and all name that one (bounded retry: a campaign just
@@ -474,7 +477,7 @@ fault_pause() {
 	if [[ -n "$caught" ]]; then
 		note="holder $(cname "$caught" | sed 's/.*_\(stockd_[0-9]*\)$/\1/') paused ${hold}s"
 		if [[ -n "$who" ]]; then
-			[[ "$who" == "$(docker inspect -f '{{.Config.Hostname}}' "$caught")" ]] && note+=" (etcd lease confirms)" ||
+			[[ "$who" == "$(replica_name "$caught")" ]] && note+=" (etcd lease confirms)" ||
 				note+=" (etcd lease says $who!)"
 		fi
 		verdict "$v" "$b" "pause holder > ttl ${LOCK_TTL_S}s" "pause-$b" "$st" "$note=true"
@@ -505,7 +508,7 @@ fault_netcut() {
 	if wait_healthy stockd; then
 		nginx_reload # the reconnected replica may have a new address
 		load reconnect-$b 300 30 200
-		HOST=$(docker inspect -f '{{.Config.Hostname}}' "$c")
+		HOST=$(replica_name "$c")
 		verdict "$v" "$b" "reconnected: serving" "reconnect-$b" 200 \
 			'exact, replica sold via nginx=[[ $rc == 0 ]] && grep -q "\"$HOST\":[1-9]" "$j"'
 	else
