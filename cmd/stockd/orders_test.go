@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -145,8 +147,17 @@ func TestDurableOrdersWiring(t *testing.T) {
 		t.Fatalf("alice's row: got %d rows, %v; want 1", n, err)
 	}
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/metrics", nil)
-	if code, body := send(t, req); code != 200 || !strings.Contains(string(body), `seckill_orders_lag{`) {
+	code, body := send(t, req)
+	if code != 200 || !strings.Contains(string(body), `seckill_orders_lag{`) {
 		t.Fatalf("metrics: got %d, want a seckill_orders_lag series", code)
+	}
+	// The counters as Redis holds them, read at the scrape: 2 of 5 sold.
+	for name, want := range map[string]int{"seckill_lucky": 2, "seckill_stock": 3} {
+		re := regexp.MustCompile(`(?m)^` + name + `\{[^}]*\} (\S+)$`)
+		m := re.FindStringSubmatch(string(body))
+		if m == nil || m[1] != strconv.Itoa(want) {
+			t.Fatalf("metrics: %s = %v, want %d", name, m, want)
+		}
 	}
 
 	began := time.Now()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -70,6 +71,10 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	store := stock.NewStore(stockRDB, keys).WithReplicaAcks(stock.ReplicaAcks{
 		Replicas: minReplicaAcks(cfg), Timeout: cfg.Stock.ReplicaAckTimeout,
 	})
+	m.RegisterStock(func(ctx context.Context) (int64, int64, error) {
+		st, err := store.Status(ctx)
+		return st.Stock, st.Lucky, err
+	}, min(cfg.Redis.Timeout, 250*time.Millisecond)) // within a 1s scrape interval
 	svc := stock.NewService(stock.ServiceConfig{
 		Store:          store,
 		Locker:         locker,

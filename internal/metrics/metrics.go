@@ -39,6 +39,8 @@ type Metrics struct {
 	// last sample failed. Registered only by SampleOrdersLag, so a replica
 	// without durable orders does not export a lag of 0.
 	OrdersLag prometheus.Gauge
+
+	constLabels prometheus.Labels
 }
 
 // New registers the instruments, plus Go runtime and process collectors, on a
@@ -49,7 +51,8 @@ func New(constLabels prometheus.Labels) *Metrics {
 	// microseconds, a contended distributed one under load is seconds.
 	buckets := prometheus.ExponentialBuckets(0.0001, 2.5, 14)
 	m := &Metrics{
-		reg: reg,
+		reg:         reg,
+		constLabels: constLabels,
 		Results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name:        "seckill_reduce_total",
 			Help:        "Stock reduce requests by result.",
