@@ -7,29 +7,54 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+
 	"seckill/internal/lock/locktest"
 	"seckill/internal/lock/redislock"
 	"seckill/internal/servers/servertest"
 )
 
 // BenchmarkAcquireRelease is the uncontended cost: one acquire and one
-// release round trip.
+// release round trip, beside redsync's (SET NX PX, then a GET/DEL script)
+// on the same server, with what each costs Redis per cycle (the goal is
+// redislock ≥ 1.0× redsync with one contender).
 func BenchmarkAcquireRelease(b *testing.B) {
 	srv := servertest.Redis(b)
-	lk, _ := newLocker(b, srv, 10*time.Second)
-	key := locktest.Key(b)
-	ctx := context.Background()
-	for b.Loop() {
-		l, err := lk.Acquire(ctx, key)
-		if err != nil {
-			b.Fatal(err)
+	b.Run("redislock", func(b *testing.B) {
+		lk, _ := newLocker(b, srv, 10*time.Second)
+		key := locktest.Key(b)
+		ctx := context.Background()
+		cpu := serverCPU(b, srv.Pid())
+		for b.Loop() {
+			l, err := lk.Acquire(ctx, key)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
 		}
-		if err := l.Release(ctx); err != nil {
-			b.Fatal(err)
+		b.StopTimer()
+		reportServerCPU(b, srv.Pid(), cpu)
+		reportStats(b, lk)
+	})
+	b.Run("redsync", func(b *testing.B) {
+		c := newClient(b, srv)
+		m := redsync.New(goredis.NewPool(c)).NewMutex(locktest.Key(b))
+		ctx := context.Background()
+		cpu := serverCPU(b, srv.Pid())
+		for b.Loop() {
+			if err := m.LockContext(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := m.UnlockContext(ctx); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
-	b.StopTimer()
-	reportStats(b, lk)
+		b.StopTimer()
+		reportServerCPU(b, srv.Pid(), cpu)
+	})
 }
 
 // BenchmarkContended50 is the flash sale: 50 goroutines over three Lockers

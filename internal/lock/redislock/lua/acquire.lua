@@ -9,6 +9,15 @@
 -- remaining TTL.
 local owner, ttl, life = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
+-- Uncontended fast path: the queue key exists only while someone waits (its
+-- last entry's removal deletes it, and it expires with its entries), so
+-- without it there is nobody to let go first and nothing of ours to
+-- dequeue: one SET NX takes a free lock. If the lock is not free (held, or
+-- handed to us by a release), the full path below decides.
+if redis.call('EXISTS', queueKey) == 0 and redis.call('SET', lockKey, owner, 'NX', 'PX', ttl) then
+  return {1, redis.call('INCR', fenceKey), tonumber(ttl)}
+end
+
 local cur = redis.call('GET', lockKey)
 if cur == owner then
   -- Handed over: the fencing counter still holds this owner's token, since
