@@ -17,13 +17,13 @@ import (
 func mysqlSubjects() []Subject {
 	return []Subject{
 		{Name: "mysql", Kind: KindBackend, Server: "mysql",
-			About: "mysqllock: GET_LOCK on a pinned session per hold, InnoDB token row, keep-alive; in-process cohort passes (≤8)",
+			About: "mysqllock: GET_LOCK on a pinned session per hold, InnoDB token row, keep-alive; in-process cohort passes (≤32: a server hand-off costs an fsynced token commit)",
 			open:  mysqlBackendOpen(mysqllock.New)},
 		{Name: "mysql-getlock", Kind: KindPeer, Server: "mysql",
 			About: "raw GET_LOCK(key, 10) / RELEASE_LOCK loop, one pinned *sql.Conn per contender, no cohort (peers.GetLock)",
 			open:  mysqlGetLockOpen},
 		{Name: "mysql-row", Kind: KindBackend, Server: "mysql",
-			About: "mysqllock row: SELECT … FOR UPDATE held in a transaction per hold, token row; in-process cohort passes (≤8)",
+			About: "mysqllock row: SELECT … FOR UPDATE held in a transaction per hold, token row; in-process cohort passes (≤32)",
 			open:  mysqlBackendOpen(mysqllock.NewRow)},
 		{Name: "mysql-forupdate", Kind: KindPeer, Server: "mysql",
 			About: "raw BEGIN / SELECT … FOR UPDATE / COMMIT per acquisition on database/sql's pool, no cohort (peers.ForUpdate)",

@@ -13,7 +13,10 @@
 //     is here to be measured, not because it is better.
 //
 // Handoffs < 0 turns passing off: every acquisition then goes to the
-// server, as a plain GET_LOCK or FOR UPDATE loop would.
+// server, as a plain GET_LOCK or FOR UPDATE loop would. The default bound
+// is 32 passes per hold, not the cohort's 8: a hold that goes back to the
+// server costs the next process a wake-up and an fsynced token commit
+// (DefaultHandoffs says why and what it does to fairness).
 //
 // # Waiting
 //

@@ -126,6 +126,9 @@ func (l *Locker) WaitQueued(ctx context.Context, key string, n int) error {
 	return l.co.WaitQueued(ctx, key, n)
 }
 
+// Handoffs is the resolved pass bound per server hold (0: passing off).
+func (l *Locker) Handoffs() int { return l.co.Handoffs() }
+
 // Passes counts the leases passed in memory so far.
 func (l *Locker) Passes() uint64 { return l.co.Passes() }
 
