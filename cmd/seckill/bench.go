@@ -41,6 +41,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	e2eTarget := fs.Duration("e2e-target", 6*time.Second, "how long each scaling (and ledger) run is sized (by calibration) to sell for; below 5s is a rough run")
 	e2eRuns := fs.Int("e2e-runs", 3, "runs per scaling (and ledger) row; the row reports the median (--quick: 1)")
 	segSVG := fs.String("segments-svg", "docs/bench-segments.svg", `SVG chart of end-to-end sales/s against segments ("" for none)`)
+	holdSVG := fs.String("hold-svg", "docs/bench-hold.svg", `SVG chart of micro sales/s against critical-section time ("" for none)`)
 	stockd := fs.String("stockd", "", "stockd binary (default: stockd next to this binary, else built from source)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return flagExit(err)
@@ -57,6 +58,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		if !explicit["segments-svg"] {
 			*segSVG = ""
+		}
+		if !explicit["hold-svg"] {
+			*holdSVG = ""
 		}
 		if !explicit["e2e-runs"] {
 			*e2eRuns = 1
@@ -131,6 +135,15 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitFailure
 		}
 	}
+	if *holdSVG != "" && len(rep.Hold) == 0 {
+		*holdSVG = ""
+	}
+	if *holdSVG != "" {
+		if err := writeFile(*holdSVG, rep.WriteHoldSVG); err != nil {
+			fmt.Fprintf(stderr, "seckill bench: %v\n", err)
+			return exitFailure
+		}
+	}
 	if *out != "" {
 		rel := func(path string) string {
 			if path == "" {
@@ -141,7 +154,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 			return ""
 		}
-		charts := bench.Charts{Micro: rel(*svg), Segments: rel(*segSVG)}
+		charts := bench.Charts{Micro: rel(*svg), Segments: rel(*segSVG), Hold: rel(*holdSVG)}
 		if err := writeFile(*out, func(w io.Writer) error { return rep.WriteMarkdown(w, charts) }); err != nil {
 			fmt.Fprintf(stderr, "seckill bench: %v\n", err)
 			return exitFailure

@@ -90,7 +90,20 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("ledger cost %s: %s, want both ratios measured", c.Label(), c)
 		}
 	}
-	if got, want := len(rep.Goals), 9; got != want {
+	// The hold rows: every backend at every critical-section time sold
+	// and kept its books.
+	if got, want := len(rep.Hold), len(holdSubjects)*len(HoldDelays); got != want {
+		t.Errorf("got %d hold rows, want %d (every hold backend × hold time)", got, want)
+	}
+	for _, h := range rep.Hold {
+		if strings.Contains(h.Error, "no ") && h.Sales == 0 {
+			continue // server not installed
+		}
+		if !h.InvariantOK || h.Error != "" || h.Sales <= 0 || h.SalesPerSec <= 0 || h.BoundPerSec <= 0 {
+			t.Errorf("hold %s %gms: invariant %v, %d sales, %.0f/s, bound %.0f: %s", h.Subject, h.HoldMs, h.InvariantOK, h.Sales, h.SalesPerSec, h.BoundPerSec, h.Error)
+		}
+	}
+	if got, want := len(rep.Goals), 11; got != want {
 		t.Errorf("got %d goals, want %d", got, want)
 	}
 	if rep.RTT.Mean <= 0 || rep.SerialBound <= 0 {
@@ -129,12 +142,13 @@ func checkMicroRow(t *testing.T, s Subject, row MicroRow) {
 func checkOutputs(t *testing.T, rep *Report) {
 	t.Helper()
 	var md bytes.Buffer
-	if err := rep.WriteMarkdown(&md, Charts{Micro: "bench.svg", Segments: "bench-segments.svg"}); err != nil {
+	if err := rep.WriteMarkdown(&md, Charts{Micro: "bench.svg", Segments: "bench-segments.svg", Hold: "bench-hold.svg"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"## Goals", "## Machine and servers", "### 1 contender", "### 8 contenders",
 		"| serial bound |", "## End to end", "atomic (no lock)", "![sales/s", "go test",
-		"## End to end: combining and segments", "(bench-segments.svg)", "## End to end: the order ledger's cost"} {
+		"## End to end: combining and segments", "(bench-segments.svg)", "## End to end: the order ledger's cost",
+		"## Throughput against critical-section time", "(bench-hold.svg)", "| bound 1/(hold + 2 RTT) |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q", want)
 		}
@@ -152,6 +166,13 @@ func checkOutputs(t *testing.T, rep *Report) {
 	}
 	if err := xml.Unmarshal(svg.Bytes(), new(struct{})); err != nil {
 		t.Errorf("segments SVG is not well-formed XML: %v", err)
+	}
+	svg.Reset()
+	if err := rep.WriteHoldSVG(&svg); err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(svg.Bytes(), new(struct{})); err != nil {
+		t.Errorf("hold SVG is not well-formed XML: %v", err)
 	}
 	var js bytes.Buffer
 	if err := rep.WriteJSON(&js); err != nil || !strings.Contains(js.String(), `"goals"`) {
@@ -177,12 +198,15 @@ func TestGoals(t *testing.T) {
 				row("etcd", 50, 300, 1, 1), row("etcd-mutex", 50, 100, 8, 1),
 				row("zookeeper", 50, 150, 3, 1), row("zk-lock", 50, 100, 6, 1),
 				row("mysql", 50, 1500, 2, 1), row("mysql-getlock", 50, 1000, 3, 1),
+				row("redis", 1, 1000, 1, 1), row("redsync", 1, 1000, 1, 1),
+				row("zookeeper", 1, 510, 3, 1), row("zk-lock", 1, 500, 3, 1),
 			},
 			e2e: []E2ERow{{Backend: "redis", Mode: "locked", SalesPerSec: 400, Consistent: true}, {Backend: "none", Mode: "atomic", SalesPerSec: 1000, Consistent: true}},
 			want: map[string]string{"redis vs redsync": "met", "redisson vs redsync": "met", "etcd vs raw concurrency.Mutex": "met",
 				"zookeeper vs raw zk.Lock": "met", "mysql vs raw GET_LOCK loop": "met", "end to end: redis vs atomic": "met",
 				"end to end: locked+combine vs atomic": "not measured (row not run)", "end to end: segments=8 vs locked": "not measured (row not run)",
-				"end to end: every scaling row's invariant": "not measured (scaling rows not run)"},
+				"end to end: every scaling row's invariant": "not measured (scaling rows not run)",
+				"uncontended: redis vs redsync":             "met", "uncontended: zookeeper vs raw zk.Lock": "met"},
 		},
 		{
 			name: "fast but unfair, too many round trips, broken, missing",
@@ -191,13 +215,15 @@ func TestGoals(t *testing.T) {
 				{Subject: "etcd", Contenders: 50, SalesPerSec: 900, InvariantOK: false}, row("etcd-mutex", 50, 100, 8, 1),
 				{Subject: "zookeeper", Contenders: 50, Unavailable: true, Error: "no zookeeper server"}, row("zk-lock", 50, 100, 6, 1),
 				row("mysql", 50, 1400, 2, 1), row("mysql-getlock", 50, 1000, 3, 1),
+				row("redis", 1, 770, 1, 1), row("redsync", 1, 1000, 1, 1),
 			},
 			e2e: []E2ERow{{Backend: "redis", Mode: "locked", SalesPerSec: 300, Consistent: true}, {Backend: "none", Mode: "atomic", SalesPerSec: 1000, Consistent: true}},
 			want: map[string]string{"redis vs redsync": "not met", "redisson vs redsync": "not met",
 				"etcd vs raw concurrency.Mutex": "not measured (etcd failed)", "zookeeper vs raw zk.Lock": "not measured (zookeeper unavailable)",
 				"mysql vs raw GET_LOCK loop": "not met", "end to end: redis vs atomic": "not met",
 				"end to end: locked+combine vs atomic": "not measured (row not run)", "end to end: segments=8 vs locked": "not measured (row not run)",
-				"end to end: every scaling row's invariant": "not measured (scaling rows not run)"},
+				"end to end: every scaling row's invariant": "not measured (scaling rows not run)",
+				"uncontended: redis vs redsync":             "not met", "uncontended: zookeeper vs raw zk.Lock": "not measured (row not run)"},
 		},
 	}
 	for _, tt := range tests {
@@ -261,7 +287,7 @@ func benchSubject(b *testing.B, r *runner, s Subject, c int) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	out, err := r.phase(ctx, s, sets, c, id, int64(b.N), 0, &counter)
+	out, err := r.phase(ctx, s, sets, c, id, int64(b.N), 0, 0, &counter)
 	b.StopTimer()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		b.Fatal(err)

@@ -61,6 +61,14 @@ type phaseOut struct {
 	stock, lucky        int64
 }
 
+// The ZooKeeper JIT warm-up: before the first ZooKeeper row, jitWarmFor of
+// untimed sales with jitWarmContenders contenders (about 10,000 lock
+// cycles on this machine).
+const (
+	jitWarmFor        = 5 * time.Second
+	jitWarmContenders = 8
+)
+
 // microRow measures subj with c contenders over cfg.Sets processes: a short
 // calibration sizes N so the row takes about cfg.RowTarget, then the real
 // run sells N units and checks the invariant.
@@ -98,9 +106,18 @@ func (r *runner) microRow(ctx context.Context, subj Subject, c int) MicroRow {
 		return fail(fmt.Errorf("warm-up: %w", err))
 	}
 
+	if subj.Server == "zookeeper" && !r.jitWarm && !r.cfg.Quick {
+		// ZooKeeper is a JVM: its first thousands of requests run
+		// interpreted, and whichever subject ran first on it paid for that
+		// (zookeeper, before zk-lock). Sell untimed for a while first.
+		r.jitWarm = true
+		if _, err := r.phase(ctx, subj, sets, jitWarmContenders, id+"-jit", 1<<40, jitWarmFor, 0, &counter); err != nil {
+			return fail(fmt.Errorf("JIT warm-up: %w", err))
+		}
+	}
 	n := r.cfg.Stock
 	if n == 0 {
-		cal, err := r.phase(ctx, subj, sets, c, id+"-cal", 1<<40, r.cfg.Calibrate, &counter)
+		cal, err := r.phase(ctx, subj, sets, c, id+"-cal", 1<<40, r.cfg.Calibrate, 0, &counter)
 		if err != nil {
 			return fail(fmt.Errorf("calibration: %w", err))
 		}
@@ -112,7 +129,7 @@ func (r *runner) microRow(ctx context.Context, subj Subject, c int) MicroRow {
 		n = min(max(n, r.cfg.MinStock), r.cfg.MaxStock)
 	}
 	gaveUp.Store(0)
-	out, err := r.phase(ctx, subj, sets, c, id, n, 0, &counter)
+	out, err := r.phase(ctx, subj, sets, c, id, n, 0, 0, &counter)
 	row.Stock = n
 	row.Sales, row.Acquisitions = out.sales, out.acquisitions
 	row.Seconds = out.elapsed.Seconds()
@@ -191,7 +208,10 @@ func (r *runner) warmUp(ctx context.Context, subj Subject, sets []procSet, key s
 // phase runs the sale loop once: c goroutines, goroutine g in process
 // g%len(sets), each looping lock → sell → unlock until the stock is gone
 // or, with timebox > 0, until timebox has passed.
-func (r *runner) phase(ctx context.Context, subj Subject, sets []procSet, c int, id string, stock int64, timebox time.Duration, counter *Counter) (phaseOut, error) {
+//
+// hold is how long each sale keeps the lock after its write (the
+// critical-section time of the hold rows; 0 in every other row).
+func (r *runner) phase(ctx context.Context, subj Subject, sets []procSet, c int, id string, stock int64, timebox, hold time.Duration, counter *Counter) (phaseOut, error) {
 	k := keysFor(id)
 	if err := k.reset(ctx, r.data[0], stock); err != nil {
 		return phaseOut{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -257,7 +277,7 @@ func (r *runner) phase(ctx context.Context, subj Subject, sets []procSet, c int,
 		data := r.data[g%len(r.data)]
 		wg.Go(func() {
 			for !stop.Load() {
-				left, ok, wait, err := r.sellOnce(ctx, loopCtx, subj, cs[g], data, k, &acquired, &stop)
+				left, ok, wait, err := r.sellOnce(ctx, loopCtx, subj, cs[g], data, k, &acquired, &stop, hold)
 				switch {
 				case err != nil && loopCtx.Err() != nil && stop.Load():
 					return // cut short because the row is over
@@ -327,7 +347,7 @@ func (r *runner) phase(ctx context.Context, subj Subject, sets []procSet, c int,
 // sellOnce is one iteration of a contender: lock (timed), sell, unlock; or,
 // lock-free, the sale script. ok reports a unit sold; wait is the time spent
 // in Lock.
-func (r *runner) sellOnce(ctx, loopCtx context.Context, subj Subject, ct contender, data *redis.Client, k saleKeys, acquired *atomic.Int64, stop *atomic.Bool) (left int64, ok bool, wait time.Duration, err error) {
+func (r *runner) sellOnce(ctx, loopCtx context.Context, subj Subject, ct contender, data *redis.Client, k saleKeys, acquired *atomic.Int64, stop *atomic.Bool, hold time.Duration) (left int64, ok bool, wait time.Duration, err error) {
 	if subj.lockFree {
 		left, ok, err = sellAtomic(ctx, data, k)
 		return left, ok, 0, err
@@ -341,6 +361,9 @@ func (r *runner) sellOnce(ctx, loopCtx context.Context, subj Subject, ct contend
 	acquired.Add(1)
 	if !stop.Load() {
 		left, ok, err = sellLocked(ctx, data, k)
+		if err == nil && hold > 0 {
+			time.Sleep(hold) // stockd's work.delay: the lock stays held
+		}
 	}
 	uctx, cancel := context.WithTimeout(withPhase(ctx, phaseRelease), 10*time.Second)
 	defer cancel()

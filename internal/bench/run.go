@@ -40,8 +40,12 @@ type Config struct {
 	RowTimeout time.Duration
 	// RTTPings is the length of the PING loop. The default is 2000 (Quick 200).
 	RTTPings int
-	// SkipMicro leaves out the lock micro-benchmark (and so MariaDB).
+	// SkipMicro leaves out the lock micro-benchmark (and so MariaDB) and
+	// the hold rows.
 	SkipMicro bool
+	// SkipHold leaves out the hold rows (throughput against
+	// critical-section time, HoldDelays).
+	SkipHold bool
 	// E2E configures the end-to-end part.
 	E2E E2EConfig
 	// Stockd is the stockd binary for the cluster; empty builds it.
@@ -99,6 +103,7 @@ type runner struct {
 	servers Servers
 	data    []*redis.Client // one per client set: reads and writes the stock
 	pids    map[string]int  // server name → pid, for CPU evidence
+	jitWarm bool            // ZooKeeper's JIT warm-up has run
 }
 
 // newRunner returns a runner on srv with one data client per client set;
@@ -226,6 +231,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				"sales/s", int(row.SalesPerSec), "acquire_rt", round2(row.AcquireRT),
 				"fairness", round2(row.Fairness), "ok", row.InvariantOK, "err", row.Error)
 			rep.Micro = append(rep.Micro, row)
+		}
+	}
+
+	if !cfg.SkipMicro && !cfg.SkipHold {
+		rep.Hold = r.holdRows(ctx, rtt.P50)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
 	}
 
