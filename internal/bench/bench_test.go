@@ -72,6 +72,13 @@ func TestQuickRun(t *testing.T) {
 				e.Label(), e.Consistent, e.Sold, wantSold, len(e.Runs), e.FalseSoldOut, e.NegativeSegments, e.Error)
 		}
 	}
+	cpuSeen := false
+	for _, e := range rep.Scaling {
+		cpuSeen = cpuSeen || e.CPU.CoresBusy > 0
+	}
+	if !cpuSeen {
+		t.Error("no scaling row measured its CPU split")
+	}
 	// The ledger rows, durable orders in MariaDB included: each run's
 	// ledger form checked against what the replicas read back.
 	if got, want := len(rep.Ledger), len(ledgerVariants()); got != want {

@@ -126,8 +126,10 @@ type E2ERow struct {
 	FalseSoldOut     int      `json:"false_sold_out"`
 	NegativeSegments int      `json:"negative_segments"`
 	Runs             []E2ERun `json:"runs,omitempty"`
-	Unavailable      bool     `json:"unavailable,omitempty"`
-	Error            string   `json:"error,omitempty"`
+	// CPU is the median run's CPU split (long rows only).
+	CPU         RunCPU `json:"cpu,omitempty"`
+	Unavailable bool   `json:"unavailable,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
 
 // Label names the row in tables: its Name, else the backend, or "atomic

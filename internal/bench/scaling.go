@@ -122,6 +122,8 @@ type E2ERun struct {
 	// Short: it fired for less than E2EConfig.minFiring (MinFiring), so
 	// it is not one of the runs the median is taken over.
 	Short bool `json:"short,omitempty"`
+	// CPU is where the run's CPU went.
+	CPU RunCPU `json:"cpu"`
 }
 
 // String is the run's sales/s for tables, in parentheses when Short.
@@ -147,7 +149,8 @@ func runVariants(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, wh
 		}
 		row := variantRow(v, cfg)
 		if switchTo(ctx, cl, cfg, v, &row, what, log) {
-			scalingRow(ctx, cl.URL(), cl.AdminToken(), cfg, quick, v, &row, log)
+			ps, _ := cl.(procSource)
+			scalingRow(ctx, cl.URL(), cl.AdminToken(), ps, cfg, quick, v, &row, log)
 		}
 		logRow(log, what, row)
 		rows = append(rows, row)
@@ -195,8 +198,9 @@ func logRow(log *slog.Logger, what string, row E2ERow) {
 
 // scalingRow calibrates (unless quick), runs the row cfg.Runs times against
 // the cluster at url and fills row from the median run.
-func scalingRow(ctx context.Context, url, token string, cfg E2EConfig, quick bool, v variant, row *E2ERow, log *slog.Logger) {
+func scalingRow(ctx context.Context, url, token string, ps procSource, cfg E2EConfig, quick bool, v variant, row *E2ERow, log *slog.Logger) {
 	lr := newLongRow(url, token, cfg, quick, v, row)
+	lr.procs = ps
 	if !lr.calibrate(ctx, log) {
 		return
 	}
@@ -221,7 +225,8 @@ type longRow struct {
 	stock, requests   int
 	reps              []*loadgen.Report
 	counted, attempts int
-	stopped           bool // an error ended the row
+	stopped           bool       // an error ended the row
+	procs             procSource // for the runs' CPU split; may be nil
 }
 
 // newLongRow sizes row from cfg: the quick size, until calibrate.
@@ -272,12 +277,15 @@ func (lr *longRow) runOnce(ctx context.Context) {
 		lr.stop(ctx.Err().Error())
 		return
 	}
+	before := sampleCPU(lr.procs)
 	rep, err := loadgen.Run(ctx, loadgen.Config{
 		URL: lr.url, AdminToken: lr.token, Requests: lr.requests,
 		Concurrency: row.Concurrency, Stock: lr.stock, Timeout: lr.cfg.Timeout, Users: lr.v.users,
 	})
+	after := sampleCPU(lr.procs)
 	if rep != nil {
 		run := E2ERun{Stock: lr.stock, Requests: lr.requests, Seconds: rep.DurationMS / 1000, OK: runOK(rep, lr.stock)}
+		run.CPU = after.split(before, rep.Sold)
 		if run.Seconds > 0 {
 			run.SalesPerSec = float64(rep.Sold) / run.Seconds
 		}
@@ -315,6 +323,7 @@ func (lr *longRow) finish() {
 	row.Requests, row.Stock, row.Seconds, row.SalesPerSec = run.Requests, run.Stock, run.Seconds, run.SalesPerSec
 	row.Sold, row.SoldOut, row.Busy, row.Errors = rep.Sold, rep.SoldOut, rep.Busy, rep.Errors
 	row.RPS, row.P50ms, row.P99ms = rep.RPS, rep.P50ms, rep.P99ms
+	row.CPU = run.CPU
 }
 
 // runOK is a scaling run's invariant: the books balance, no segment went
@@ -578,6 +587,42 @@ func (r *Report) writeScaling(p func(string, ...any), chart string) {
 		p("| %s | %d | %s | %d | %d | %.1f | %.0f | %s | %s | %s | %.1f ms | %.1f ms | %d | %d | %d | %s |\n",
 			e.Label(), max(e.Segments, 1), yesNo(e.Combine), e.Concurrency, e.Stock, e.Seconds, e.SalesPerSec,
 			strings.Join(rs, " / "), xl, pa, e.P50ms, e.P99ms, e.SoldOut, e.FalseSoldOut, e.NegativeSegments, inv)
+	}
+	r.writeScalingCPU(p, r.Machine.CPUs)
+}
+
+// writeScalingCPU writes where the scaling rows' CPU went: on two cores,
+// rows whose machine is busy throughout sell at what the CPU per sale
+// allows, whatever the lock does.
+func (r *Report) writeScalingCPU(p func(string, ...any), cpus int) {
+	measured := false
+	for _, e := range r.Scaling {
+		measured = measured || e.CPU.CoresBusy > 0
+	}
+	if !measured {
+		return
+	}
+	cpus = max(cpus, 1)
+	p("\nWhere the CPU went (the median run of each row; /proc over the run): *cores busy* is the whole\n")
+	p("machine's non-idle CPU over the run's wall time, %d being every core busy; the rest is CPU µs per unit\n", cpus)
+	p("sold: the 3 stockd replicas together, the stock's Redis, the load generator (this process), and\n")
+	p("*other* (nginx, the lock server's own process when it is not the stock's Redis, and whatever else ran\n")
+	p("on the shared machine). *CPU ceiling* is %d cores ÷ all of it: what the row could sell with every\n", cpus)
+	p("core its own. A row near its ceiling with the cores busy is bound by the machine, not by its lock.\n\n")
+	p("| row | sales/s | cores busy | stockd µs/sale | Redis µs/sale | loadgen µs/sale | other µs/sale | all µs/sale | CPU ceiling sales/s |\n")
+	p("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, e := range r.Scaling {
+		c := e.CPU
+		if c.CoresBusy <= 0 {
+			continue
+		}
+		all := c.Stockd + c.Redis + c.Loadgen + c.Other
+		ceil := 0.0
+		if all > 0 {
+			ceil = float64(cpus) * 1e6 / all
+		}
+		p("| %s | %.0f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n",
+			e.Label(), e.SalesPerSec, c.CoresBusy, c.Stockd, c.Redis, c.Loadgen, c.Other, all, ceil)
 	}
 }
 
