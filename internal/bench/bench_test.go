@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,11 +74,11 @@ func TestQuickRun(t *testing.T) {
 		}
 	}
 	cpuSeen := false
-	for _, e := range rep.Scaling {
+	for _, e := range slices.Concat(rep.E2E, rep.Scaling) {
 		cpuSeen = cpuSeen || e.CPU.CoresBusy > 0
 	}
 	if !cpuSeen {
-		t.Error("no scaling row measured its CPU split")
+		t.Error("no end-to-end row measured its CPU split")
 	}
 	// The ledger rows, durable orders in MariaDB included: each run's
 	// ledger form checked against what the replicas read back.

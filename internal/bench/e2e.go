@@ -169,10 +169,14 @@ func runE2E(ctx context.Context, cl *localcluster.Cluster, cfg E2EConfig, log *s
 		err := cl.SetBackend(ctx, rn.backend, cfg.env(rn.atomic))
 		var rep *loadgen.Report
 		if err == nil {
+			before := sampleCPU(cl)
 			rep, err = loadgen.Run(ctx, loadgen.Config{
 				URL: cl.URL(), AdminToken: cl.AdminToken(), Requests: cfg.Requests,
 				Concurrency: cfg.Concurrency, Stock: cfg.Stock, Timeout: cfg.Timeout,
 			})
+			if rep != nil {
+				row.CPU = sampleCPU(cl).split(before, rep.Sold)
+			}
 		}
 		if rep != nil {
 			row.Sold, row.SoldOut, row.Busy, row.Errors = rep.Sold, rep.SoldOut, rep.Busy, rep.Errors

@@ -322,6 +322,7 @@ func (r *Report) WriteMarkdown(w io.Writer, charts Charts) error {
 			p("| %s | %.0f | %s | %.0f | %.1f ms | %.1f ms | %d | %d | %d | %d | %s |\n",
 				e.Label(), e.SalesPerSec, pct, e.RPS, e.P50ms, e.P99ms, e.Sold, e.SoldOut, e.Busy, e.Errors, cons)
 		}
+		writeCPU(p, r.E2E, r.Machine.CPUs, "each row's one run")
 	}
 
 	r.writeScaling(p, charts.Segments)

@@ -595,15 +595,21 @@ func (r *Report) writeScaling(p func(string, ...any), chart string) {
 // rows whose machine is busy throughout sell at what the CPU per sale
 // allows, whatever the lock does.
 func (r *Report) writeScalingCPU(p func(string, ...any), cpus int) {
+	writeCPU(p, r.Scaling, cpus, "the median run of each row")
+}
+
+// writeCPU writes rows' CPU split (see writeScalingCPU); which says which
+// run of a row it is.
+func writeCPU(p func(string, ...any), rows []E2ERow, cpus int, which string) {
 	measured := false
-	for _, e := range r.Scaling {
+	for _, e := range rows {
 		measured = measured || e.CPU.CoresBusy > 0
 	}
 	if !measured {
 		return
 	}
 	cpus = max(cpus, 1)
-	p("\nWhere the CPU went (the median run of each row; /proc over the run): *cores busy* is the whole\n")
+	p("\nWhere the CPU went (%s; /proc over the run): *cores busy* is the whole\n", which)
 	p("machine's non-idle CPU over the run's wall time, %d being every core busy; the rest is CPU µs per unit\n", cpus)
 	p("sold: the 3 stockd replicas together, the stock's Redis, the load generator (this process), and\n")
 	p("*other* (nginx, the lock server's own process when it is not the stock's Redis, and whatever else ran\n")
@@ -611,7 +617,7 @@ func (r *Report) writeScalingCPU(p func(string, ...any), cpus int) {
 	p("core its own. A row near its ceiling with the cores busy is bound by the machine, not by its lock.\n\n")
 	p("| row | sales/s | cores busy | stockd µs/sale | Redis µs/sale | loadgen µs/sale | other µs/sale | all µs/sale | CPU ceiling sales/s |\n")
 	p("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	for _, e := range r.Scaling {
+	for _, e := range rows {
 		c := e.CPU
 		if c.CoresBusy <= 0 {
 			continue
