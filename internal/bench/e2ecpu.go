@@ -89,5 +89,5 @@ func machineBusy() time.Duration {
 		n, _ := strconv.ParseInt(v, 10, 64)
 		busy += n
 	}
-	return time.Duration(busy) * clockTick
+	return time.Duration(busy) * servers.ClockTick
 }

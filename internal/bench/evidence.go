@@ -3,13 +3,13 @@ package bench
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"seckill/internal/servers"
 )
 
 // Evidence is what bounded a row, measured over its sale loop: CPU spent by
@@ -77,33 +77,14 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// clockTick is USER_HZ, the unit of /proc/<pid>/stat's CPU times; 100 on
-// every Linux this lab runs on.
-const clockTick = 10 * time.Millisecond
-
-// procCPU is another process's user+system CPU time from /proc/<pid>/stat.
+// procCPU is another process's user+system CPU time (0 when unreadable:
+// the row then shows no server CPU rather than failing).
 func procCPU(pid int) time.Duration {
-	if pid <= 0 {
-		return 0
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := servers.ProcCPU(pid)
 	if err != nil {
 		return 0
 	}
-	// The command name (field 2) may hold spaces; the fields after its
-	// closing parenthesis start at field 3.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64) // field 14
-	stime, _ := strconv.ParseInt(f[12], 10, 64) // field 15
-	return time.Duration(utime+stime) * clockTick
+	return d
 }
 
 // etcdFsyncs reads the WAL fsync count and total seconds from etcd's metrics.

@@ -25,7 +25,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		lk, _ := newLocker(b, srv, 10*time.Second)
 		key := locktest.Key(b)
 		ctx := context.Background()
-		cpu := serverCPU(b, srv.Pid())
+		serverCPU := servertest.ServerCPU(b, srv)
 		for b.Loop() {
 			l, err := lk.Acquire(ctx, key)
 			if err != nil {
@@ -36,14 +36,14 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			}
 		}
 		b.StopTimer()
-		reportServerCPU(b, srv.Pid(), cpu)
+		serverCPU()
 		reportStats(b, lk)
 	})
 	b.Run("redsync", func(b *testing.B) {
 		c := newClient(b, srv)
 		m := redsync.New(goredis.NewPool(c)).NewMutex(locktest.Key(b))
 		ctx := context.Background()
-		cpu := serverCPU(b, srv.Pid())
+		serverCPU := servertest.ServerCPU(b, srv)
 		for b.Loop() {
 			if err := m.LockContext(ctx); err != nil {
 				b.Fatal(err)
@@ -53,7 +53,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			}
 		}
 		b.StopTimer()
-		reportServerCPU(b, srv.Pid(), cpu)
+		serverCPU()
 	})
 }
 

@@ -41,7 +41,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		lk := New(ss[0], Options{})
 		defer lk.Close()
 		key := locktest.Key(b)
-		cpu := serverCPU(b, srv.Pid())
+		serverCPU := servertest.ServerCPU(b, srv)
 		for b.Loop() {
 			l, err := lk.Acquire(b.Context(), key)
 			if err != nil {
@@ -52,14 +52,14 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lock/s")
-		reportServerCPU(b, srv.Pid(), cpu)
+		serverCPU()
 	})
 
 	// The same loop on go-zookeeper's own Lock, side by side: the goal is
 	// zklock ≥ 1.0× this uncontended.
 	b.Run("raw-zk.Lock-uncontended", func(b *testing.B) {
 		m := zk.NewLock(ss[0].Conn(), "/bench-raw/"+locktest.Key(b), zk.WorldACL(zk.PermAll))
-		cpu := serverCPU(b, srv.Pid())
+		serverCPU := servertest.ServerCPU(b, srv)
 		for b.Loop() {
 			if err := m.Lock(); err != nil {
 				b.Fatal(err)
@@ -69,7 +69,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lock/s")
-		reportServerCPU(b, srv.Pid(), cpu)
+		serverCPU()
 	})
 
 	b.Run(fmt.Sprintf("contended-%dx%d", benchSessions, benchContenders/benchSessions), func(b *testing.B) {
