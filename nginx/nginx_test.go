@@ -19,6 +19,7 @@ import (
 
 	"seckill/internal/localcluster"
 	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 )
 
 // upstream stands in for a stockd replica: it answers every request 200
@@ -39,7 +40,7 @@ func newUpstream(t testing.TB, addr string, broken bool) *upstream {
 	t.Helper()
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Skipf("listen %s: %v", addr, err)
+		t.Fatalf("listen %s: %v", addr, err)
 	}
 	u := &upstream{broken: broken}
 	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +150,7 @@ func startNginx(t testing.TB, limits string, dns *fakeDNS, port string, edit fun
 	t.Helper()
 	bin, err := localcluster.NginxPath()
 	if err != nil {
-		t.Skip(err)
+		servertest.SkipOrFail(t, err, "nginx")
 	}
 	dir := t.TempDir()
 	listen, err := servers.LoopbackAddr()
