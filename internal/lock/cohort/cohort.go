@@ -81,6 +81,13 @@ type Hold interface {
 	// channel means the hold cannot be lost (an in-process lock).
 	Done() <-chan struct{}
 
+	// AfterFunc arranges to call f in its own goroutine once Done closes,
+	// with context.AfterFunc's contract (stop undoes it and reports
+	// whether it did); a lock.Signal provides Done and AfterFunc. The
+	// cohort watches every hold this way rather than with a goroutine
+	// per hold. Not called when Done is nil.
+	AfterFunc(f func()) (stop func() bool)
+
 	// Err explains a closed Done; it need not wrap lock.ErrLost.
 	Err() error
 
@@ -153,7 +160,7 @@ type Locker struct {
 	life     context.Context // cancelled by Close
 	stopLife context.CancelFunc
 	passes   atomic.Uint64
-	g        lock.Group // goroutines Close waits for: watches, transfers, give-backs
+	g        lock.Group // goroutines Close waits for: losses, transfers, give-backs
 
 	mu       sync.Mutex
 	closed   bool

@@ -93,7 +93,7 @@ func (s *fakeServer) Acquire(ctx context.Context, key string) (Hold, error) {
 func (s *fakeServer) grantLocked(key string) *fakeHold {
 	s.base++
 	s.grants++
-	h := &fakeHold{s: s, key: key, base: s.base, done: make(chan struct{})}
+	h := &fakeHold{s: s, key: key, base: s.base, Signal: lock.NewSignal()}
 	h.passable.Store(true)
 	s.holds = append(s.holds, h)
 	s.changedLocked()
@@ -153,33 +153,22 @@ func (s *fakeServer) waitQueued(t *testing.T, key string, n int) {
 
 // fakeHold is one grant of fakeServer.
 type fakeHold struct {
-	s        *fakeServer
-	key      string
-	base     uint64
-	done     chan struct{}
-	lostOnce sync.Once
-	passable atomic.Bool
-	released atomic.Int32
-	relErr   error // what Release returns, if set before it is called
+	s            *fakeServer
+	key          string
+	base         uint64
+	*lock.Signal // Done, Err, AfterFunc
+	passable     atomic.Bool
+	released     atomic.Int32
+	relErr       error // what Release returns, if set before it is called
 
 	transferred atomic.Int32 // by Transfer (an xferHold); then never released
 }
 
-func (h *fakeHold) Base() uint64          { return h.base }
-func (h *fakeHold) Done() <-chan struct{} { return h.done }
-func (h *fakeHold) Passable() bool        { return h.passable.Load() }
-
-func (h *fakeHold) Err() error {
-	select {
-	case <-h.done:
-		return errors.New("fake: hold lost")
-	default:
-		return nil
-	}
-}
+func (h *fakeHold) Base() uint64   { return h.base }
+func (h *fakeHold) Passable() bool { return h.passable.Load() }
 
 // lose closes Done, as a failed renewal or expired session would.
-func (h *fakeHold) lose() { h.lostOnce.Do(func() { close(h.done) }) }
+func (h *fakeHold) lose() { h.Close(errors.New("fake: hold lost")) }
 
 func (h *fakeHold) Release(context.Context) error {
 	if n := h.released.Add(1); n != 1 || h.transferred.Load() != 0 {

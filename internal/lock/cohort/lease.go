@@ -23,7 +23,8 @@ type held struct {
 	cur    *lease // the lease holding it now; nil once detached
 	lost   error  // why it was lost, if it was
 	moving bool   // a Transfer is in flight: it decides the front role and the give-back
-	stop   chan struct{}
+
+	unwatch func() bool // stops the loss watch (Hold.AfterFunc); nil if the hold cannot be lost
 }
 
 // lease is one local holder of a hold.
@@ -121,20 +122,19 @@ func (c *Locker) holdLocked(q *queue, h Hold, passes uint64) *held {
 		hd.base, hd.minted = h.Base(), true
 	}
 	q.hold = hd
-	if done := h.Done(); done != nil {
-		hd.stop = make(chan struct{})
-		c.g.Go(func() { c.watch(hd, done) }) // not closed: the caller checked, under c.mu
+	if h.Done() != nil {
+		hd.unwatch = h.AfterFunc(func() { c.lostHold(hd) })
 	}
 	return hd
 }
 
-// watch ends hd as lost when its Done closes before it is released.
-func (c *Locker) watch(hd *held, done <-chan struct{}) {
-	select {
-	case <-done:
-	case <-hd.stop:
-		return
+// lostHold ends hd as lost: its Done closed before it was released.
+func (c *Locker) lostHold(hd *held) {
+	done, ok := c.g.Add()
+	if !ok {
+		return // Close ends every hold itself
 	}
+	defer done()
 	err := hd.h.Err()
 	if err == nil {
 		err = errors.New("hold ended")
@@ -169,7 +169,7 @@ func (c *Locker) loseLocked(hd *held, err error) {
 	}
 }
 
-// detachLocked takes hd off its queue and stops its watch; it returns the
+// detachLocked takes hd off its queue and stops its loss watch; it returns the
 // lease that held it.
 func (c *Locker) detachLocked(hd *held) *lease {
 	ls := hd.cur
@@ -177,8 +177,8 @@ func (c *Locker) detachLocked(hd *held) *lease {
 	if hd.q.hold == hd {
 		hd.q.hold = nil
 	}
-	if hd.stop != nil {
-		close(hd.stop)
+	if hd.unwatch != nil {
+		hd.unwatch()
 	}
 	return ls
 }

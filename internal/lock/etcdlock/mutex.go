@@ -42,9 +42,7 @@ type ownership struct {
 	tr *tracker
 	// lost is closed when the session ends or the feed sees our key
 	// deleted while the session lives on (someone deleted it by hand).
-	lost     chan struct{}
-	lostMu   sync.Mutex
-	lostErr  error
+	lost     *lock.Signal  // closed with the reason the hold was lost
 	stop     chan struct{} // closed by Release: ends watchSession
 	stopOnce sync.Once
 	// validUntil is how long sess's lease is known to be alive in etcd,
@@ -57,12 +55,7 @@ var _ cohort.Hold = (*ownership)(nil)
 
 // markLost closes lost with err, once.
 func (o *ownership) markLost(err error) {
-	o.lostMu.Lock()
-	defer o.lostMu.Unlock()
-	if o.lostErr == nil {
-		o.lostErr = err
-		close(o.lost)
-	}
+	o.lost.Close(err)
 }
 
 func (o *ownership) stopWatch() { o.stopOnce.Do(func() { close(o.stop) }) }
@@ -103,7 +96,7 @@ func (l *Locker) lockEtcd(ctx context.Context, name string) (*ownership, error) 
 	// Tracked before the put is sent: if the reply is lost, the key may
 	// exist, and the sweeper removes it by name.
 	own := &ownership{l: l, sess: sess, key: key, ref: l.sw.Sent(key, sess),
-		lost: make(chan struct{}), stop: make(chan struct{}),
+		lost: lock.NewSignal(), stop: make(chan struct{}),
 		validUntil: func() time.Time { return l.m.ValidUntil(sess) }}
 	gone := func() { own.markLost(fmt.Errorf("%w: lock key %s deleted", lock.ErrLost, key)) }
 	if f := l.feed(name, false); f != nil {

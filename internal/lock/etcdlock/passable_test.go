@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"seckill/internal/lock"
 )
 
 func TestPassable(t *testing.T) {
@@ -35,7 +37,7 @@ func TestPassableRefusesLapsedHold(t *testing.T) {
 	l := &Locker{life: context.Background(), passMargin: 200 * time.Millisecond}
 	for _, left := range []time.Duration{-time.Millisecond, 0, 100 * time.Millisecond, 200 * time.Millisecond} {
 		until := time.Now().Add(left)
-		o := &ownership{l: l, validUntil: func() time.Time { return until }, lost: make(chan struct{})}
+		o := &ownership{l: l, validUntil: func() time.Time { return until }, lost: lock.NewSignal()}
 		if o.Passable() {
 			t.Errorf("Passable with %v of validity left and a 200ms margin = true, want false", left)
 		}

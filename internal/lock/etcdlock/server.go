@@ -106,13 +106,14 @@ func (s server) Idle(name string) {
 func (o *ownership) Base() uint64 { return uint64(o.rev) }
 
 // Done closes when the session ends or the key is seen deleted.
-func (o *ownership) Done() <-chan struct{} { return o.lost }
+func (o *ownership) Done() <-chan struct{} { return o.lost.Done() }
+
+// AfterFunc runs f once Done closes (the cohort's loss watch).
+func (o *ownership) AfterFunc(f func()) func() bool { return o.lost.AfterFunc(f) }
 
 // Err says which of the two happened.
 func (o *ownership) Err() error {
-	o.lostMu.Lock()
-	defer o.lostMu.Unlock()
-	return o.lostErr
+	return o.lost.Err()
 }
 
 // Passable: the key and session live, and the session's lease is known
@@ -125,7 +126,7 @@ func (o *ownership) Passable() bool {
 	select {
 	case <-o.sess.Done():
 		return false
-	case <-o.lost:
+	case <-o.lost.Done():
 		return false
 	default:
 		return true
@@ -161,7 +162,7 @@ func (o *ownership) watchSession() {
 	select {
 	case <-o.sess.Done():
 		o.markLost(fmt.Errorf("%w: etcd session lease %x expired", lock.ErrLost, int64(o.sess.Lease())))
-	case <-o.lost:
+	case <-o.lost.Done():
 	case <-o.stop:
 	}
 }

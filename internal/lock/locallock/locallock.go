@@ -65,6 +65,7 @@ type hold uint64
 
 func (h hold) Base() uint64                { return uint64(h) }
 func (hold) Done() <-chan struct{}         { return nil }
+func (hold) AfterFunc(func()) func() bool  { return nil } // never called: Done is nil
 func (hold) Err() error                    { return nil }
 func (hold) Passable() bool                { return true }
 func (hold) Release(context.Context) error { return nil }

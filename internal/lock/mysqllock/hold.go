@@ -50,6 +50,9 @@ func (h *hold) Base() uint64          { return h.base }
 func (h *hold) Done() <-chan struct{} { return h.sig.Done() }
 func (h *hold) Err() error            { return h.sig.Err() }
 
+// AfterFunc runs f once Done closes (the cohort's loss watch).
+func (h *hold) AfterFunc(f func()) func() bool { return h.sig.AfterFunc(f) }
+
 // Passable: not lost, and the last check confirmed the lock recently
 // enough that the next check is still due, not overdue.
 func (h *hold) Passable() bool {

@@ -64,7 +64,7 @@ func (l *Locker) got(key string, k keys, owner string, token uint64, validUntil 
 		return nil, lock.ErrClosed
 	}
 	l.holds.Add(1)
-	h := &hold{l: l, key: key, k: k, owner: owner, base: token, lostCh: make(chan struct{})}
+	h := &hold{l: l, key: key, k: k, owner: owner, base: token, Signal: lock.NewSignal()}
 	l.hmu.Lock() // before the watchdog can report a loss
 	h.dog = l.dog.Start(validUntil, l.renew(h), l.watchLost(h))
 	l.hmu.Unlock()

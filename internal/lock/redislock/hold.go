@@ -17,18 +17,19 @@ const renewRetry = 100 * time.Millisecond
 // hold is one acquisition of the Redis lock by this Locker, the cohort.Hold
 // of this backend: the owner value in Redis, the fencing counter it got, and
 // the watchdog that renews it. Up to Options.LocalHandoffs leases follow one
-// another on a hold before it is released to Redis. Fields below lostCh are
+// another on a hold before it is released to Redis. Its Signal (Done) closes
+// when the lock is, or may be, gone: Redis says it is someone else's, or its
+// validity passed with every renewal since having failed. dog and ended are
 // guarded by Locker.hmu.
 type hold struct {
-	l      *Locker
-	key    string
-	k      keys
-	owner  string
-	base   uint64        // {K}:fence value of this acquisition
-	lostCh chan struct{} // closed once lost
+	l            *Locker
+	key          string
+	k            keys
+	owner        string
+	base         uint64 // {K}:fence value of this acquisition
+	*lock.Signal        // Done, Err, AfterFunc: see above
 
 	dog   *watchdog.Dog // renews it; its validity bounds passing
-	lost  error         // non-nil once the lock is, or may be, gone
 	ended bool          // released to Redis: the watchdog must not renew
 }
 
@@ -38,17 +39,6 @@ var _ cohort.Hold = (*hold)(nil)
 // acquisition INCRs the counter, so its tokens exceed them all.
 func (h *hold) Base() uint64 { return h.base }
 
-// Done closes when the lock is, or may be, gone: Redis says it is someone
-// else's, or its validity passed with every renewal since having failed.
-func (h *hold) Done() <-chan struct{} { return h.lostCh }
-
-// Err says why Done closed.
-func (h *hold) Err() error {
-	h.l.hmu.Lock()
-	defer h.l.hmu.Unlock()
-	return h.lost
-}
-
 // Passable: not lost, more than TTL/3 of confirmed validity left (a pass
 // never extends a lock past what Redis granted), and the counter not below
 // the floor AdvanceTokens set for the key.
@@ -56,7 +46,7 @@ func (h *hold) Passable() bool {
 	l := h.l
 	l.hmu.Lock()
 	defer l.hmu.Unlock()
-	return h.lost == nil && !h.ended && h.base >= l.floors[h.key] && time.Until(h.dog.ValidUntil()) > l.passMargin
+	return h.Err() == nil && !h.ended && h.base >= l.floors[h.key] && time.Until(h.dog.ValidUntil()) > l.passMargin
 }
 
 // Release stops the watchdog and runs release.lua, which hands the lock to
@@ -106,10 +96,7 @@ func (l *Locker) watchLost(h *hold) func(error) {
 // closes (the cohort then ends the current lease and gives the hold back,
 // which runs the owner-checked release.lua). l.hmu must be held.
 func (l *Locker) loseLocked(h *hold, err error) {
-	if h.lost != nil {
-		return
+	if h.Close(err) {
+		h.dog.Stop()
 	}
-	h.lost = err
-	h.dog.Stop()
-	close(h.lostCh)
 }

@@ -17,11 +17,11 @@ import (
 // so the hash always names the goroutine's lease that holds the lock, and
 // tokens are the "<key>:fence" counter itself.
 type hold struct {
-	lk     *Locker
-	names  *keyNames
-	owner  string
-	token  uint64
-	lostCh chan struct{} // closed on loss
+	lk    *Locker
+	names *keyNames
+	owner string
+	token uint64
+	loss  *lock.Signal // closed on loss
 
 	// mu is held across the scripts that change the owner's count, so
 	// count matches Redis. It comes after the cohort's mutex (Passable)
@@ -47,7 +47,7 @@ var (
 // newHold records a hold Redis granted to owner (with token, at sent) and
 // starts keeping it alive. If Close came first the lock is dropped at once.
 func (lk *Locker) newHold(names *keyNames, owner string, token uint64, sent time.Time) (*hold, error) {
-	h := &hold{lk: lk, names: names, owner: owner, token: token, count: 1, lostCh: make(chan struct{})}
+	h := &hold{lk: lk, names: names, owner: owner, token: token, count: 1, loss: lock.NewSignal()}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	lk.mu.Lock()
@@ -75,7 +75,10 @@ func (lk *Locker) newHold(names *keyNames, owner string, token uint64, sent time
 func (h *hold) Base() uint64 { return h.token }
 
 // Done closes when the lock is, or may be, lost.
-func (h *hold) Done() <-chan struct{} { return h.lostCh }
+func (h *hold) Done() <-chan struct{} { return h.loss.Done() }
+
+// AfterFunc runs f once Done closes (the cohort's loss watch).
+func (h *hold) AfterFunc(f func()) func() bool { return h.loss.AfterFunc(f) }
 
 // Err says why Done closed.
 func (h *hold) Err() error {
@@ -107,7 +110,7 @@ func (h *hold) loseLocked(err error) {
 	}
 	h.lost = err
 	h.stopLocked()
-	close(h.lostCh)
+	h.loss.Close(err)
 }
 
 // stopLocked stops the watchdog or the LeaseTime expiry.

@@ -202,7 +202,7 @@ func (l *Locker) create(ctx context.Context, dir string) (*node, error) {
 		break
 	}
 	n := &node{l: l, dir: dir, path: created.Path, inc: created.Incarnation,
-		lostCh: make(chan struct{}), stop: make(chan struct{})}
+		loss: lock.NewSignal(), stop: make(chan struct{})}
 	l.mu.Lock()
 	l.nodes[n.path] = struct{}{}
 	l.mu.Unlock()
@@ -226,25 +226,23 @@ func (l *Locker) ensurePath(ctx context.Context, dir string) error {
 	return nil
 }
 
-// listing is a getChildren reply with its watch.
+// listing is a getChildren reply.
 type listing struct {
 	children []string
 	stat     *zk.Stat
-	watch    <-chan zk.Event
 }
 
 // wait queues n behind its predecessor until it is the lowest, then marks it
-// held. Each look is one getChildren with a watch: when n is lowest, that
-// reply carries the fencing base (the key node's pzxid) and the watch fires
-// if n is deleted, so holding costs no further request. When n is not
-// lowest, the watch is simply never read.
+// held. Each look is one getChildren, without a watch: when n is lowest, its
+// reply carries the fencing base (the key node's pzxid), so a hold shorter
+// than Options.LossWatchDelay costs no further request.
 func (l *Locker) wait(ctx context.Context, n *node) error {
 	dir := n.dir
 	name := n.path[len(dir)+1:]
 	for {
 		r, err := zksess.Do(ctx, l.sess, func() (listing, error) {
-			c, st, ch, err := l.conn.ChildrenW(dir)
-			return listing{c, st, ch}, err
+			c, st, err := l.conn.Children(dir)
+			return listing{c, st}, err
 		}, nil)
 		if errors.Is(err, zk.ErrNoNode) {
 			return l.restartOrFail() // the key node went, and our node with it
@@ -258,7 +256,7 @@ func (l *Locker) wait(ctx context.Context, n *node) error {
 			return l.restartOrFail()
 		}
 		if i == 0 {
-			return l.hold(n, r.stat.Pzxid, r.watch)
+			return l.hold(n, r.stat.Pzxid)
 		}
 		pred := dir + "/" + queue[i-1]
 		// GetW rather than ExistsW: on a vanished predecessor it leaves no
@@ -294,13 +292,13 @@ func (l *Locker) restartOrFail() error {
 	return errRestart
 }
 
-// hold marks n as holding the lock and starts its monitor on watch, the
-// child watch of the listing that found it lowest. The grant is valid only
+// hold marks n as holding the lock and arms its loss watch (watchNode, after
+// Options.LossWatchDelay). The grant is valid only
 // while the session that created n is the current one: the listing proved
 // n lowest in that session, and if it expired since (even if a new session
 // is established by now) n died with it, so hold refuses and the caller
 // queues again. It also refuses while the session is not established.
-func (l *Locker) hold(n *node, pzxid int64, watch <-chan zk.Event) error {
+func (l *Locker) hold(n *node, pzxid int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -315,7 +313,7 @@ func (l *Locker) hold(n *node, pzxid int64, watch <-chan zk.Event) error {
 	n.held = true
 	n.base = uint64(pzxid)
 	l.held[n] = struct{}{}
-	l.g.Go(func() { l.monitor(n, watch) })
+	n.arm = time.AfterFunc(l.watchAfter, func() { l.watchNode(n) })
 	return nil
 }
 

@@ -61,11 +61,12 @@ func TestMain(m *testing.M) {
 }
 
 func ExampleLocker() {
+	addrs := []string{exampleServer()} // started first: a JVM's start must not eat ctx's budget
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
 	// One session per process, shared with the leader election.
-	sess, err := zksess.Dial(ctx, []string{exampleServer()}, 10*time.Second)
+	sess, err := zksess.Dial(ctx, addrs, 10*time.Second)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -13,20 +14,21 @@ import (
 )
 
 // node is one of our lock nodes; once it is the lowest in its key's queue
-// it is the cohort.Hold of this process. path, dir, inc, lostCh and l never
+// it is the cohort.Hold of this process. path, dir, inc, loss and l never
 // change; the rest is guarded by Locker.mu.
 type node struct {
-	l      *Locker
-	dir    string
-	path   string
-	inc    zksess.Incarnation // the session that created it
-	lostCh chan struct{}      // closed when lost (Done)
+	l    *Locker
+	dir  string
+	path string
+	inc  zksess.Incarnation // the session that created it
+	loss *lock.Signal       // closed when lost (Done)
 
 	held bool          // lowest in the queue: this process holds the lock
 	base uint64        // pzxid of the listing that found it lowest
 	lost error         // why it was lost, if it was
 	done bool          // given up: released, lost or abandoned
 	stop chan struct{} // closed when done: stops the monitor
+	arm  *time.Timer   // sets the loss watch after Options.LossWatchDelay (see Locker.watchNode)
 }
 
 var _ cohort.Hold = (*node)(nil)
@@ -36,7 +38,10 @@ func (n *node) Base() uint64 { return n.base }
 
 // Done closes on a disconnect, on expiry, or when the node is deleted
 // underneath us.
-func (n *node) Done() <-chan struct{} { return n.lostCh }
+func (n *node) Done() <-chan struct{} { return n.loss.Done() }
+
+// AfterFunc runs f once Done closes (the cohort's loss watch).
+func (n *node) AfterFunc(f func()) func() bool { return n.loss.AfterFunc(f) }
 
 // Err is why the node was lost.
 func (n *node) Err() error {
@@ -107,6 +112,9 @@ func (l *Locker) detachLocked(n *node) bool {
 	}
 	n.done = true
 	delete(l.held, n)
+	if n.arm != nil {
+		n.arm.Stop()
+	}
 	if n.stop != nil {
 		close(n.stop)
 	}
@@ -129,7 +137,7 @@ func (l *Locker) loseNodeLocked(n *node, err error) {
 	}
 	n.lost = err
 	l.dropNodeLocked(n)
-	close(n.lostCh)
+	n.loss.Close(err)
 }
 
 // unlock releases l.mu, then deletes the nodes queued by dropNodeLocked
@@ -143,43 +151,64 @@ func (l *Locker) unlock() {
 	}
 }
 
-// monitor loses n when it disappears underneath us (deleted by an operator,
-// or the session expired: the watch is then invalidated). watch starts as
-// the child watch of the listing that found n lowest; when another node
-// comes or goes it fires, and one exists-watch on n itself re-arms it.
-// Session suspension is handled by Locker.watchSession for all nodes at once.
-func (l *Locker) monitor(n *node, watch <-chan zk.Event) {
-	for {
-		var ev zk.Event
-		select {
-		case ev = <-watch:
-		case <-n.stop:
-			return // released or lost already
-		}
-		var reason string
-		switch ev.Type {
-		case zk.EventNodeChildrenChanged:
-			ok, _, ch, err := l.conn.ExistsW(n.path)
-			if err == nil && ok {
-				watch = ch
-				continue
-			}
-			reason = "lock node deleted"
-			if err != nil {
-				reason = fmt.Sprintf("cannot watch lock node: %v", err)
-			}
-		case zk.EventNodeDeleted:
-			reason = "lock node deleted"
-		case zk.EventNotWatching:
-			reason = fmt.Sprintf("watch on lock node lost: %v", ev.Err)
-		default:
-			// Nobody writes lock nodes, but a watch is one-shot: after any
-			// other event we could no longer see a deletion, so be safe.
-			reason = fmt.Sprintf("unexpected %v event on lock node", ev.Type)
-		}
-		l.mu.Lock()
-		l.loseNodeLocked(n, fmt.Errorf("%w: %s", lock.ErrLost, reason))
-		l.unlock()
+// DefaultLossWatchDelay is how long a node is held, by default, before
+// watchNode sets the watch that sees it deleted underneath us. A deletion
+// before that is seen then, when the watch is set; most flash-sale holds
+// end sooner and cost no watch at all.
+const DefaultLossWatchDelay = 5 * time.Millisecond
+
+// watchNode sets an exists-watch on a held node, Options.LossWatchDelay
+// into the hold, and monitors it until the node is given up; a node found gone, or
+// that cannot be watched, is lost.
+func (l *Locker) watchNode(n *node) {
+	done, ok := l.g.Add()
+	if !ok {
+		return // closing: Close ends every hold
+	}
+	defer done()
+	l.mu.Lock()
+	given := n.done
+	l.mu.Unlock()
+	if given {
 		return
 	}
+	exists, _, watch, err := l.conn.ExistsW(n.path)
+	if err == nil && exists {
+		l.monitor(n, watch)
+		return
+	}
+	reason := "lock node deleted"
+	if err != nil {
+		reason = fmt.Sprintf("cannot watch lock node: %v", err)
+	}
+	l.mu.Lock()
+	l.loseNodeLocked(n, fmt.Errorf("%w: %s", lock.ErrLost, reason))
+	l.unlock()
+}
+
+// monitor loses n when it disappears underneath us (deleted by an operator,
+// or the session expired: the watch is then invalidated), until n is given
+// up. watch is an exists-watch on n.
+// Session suspension is handled by Locker.watchSession for all nodes at once.
+func (l *Locker) monitor(n *node, watch <-chan zk.Event) {
+	var ev zk.Event
+	select {
+	case ev = <-watch:
+	case <-n.stop:
+		return // released or lost already
+	}
+	var reason string
+	switch ev.Type {
+	case zk.EventNodeDeleted:
+		reason = "lock node deleted"
+	case zk.EventNotWatching:
+		reason = fmt.Sprintf("watch on lock node lost: %v", ev.Err)
+	default:
+		// Nobody writes lock nodes, but a watch is one-shot: after any
+		// other event we could no longer see a deletion, so be safe.
+		reason = fmt.Sprintf("unexpected %v event on lock node", ev.Type)
+	}
+	l.mu.Lock()
+	l.loseNodeLocked(n, fmt.Errorf("%w: %s", lock.ErrLost, reason))
+	l.unlock()
 }

@@ -119,7 +119,7 @@ func TestHoldRefusesNodeOfExpiredSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The request that proves n lowest, in n's session.
-	children, st, watch, err := p.conn.ChildrenW(dir)
+	children, st, err := p.conn.Children(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestHoldRefusesNodeOfExpiredSession(t *testing.T) {
 		t.Fatalf("session id %#x unchanged after expiry", id)
 	}
 
-	err = p.hold(n, st.Pzxid, watch)
+	err = p.hold(n, st.Pzxid)
 	if err == nil {
 		t.Fatal("hold granted a node that died with its expired session")
 	}

@@ -1,12 +1,14 @@
 package zklock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -29,6 +31,10 @@ type Options struct {
 	// queue: cohort.Config.Handoffs (the default, 0, is 8; a negative value
 	// disables passing; values above 65535 are capped).
 	LocalHandoffs int
+	// LossWatchDelay is how long a node is held before it is watched for
+	// deletion underneath us (see "ZooKeeper queue" in the package doc):
+	// 0 means DefaultLossWatchDelay (5ms); a negative value watches at once.
+	LossWatchDelay time.Duration
 }
 
 // Locker hands out ZooKeeper-backed leases. It borrows a zksess.Session and
@@ -39,7 +45,9 @@ type Locker struct {
 	conn *zk.Conn
 	root string
 	acl  []zk.ACL
-	log  *slog.Logger
+	// watchAfter is Options.LossWatchDelay resolved.
+	watchAfter time.Duration
+	log        *slog.Logger
 
 	closing   chan struct{} // closed by Close; wakes waiters
 	cancelSub func()
@@ -67,15 +75,16 @@ func New(s *zksess.Session, opts Options) *Locker {
 		root = DefaultRoot
 	}
 	l := &Locker{
-		sess:    s,
-		conn:    s.Conn(),
-		root:    root,
-		acl:     zk.WorldACL(zk.PermAll),
-		log:     slog.Default().With("component", "zklock"),
-		closing: make(chan struct{}),
-		held:    make(map[*node]struct{}),
-		nodes:   make(map[string]struct{}),
-		orphans: make(map[string]struct{}),
+		sess:       s,
+		conn:       s.Conn(),
+		root:       root,
+		acl:        zk.WorldACL(zk.PermAll),
+		watchAfter: max(cmp.Or(opts.LossWatchDelay, DefaultLossWatchDelay), 0),
+		log:        slog.Default().With("component", "zklock"),
+		closing:    make(chan struct{}),
+		held:       make(map[*node]struct{}),
+		nodes:      make(map[string]struct{}),
+		orphans:    make(map[string]struct{}),
 	}
 	l.co = cohort.New(server{l}, cohort.Config{Name: "zklock", Handoffs: opts.LocalHandoffs, Log: l.log})
 	events, cancel := s.Subscribe()

@@ -552,6 +552,12 @@ func TestDescribe(t *testing.T) {
 // request any client sent, heartbeats included.
 func packetsReceived(t *testing.T, addr string) int64 {
 	t.Helper()
+	return mntr(t, addr, "zk_packets_received")
+}
+
+// mntr reads one counter of the server's mntr report.
+func mntr(t *testing.T, addr, name string) int64 {
+	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -563,7 +569,7 @@ func packetsReceived(t *testing.T, addr string) int64 {
 	}
 	sc := bufio.NewScanner(conn)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "zk_packets_received\t"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+"\t"); ok {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			if err != nil {
 				t.Fatal(err)
@@ -571,8 +577,83 @@ func packetsReceived(t *testing.T, addr string) int64 {
 			return n
 		}
 	}
-	t.Fatalf("mntr: no zk_packets_received (%v)", sc.Err())
+	t.Fatalf("mntr: no %s (%v)", name, sc.Err())
 	return 0
+}
+
+// A hold shorter than Options.LossWatchDelay sets no watch on the server
+// (no notification on our own delete); a longer one gets an exists-watch on
+// its node, and Done closes when an operator deletes the node.
+func TestLossWatchDelay(t *testing.T) {
+	srv := servertest.ZooKeeper(t)
+	admin := zksesstest.Dial(t, srv.Addr(), 5*time.Second)
+	key := locktest.Key(t)
+
+	t.Run("short hold", func(t *testing.T) {
+		lk := New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{LossWatchDelay: time.Hour})
+		t.Cleanup(func() { _ = lk.Close() })
+		l, err := lk.Acquire(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := mntr(t, srv.Addr(), "zk_watch_count"); n != 0 {
+			t.Errorf("%d watches on the server while a hold is younger than the delay, want 0", n)
+		}
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("long hold", func(t *testing.T) {
+		lk := New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{LossWatchDelay: time.Millisecond})
+		t.Cleanup(func() { _ = lk.Close() })
+		l, err := lk.Acquire(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The watch is set in the background; the server's count is the
+		// only sign of it, so look until it shows.
+		deadline := time.Now().Add(10 * time.Second)
+		for mntr(t, srv.Addr(), "zk_watch_count") != 1 {
+			if time.Now().After(deadline) {
+				t.Fatal("no watch on the server 10s into a hold, with a 1ms delay")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := admin.Conn().Delete(pathOf(l), -1); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-l.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("Done still open 10s after the held node was deleted")
+		}
+		if !errors.Is(l.Err(), lock.ErrLost) {
+			t.Fatalf("Err() = %v, want ErrLost", l.Err())
+		}
+	})
+
+	// Deleted while too young to be watched: the watch, when it comes,
+	// finds the node gone.
+	t.Run("deleted before the watch", func(t *testing.T) {
+		lk := New(zksesstest.Dial(t, srv.Addr(), 5*time.Second), Options{LossWatchDelay: 2 * time.Second})
+		t.Cleanup(func() { _ = lk.Close() })
+		l, err := lk.Acquire(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Conn().Delete(pathOf(l), -1); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-l.Done():
+		case <-time.After(15 * time.Second):
+			t.Fatal("Done still open 15s after the held node was deleted, with a 2s delay")
+		}
+		if !errors.Is(l.Err(), lock.ErrLost) {
+			t.Fatalf("Err() = %v, want ErrLost", l.Err())
+		}
+	})
 }
 
 // Requests per acquire+release, counted by the server: uncontended, a
@@ -583,7 +664,9 @@ func TestRequestsPerAcquisition(t *testing.T) {
 	srv := servertest.ZooKeeper(t)
 	// A long session timeout keeps heartbeats (every third of it) out of
 	// the count.
-	lk := New(zksesstest.Dial(t, srv.Addr(), 30*time.Second), Options{})
+	// No loss watch: a hold slowed past its delay (a loaded machine) would
+	// add a request that is not the lock's.
+	lk := New(zksesstest.Dial(t, srv.Addr(), 30*time.Second), Options{LossWatchDelay: time.Hour})
 	t.Cleanup(func() { _ = lk.Close() })
 	key := locktest.Key(t)
 	if l, err := lk.Acquire(t.Context(), key); err != nil { // creates the key's parents
