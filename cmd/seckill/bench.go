@@ -32,6 +32,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	subjects := fs.String("subjects", "", "comma-separated micro-benchmark subjects (default: all)")
 	contenders := fs.String("contenders", "1,8,50", "comma-separated contender counts")
 	rowTarget := fs.Duration("row-target", 5*time.Second, "how long each calibrated micro row should sell for")
+	microRuns := fs.Int("micro-runs", 3, "runs per micro row, interleaved across subjects; the report keeps the median (--quick: 1)")
 	skipE2E := fs.Bool("skip-e2e", false, "leave out the end-to-end runs through nginx")
 	skipMicro := fs.Bool("skip-micro", false, "leave out the lock micro-benchmark (micro goals then read 'not measured')")
 	e2eRows := fs.String("e2e-rows", bench.RowsBackends+","+bench.RowsScaling,
@@ -65,14 +66,17 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if !explicit["e2e-runs"] {
 			*e2eRuns = 1
 		}
+		if !explicit["micro-runs"] {
+			*microRuns = 1
+		}
 	}
 	rows, err := bench.ParseRowSets(*e2eRows)
 	if err != nil {
 		fmt.Fprintf(stderr, "seckill bench: --e2e-rows: %v\n", err)
 		return exitFailure
 	}
-	if len(rows) == 0 || *e2eRuns <= 0 || *e2eTarget <= 0 {
-		fmt.Fprintln(stderr, "seckill bench: --e2e-rows must name a row set, --e2e-runs and --e2e-target be positive")
+	if len(rows) == 0 || *e2eRuns <= 0 || *e2eTarget <= 0 || *microRuns <= 0 {
+		fmt.Fprintln(stderr, "seckill bench: --e2e-rows must name a row set, --e2e-runs, --e2e-target and --micro-runs be positive")
 		return exitFailure
 	}
 	var cs []int
@@ -103,7 +107,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer slog.SetDefault(prev)
 
 	rep, err := bench.Run(ctx, bench.Config{
-		Quick: *quick, Contenders: cs, Subjects: splitList(*subjects), RowTarget: *rowTarget,
+		Quick: *quick, Contenders: cs, Subjects: splitList(*subjects), RowTarget: *rowTarget, MicroRuns: *microRuns,
 		SkipMicro: *skipMicro,
 		E2E:       bench.E2EConfig{Skip: *skipE2E, Rows: rows, Runs: *e2eRuns, Target: *e2eTarget},
 		Stockd:    findStockd(*stockd),

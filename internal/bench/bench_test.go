@@ -31,7 +31,7 @@ func TestQuickRun(t *testing.T) {
 	}
 	contenders := []int{1, 8}
 	rep, err := Run(t.Context(), Config{
-		Quick: true, Contenders: contenders, Stock: 30, Command: "go test",
+		Quick: true, Contenders: contenders, Stock: 30, MicroRuns: 2, Command: "go test",
 		E2E: E2EConfig{Backends: []string{"redis"}, Requests: 60, Stock: 40, Concurrency: 10, Rows: RowSets()},
 	})
 	if err != nil {
@@ -50,6 +50,9 @@ func TestQuickRun(t *testing.T) {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/%d", s.Name, c), func(t *testing.T) { checkMicroRow(t, s, row) })
+			if len(row.Runs) != 2 && !row.Unavailable {
+				t.Errorf("%s at %d contenders: runs %v, want the sales/s of 2 runs", s.Name, c, row.Runs)
+			}
 		}
 	}
 	if got, want := len(rep.E2E), 2; got != want {

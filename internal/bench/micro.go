@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +47,53 @@ type MicroRow struct {
 	Error       string `json:"error,omitempty"`
 	// Evidence is what the row spent per sale (CPU, disk syncs).
 	Evidence Evidence `json:"evidence"`
+	// Runs is every run's sales/s, in run order; the other fields are the
+	// median run's (Config.MicroRuns).
+	Runs []float64 `json:"runs,omitempty"`
+}
+
+// runOrder is the order of the subjects in micro run number run (from 0):
+// as listed, then reversed, alternately. A drift over the runs (a JVM still
+// compiling, the machine's load easing) then does not always favour the
+// subject listed second of a compared pair: each goes first in alternate
+// runs.
+func runOrder(subjects []Subject, run int) []Subject {
+	if run%2 == 0 {
+		return subjects
+	}
+	rev := slices.Clone(subjects)
+	slices.Reverse(rev)
+	return rev
+}
+
+// medianRow is the row a subject's runs report: the median run by sales/s,
+// or, if any run failed (an error, a broken invariant), the first failed
+// run, so that one bad run is never hidden by two good ones.
+func medianRow(rows []MicroRow) MicroRow {
+	runs := make([]float64, len(rows))
+	for i, m := range rows {
+		runs[i] = m.SalesPerSec
+	}
+	pick := -1
+	for i, m := range rows {
+		if !m.InvariantOK || m.Error != "" {
+			pick = i
+			break
+		}
+	}
+	if pick < 0 {
+		order := make([]int, len(rows))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rows[a].SalesPerSec, rows[b].SalesPerSec) })
+		pick = order[len(order)/2]
+	}
+	row := rows[pick]
+	if len(rows) > 1 {
+		row.Runs = runs
+	}
+	return row
 }
 
 // phaseOut is what one run of the sale loop measured.
@@ -62,11 +110,15 @@ type phaseOut struct {
 }
 
 // The ZooKeeper JIT warm-up: before the first ZooKeeper row, jitWarmFor of
-// untimed sales with jitWarmContenders contenders (about 10,000 lock
-// cycles on this machine).
+// untimed sales with jitWarmContenders contenders. One contender, because
+// then every sale is a create, a getChildren and a delete at the server
+// (with more, cohort passes leave half the sales without a request): about
+// 12,000 cycles, 36,000 requests on this machine. With 8 contenders for 5s
+// ZooKeeper still spent 984 µs of CPU per uncontended zklock sale in the
+// first runs, against 514 once warm (BenchmarkAcquireRelease, 3 × 5000).
 const (
-	jitWarmFor        = 5 * time.Second
-	jitWarmContenders = 8
+	jitWarmFor        = 15 * time.Second
+	jitWarmContenders = 1
 )
 
 // microRow measures subj with c contenders over cfg.Sets processes: a short

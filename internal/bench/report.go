@@ -262,15 +262,15 @@ func (r *Report) WriteMarkdown(w io.Writer, charts Charts) error {
 	}
 	for _, c := range r.Contenders() {
 		p("\n### %d contender%s\n\n", c, plural(c))
-		p("| subject | kind | N | sales/s | × redsync | acquire RT/sale | lock RT/sale | wait p50 | wait p99 | fairness | gave up | invariant |\n")
-		p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+		p("| subject | kind | N | sales/s | runs (sales/s) | × redsync | acquire RT/sale | lock RT/sale | wait p50 | wait p99 | fairness | gave up | invariant |\n")
+		p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 		base, baseOK := r.Row("redsync", c)
 		for _, row := range r.Micro {
 			if row.Contenders != c {
 				continue
 			}
 			if row.Unavailable || (row.Error != "" && row.Sales == 0) {
-				p("| %s | %s | | | | | | | | | | %s |\n", row.Subject, row.Kind, cell(row.Error, row.Unavailable))
+				p("| %s | %s | | | | | | | | | | | %s |\n", row.Subject, row.Kind, cell(row.Error, row.Unavailable))
 				continue
 			}
 			x := "—"
@@ -287,11 +287,11 @@ func (r *Report) WriteMarkdown(w io.Writer, charts Charts) error {
 			if row.Kind == KindCeiling {
 				wait50, wait99 = "—", "—"
 			}
-			p("| %s | %s | %d | %.0f | %s | %s | %s | %s | %s | %.2f | %d | %s |\n",
-				row.Subject, row.Kind, row.Stock, row.SalesPerSec, x, rt(row.AcquireRT, row.Kind), rt(row.LockRT, row.Kind),
+			p("| %s | %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %.2f | %d | %s |\n",
+				row.Subject, row.Kind, row.Stock, row.SalesPerSec, runList(row.Runs), x, rt(row.AcquireRT, row.Kind), rt(row.LockRT, row.Kind),
 				wait50, wait99, row.Fairness, row.GaveUp, inv)
 		}
-		p("| serial bound | ceiling | | %.0f | | | | | | | | |\n", r.SerialBound)
+		p("| serial bound | ceiling | | %.0f | | | | | | | | | |\n", r.SerialBound)
 	}
 
 	r.writeEvidence(p)
@@ -432,4 +432,16 @@ func (r *Report) writeEvidence(p func(string, ...any)) {
 		p("| %s | %d | %.0f | %.0f | %s | %.0f | %.2f | %s | %s | %s |\n", m.Subject, m.Contenders, m.SalesPerSec,
 			e.ClientCPUus, srv, e.DataCPUus, total*m.SalesPerSec/1e6, fs, fms, disk)
 	}
+}
+
+// runList is a micro row's runs' sales/s, "—" for a single run.
+func runList(runs []float64) string {
+	if len(runs) == 0 {
+		return "—"
+	}
+	rs := make([]string, len(runs))
+	for i, v := range runs {
+		rs[i] = fmt.Sprintf("%.0f", v)
+	}
+	return strings.Join(rs, " / ")
 }

@@ -32,6 +32,11 @@ type Config struct {
 	// RowTarget is how long a calibrated row should sell for. The default
 	// is 5s.
 	RowTarget time.Duration
+	// MicroRuns is how many times each micro row runs; the report keeps the
+	// median run. The runs of one contender count interleave (every
+	// subject once, then again), so a pair of subjects compared by a goal
+	// sees the same background load. The default is 3 (Quick: 1).
+	MicroRuns int
 	// Calibrate is the calibration run's length. The default is 600ms.
 	Calibrate time.Duration
 	// MinStock and MaxStock clamp the calibrated N. Defaults 100 and 300000.
@@ -68,6 +73,12 @@ func (c *Config) defaults() {
 	}
 	if c.RowTarget == 0 {
 		c.RowTarget = 5 * time.Second
+	}
+	if c.MicroRuns <= 0 {
+		c.MicroRuns = 3
+		if c.Quick {
+			c.MicroRuns = 1
+		}
 	}
 	if c.Calibrate == 0 {
 		c.Calibrate = 600 * time.Millisecond
@@ -219,18 +230,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if cfg.SkipMicro {
 			break
 		}
+		runs := make(map[string][]MicroRow)
+		for run := range cfg.MicroRuns {
+			for _, subj := range runOrder(subjects, run) {
+				if len(cfg.Subjects) > 0 && !slices.Contains(cfg.Subjects, subj.Name) {
+					continue
+				}
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				row := r.microRow(ctx, subj, c)
+				log.Info("micro", "subject", row.Subject, "contenders", c, "run", run+1, "stock", row.Stock,
+					"sales/s", int(row.SalesPerSec), "acquire_rt", round2(row.AcquireRT),
+					"fairness", round2(row.Fairness), "ok", row.InvariantOK, "err", row.Error)
+				runs[subj.Name] = append(runs[subj.Name], row)
+			}
+		}
 		for _, subj := range subjects {
-			if len(cfg.Subjects) > 0 && !slices.Contains(cfg.Subjects, subj.Name) {
-				continue
+			if rows := runs[subj.Name]; len(rows) > 0 {
+				rep.Micro = append(rep.Micro, medianRow(rows))
 			}
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			row := r.microRow(ctx, subj, c)
-			log.Info("micro", "subject", row.Subject, "contenders", c, "stock", row.Stock,
-				"sales/s", int(row.SalesPerSec), "acquire_rt", round2(row.AcquireRT),
-				"fairness", round2(row.Fairness), "ok", row.InvariantOK, "err", row.Error)
-			rep.Micro = append(rep.Micro, row)
 		}
 	}
 

@@ -332,3 +332,21 @@ func TestScalingRowRedoesShortRuns(t *testing.T) {
 		t.Fatalf("row %+v: want the median of the counted runs, sold out at the end", row)
 	}
 }
+
+// A micro row reports its median run, unless one run failed: then that run,
+// so that a broken invariant is never outvoted.
+func TestMedianRow(t *testing.T) {
+	ok := func(rate float64) MicroRow { return MicroRow{SalesPerSec: rate, InvariantOK: true} }
+	got := medianRow([]MicroRow{ok(300), ok(100), ok(200)})
+	if got.SalesPerSec != 200 || !slices.Equal(got.Runs, []float64{300, 100, 200}) {
+		t.Errorf("median of 300/100/200 = %v, runs %v; want 200 and the runs in order", got.SalesPerSec, got.Runs)
+	}
+	broken := MicroRow{SalesPerSec: 250, Error: "invariant broken"}
+	got = medianRow([]MicroRow{ok(300), broken, ok(200)})
+	if got.Error != broken.Error || got.InvariantOK {
+		t.Errorf("with a broken run, reported %+v; want the broken run", got)
+	}
+	if got := medianRow([]MicroRow{ok(300)}); got.Runs != nil {
+		t.Errorf("a single run reports runs %v, want none", got.Runs)
+	}
+}
