@@ -238,21 +238,8 @@ func writeBenchSummary(w io.Writer, rep *bench.Report) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "end to end (scaling)\tin flight\tstock\ts/run\tsales/s\truns\tp99\tsold out\tfalse sold-out\tneg. seg.\tinvariant")
 		for _, e := range rep.Scaling {
-			state := "ok"
-			switch {
-			case !e.Consistent && e.Error != "":
-				state = "BROKEN: " + e.Error
-			case !e.Consistent:
-				state = "BROKEN"
-			case e.Error != "":
-				state = "ok, but " + e.Error
-			}
-			var runs []string
-			for _, r := range e.Runs {
-				runs = append(runs, r.String())
-			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.0f\t%s\t%.1fms\t%d\t%d\t%d\t%s\n", e.Label(), e.Concurrency, e.Stock, e.Seconds,
-				e.SalesPerSec, strings.Join(runs, "/"), e.P99ms, e.SoldOut, e.FalseSoldOut, e.NegativeSegments, state)
+				e.SalesPerSec, e.RunsText("/"), e.P99ms, e.SoldOut, e.FalseSoldOut, e.NegativeSegments, e.Invariant())
 		}
 		_ = tw.Flush()
 		fmt.Fprintln(w)
@@ -265,25 +252,12 @@ func writeBenchSummary(w io.Writer, rep *bench.Report) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "end to end (ledger)	buyers	stock	s/run	sales/s	runs	p99	vs ledger off	invariant")
 		for _, e := range rep.Ledger {
-			state := "ok"
-			switch {
-			case !e.Consistent && e.Error != "":
-				state = "BROKEN: " + e.Error
-			case !e.Consistent:
-				state = "BROKEN"
-			case e.Error != "":
-				state = "ok, but " + e.Error
-			}
-			var runs []string
-			for _, r := range e.Runs {
-				runs = append(runs, r.String())
-			}
 			cost := "—"
 			if c, ok := costs[e.Label()]; ok {
 				cost = c.String()
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.0f\t%s\t%.1fms\t%s\t%s\n", e.Label(), e.Users, e.Stock, e.Seconds,
-				e.SalesPerSec, strings.Join(runs, "/"), e.P99ms, cost, state)
+				e.SalesPerSec, e.RunsText("/"), e.P99ms, cost, e.Invariant())
 		}
 		_ = tw.Flush()
 		fmt.Fprintln(w)

@@ -144,6 +144,31 @@ func (r E2ERow) Label() string {
 	return r.Backend
 }
 
+// RunsText lists a long row's runs (E2ERun.String), in the order they ran,
+// joined by sep.
+func (r E2ERow) RunsText(sep string) string {
+	rs := make([]string, len(r.Runs))
+	for i, run := range r.Runs {
+		rs[i] = run.String()
+	}
+	return strings.Join(rs, sep)
+}
+
+// Invariant says in words whether a long row kept its invariant: "ok",
+// "ok, but <error>" (a run's trouble that broke nothing), "BROKEN" or
+// "BROKEN: <error>". invariantCell is the same for the markdown tables.
+func (r E2ERow) Invariant() string {
+	switch {
+	case !r.Consistent && r.Error != "":
+		return "BROKEN: " + r.Error
+	case !r.Consistent:
+		return "BROKEN"
+	case r.Error != "":
+		return "ok, but " + r.Error
+	}
+	return "ok"
+}
+
 func runE2E(ctx context.Context, cl *localcluster.Cluster, cfg E2EConfig, log *slog.Logger) []E2ERow {
 	type run struct {
 		backend string

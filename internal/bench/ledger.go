@@ -306,16 +306,13 @@ func (r *Report) writeLedger(p func(string, ...any)) {
 				xs, xp = fmt.Sprintf("%.2f×", c.Sales), fmt.Sprintf("%.2f×", c.P99)
 			}
 		}
-		var rs []string
-		for _, run := range e.Runs {
-			rs = append(rs, run.String())
-		}
 		p("| %s | %s | %d | %.1f | %.0f | %s | %s | %.1f ms | %.1f ms | %s | %s |\n",
-			e.Label(), buyers, e.Stock, e.Seconds, e.SalesPerSec, strings.Join(rs, " / "), xs, e.P50ms, e.P99ms, xp, invariantCell(e))
+			e.Label(), buyers, e.Stock, e.Seconds, e.SalesPerSec, e.RunsText(" / "), xs, e.P50ms, e.P99ms, xp, invariantCell(e))
 	}
 }
 
-// invariantCell is a long row's invariant for tables.
+// invariantCell is a long row's invariant (E2ERow.Invariant) for the
+// markdown tables.
 func invariantCell(e E2ERow) string {
 	switch {
 	case !e.Consistent && e.Error != "":

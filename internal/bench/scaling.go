@@ -8,7 +8,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"seckill/internal/loadgen"
@@ -570,23 +569,9 @@ func (r *Report) writeScaling(p func(string, ...any), chart string) {
 		if atomOK && atom.SalesPerSec > 0 {
 			pa = fmt.Sprintf("%.0f%%", 100*e.SalesPerSec/atom.SalesPerSec)
 		}
-		var rs []string
-		for _, run := range e.Runs {
-			rs = append(rs, run.String())
-		}
-		inv := "ok"
-		switch {
-		case !e.Consistent:
-			inv = "**BROKEN**"
-			if e.Error != "" {
-				inv += " " + cell(e.Error, false)
-			}
-		case e.Error != "":
-			inv = "ok, but " + cell(e.Error, false)
-		}
 		p("| %s | %d | %s | %d | %d | %.1f | %.0f | %s | %s | %s | %.1f ms | %.1f ms | %d | %d | %d | %s |\n",
 			e.Label(), max(e.Segments, 1), yesNo(e.Combine), e.Concurrency, e.Stock, e.Seconds, e.SalesPerSec,
-			strings.Join(rs, " / "), xl, pa, e.P50ms, e.P99ms, e.SoldOut, e.FalseSoldOut, e.NegativeSegments, inv)
+			e.RunsText(" / "), xl, pa, e.P50ms, e.P99ms, e.SoldOut, e.FalseSoldOut, e.NegativeSegments, invariantCell(e))
 	}
 	r.writeScalingCPU(p, r.Machine.CPUs)
 }

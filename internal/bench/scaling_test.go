@@ -350,3 +350,33 @@ func TestMedianRow(t *testing.T) {
 		t.Errorf("a single run reports runs %v, want none", got.Runs)
 	}
 }
+
+// A long row's invariant reads the same in the summary and the markdown,
+// and a broken row says BROKEN in both, with its error where it has one.
+func TestRowInvariant(t *testing.T) {
+	for _, tc := range []struct {
+		ok       bool
+		err      string
+		text, md string
+	}{
+		{true, "", "ok", "ok"},
+		{true, "1 run short", "ok, but 1 run short", "ok, but 1 run short"},
+		{false, "", "BROKEN", "**BROKEN**"},
+		{false, "a|b", "BROKEN: a|b", "**BROKEN** a/b"},
+	} {
+		e := E2ERow{Consistent: tc.ok, Error: tc.err}
+		if got := e.Invariant(); got != tc.text {
+			t.Errorf("Invariant(%v, %q) = %q, want %q", tc.ok, tc.err, got, tc.text)
+		}
+		if got := invariantCell(e); got != tc.md {
+			t.Errorf("invariantCell(%v, %q) = %q, want %q", tc.ok, tc.err, got, tc.md)
+		}
+	}
+	e := E2ERow{Runs: []E2ERun{{SalesPerSec: 3300}, {SalesPerSec: 2999.6, Short: true}, {SalesPerSec: 2700}}}
+	if got, want := e.RunsText(" / "), "3300 / (3000) / 2700"; got != want {
+		t.Errorf("RunsText = %q, want %q", got, want)
+	}
+	if got := (E2ERow{}).RunsText("/"); got != "" {
+		t.Errorf("RunsText of no runs = %q, want empty", got)
+	}
+}
