@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"seckill/internal/api"
 )
@@ -25,17 +26,43 @@ var (
 	ErrUnreachable = errors.New("loadgen: cluster unreachable")
 )
 
-// Reset sets the stock to n and the lucky counter to zero.
+// Reset sets the stock to n and the lucky counter to zero. A 503 is sent
+// again, up to resetSends in all: with stock.min_replica_acks it is the
+// answer "reset again" (the replicas did not acknowledge the reset in
+// time), and a reset writes the same values each time, so a second one is
+// safe.
 func Reset(ctx context.Context, client *http.Client, base, token string, n int) error {
 	body, _ := json.Marshal(api.Reset{Stock: int64(n)})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/stock/reset", bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("loadgen: reset: %w", err)
+	pause := resetPause
+	for sent := 1; ; sent++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/stock/reset", bytes.NewReader(body))
+		if err != nil {
+			return fmt.Errorf("loadgen: reset: %w", err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Admin-Token", token)
+		err = do(client, req, nil)
+		var se *statusError
+		if err == nil || sent == resetSends || !errors.As(err, &se) || se.status != http.StatusServiceUnavailable {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause *= 2
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Admin-Token", token)
-	return do(client, req, nil)
 }
+
+// resetSends bounds Reset's sends; resetPause is the pause after the first
+// 503, doubled after each one (250 ms, 500 ms, 1 s: under 2 s in all).
+var (
+	resetSends = 4
+	resetPause = 250 * time.Millisecond
+)
 
 // GetInfo reads GET /info from whichever replica nginx picks.
 func GetInfo(ctx context.Context, client *http.Client, base string) (api.Info, error) {
@@ -75,7 +102,7 @@ func do(client *http.Client, req *http.Request, into any) error {
 	case resp.StatusCode == http.StatusUnauthorized:
 		return fmt.Errorf("%w: %s", ErrUnauthorized, what)
 	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("%w: %s: %d %s", ErrBadResponse, what, resp.StatusCode, strings.TrimSpace(string(raw)))
+		return &statusError{what: what, status: resp.StatusCode, body: strings.TrimSpace(string(raw))}
 	case into == nil:
 		return nil
 	}
@@ -84,6 +111,20 @@ func do(client *http.Client, req *http.Request, into any) error {
 	}
 	return nil
 }
+
+// statusError is an answer with a status other than 200 (and 401): an
+// ErrBadResponse whose status a caller may act on.
+type statusError struct {
+	what   string
+	status int
+	body   string
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%v: %s: %d %s", ErrBadResponse, e.what, e.status, e.body)
+}
+
+func (e *statusError) Unwrap() error { return ErrBadResponse }
 
 // Settle reads the receipt of every unconfirmed answer in responses and
 // marks the ones that did sell (Response.Settled), so the books can be
