@@ -73,6 +73,8 @@ var scenarios = map[string]scenario{
 			// A buyer whose purchase is cut on purpose (buyerCut) hangs up
 			// before the paused replica answers: its 409 reaches no one,
 			// and only the replica's own count of fenced answers shows it.
+			// The count is this cell's: Run's SetBackend starts every
+			// replica afresh, and pause restarts none.
 			if n := x.replicaCounter("seckill_reduce_total", `result="fenced"`); n > 0 {
 				x.notef("%d fenced answer(s) counted by the replicas, none received (the buyer hung up)", n)
 				return
