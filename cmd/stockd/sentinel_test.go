@@ -26,7 +26,12 @@ func TestBinaryBehindSentinel(t *testing.T) {
 		"STOCKD_REDIS_SENTINEL_MASTER="+servers.SentinelMaster,
 		"STOCKD_REDIS_SENTINEL_ADDRS="+strings.Join(set.SentinelAddrs(), ","),
 		"STOCKD_LOCK_BACKEND=redis",
-		"STOCKD_STOCK_REPLICA_ACK_TIMEOUT=300ms",
+		// A step that must be acknowledged waits no longer than its ack;
+		// the bound is for the frozen replica, which cannot ack at all,
+		// and is long so that a busy machine's slow one still makes it.
+		"STOCKD_REDIS_TIMEOUT=3s",
+		"STOCKD_STOCK_REPLICA_ACK_TIMEOUT=2s",
+		"STOCKD_STOCK_CONFIRM_TIMEOUT=5s",
 	)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -75,6 +80,9 @@ func TestBinaryBehindSentinel(t *testing.T) {
 		t.Fatalf("receipt while the replica is stopped: %d %+v, want 503 (not settled)", code, r)
 	}
 	if err := set.Replica.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := set.WaitReplicated(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	if code, r := receipt(sale.Attempt); code != http.StatusOK || !r.Sold {

@@ -24,7 +24,9 @@ func TestResetWaitsForReplica(t *testing.T) {
 		MasterName: servers.SentinelMaster, SentinelAddrs: set.SentinelAddrs(), MaxRetries: -1,
 	})
 	t.Cleanup(func() { _ = rdb.Close() })
-	acks := stock.ReplicaAcks{Replicas: 1, Timeout: 200 * time.Millisecond}
+	// Long enough for a busy machine's replica to ack a step that must be
+	// acknowledged; the frozen one cannot, whatever the bound.
+	acks := stock.ReplicaAcks{Replicas: 1, Timeout: time.Second}
 	store := stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "fence"}).WithReplicaAcks(acks)
 	svc := stock.NewService(stock.ServiceConfig{Store: store, Locker: locallock.New(), Backend: "local", LockKey: "k"})
 	e := &env{rdb: rdb, store: store, h: handler.New(handler.Config{
@@ -33,8 +35,8 @@ func TestResetWaitsForReplica(t *testing.T) {
 	replicaRDB := redis.NewClient(&redis.Options{Addr: set.Replica.Addr()})
 	t.Cleanup(func() { _ = replicaRDB.Close() })
 
-	if r := e.do(t, "GET", "/info", ""); r.body["min_replica_acks"] != 1.0 || r.body["sentinel"] != true || r.body["replica_ack_timeout_ms"] != 200.0 {
-		t.Fatalf("info: got %s, want min_replica_acks 1, replica_ack_timeout_ms 200, sentinel true", r.raw)
+	if r := e.do(t, "GET", "/info", ""); r.body["min_replica_acks"] != 1.0 || r.body["sentinel"] != true || r.body["replica_ack_timeout_ms"] != 1000.0 {
+		t.Fatalf("info: got %s, want min_replica_acks 1, replica_ack_timeout_ms 1000, sentinel true", r.raw)
 	}
 	if err := set.Replica.Pause(); err != nil {
 		t.Fatal(err)
@@ -45,6 +47,10 @@ func TestResetWaitsForReplica(t *testing.T) {
 		t.Fatalf("reset with the replica stopped: got %d %s, want 503 naming the replicas", r.code, r.raw)
 	}
 	if err := set.Replica.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// The thawed replica has the refused reset's writes to catch up on first.
+	if err := set.WaitReplicated(t.Context(), 1); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.do(t, "POST", "/stock/reset", `{"stock":9}`, "X-Admin-Token", token); r.code != 200 {

@@ -17,22 +17,55 @@ import (
 	"seckill/internal/stock"
 )
 
-// replicated is a store behind Sentinel: a go-redis FailoverClient (no
-// retries of its own, as stockd builds it) over the harness's primary,
-// replica and three Sentinels, reset to n, waiting for acks replicas.
-func replicated(t *testing.T, n int64, keys stock.Keys, acks int) (*stock.Store, *servers.SentinelSet, *redis.Client) {
+// steadyAcks is the ack timeout of every step that must be acknowledged
+// (a reset, a sale with the replica up): WAIT returns the moment the
+// replica acknowledges, so this only bounds a replica that never does. A
+// short timeout there fails on a busy machine whose replica is merely
+// slow; the steps that must time out (the replica frozen or held) take a
+// store with a short one, strict.
+const steadyAcks = 30 * time.Second
+
+// strict is s with acks replicas waited for only timeout, for the steps
+// whose replica cannot answer.
+func strict(s *stock.Store, acks int, timeout time.Duration) *stock.Store {
+	return s.WithReplicaAcks(stock.ReplicaAcks{Replicas: acks, Timeout: timeout})
+}
+
+// sentinelClient is a go-redis FailoverClient (no retries of its own, as
+// stockd builds it) over the Sentinel set.
+func sentinelClient(t *testing.T, set *servers.SentinelSet) *redis.Client {
 	t.Helper()
-	set := servertest.Sentinels(t, servers.SentinelOptions{})
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
 		MasterName:    servers.SentinelMaster,
 		SentinelAddrs: set.SentinelAddrs(),
 		MaxRetries:    -1,
 	})
 	t.Cleanup(func() { _ = rdb.Close() })
-	s := stock.NewStore(rdb, keys).WithReplicaAcks(stock.ReplicaAcks{Replicas: acks, Timeout: 300 * time.Millisecond})
+	return rdb
+}
+
+// steadyReset resets s to n and returns once the replica holds the reset,
+// acks or not: without it an acks-0 run may kill the primary before its
+// replica saw the reset at all, and a failover then has no sale to carry.
+func steadyReset(t *testing.T, s *stock.Store, set *servers.SentinelSet, n int64) {
+	t.Helper()
 	if err := s.Reset(t.Context(), n); err != nil {
 		t.Fatalf("reset: %v", err)
 	}
+	if err := set.WaitReplicated(t.Context(), 1); err != nil {
+		t.Fatalf("replica after the reset: %v", err)
+	}
+}
+
+// replicated is a store behind Sentinel, over the harness's primary,
+// replica and three Sentinels, waiting for acks replicas up to steadyAcks,
+// reset to n with the replica holding the reset.
+func replicated(t *testing.T, n int64, keys stock.Keys, acks int) (*stock.Store, *servers.SentinelSet, *redis.Client) {
+	t.Helper()
+	set := servertest.Sentinels(t, servers.SentinelOptions{})
+	rdb := sentinelClient(t, set)
+	s := strict(stock.NewStore(rdb, keys), acks, steadyAcks)
+	steadyReset(t, s, set, n)
 	return s, set, rdb
 }
 
@@ -54,7 +87,8 @@ func TestStoppedReplicaMakesSaleUnconfirmed(t *testing.T) {
 	for _, m := range ackModes {
 		t.Run(m.name, func(t *testing.T) {
 			s, set, _ := replicated(t, 10, m.keys, 1)
-			svc := newService(s, locallock.New(), m.cfg)
+			lk := locallock.New()
+			svc := newService(s, lk, m.cfg)
 			if _, err := svc.Reduce(t.Context()); err != nil {
 				t.Fatalf("sale with the replica up: %v", err)
 			}
@@ -63,8 +97,9 @@ func TestStoppedReplicaMakesSaleUnconfirmed(t *testing.T) {
 			}
 			defer func() { _ = set.Replica.Resume() }()
 
+			frozen := strict(s, 1, 300*time.Millisecond)
 			start := time.Now()
-			sale, err := svc.Reduce(t.Context())
+			sale, err := newService(frozen, lk, m.cfg).Reduce(t.Context())
 			took := time.Since(start)
 			var ue *stock.UnconfirmedError
 			if !errors.As(err, &ue) || !errors.Is(err, stock.ErrNotReplicated) {
@@ -74,7 +109,7 @@ func TestStoppedReplicaMakesSaleUnconfirmed(t *testing.T) {
 				t.Fatalf("unconfirmed after %v, want within the 300ms ack timeout (plus slack)", took)
 			}
 			t.Logf("unconfirmed after %v: %v", took.Round(time.Millisecond), err)
-			if _, sold, err := s.Receipt(t.Context(), ue.Attempt); !errors.Is(err, stock.ErrNotReplicated) || !errors.Is(err, stock.ErrUnavailable) {
+			if _, sold, err := frozen.Receipt(t.Context(), ue.Attempt); !errors.Is(err, stock.ErrNotReplicated) || !errors.Is(err, stock.ErrUnavailable) {
 				t.Fatalf("receipt while the replica is stopped: sold %v, %v; want ErrNotReplicated (and ErrUnavailable)", sold, err)
 			}
 
@@ -307,18 +342,13 @@ func TestLaggingReplicaFailover(t *testing.T) {
 					return relay.Addr()
 				},
 			})
-			rdb := redis.NewFailoverClient(&redis.FailoverOptions{
-				MasterName: servers.SentinelMaster, SentinelAddrs: set.SentinelAddrs(), MaxRetries: -1,
-			})
-			t.Cleanup(func() { _ = rdb.Close() })
 			const initial = 100
 			keys := ledgerKeys(1)
-			s := stock.NewStore(rdb, keys).WithReplicaAcks(stock.ReplicaAcks{Replicas: acks, Timeout: 200 * time.Millisecond})
-			if err := s.Reset(t.Context(), initial); err != nil {
-				t.Fatal(err)
-			}
-			svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) { c.Fencing = true })
-			if _, err := svc.Reduce(t.Context()); err != nil {
+			s := strict(stock.NewStore(sentinelClient(t, set), keys), acks, steadyAcks)
+			steadyReset(t, s, set, initial)
+			lk := locallock.New()
+			fenced := func(c *stock.ServiceConfig) { c.Fencing = true }
+			if _, err := newService(s, lk, fenced).Reduce(t.Context()); err != nil {
 				t.Fatalf("sale before the hold: %v", err)
 			}
 			if err := set.WaitReplicated(t.Context(), 1); err != nil {
@@ -326,10 +356,11 @@ func TestLaggingReplicaFailover(t *testing.T) {
 			}
 
 			relay.Hold()
+			held := newService(strict(s, acks, 200*time.Millisecond), lk, fenced)
 			const during = 5
 			var sold, unconfirmed []string
 			for range during {
-				sale, err := svc.Reduce(t.Context())
+				sale, err := held.Reduce(t.Context())
 				var ue *stock.UnconfirmedError
 				switch {
 				case err == nil:
@@ -407,13 +438,9 @@ func TestResetWaitsForReplica(t *testing.T) {
 					return relay.Addr()
 				},
 			})
-			rdb := redis.NewFailoverClient(&redis.FailoverOptions{
-				MasterName: servers.SentinelMaster, SentinelAddrs: set.SentinelAddrs(), MaxRetries: -1,
-			})
-			t.Cleanup(func() { _ = rdb.Close() })
 			keys := ledgerKeys(1)
 			const timeout = 200 * time.Millisecond
-			s := stock.NewStore(rdb, keys).WithReplicaAcks(stock.ReplicaAcks{Replicas: acks, Timeout: timeout})
+			s := strict(stock.NewStore(sentinelClient(t, set), keys), acks, steadyAcks)
 			if err := s.Reset(t.Context(), 100); err != nil {
 				t.Fatal(err)
 			}
@@ -434,7 +461,7 @@ func TestResetWaitsForReplica(t *testing.T) {
 
 			relay.Hold()
 			start := time.Now()
-			err := s.Reset(t.Context(), 50)
+			err := strict(s, acks, timeout).Reset(t.Context(), 50)
 			took := time.Since(start)
 			if acks > 0 {
 				if !errors.Is(err, stock.ErrNotReplicated) || !errors.Is(err, stock.ErrUnavailable) {
