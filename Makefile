@@ -3,6 +3,7 @@
 #   make build         bin/stockd and bin/seckill
 #   make demo          start a local cluster and compare every lock backend
 #   make test          vet, gofmt check, and every test with -race against real servers
+#   make test-stress   make test STRESS_RUNS times (3) while stress-ng loads the machine
 #   make compose-test  the docker-compose cluster end to end
 #   make bench         backends vs peer libraries vs ceilings, combining and segments end to end;
 #                      writes docs/benchmarks.md, docs/bench.svg and docs/bench-segments.svg
@@ -20,7 +21,7 @@ SOAK_DURATION ?= 10m
 SOAK_BACKENDS ?= redis,redisson,etcd,zookeeper,mysql
 SOAK_FLAGS ?=
 
-.PHONY: deps build demo test vet fmt-check compose-test bench soak clean
+.PHONY: deps build demo test test-stress vet fmt-check compose-test bench soak clean
 
 deps:
 	scripts/install-deps.sh
@@ -43,6 +44,11 @@ fmt-check:
 test: deps vet fmt-check
 	$(GO) test -race -count=1 -timeout 30m $(TEST_FLAGS) ./...
 	cd deploy/k8s && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# The suite on a busy machine: STRESS_RUNS (3), STRESS_CMD ('make test'),
+# STRESS_ARGS ('--cpu 2 --io 1'); see scripts/test-stress.sh.
+test-stress:
+	scripts/test-stress.sh
 
 compose-test:
 	@if [ -x scripts/compose-test.sh ]; then scripts/compose-test.sh; \

@@ -36,6 +36,10 @@ have mariadbd || missing+=(mariadb-server)
 have mariadb || missing+=(mariadb-client)
 # Headless Chromium for the dashboard's browser test (chromedp drives it).
 have chromium || missing+=(chromium)
+# stress-ng only for scripts/test-stress.sh (make test-stress), which asks.
+if [ -n "${WITH_STRESS:-}" ]; then
+	have stress-ng || missing+=(stress-ng)
+fi
 # -race needs cgo: a C compiler and libc headers.
 have gcc || missing+=(gcc libc6-dev)
 if ! have nginx; then
