@@ -112,6 +112,9 @@ type Config struct {
 		// (WAIT, issue #15); -1: 1 with Sentinel, else 0 (minReplicaAcks).
 		MinReplicaAcks    int           `mapstructure:"min_replica_acks" default:"-1"`
 		ReplicaAckTimeout time.Duration `mapstructure:"replica_ack_timeout" default:"500ms"`
+		// AllowEviction runs on a Redis whose maxmemory-policy may evict
+		// keys, which stockd otherwise refuses (eviction.go).
+		AllowEviction bool `mapstructure:"allow_eviction" default:"false"`
 	} `mapstructure:"stock"`
 	// Orders is the ledger's durable copy in MySQL (mysql.dsn), written by
 	// a consumer group on the ledger stream in every replica.

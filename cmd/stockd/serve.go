@@ -61,6 +61,12 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 
 	m := metrics.New(prometheus.Labels{"replica": cfg.Replica, "backend": info.Name})
 	redis.SetLogger(redisLogger{log: log, lim: metrics.NewLogLimiter(m, 0)})
+	// Before the sale, the election or the listener start: a Redis that
+	// may evict keys loses sales it acknowledged, so it is refused here.
+	policies := policyChecks(w, mode == stock.ModeLocked)
+	if err := checkEviction(ctx, cfg, log, policies); err != nil {
+		return err
+	}
 	keys := stock.Keys{
 		Stock: cfg.Stock.Key, Lucky: cfg.Stock.LuckyKey, Fence: cfg.Stock.FenceKey,
 		Initial: initialKey(cfg), Segments: cfg.Stock.Segments,
@@ -143,9 +149,10 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		MinReplicaAcks:    store.ReplicaAcks().Replicas,
 		ReplicaAckTimeout: store.ReplicaAcks().Timeout,
 		Sentinel:          cfg.Redis.Sentinel.Master != "",
+		AllowEviction:     cfg.Stock.AllowEviction,
 	}, handler.Deps{
 		Seller: svc, Inventory: store, LockPinger: pinger, Fence: svc, Metrics: m, Logger: log, Leader: leader,
-		Orders: ledgerReader, Durable: durableOrders,
+		Orders: ledgerReader, Durable: durableOrders, Policies: policies,
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)

@@ -93,11 +93,17 @@ type Health struct {
 }
 
 // Ready is the answer of GET /readyz (200 when every check is OK, else 503):
-// each field is OK or the failing check's error text.
+// each field is OK or the failing check's error text, but Eviction.
 type Ready struct {
-	Fence string `json:"fence"`
-	Lock  string `json:"lock"`
-	Redis string `json:"redis"`
+	// Eviction, present only when stock.allow_eviction lets a Redis that
+	// may evict keys through, says which and its policy ("allowed:
+	// maxmemory-policy allkeys-lru"); the replica stays ready. Without the
+	// opt-out such a Redis fails Redis instead ("evicting: maxmemory-policy
+	// allkeys-lru").
+	Eviction string `json:"eviction,omitempty"`
+	Fence    string `json:"fence"`
+	Lock     string `json:"lock"`
+	Redis    string `json:"redis"`
 	From
 	// Stock is whether every stock key and the lucky key hold integers a
 	// sale can count with; omitted by a replica whose inventory cannot

@@ -4,6 +4,7 @@
 package handler
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -72,6 +73,18 @@ type Config struct {
 	MinReplicaAcks    int
 	ReplicaAckTimeout time.Duration
 	Sentinel          bool
+	// AllowEviction is stock.allow_eviction: a Redis of Deps.Policies
+	// that may evict keys leaves the replica ready, reported in
+	// "eviction" instead of failing "redis".
+	AllowEviction bool
+}
+
+// PolicyCheck is a Redis whose maxmemory-policy /readyz reads
+// (stock.MaxmemoryPolicy).
+type PolicyCheck struct {
+	// Name prefixes what /readyz says of it; empty for the stock Redis.
+	Name  string
+	Redis stock.InfoReader
 }
 
 // Deps are the collaborators. LockPinger may be nil (a backend with no
@@ -93,6 +106,11 @@ type Deps struct {
 	// Durable, if set, adds the durable copy's count and lag to GET /ledger
 	// (orders.durable).
 	Durable DurableOrders
+	// Policies are the Redis servers the sale keeps keys in, whose
+	// maxmemory-policy /readyz checks: the stock Redis, and the lock's
+	// when it is another. A policy can change at run time (CONFIG SET),
+	// so the check at start is not enough.
+	Policies []PolicyCheck
 }
 
 // server is the API: its config, collaborators and admin back-off.
@@ -407,6 +425,10 @@ func (a *server) readyz(c *gin.Context) {
 		return api.OK
 	}
 	redisState := check(a.deps.Inventory.Ping)
+	eviction := ""
+	if redisState == api.OK {
+		redisState, eviction = a.policies(ctx)
+	}
 	lockState := api.OK
 	if a.deps.LockPinger != nil {
 		lockState = check(a.deps.LockPinger.Ping)
@@ -427,7 +449,33 @@ func (a *server) readyz(c *gin.Context) {
 	if redisState != api.OK || lockState != api.OK || fenceState != api.OK || (stockState != "" && stockState != api.OK) {
 		status = http.StatusServiceUnavailable
 	}
-	a.json(c, status, &api.Ready{Redis: redisState, Lock: lockState, Fence: fenceState, Stock: stockState})
+	a.json(c, status, &api.Ready{Redis: redisState, Lock: lockState, Fence: fenceState, Stock: stockState, Eviction: eviction})
+}
+
+// policies reads the maxmemory-policy of every Deps.Policies Redis. An
+// evicting one fails the "redis" state, unless Config.AllowEviction, when
+// it is reported in allowed instead. A lock Redis that cannot be reached
+// is left to the lock's own check.
+func (a *server) policies(ctx context.Context) (state, allowed string) {
+	var notes []string
+	for _, p := range a.deps.Policies {
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
+		policy, err := stock.MaxmemoryPolicy(pctx, p.Redis)
+		cancel()
+		prefix := ""
+		if p.Name != "" {
+			prefix = p.Name + ": "
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, stock.ErrEvictingPolicy) && a.cfg.AllowEviction:
+			notes = append(notes, prefix+"allowed: maxmemory-policy "+cmp.Or(policy, "unreported"))
+		case p.Name != "" && errors.Is(err, stock.ErrUnavailable):
+		default:
+			return prefix + err.Error(), ""
+		}
+	}
+	return api.OK, strings.Join(notes, "; ")
 }
 
 func (a *server) info(c *gin.Context) {

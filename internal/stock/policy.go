@@ -1,0 +1,65 @@
+package stock
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrEvictingPolicy: the Redis may evict keys when it reaches maxmemory. A
+// sale's keys are not a cache: an evicted stock key reads as "0 left", an
+// evicted receipt or idempotency record lets a retry or a replayed key
+// sell again. The wrapping error names the policy.
+var ErrEvictingPolicy = errors.New("evicting")
+
+// NoEviction is the one maxmemory-policy under which Redis keeps every key
+// it acknowledged: at maxmemory it refuses writes (ErrOutOfMemory) instead.
+const NoEviction = "noeviction"
+
+// InfoReader is the one command MaxmemoryPolicy needs; every go-redis
+// client (redis.UniversalClient) has it.
+type InfoReader interface {
+	Info(ctx context.Context, section ...string) *redis.StringCmd
+}
+
+// MaxmemoryPolicy reads rdb's maxmemory-policy from INFO memory, which
+// managed Redis services answer where they disable CONFIG GET. It returns
+// the policy, and an error wrapping ErrEvictingPolicy when it is anything
+// but noeviction (the allkeys-* and volatile-* policies), or when Redis
+// answers but does not report it (an ACL without INFO, a proxy): a policy
+// that cannot be read cannot be trusted. An unreachable Redis is
+// ErrUnavailable, as for every other command.
+func MaxmemoryPolicy(ctx context.Context, rdb InfoReader) (string, error) {
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		err = wrapRedis(ctx, "INFO memory", err)
+		var rerr redis.Error
+		if !errors.Is(err, ErrUnavailable) && errors.As(err, &rerr) {
+			return "", fmt.Errorf("%w: maxmemory-policy unreadable: %w", ErrEvictingPolicy, err)
+		}
+		return "", err
+	}
+	policy, ok := infoField(info, "maxmemory_policy")
+	switch {
+	case !ok:
+		return "", fmt.Errorf("%w: INFO memory reports no maxmemory_policy", ErrEvictingPolicy)
+	case policy != NoEviction:
+		return policy, fmt.Errorf("%w: maxmemory-policy %s", ErrEvictingPolicy, policy)
+	}
+	return policy, nil
+}
+
+// infoField finds one "name:value" line of an INFO reply.
+func infoField(info, name string) (string, bool) {
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+":"); ok {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
+}

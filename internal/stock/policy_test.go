@@ -1,0 +1,68 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/servers/servertest"
+	"seckill/internal/stock"
+)
+
+// Every policy Redis 7 knows, read from a real server: only noeviction is
+// accepted, and the error of every other one names it.
+func TestMaxmemoryPolicy(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := t.Context()
+	for _, policy := range []string{
+		"allkeys-lru", "allkeys-lfu", "allkeys-random",
+		"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl",
+		"noeviction",
+	} {
+		if err := rdb.ConfigSet(ctx, "maxmemory-policy", policy).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := stock.MaxmemoryPolicy(ctx, rdb)
+		if got != policy {
+			t.Errorf("%s: read policy %q", policy, got)
+		}
+		switch {
+		case policy == stock.NoEviction && err != nil:
+			t.Errorf("noeviction: got %v, want no error", err)
+		case policy != stock.NoEviction && (!errors.Is(err, stock.ErrEvictingPolicy) || !strings.Contains(err.Error(), "maxmemory-policy "+policy)):
+			t.Errorf("%s: got %v, want ErrEvictingPolicy naming the policy", policy, err)
+		}
+	}
+
+	if err := srv.Stop(5e9); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stock.MaxmemoryPolicy(ctx, rdb); !errors.Is(err, stock.ErrUnavailable) || errors.Is(err, stock.ErrEvictingPolicy) {
+		t.Fatalf("Redis down: got %v, want ErrUnavailable only", err)
+	}
+}
+
+// infoReply answers INFO with a fixed text.
+type infoReply string
+
+func (r infoReply) Info(ctx context.Context, _ ...string) *redis.StringCmd {
+	return redis.NewStringResult(string(r), nil)
+}
+
+// A Redis (or a proxy in front of one) that does not report its policy is
+// not trusted to keep the keys.
+func TestMaxmemoryPolicyUnreported(t *testing.T) {
+	_, err := stock.MaxmemoryPolicy(t.Context(), infoReply("# Memory\r\nused_memory:1024\r\n"))
+	if !errors.Is(err, stock.ErrEvictingPolicy) {
+		t.Fatalf("got %v, want ErrEvictingPolicy", err)
+	}
+	got, err := stock.MaxmemoryPolicy(t.Context(), infoReply("# Memory\r\nmaxmemory_policy:noeviction\r\n"))
+	if got != stock.NoEviction || err != nil {
+		t.Fatalf("got %q %v, want noeviction", got, err)
+	}
+}
