@@ -42,8 +42,11 @@ func classify(err error) (status int, result api.Result) {
 		// operator resets it; and not a 4xx, since the buyer did nothing
 		// wrong. /readyz says the same ("stock").
 		return http.StatusInternalServerError, api.Error
-	case errors.Is(err, stock.ErrUnavailable), errors.Is(err, lock.ErrUnavailable),
-		errors.Is(err, lock.ErrClosed):
+	case errors.Is(err, stock.ErrUnavailable), errors.Is(err, stock.ErrOutOfMemory),
+		errors.Is(err, lock.ErrUnavailable), errors.Is(err, lock.ErrClosed):
+		// An OOM refusal wrote nothing (a definite answer, not unconfirmed)
+		// and lasts until memory is freed or maxmemory raised: the service
+		// is unavailable, not broken.
 		return http.StatusServiceUnavailable, api.Error
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The request's own context ended (client gone, or shutdown cut it

@@ -70,3 +70,34 @@ func TestReadyzAllowsEvictionWhenOptedOut(t *testing.T) {
 		t.Fatalf("got %d %s, want 200 redis ok eviction %q", r.code, r.raw, want)
 	}
 }
+
+// Under noeviction a Redis at its maxmemory refuses the sale's script with
+// OOM: nothing was written, so the buyer gets a definite 503 error (the
+// service cannot sell now), not "unconfirmed, ask the receipt", which the
+// OOM reply used to be taken for.
+func TestReduceOutOfMemoryIsDefinite503(t *testing.T) {
+	for _, mode := range []stock.Mode{stock.ModeAtomic, stock.ModeLocked} {
+		t.Run(string(mode), func(t *testing.T) {
+			e := newEnv(t, 5, nil, nil)
+			svc := stock.NewService(stock.ServiceConfig{
+				Store: e.store, Locker: locallock.New(), Backend: "local", LockKey: "k", Mode: mode, Fencing: true,
+			})
+			e.h = handler.New(handler.Config{Replica: replica, AdminToken: token},
+				handler.Deps{Seller: svc, Inventory: e.store, Metrics: e.metrics})
+			if err := e.rdb.ConfigSet(t.Context(), "maxmemory", "1").Err(); err != nil {
+				t.Fatal(err)
+			}
+			r := e.do(t, http.MethodPost, "/stock/reduce", "")
+			if r.code != http.StatusServiceUnavailable || r.body["result"] != "error" || r.body["error"] != "stock service unavailable" || r.body["attempt"] != nil {
+				t.Fatalf("got %d %s, want 503 error \"stock service unavailable\" with no attempt", r.code, r.raw)
+			}
+			if err := e.rdb.ConfigSet(t.Context(), "maxmemory", "0").Err(); err != nil {
+				t.Fatal(err)
+			}
+			e.wantStock(t, stock.Status{Stock: 5, Lucky: 0})
+			if got := counter(t, e.metrics, "unconfirmed"); got != 0 {
+				t.Fatalf("got %v unconfirmed sales, want 0", got)
+			}
+		})
+	}
+}

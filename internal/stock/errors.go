@@ -54,6 +54,12 @@ var (
 
 	// ErrUnavailable: the stock Redis could not be reached or is not serving.
 	ErrUnavailable = errors.New("stock: redis unavailable")
+
+	// ErrOutOfMemory: the stock Redis, at its maxmemory under noeviction,
+	// refused the command with OOM. Redis refuses a script at its first
+	// write and never midway, so the script wrote nothing: unlike a lost
+	// reply, this call is known not to have sold.
+	ErrOutOfMemory = errors.New("stock: redis out of memory")
 )
 
 // FencedError is the store refusing a read or write under a lease that is no
@@ -107,6 +113,9 @@ func wrapRedis(ctx context.Context, op string, err error) error {
 	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
+		if strings.HasPrefix(rerr.Error(), "OOM ") {
+			return fmt.Errorf("%w: %s: %w", ErrOutOfMemory, op, err)
+		}
 		for _, p := range unavailablePrefixes {
 			if strings.HasPrefix(rerr.Error(), p) {
 				return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)

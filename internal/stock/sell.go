@@ -186,6 +186,10 @@ func (s *Service) fencedCall(ctx context.Context, lease lock.Lease, f Fence, n i
 		return nil
 	case errors.Is(err, ErrFenced), errors.Is(err, ErrMixedBackends), errors.Is(err, ErrNotInteger):
 		return err // a definite refusal: nothing was written
+	case errors.Is(err, ErrOutOfMemory) && tries == 1:
+		// Definite only when no earlier try went unanswered: such a try
+		// may still run, and sell, once memory frees up.
+		return err
 	default:
 		s.cfg.OnEvent(EventUnconfirmed)
 		s.log.Warn("sale unconfirmed: the write got no answer, or too few replicas acknowledged it; its receipt will tell",
@@ -216,6 +220,8 @@ func (s *Service) sellAtomic(ctx context.Context, seg *segment, b Buyer) (Sale, 
 		return Sale{StockAfter: after, Attempt: id}, nil
 	case errors.Is(err, ErrSoldOut), errors.Is(err, ErrNotInteger):
 		return Sale{}, err // definite: nothing was written
+	case errors.Is(err, ErrOutOfMemory) && tries == 1:
+		return Sale{}, err // definite, as in fencedCall
 	default:
 		s.cfg.OnEvent(EventUnconfirmed)
 		return Sale{}, &UnconfirmedError{Attempt: id, Err: err}
