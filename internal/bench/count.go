@@ -1,14 +1,10 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"net"
-	"strconv"
+	"seckill/internal/servers"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -141,50 +137,5 @@ func (w *watchStream) SendMsg(m any) error {
 
 // zkPackets reads zk_packets_received from ZooKeeper's mntr command.
 func zkPackets(ctx context.Context, addr string) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return 0, fmt.Errorf("zookeeper mntr: %w", err)
-	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	if _, err := conn.Write([]byte("mntr")); err != nil {
-		return 0, fmt.Errorf("zookeeper mntr: %w", err)
-	}
-	sc := bufio.NewScanner(conn)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), "\t")
-		if ok && k == "zk_packets_received" {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("zookeeper mntr: %s: %w", v, err)
-			}
-			return n, nil
-		}
-	}
-	return 0, fmt.Errorf("zookeeper mntr: no zk_packets_received (%v)", sc.Err())
-}
-
-// zkFirstLine sends a four-letter command and returns the first reply line.
-func zkFirstLine(ctx context.Context, addr, cmd string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	if _, err := conn.Write([]byte(cmd)); err != nil {
-		return "", err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	return strings.TrimSpace(line), err
+	return servers.ZooKeeperStat(ctx, addr, "zk_packets_received")
 }

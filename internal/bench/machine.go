@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"seckill/internal/servers"
 	"strings"
 	"time"
 
@@ -109,7 +110,8 @@ func serverVersions(ctx context.Context, s Servers) Versions {
 		}
 	}
 	if s.ZooKeeper != "" {
-		if line, err := zkFirstLine(ctx, s.ZooKeeper, "srvr"); err == nil {
+		if out, err := servers.FourLetter(ctx, s.ZooKeeper, "srvr"); err == nil {
+			line, _, _ := strings.Cut(out, "\n")
 			v.ZooKeeper = strings.TrimPrefix(line, "Zookeeper version: ")
 		}
 	}

@@ -259,7 +259,7 @@ func (r *runner) warmUp(ctx context.Context, subj Subject, sets []procSet, key s
 
 // phase runs the sale loop once: c goroutines, goroutine g in process
 // g%len(sets), each looping lock → sell → unlock until the stock is gone
-// or, with timebox > 0, until timebox has passed.
+// or, with timebox > 0, until its first sale after timebox has passed.
 //
 // hold is how long each sale keeps the lock after its write (the
 // critical-section time of the hold rows; 0 in every other row).
@@ -321,8 +321,19 @@ func (r *runner) phase(ctx context.Context, subj Subject, sets []procSet, c int,
 			}
 		}
 	}
+	// The timebox ends a row at its first sale after it, not at the box
+	// itself: a row that sold nothing measured nothing, and on a busy
+	// machine a short box can pass before the first acquisition (a fresh
+	// key's ZooKeeper parents, a cold JIT) is through.
+	var boxOver atomic.Bool
+	var sales atomic.Int64
 	if timebox > 0 {
-		t := time.AfterFunc(timebox, func() { halt(nil) })
+		t := time.AfterFunc(timebox, func() {
+			boxOver.Store(true)
+			if sales.Load() > 0 {
+				halt(nil)
+			}
+		})
 		defer t.Stop()
 	}
 	for g := range c {
@@ -340,7 +351,7 @@ func (r *runner) phase(ctx context.Context, subj Subject, sets []procSet, c int,
 					sold()
 					out.perContender[g]++
 					waits[g] = append(waits[g], wait)
-					if left == 0 {
+					if sales.Add(1); left == 0 || boxOver.Load() {
 						halt(nil)
 					}
 				default: // sold out, or stopped before selling

@@ -141,10 +141,6 @@ admin.enableServer=false
 	})
 }
 
-func zookeeperReady(ctx context.Context, addr string) error {
-	return lineProbe(ctx, addr, "ruok", "imok")
-}
-
 // lineProbe writes req and expects the reply to start with want.
 func lineProbe(ctx context.Context, addr, req, want string) error {
 	var d net.Dialer

@@ -1,13 +1,10 @@
 package zklock
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +15,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/lock/cohort"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/zksess"
 	"seckill/internal/zksess/zksesstest"
@@ -558,27 +556,11 @@ func packetsReceived(t *testing.T, addr string) int64 {
 // mntr reads one counter of the server's mntr report.
 func mntr(t *testing.T, addr, name string) int64 {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	n, err := servers.ZooKeeperStat(t.Context(), addr, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := conn.Write([]byte("mntr")); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(conn)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+"\t"); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("mntr: no %s (%v)", name, sc.Err())
-	return 0
+	return n
 }
 
 // A hold shorter than Options.LossWatchDelay sets no watch on the server

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"seckill/internal/servers"
 	"seckill/internal/zksess"
 )
 
@@ -264,7 +265,10 @@ func Dial(t testing.TB, addr string, sessionTimeout time.Duration) *zksess.Sessi
 	defer cancel()
 	s, err := zksess.Dial(ctx, []string{addr}, sessionTimeout)
 	if err != nil {
-		t.Fatalf("zksess.Dial(%s): %v", addr, err)
+		// What the server says of itself tells a stalled or unready server
+		// from one that never answered.
+		srvr, serr := servers.FourLetter(context.Background(), addr, "srvr")
+		t.Fatalf("zksess.Dial(%s): %v; the server's srvr: %q (%v)", addr, err, srvr, serr)
 	}
 	t.Cleanup(s.Close)
 	return s
