@@ -22,14 +22,16 @@ import (
 
 // shutdownTimeout is stockd's http.shutdown_timeout in these tests, and
 // shutdownSlack what the rest of the shutdown (resigning, closing the
-// locker and the sessions, each bounded on its own) may add to it. With
-// etcd cut off that rest is about 3 s on a quiet machine (exit at 6.0 s)
-// and reached 5.0–5.4 s in full -race runs on 2 cores; the bound stays
-// below the sessions' 10 s lease, which is what a shutdown must not wait
-// out.
+// locker and the sessions, each bounded on its own) may add to it: about
+// 3 s with etcd cut off on a quiet machine, 5.0-5.4 s in full -race runs
+// on 2 cores, more under a CPU hog. What the test tells apart is a
+// shutdown bounded by its own deadlines from one that waits for a lease or
+// session to run out, so every lease here (leaseTTL) is set well past the
+// bound rather than the bound squeezed under the default 10 s leases.
 const (
 	shutdownTimeout = 3 * time.Second
-	shutdownSlack   = 6 * time.Second
+	shutdownSlack   = 15 * time.Second
+	leaseTTL        = 40 * time.Second
 )
 
 // TestShutdownBounded: a stockd told to stop (SIGTERM) while its lock
@@ -83,14 +85,19 @@ func TestShutdownBounded(t *testing.T) {
 func stopWhileCut(t *testing.T, c *localcluster.Cluster, backend string, links []localcluster.Link) time.Duration {
 	t.Helper()
 	env := map[string]string{
-		// Leases and sessions keep their defaults (longer than the bound):
-		// a shutdown must not wait for one to run out.
-		"http.shutdown_timeout": shutdownTimeout.String(),
-		"lock.wait_timeout":     "10s",
-		// Redisson's default watchdog (30 s) would make every subtest after
-		// a redisson one wait that long for the dead holder's lock; 12 s is
-		// still longer than the bound.
-		"redisson.watchdog": "12s",
+		// Leases and sessions longer than the bound: a shutdown must not
+		// wait for one to run out.
+		"http.shutdown_timeout":     shutdownTimeout.String(),
+		"lock.ttl":                  leaseTTL.String(),
+		"redisson.watchdog":         leaseTTL.String(),
+		"etcd.session_ttl":          leaseTTL.String(),
+		"zookeeper.session_timeout": leaseTTL.String(),
+		// A lock of its own per subtest: the previous subtest's replica was
+		// stopped with its servers cut off, so its lock stays held for a
+		// whole lease. (The reset below clears the fence, so the new lock's
+		// identity is accepted at once.)
+		"lock.key":          "seckill:lock:shutdown:" + strings.ReplaceAll(t.Name(), "/", ":"),
+		"lock.wait_timeout": "10s",
 		"log.level":         "info",
 		"work.delay":        "1500ms",
 	}
@@ -108,11 +115,10 @@ func stopWhileCut(t *testing.T, c *localcluster.Cluster, backend string, links [
 		t.Fatalf("reset stock: %v", err)
 	}
 
-	// The previous subtest's replica was stopped with its lock server cut
-	// off, so its lock is still held until its lease runs out. One sale
-	// that succeeds proves the lease has run out: the sales put in flight
-	// below then queue behind each other, not behind a dead holder (which
-	// would let them time out before the signal, leaving nothing in flight).
+	// One sale that succeeds proves the lock is free: the sales put in
+	// flight below then queue behind each other, not behind a dead holder
+	// (which would let them time out before the signal, leaving nothing in
+	// flight).
 	acquired := firstSale(t, client, c.ReplicaURL(0))
 
 	// A sale holds the lock (in its critical section, work.delay long) and
@@ -191,8 +197,8 @@ func inFlight(t *testing.T, client *http.Client, url string, n int) {
 
 // firstSale sells until one sale succeeds on the replica at base (each
 // attempt waits up to lock.wait_timeout for the lock) and returns the lock
-// wait count after it. It fails the test when none succeeds within the
-// longest lease a stopped holder can leave behind plus a wait.
+// wait count after it. It fails the test when none succeeds within three
+// lock waits: the lock is a fresh one, so nothing holds it.
 func firstSale(t *testing.T, client *http.Client, base string) float64 {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
