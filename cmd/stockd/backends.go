@@ -45,6 +45,10 @@ type backendSpec struct {
 	// labOnly backends oversell across replicas on purpose; stockd runs
 	// them only with lab.unsafe: true.
 	labOnly bool
+	// redisKeys names the Redis keys of the lock named key, for a backend
+	// that keeps its locks in Redis: on the stock Redis they must not
+	// collide with the sale's (keyspace.go).
+	redisKeys func(key string) []string
 }
 
 // lockTTL is the configured backend's lease: after that long without an
@@ -63,10 +67,10 @@ var backends = map[string]backendSpec{
 	// show the overselling the articles start from.
 	"none":  {needs: needsNothing, labOnly: true, build: func(context.Context, *wiring) (lock.Locker, error) { return nolock.New(), nil }},
 	"local": {needs: needsNothing, labOnly: true, build: func(context.Context, *wiring) (lock.Locker, error) { return locallock.New(), nil }},
-	"redis": {needs: needsRedis, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
+	"redis": {needs: needsRedis, redisKeys: redislock.RedisKeys, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
 		return redislock.New(w.lockRedis(), redislock.Options{TTL: w.cfg.Lock.TTL, Logger: w.log}), nil
 	}},
-	"redisson": {needs: needsRedis, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
+	"redisson": {needs: needsRedis, redisKeys: redissonlock.RedisKeys, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
 		return redissonlock.New(w.lockRedis(), redissonlock.Options{
 			Watchdog: w.cfg.Redisson.Watchdog, LeaseTime: w.cfg.Redisson.LeaseTime,
 		}), nil
@@ -89,9 +93,13 @@ var backends = map[string]backendSpec{
 	"mysql-row": {needs: needsMySQL, build: mysqlBackend(mysqllock.NewRow), ttl: mysqlSessionTTL},
 	// Lab-only broken Redis locks (issue 7): each fails in the way one of the
 	// articles' versions does. Never safe; they exist to be watched failing.
-	"setnx":          {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewSetNX)},
-	"redis-nocheck":  {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewNoCheck)},
-	"redis-checkdel": {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewCheckDel)},
+	"setnx":          {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewSetNX), redisKeys: flawedKeys(flawedlock.NameSetNX)},
+	"redis-nocheck":  {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewNoCheck), redisKeys: flawedKeys(flawedlock.NameNoCheck)},
+	"redis-checkdel": {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewCheckDel), redisKeys: flawedKeys(flawedlock.NameCheckDel)},
+}
+
+func flawedKeys(name string) func(string) []string {
+	return func(key string) []string { return flawedlock.RedisKeys(name, key) }
 }
 
 func flawed(newFn func(redis.UniversalClient, flawedlock.Options) *flawedlock.Locker) func(context.Context, *wiring) (lock.Locker, error) {

@@ -78,7 +78,7 @@ func TestValidate(t *testing.T) {
 		{"empty stock key", func(c *Config) { c.Stock.Key = "" }, "stock.key"},
 		{"empty lucky key", func(c *Config) { c.Stock.LuckyKey = "" }, "stock.lucky_key"},
 		{"empty fence key", func(c *Config) { c.Stock.FenceKey = "" }, "stock.fence_key"},
-		{"clashing keys", func(c *Config) { c.Stock.LuckyKey = c.Stock.Key }, "stock.key"},
+		{"clashing keys", func(c *Config) { c.Stock.LuckyKey = c.Stock.Key }, "stock.lucky_key"},
 		{"empty lock key", func(c *Config) { c.Lock.Key = "" }, "lock.key"},
 		{"missing redis addr", func(c *Config) { c.Redis.Addr = "" }, "redis.addr"},
 		{"bad lock redis addr", func(c *Config) { c.Lock.RedisAddr = "nohost" }, "lock.redis_addr"},

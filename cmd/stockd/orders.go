@@ -17,16 +17,6 @@ import (
 // orders.go: the stock.ledger, stock.per_user_limit, stock.idempotency_ttl
 // and orders.* keys (issue #13).
 
-// ordersKey is the ledger's stream. Derived, not configured: it belongs
-// with stock.key, as the initial key does; the stock store derives the
-// ledger's other keys from it.
-func ordersKey(cfg *Config) string {
-	if !cfg.Stock.Ledger {
-		return ""
-	}
-	return cfg.Stock.Key + ":orders"
-}
-
 // validateLedger checks the ledger's and the durable orders' keys.
 func validateLedger(c *Config, bad func(key, format string, args ...any)) {
 	if c.Stock.PerUserLimit < 0 {

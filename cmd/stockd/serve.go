@@ -67,14 +67,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	if err := checkEviction(ctx, cfg, log, policies); err != nil {
 		return err
 	}
-	keys := stock.Keys{
-		Stock: cfg.Stock.Key, Lucky: cfg.Stock.LuckyKey, Fence: cfg.Stock.FenceKey,
-		Initial: initialKey(cfg), Segments: cfg.Stock.Segments,
-	}
-	if ledger {
-		keys.Orders = ordersKey(cfg)
-	}
-	store := stock.NewStore(stockRDB, keys).WithReplicaAcks(stock.ReplicaAcks{
+	store := stock.NewStore(stockRDB, saleKeys(cfg, ledger)).WithReplicaAcks(stock.ReplicaAcks{
 		Replicas: minReplicaAcks(cfg), Timeout: cfg.Stock.ReplicaAckTimeout,
 	})
 	m.RegisterStock(func(ctx context.Context) (int64, int64, error) {
@@ -234,8 +227,3 @@ func newHTTPServer(cfg *Config, h http.Handler, log *slog.Logger) *http.Server {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 }
-
-// initialKey holds the stock of the last reset, for the election's audit
-// job (stock + lucky must equal it). Derived, not configured: it belongs
-// with stock.key.
-func initialKey(cfg *Config) string { return cfg.Stock.Key + ":initial" }

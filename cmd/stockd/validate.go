@@ -159,9 +159,6 @@ func Validate(c *Config) error {
 	nonEmpty("stock.key", c.Stock.Key)
 	nonEmpty("stock.lucky_key", c.Stock.LuckyKey)
 	nonEmpty("stock.fence_key", c.Stock.FenceKey)
-	if k := c.Stock; k.Key != "" && (k.Key == k.LuckyKey || k.Key == k.FenceKey || (k.LuckyKey != "" && k.LuckyKey == k.FenceKey)) {
-		bad("stock.key", "stock.key, stock.lucky_key and stock.fence_key must differ")
-	}
 	oneOf("stock.mode", c.Stock.Mode, stockModes, "mode")
 	between("stock.confirm_timeout", c.Stock.ConfirmTimeout, 10*time.Millisecond, 10*time.Minute)
 	intBetween("stock.combine_max", c.Stock.CombineMax, 1, 4096)
@@ -175,6 +172,7 @@ func Validate(c *Config) error {
 			c.Stock.ReplicaAckTimeout, c.Redis.Timeout, c.Stock.ConfirmTimeout)
 	}
 	validateLedger(c, bad)
+	validateKeys(c, bad)
 	if c.Work.Delay.Min < 0 || c.Work.Delay.Max < c.Work.Delay.Min {
 		bad("work.delay", "invalid range %s", c.Work.Delay)
 	} else if c.Work.Delay.Max > maxWorkDelay {

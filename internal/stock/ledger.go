@@ -89,24 +89,6 @@ func (a ledgerArgs) argv() []any {
 	return []any{a.limit, ttl.Milliseconds(), a.replica, a.now.UnixMilli(), freshSale}
 }
 
-// ledgerDefaults fills in the ledger keys derived from Orders.
-func ledgerDefaults(k Keys) Keys {
-	if k.Orders == "" {
-		return k
-	}
-	def := func(v *string, suffix string) {
-		if *v == "" {
-			*v = k.Orders + suffix
-		}
-	}
-	def(&k.Sale, ":sale")
-	def(&k.Buyers, ":buyers")
-	def(&k.OrderIndex, ":index")
-	def(&k.ByUser, ":by-user")
-	def(&k.Idempotency, ":idem:")
-	return k
-}
-
 // Ledger reports whether sales write the order ledger (Keys.Orders set).
 func (s *Store) Ledger() bool { return s.keys.Orders != "" }
 

@@ -108,6 +108,8 @@ const MaxStock = 1<<53 - 1
 
 // Keys names the Redis keys of one sale. All must be non-empty; in a Redis
 // Cluster they would need a common hash tag, since the scripts touch several.
+// Derive names them all from the base names by one rule, and All lists
+// them, for the check that none collides with another (keys.go).
 type Keys struct {
 	Stock string // remaining units, an integer
 	Lucky string // units sold, an integer
@@ -190,11 +192,7 @@ type Store struct {
 
 // NewStore returns a Store over rdb using keys. The caller owns rdb.
 func NewStore(rdb redis.UniversalClient, keys Keys) *Store {
-	if keys.Receipts == "" {
-		keys.Receipts = keys.Fence + ":receipt:"
-	}
-	keys.Segments = max(keys.Segments, 1)
-	keys = ledgerDefaults(keys)
+	keys = keys.withDefaults()
 	s := &Store{rdb: rdb, keys: keys}
 	s.segs = make([]*Store, keys.Segments)
 	s.segs[0] = s

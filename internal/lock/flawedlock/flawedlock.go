@@ -123,9 +123,15 @@ func (l *Locker) Ping(ctx context.Context) error {
 
 // RedisKey is the Redis key holding the lock named key, for tests and fault
 // scripts that inspect it (TTL, owner) or tamper with it.
-func (l *Locker) RedisKey(key string) string { return l.v.name + ":lock:" + key }
+func (l *Locker) RedisKey(key string) string { return RedisKeys(l.v.name, key)[0] }
 
-func (l *Locker) tokenKey(key string) string { return l.v.name + ":token:" + key }
+func (l *Locker) tokenKey(key string) string { return RedisKeys(l.v.name, key)[1] }
+
+// RedisKeys lists the Redis keys of the lock named key of the variant
+// named name (NameSetNX, ...): the lock, then its token counter.
+func RedisKeys(name, key string) []string {
+	return []string{name + ":lock:" + key, name + ":token:" + key}
+}
 
 // Acquire retries an attempt every Options.Retry until it succeeds or ctx is
 // done (lock.ErrNotObtained wrapping ctx.Err()). A Redis error, or an error

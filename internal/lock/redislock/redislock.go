@@ -272,6 +272,11 @@ func keysFor(key string) keys {
 	return keys{base, base + ":fence", base + ":q", base + ":qe"}
 }
 
+// RedisKeys lists the Redis keys of the lock named key (the lock, its
+// fencing counter, its queue), for a caller that keeps other keys in the
+// same Redis and must keep them off these.
+func RedisKeys(key string) []string { return keysFor(key) }
+
 // WaitQueued returns once at least n goroutines of this Locker wait locally
 // for key behind the one holding it or acquiring it from the server, or
 // with ctx's error. It is for tests and tools that must know a waiter has

@@ -65,8 +65,13 @@ type keyNames struct {
 }
 
 func newKeyNames(key string) *keyNames {
-	return &keyNames{key: key, keys: []string{key, key + fenceSuffix}, channel: channelOf(key)}
+	return &keyNames{key: key, keys: RedisKeys(key), channel: channelOf(key)}
 }
+
+// RedisKeys lists the Redis keys of the lock named key: the lock's hash,
+// named key itself as in Redisson, and its fencing counter. A caller that
+// keeps other keys in the same Redis must keep them off these.
+func RedisKeys(key string) []string { return []string{key, key + fenceSuffix} }
 
 // channelOf returns the pub/sub channel on which releases of key are announced.
 func channelOf(key string) string { return channelPrefix + "{" + key + "}" }

@@ -1,0 +1,133 @@
+package stock
+
+import (
+	"fmt"
+	"strings"
+)
+
+// keys.go: the one rule that names every Redis key of a sale from its base
+// names, and the check that no two of them (with anything else kept in the
+// same Redis) can name the same key. Two roles on one key sell wrongly
+// without a single error: a lucky key that is also a segment's stock
+// counts sales as stock.
+
+// Derive fills every name of the sale that is left empty from its base
+// names, Stock and Fence, as stockd names them: the initial stock is
+// Stock+":initial", and with ledger the order ledger is Stock+":orders"
+// (without it the ledger's names stay empty: no ledger). Then the names a
+// Store derives itself (withDefaults).
+func (k Keys) Derive(ledger bool) Keys {
+	if k.Initial == "" {
+		k.Initial = k.Stock + ":initial"
+	}
+	if ledger && k.Orders == "" {
+		k.Orders = k.Stock + ":orders"
+	}
+	return k.withDefaults()
+}
+
+// withDefaults fills the names a Store derives from the ones set: the
+// receipts from Fence, the ledger's keys from Orders; and Segments is at
+// least 1.
+func (k Keys) withDefaults() Keys {
+	if k.Receipts == "" {
+		k.Receipts = k.Fence + ":receipt:"
+	}
+	k.Segments = max(k.Segments, 1)
+	if k.Orders == "" {
+		return k
+	}
+	def := func(v *string, suffix string) {
+		if *v == "" {
+			*v = k.Orders + suffix
+		}
+	}
+	def(&k.Sale, ":sale")
+	def(&k.Buyers, ":buyers")
+	def(&k.OrderIndex, ":index")
+	def(&k.ByUser, ":by-user")
+	def(&k.Idempotency, ":idem:")
+	return k
+}
+
+// KeyName is one Redis key, or with Prefix a family of keys made at run
+// time (receipts, idempotency records): every key that starts with Name.
+type KeyName struct {
+	Name   string
+	Prefix bool
+	// Of names where the key comes from: the Keys field it derives from
+	// ("Stock", "Lucky", "Fence", "Receipts", "Initial", "Orders"), or the
+	// owner a caller gives it (a lock, the audit).
+	Of string
+	// What it holds, for messages: "segment 1's stock", "receipts".
+	What string
+}
+
+func (n KeyName) String() string {
+	if n.Prefix {
+		return fmt.Sprintf("%q* (%s)", n.Name, n.What)
+	}
+	return fmt.Sprintf("%q (%s)", n.Name, n.What)
+}
+
+// All lists every Redis key a sale of k touches, by the names the Store
+// uses (withDefaults): the stock and fence of every segment, lucky, the
+// receipts, and, when set, the initial stock and the order ledger's keys.
+// Segments are listed by number up to k.Segments.
+func (k Keys) All() []KeyName {
+	k = k.withDefaults()
+	var out []KeyName
+	add := func(name, of, what string) { out = append(out, KeyName{Name: name, Of: of, What: what}) }
+	add(k.Stock, "Stock", "the stock")
+	for i := 1; i < k.Segments; i++ {
+		add(SegmentKey(k.Stock, i), "Stock", fmt.Sprintf("segment %d's stock", i))
+	}
+	if k.Initial != "" {
+		add(k.Initial, "Initial", "the initial stock")
+	}
+	if k.Orders != "" {
+		add(k.Orders, "Orders", "the order ledger")
+		add(k.Sale, "Orders", "the sale id")
+		add(k.Buyers, "Orders", "the buyers")
+		add(k.OrderIndex, "Orders", "the order index")
+		add(k.ByUser, "Orders", "the orders by user")
+		out = append(out, KeyName{Name: k.Idempotency, Prefix: true, Of: "Orders", What: "the idempotency records"})
+	}
+	add(k.Lucky, "Lucky", "the units sold")
+	add(k.Fence, "Fence", "the fence")
+	for i := 1; i < k.Segments; i++ {
+		add(SegmentKey(k.Fence, i), "Fence", fmt.Sprintf("segment %d's fence", i))
+	}
+	out = append(out, KeyName{Name: k.Receipts, Prefix: true, Of: "Receipts", What: "the receipts"})
+	return out
+}
+
+// Overlap is two names that can name the same key.
+type Overlap struct{ A, B KeyName }
+
+// Overlaps returns every pair of names that can name one key, A listed
+// before B: two equal names, a name under a family's prefix, or two
+// families one of whose prefixes starts the other.
+func Overlaps(names []KeyName) []Overlap {
+	var out []Overlap
+	for i, a := range names {
+		for _, b := range names[i+1:] {
+			if overlap(a, b) {
+				out = append(out, Overlap{A: a, B: b})
+			}
+		}
+	}
+	return out
+}
+
+func overlap(a, b KeyName) bool {
+	switch {
+	case a.Name == b.Name:
+		return true
+	case a.Prefix && strings.HasPrefix(b.Name, a.Name):
+		return true
+	case b.Prefix && strings.HasPrefix(a.Name, b.Name):
+		return true
+	}
+	return false
+}
