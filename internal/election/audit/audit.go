@@ -95,7 +95,7 @@ type Record struct {
 	Lucky   int64     `json:"lucky"`
 	Initial int64     `json:"initial"`
 	Learned bool      `json:"learned"` // Initial was learned, not read from Config.Initial
-	Fence   string    `json:"fence"`   // the stock fence as seen, "backend:token" or ""
+	Fence   string    `json:"fence"`   // the stock fence as seen, "<lock>:<token>" (e.g. "redis/seckill:lock:7") or ""
 	// Ledger is the order ledger as checked (Config.Ledger); nil when not.
 	Ledger   *LedgerRecord `json:"ledger,omitempty"`
 	OK       bool          `json:"ok"`
@@ -158,7 +158,7 @@ func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
 		return r, fmt.Errorf("%w: read fence: %w", ErrRedis, err)
 	}
 	if len(fence) > 0 {
-		r.Fence = fence["backend"] + ":" + fence["token"]
+		r.Fence = fence["lock"] + ":" + fence["token"]
 	}
 	var bad []string
 	num := func(i int) (int64, bool) {

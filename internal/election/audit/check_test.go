@@ -8,6 +8,7 @@ import (
 
 	"seckill/internal/election/audit"
 	"seckill/internal/servers/servertest"
+	"seckill/internal/stock"
 )
 
 // With stock.segments the stock is the sum of the segment keys: the audit
@@ -59,5 +60,36 @@ func TestCheckSumsSegments(t *testing.T) {
 	}
 	if r, err = one.Check(ctx, 1); err != nil || !r.OK || r.Stock != 6 {
 		t.Fatalf("one segment: got %+v, %v; want OK with stock 6", r, err)
+	}
+}
+
+// The audit recorded the fence as ":<token>": it read the hash's field
+// "backend", but the fenced read writes the lock identity under "lock".
+// The fence here is written by the store itself, as a sale's read does.
+func TestCheckRecordsTheFencesLock(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := t.Context()
+	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(false)
+	store := stock.NewStore(rdb, keys)
+	if err := store.Reset(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	aud := audit.New(rdb, audit.Config{
+		Stock: keys.Stock, Lucky: keys.Lucky, Fence: keys.Fence, Initial: keys.Initial, Replica: "r-1", Backend: "redis",
+	})
+	if r, err := aud.Check(ctx, 1); err != nil || r.Fence != "" {
+		t.Fatalf("before any sale: got fence %q, %v; want none", r.Fence, err)
+	}
+	if _, err := store.Read(ctx, stock.Fence{Lock: "redis/seckill:lock", Token: 7, Lease: "a1"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := aud.Check(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "redis/seckill:lock:7"; r.Fence != want {
+		t.Fatalf("got fence %q, want %q (the lock identity, then the token)", r.Fence, want)
 	}
 }
