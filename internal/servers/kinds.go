@@ -22,22 +22,31 @@ var (
 // StartRedis runs redis-server on addr (a loopback host:port) with no
 // persistence, its working files in dir.
 func StartRedis(ctx context.Context, dir, addr string) (*Process, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
+	return RedisWith()(ctx, dir, addr)
+}
+
+// RedisWith is StartRedis with more redis-server arguments after its own;
+// a later one wins, so "--appendonly", "yes" keeps an append-only file in
+// dir, which a Start after a Kill loads again.
+func RedisWith(args ...string) func(ctx context.Context, dir, addr string) (*Process, error) {
+	return func(ctx context.Context, dir, addr string) (*Process, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		return Start(ctx, Spec{
+			Name: "redis",
+			Path: "redis-server",
+			Args: append([]string{
+				"--bind", host, "--port", port, "--dir", dir,
+				"--save", "", "--appendonly", "no", "--protected-mode", "no",
+				"--daemonize", "no", "--loglevel", "warning",
+			}, args...),
+			Dir:   dir,
+			Addr:  addr,
+			Ready: redisReady,
+		})
 	}
-	return Start(ctx, Spec{
-		Name: "redis",
-		Path: "redis-server",
-		Args: []string{
-			"--bind", host, "--port", port, "--dir", dir,
-			"--save", "", "--appendonly", "no", "--protected-mode", "no",
-			"--daemonize", "no", "--loglevel", "warning",
-		},
-		Dir:   dir,
-		Addr:  addr,
-		Ready: redisReady,
-	})
 }
 
 // redisReady sends an inline PING and expects +PONG.

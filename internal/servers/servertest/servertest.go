@@ -20,6 +20,13 @@ func Redis(t testing.TB) *servers.Process {
 	return start(t, servers.StartRedis, "redis-server")
 }
 
+// RedisWith starts a redis-server with more arguments after the harness's
+// own (servers.RedisWith): "--appendonly", "yes" for one with an AOF.
+func RedisWith(t testing.TB, args ...string) *servers.Process {
+	t.Helper()
+	return start(t, servers.RedisWith(args...), "redis-server")
+}
+
 // Etcd starts a single-member etcd on a free loopback port.
 func Etcd(t testing.TB) *servers.Process {
 	t.Helper()
