@@ -40,13 +40,17 @@ const (
 	// KeyReused: the Idempotency-Key was first used by another buyer;
 	// nothing was sold.
 	KeyReused Result = "key_reused"
+	// StoreLost: the sale is not in the stock Redis (its stock key is
+	// missing: Redis lost it, or no sale was ever reset there); nothing was
+	// sold, and nothing is until an operator resets the sale.
+	StoreLost Result = "store_lost"
 )
 
 // Results lists every result stockd can answer, for tests and tables.
 // LimitReached and KeyReused come last: they need a named buyer or an
 // Idempotency-Key (issue #13), and tables of anonymous sales may stop
 // before them.
-var Results = []Result{Sold, SoldOut, Fenced, Busy, LockLost, MixedBackends, Unconfirmed, Error, LimitReached, KeyReused}
+var Results = []Result{Sold, SoldOut, Fenced, Busy, LockLost, MixedBackends, Unconfirmed, Error, LimitReached, KeyReused, StoreLost}
 
 // Status is the HTTP status stockd answers r with, 0 for an unknown result.
 // Error is 500 here; stockd answers it 503 instead when a dependency is
@@ -59,7 +63,7 @@ func (r Result) Status() int {
 		return http.StatusConflict
 	case KeyReused:
 		return http.StatusUnprocessableEntity
-	case Busy, LockLost, Unconfirmed:
+	case Busy, LockLost, Unconfirmed, StoreLost:
 		return http.StatusServiceUnavailable
 	case Error:
 		return http.StatusInternalServerError

@@ -36,6 +36,10 @@ func classify(err error) (status int, result api.Result) {
 		result = api.Busy
 	case errors.Is(err, stock.ErrLockLost), errors.Is(err, lock.ErrLost):
 		result = api.LockLost
+	case errors.Is(err, stock.ErrStoreLost):
+		// Before unavailability: the Redis answered, and what it answered
+		// is that the sale is gone.
+		result = api.StoreLost
 	case errors.Is(err, stock.ErrNotInteger):
 		// 500, not 503: the stock's own data is broken, which no retry
 		// and no other replica fixes (they share the key) until an
@@ -72,6 +76,8 @@ func publicError(status int, result api.Result, err error) string {
 		return "sale refused: the stock is guarded by another lock service"
 	case api.LockLost:
 		return "lock lost before the sale was written"
+	case api.StoreLost:
+		return "the sale is not in the stock Redis (lost, or never reset): nothing sold until an operator resets it"
 	case api.Unconfirmed:
 		return "sale outcome unconfirmed; ask GET /stock/receipts/<attempt>"
 	case api.KeyReused:

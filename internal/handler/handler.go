@@ -246,7 +246,11 @@ func (a *server) reduce(c *gin.Context) {
 	// failed sale would otherwise log (the counts are in the metrics).
 	if status >= http.StatusInternalServerError || result == api.Fenced || result == api.MixedBackends {
 		if ok, suppressed := a.logs.Allow("reduce_" + string(result)); ok {
-			a.deps.Logger.Warn("reduce failed", "result", result, "status", status, "err", err, "suppressed", suppressed)
+			level := slog.LevelWarn
+			if result == api.StoreLost {
+				level = slog.LevelError // data loss, not a blip: an operator must act
+			}
+			a.deps.Logger.Log(c.Request.Context(), level, "reduce failed", "result", result, "status", status, "err", err, "suppressed", suppressed)
 		}
 	}
 	a.json(c, status, body)

@@ -37,6 +37,7 @@ func TestHandlerResultsReachTheBooks(t *testing.T) {
 		// would be a server's mistake, so an error.
 		api.LimitReached: {stock.ErrLimitReached, func(r Result) int { return r.Errors }},
 		api.KeyReused:    {stock.ErrKeyReused, func(r Result) int { return r.Errors }},
+		api.StoreLost:    {stock.ErrStoreLost, func(r Result) int { return r.Errors }},
 	}
 	for _, result := range api.Results {
 		t.Run(string(result), func(t *testing.T) {

@@ -33,6 +33,7 @@ var saleErrors = map[api.Result]error{
 	api.Error:         errors.New("a bug"),
 	api.LimitReached:  stock.ErrLimitReached,
 	api.KeyReused:     stock.ErrKeyReused,
+	api.StoreLost:     fmt.Errorf("stock: atomic sell: %w", stock.ErrStoreLost),
 }
 
 // Every result the real handler answers reaches the load tool as the
@@ -50,6 +51,8 @@ func TestHandlerResultsRoundTrip(t *testing.T) {
 		api.Error:         loadgen.OutcomeError,
 		api.LimitReached:  loadgen.OutcomeLimitReached,
 		api.KeyReused:     loadgen.OutcomeKeyReused,
+		// A sale that must stop: an error to the books, never a sale.
+		api.StoreLost: loadgen.OutcomeError,
 	}
 	unavailable := fmt.Errorf("%w: dial tcp: refused", stock.ErrUnavailable) // error, 503 this time
 	for _, result := range append(slices.Clone(api.Results), "error/503") {

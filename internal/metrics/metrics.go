@@ -17,8 +17,7 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	// Results counts /stock/reduce outcomes by result label: one of
-	// api.Results (sold, sold_out, fenced, busy, lock_lost, mixed_backends,
-	// unconfirmed, error).
+	// api.Results (sold, sold_out, fenced, busy, … store_lost).
 	Results *prometheus.CounterVec
 	// LockWait is the time spent in Locker.Acquire, successful or not.
 	LockWait prometheus.Histogram

@@ -55,6 +55,15 @@ var (
 	// ErrUnavailable: the stock Redis could not be reached or is not serving.
 	ErrUnavailable = errors.New("stock: redis unavailable")
 
+	// ErrStoreLost: the sale's stock key is missing from Redis. A reset
+	// writes it and a sale never deletes it, so Redis lost the sale (it
+	// restarted without its data, was flushed, or loaded a snapshot from
+	// before the reset) or no sale was ever reset there. Nothing was
+	// written, and nothing is sold until an operator resets the sale: read
+	// as 0, a lost stock would answer buyers who hold a unit "sold out",
+	// and let their replayed keys buy again.
+	ErrStoreLost = errors.New("stock: the sale is not in redis (lost, or never reset)")
+
 	// ErrOutOfMemory: the stock Redis, at its maxmemory under noeviction,
 	// refused the command with OOM. Redis refuses a script at its first
 	// write and never midway, so the script wrote nothing: unlike a lost

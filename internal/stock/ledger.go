@@ -176,6 +176,8 @@ func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArg
 		return verdict{}, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Stock))
 	case code == atomicLuckyNotInt:
 		return verdict{}, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Lucky))
+	case code == atomicLost:
+		return verdict{}, fmt.Errorf("stock: atomic sell: %w", lost(s.keys.Stock))
 	case code != 0:
 		return verdict{}, fmt.Errorf("stock: atomic sell: unexpected status %d", code)
 	}

@@ -85,6 +85,7 @@ const (
 	statusMixed     = 2
 	statusCollision = 3
 	statusNotInt    = 4 // the stock key (read) or the lucky key (write) holds a non-integer
+	statusLost      = 5 // the stock key is missing (read): see ErrStoreLost
 )
 
 // sell_atomic.lua's answers besides the stock after a sale.
@@ -92,6 +93,7 @@ const (
 	atomicSoldOut     = -1
 	atomicStockNotInt = -2
 	atomicLuckyNotInt = -3
+	atomicLost        = -4 // the stock key is missing: see ErrStoreLost
 )
 
 // ReceiptTTL is how long a write's receipt outlives it: far longer than any
@@ -275,7 +277,7 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 // instant (one MGET): what a verifier needs to check that no segment went
 // negative.
 func (s *Store) StatusBySegment(ctx context.Context) (Status, []int64, error) {
-	stocks, lucky, err := s.snapshot(ctx, true)
+	stocks, lucky, _, err := s.snapshot(ctx, true)
 	if err != nil {
 		return Status{}, nil, err
 	}
@@ -306,8 +308,11 @@ func (s *Store) Read(ctx context.Context, f Fence) (Reading, error) {
 	stock, _ := res[1].(int64)
 	highest, _ := res[2].(string)
 	restarted, _ := res[3].(int64)
-	if code == statusNotInt {
+	switch code {
+	case statusNotInt:
 		return Reading{}, fmt.Errorf("stock: fenced read: %w", notInt(s.keys.Stock))
+	case statusLost:
+		return Reading{}, fmt.Errorf("stock: fenced read: %w", lost(s.keys.Stock))
 	}
 	if err := fenceStatus(code, f, highest); err != nil {
 		return Reading{}, fmt.Errorf("stock: fenced read: %w", err)
@@ -494,6 +499,8 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 		return 0, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Stock))
 	case atomicLuckyNotInt:
 		return 0, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Lucky))
+	case atomicLost:
+		return 0, fmt.Errorf("stock: atomic sell: %w", lost(s.keys.Stock))
 	}
 	if err := s.acked(ctx, "atomic sell", wait); err != nil {
 		return 0, err
@@ -535,6 +542,11 @@ func checkInt(v string) (int64, error) {
 // value of another type): it names the key, not the value.
 func notInt(key string) error {
 	return fmt.Errorf("%w: %q", ErrNotInteger, key)
+}
+
+// lost is the error for a missing stock key: the sale is gone from Redis.
+func lost(key string) error {
+	return fmt.Errorf("%w: key %q is missing", ErrStoreLost, key)
 }
 
 // isWrongType reports a WRONGTYPE reply: the key holds a hash, list, ...

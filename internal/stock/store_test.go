@@ -178,13 +178,14 @@ func TestResetAndStatus(t *testing.T) {
 	if n, err := rdb.Exists(ctx, "stock:fence").Result(); err != nil || n != 0 {
 		t.Fatalf("fence key exists after reset: got %d (err %v), want 0", n, err)
 	}
-	// Before any reset the keys are missing and read as zero: sold out.
+	// Missing keys show as zero, but a sale refuses them: the sale is
+	// lost (or was never reset), not sold out.
 	if err := rdb.Del(ctx, "stock", "lucky").Err(); err != nil {
 		t.Fatal(err)
 	}
 	wantStatus(t, s, stock.Status{})
-	if _, err := s.SellAtomic(ctx, stock.NewAttemptID()); !errors.Is(err, stock.ErrSoldOut) {
-		t.Fatalf("atomic sale on a missing key: got %v, want ErrSoldOut", err)
+	if _, err := s.SellAtomic(ctx, stock.NewAttemptID()); !errors.Is(err, stock.ErrStoreLost) {
+		t.Fatalf("atomic sale on a missing key: got %v, want ErrStoreLost", err)
 	}
 }
 

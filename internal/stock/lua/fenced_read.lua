@@ -1,7 +1,7 @@
 -- fenced_read.lua: read the stock under a lease, recording the lease as the
 -- fence's current reader.
 --
--- KEYS[1] stock key            (integer string; missing = 0, i.e. not reset yet)
+-- KEYS[1] stock key            (integer string; missing = the sale is lost, status 5)
 -- KEYS[2] fence key            (hash: lock = identity, token = highest token
 --                               seen, lease = the reader that recorded it)
 -- ARGV[1] lock identity        (backend/lock key: tokens of other locks do not compare)
@@ -14,8 +14,9 @@
 -- forgot its counter past it), 2 = mixed (the fence belongs to another
 -- lock), 3 = collision (another lease read under the same token: the lock
 -- service handed one token out twice, so it lost state; both are refused).
--- 4 = the stock key holds a non-integer (int.lua's readInt).
--- On status 1, 2 or 4 the fence is left untouched.
+-- 4 = the stock key holds a non-integer (int.lua's readInt), 5 = the stock
+-- key is missing: Redis lost the sale or it was never reset (int.lua).
+-- On status 1, 2, 4 or 5 the fence is left untouched.
 --
 -- restarted is 1 when this read restarted the fence (below).
 --
@@ -44,7 +45,10 @@ end
 
 -- Before anything is recorded: a reader that cannot use the stock must
 -- not become the fence's current reader.
-local stock = readInt(KEYS[1])
+local stock = readInt(KEYS[1], 'lost')
+if stock == 'lost' then
+  return {5, 0, '', 0}
+end
 if not stock then
   return {4, 0, '', 0}
 end

@@ -2,20 +2,21 @@
 -- one at a time, so check-and-decrement cannot interleave: this is the
 -- production ceiling the locked mode is compared against.
 --
--- KEYS[1] stock key            (missing = 0)
+-- KEYS[1] stock key            (missing = the sale is lost: -4)
 -- KEYS[2] lucky key
 -- KEYS[3] receipt key          (this attempt's receipt: the stock after its sale)
 -- ARGV[1] receipt TTL in ms    (longer than any retry of this attempt)
 --
 -- Returns the stock after the sale, or -1 when sold out, -2 when the stock
--- key and -3 when the lucky key holds a non-integer (int.lua's readInt);
+-- key and -3 when the lucky key holds a non-integer (int.lua's readInt),
+-- -4 when the stock key is missing (int.lua: the sale is lost);
 -- nothing is written unless the sale is made. Both are checked before the
 -- first write: INCR lucky followed by a DECR refused on "5.0" counted a sale
 -- that took no unit.
 -- The ledger form (Keys.Orders set), told apart by its extra keys:
 -- KEYS[4..] and ARGV[2..] as ledger.lua's sellTo reads them (kb = 4,
 -- ab = 2) for one member. It returns {code, outcomes}: code 0 (outcomes
--- as ledger.lua's, the receipt's when it existed), -2 or -3 as above. The
+-- as ledger.lua's, the receipt's when it existed), -2, -3 or -4 as above. The
 -- receipt (the outcomes) is written only when the unit sold; a run that
 -- sold nothing wrote nothing, and its retry answers the same.
 --
@@ -27,7 +28,10 @@ if #KEYS > 3 then
   if done then
     return {0, done}
   end
-  local stock = readInt(KEYS[1])
+  local stock = readInt(KEYS[1], 'lost')
+  if stock == 'lost' then
+    return {-4, ''}
+  end
   if not stock then
     return {-2, ''}
   end
@@ -45,7 +49,10 @@ end
 if done then
   return tonumber(done)
 end
-local stock = readInt(KEYS[1])
+local stock = readInt(KEYS[1], 'lost')
+if stock == 'lost' then
+  return -4
+end
 if not stock then
   return -2
 end
