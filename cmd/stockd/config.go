@@ -115,6 +115,9 @@ type Config struct {
 		// AllowEviction runs on a Redis whose maxmemory-policy may evict
 		// keys, which stockd otherwise refuses (eviction.go).
 		AllowEviction bool `mapstructure:"allow_eviction" default:"false"`
+		// RequireAOF refuses a stock Redis without an append-only file,
+		// where a sale answered sold is in memory only (durability.go).
+		RequireAOF bool `mapstructure:"require_aof" default:"false"`
 	} `mapstructure:"stock"`
 	// Orders is the ledger's durable copy in MySQL (mysql.dsn), written by
 	// a consumer group on the ledger stream in every replica.

@@ -6,8 +6,9 @@
 //	STOCKD_LOCK_BACKEND=local STOCKD_REDIS_ADDR=127.0.0.1:6379 stockd
 //
 // Exit codes: 0 after a clean shutdown on SIGTERM/SIGINT, 2 for an invalid
-// configuration or a Redis that may evict keys (its maxmemory-policy), 1
-// for any other failure.
+// configuration, a Redis that may evict keys (its maxmemory-policy) or,
+// with stock.require_aof, a stock Redis without an AOF; 1 for any other
+// failure.
 package main
 
 import (
@@ -83,7 +84,7 @@ func run(ctx context.Context, args, env []string, stderr io.Writer) int {
 		log.Warn("FAILPOINTS ARMED: this replica will misbehave on purpose", "failpoints", failpoint.Active())
 	}
 	if err := serve(ctx, cfg, log); err != nil {
-		if errors.Is(err, errEvictingRedis) {
+		if errors.Is(err, errEvictingRedis) || errors.Is(err, errNoAOF) {
 			log.Error("stockd refused to start", "err", err)
 			return exitConfig
 		}

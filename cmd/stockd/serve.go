@@ -70,6 +70,12 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	store := stock.NewStore(stockRDB, saleKeys(cfg, ledger)).WithReplicaAcks(stock.ReplicaAcks{
 		Replicas: minReplicaAcks(cfg), Timeout: cfg.Stock.ReplicaAckTimeout,
 	})
+	// After the eviction check, before the sale: logs what a 200 promises,
+	// and refuses a Redis without AOF when stock.require_aof asks.
+	durability, err := checkDurability(ctx, cfg, log, stockRDB, store.ReplicaAcks().Replicas)
+	if err != nil {
+		return err
+	}
 	m.RegisterStock(func(ctx context.Context) (int64, int64, error) {
 		st, err := store.Status(ctx)
 		return st.Stock, st.Lucky, err
@@ -143,9 +149,11 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		ReplicaAckTimeout: store.ReplicaAcks().Timeout,
 		Sentinel:          cfg.Redis.Sentinel.Master != "",
 		AllowEviction:     cfg.Stock.AllowEviction,
+		RequireAOF:        cfg.Stock.RequireAOF,
 	}, handler.Deps{
 		Seller: svc, Inventory: store, LockPinger: pinger, Fence: svc, Metrics: m, Logger: log, Leader: leader,
 		Orders: ledgerReader, Durable: durableOrders, Policies: policies,
+		Durability: &handler.DurabilityCheck{Redis: stockRDB, ReplicaAcks: store.ReplicaAcks().Replicas, Known: durability},
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)

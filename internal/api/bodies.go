@@ -65,10 +65,14 @@ type Receipt struct {
 
 // Info is the answer of GET /info.
 type Info struct {
-	Backend string `json:"backend"`           // lock backend
-	Durable bool   `json:"durable,omitempty"` // orders.durable: orders are stored in MySQL
-	Fencing bool   `json:"fencing"`           // fencing in effect, not merely configured
-	Ledger  bool   `json:"ledger,omitempty"`  // stock.ledger: every sale leaves an order
+	Backend string `json:"backend"` // lock backend
+	// Durability is what the stock Redis promises for a sale answered
+	// sold, as last read (at start, then by /readyz every few seconds);
+	// absent until the Redis has answered, and from older replicas.
+	Durability *Durability `json:"durability,omitempty"`
+	Durable    bool        `json:"durable,omitempty"` // orders.durable: orders are stored in MySQL
+	Fencing    bool        `json:"fencing"`           // fencing in effect, not merely configured
+	Ledger     bool        `json:"ledger,omitempty"`  // stock.ledger: every sale leaves an order
 	// MinReplicaAcks is stock.min_replica_acks in effect: how many
 	// replicas must hold a sale (or a reset) before it is answered; 0: no
 	// wait. Always present, so 0 is told apart from a replica too old to say.
@@ -84,6 +88,26 @@ type Info struct {
 	// (redis.sentinel.master), so it can fail over.
 	Sentinel bool   `json:"sentinel,omitempty"`
 	Version  string `json:"version"`
+}
+
+// Durability is GET /info's "durability": the stock Redis's persistence
+// and what it makes of a sale answered sold.
+type Durability struct {
+	// AOF: the Redis logs every write to its append-only file and loads it
+	// when it starts.
+	AOF bool `json:"aof"`
+	// Fsync is the AOF's appendfsync: "always", "everysec", "no", or
+	// "unknown" where the Redis refuses CONFIG GET (managed services);
+	// absent without an AOF.
+	Fsync string `json:"fsync,omitempty"`
+	// Promise says in one line which failures a 200 survives: a Redis
+	// process crash, a machine crash, a failover (README, "Redis
+	// requirements").
+	Promise      string `json:"promise"`
+	RedisVersion string `json:"redis_version,omitempty"`
+	// WaitAOF: the Redis has WAITAOF (7.2 and later). stockd does not send
+	// it; Promise rests on Fsync.
+	WaitAOF bool `json:"waitaof,omitempty"`
 }
 
 // Health is the answer of GET /healthz; Status is always OK.

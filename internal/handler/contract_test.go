@@ -128,6 +128,31 @@ func TestResponseBodiesExact(t *testing.T) {
 	}
 }
 
+// GET /info with the stock Redis's durability read: "durability" after
+// "backend", the existing fields unchanged.
+func TestInfoBodyWithDurability(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    stock.Durability
+		want string
+	}{
+		{"no AOF", stock.Durability{Version: "7.0.15"},
+			`{"backend":"local","durability":{"aof":false,"promise":"a 200 is in one Redis's memory only: a Redis restart loses it (no AOF)","redis_version":"7.0.15"},"fencing":true,"min_replica_acks":0,"mode":"locked","replica":"r-test","version":"v-test"}`},
+		{"AOF everysec, WAITAOF", stock.Durability{AOF: true, Fsync: stock.FsyncEverysec, WaitAOF: true, Version: "7.2.4"},
+			`{"backend":"local","durability":{"aof":true,"fsync":"everysec","promise":"a 200 survives a Redis process crash (AOF, fsync everysec: up to 1 s of sales may be lost on a machine crash)","redis_version":"7.2.4","waitaof":true},"fencing":true,"min_replica_acks":0,"mode":"locked","replica":"r-test","version":"v-test"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := handler.New(handler.Config{Replica: replica, Backend: "local", Fencing: true, Mode: "locked", Version: "v-test", AdminToken: token},
+				handler.Deps{Inventory: &cannedInventory{}, Durability: &handler.DurabilityCheck{Known: &tc.d}})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), "GET", "/info", nil))
+			if got := rec.Body.String(); rec.Code != 200 || got != tc.want {
+				t.Fatalf("GET /info: got %d %s, want 200 %s", rec.Code, got, tc.want)
+			}
+		})
+	}
+}
+
 // segmentedInventory is a cannedInventory whose stock is split.
 type segmentedInventory struct {
 	cannedInventory

@@ -77,6 +77,9 @@ type Config struct {
 	// that may evict keys leaves the replica ready, reported in
 	// "eviction" instead of failing "redis".
 	AllowEviction bool
+	// RequireAOF is stock.require_aof: a stock Redis without an AOF, as
+	// Deps.Durability last read it, fails "redis".
+	RequireAOF bool
 }
 
 // PolicyCheck is a Redis whose maxmemory-policy /readyz reads
@@ -111,6 +114,9 @@ type Deps struct {
 	// when it is another. A policy can change at run time (CONFIG SET),
 	// so the check at start is not enough.
 	Policies []PolicyCheck
+	// Durability, if set, has GET /info say what the stock Redis promises
+	// for a sale answered sold.
+	Durability *DurabilityCheck
 }
 
 // server is the API: its config, collaborators and admin back-off.
@@ -119,6 +125,7 @@ type server struct {
 	deps  Deps
 	admin adminGuard
 	logs  *metrics.LogLimiter // per-request warnings, at most one per kind per second
+	dur   durabilityState
 }
 
 func init() {
@@ -139,6 +146,7 @@ func New(cfg Config, deps Deps) http.Handler {
 		deps.Logger = slog.Default()
 	}
 	a := &server{cfg: cfg, deps: deps, logs: metrics.NewLogLimiter(deps.Metrics, time.Second)}
+	a.dur.init(deps.Durability)
 
 	r := gin.New()
 	// The client address (logs, admin back-off) comes from X-Forwarded-For
@@ -433,6 +441,9 @@ func (a *server) readyz(c *gin.Context) {
 	if redisState == api.OK {
 		redisState, eviction = a.policies(ctx)
 	}
+	if redisState == api.OK {
+		redisState = a.durability(ctx)
+	}
 	lockState := api.OK
 	if a.deps.LockPinger != nil {
 		lockState = check(a.deps.LockPinger.Ping)
@@ -491,6 +502,6 @@ func (a *server) info(c *gin.Context) {
 		Backend: a.cfg.Backend, Fencing: a.cfg.Fencing, Mode: a.cfg.Mode, Version: a.cfg.Version,
 		Ledger: a.cfg.Ledger, Durable: a.cfg.Durable, PerUserLimit: a.cfg.PerUserLimit,
 		MinReplicaAcks: a.cfg.MinReplicaAcks, ReplicaAckTimeoutMS: ackTimeout.Milliseconds(),
-		Sentinel: a.cfg.Sentinel,
+		Sentinel: a.cfg.Sentinel, Durability: a.dur.body(),
 	})
 }
