@@ -46,6 +46,10 @@ const (
 	StoreLost Result = "store_lost"
 )
 
+// StoreRewound starts /readyz's "stock" state when the sale is halted
+// because the stock Redis went back in time; sales then answer StoreLost.
+const StoreRewound = "store_rewound"
+
 // Results lists every result stockd can answer, for tests and tables.
 // LimitReached and KeyReused come last: they need a named buyer or an
 // Idempotency-Key (issue #13), and tables of anonymous sales may stop

@@ -77,6 +77,9 @@ func publicError(status int, result api.Result, err error) string {
 	case api.LockLost:
 		return "lock lost before the sale was written"
 	case api.StoreLost:
+		if errors.Is(err, stock.ErrStoreRewound) {
+			return "the stock Redis went back in time and lost sales it had acknowledged: the sale is halted until an operator reconciles it"
+		}
 		return "the sale is not in the stock Redis (lost, or never reset): nothing sold until an operator resets it"
 	case api.Unconfirmed:
 		return "sale outcome unconfirmed; ask GET /stock/receipts/<attempt>"

@@ -294,6 +294,12 @@ type counterChecker interface {
 	CheckCounters(ctx context.Context) error
 }
 
+// haltChecker is an Inventory that can tell whether its sale is halted
+// (the stock Redis went back in time), for /readyz; *stock.Store is one.
+type haltChecker interface {
+	Halted(ctx context.Context) (string, error)
+}
+
 // segmentedInventory is an Inventory that can also report each segment;
 // *stock.Store is one.
 type segmentedInventory interface {
@@ -459,6 +465,17 @@ func (a *server) readyz(c *gin.Context) {
 	stockState := ""
 	if cc, ok := a.deps.Inventory.(counterChecker); ok {
 		stockState = check(cc.CheckCounters)
+	}
+	// A halted sale (the stock Redis went back in time) refuses every
+	// sale on every replica until an operator reconciles: unready.
+	if hc, ok := a.deps.Inventory.(haltChecker); ok && (stockState == "" || stockState == api.OK) {
+		stockState = check(func(ctx context.Context) error {
+			why, err := hc.Halted(ctx)
+			if err == nil && why != "" {
+				err = fmt.Errorf("%s: %s", api.StoreRewound, why)
+			}
+			return err
+		})
 	}
 	status := http.StatusOK
 	if redisState != api.OK || lockState != api.OK || fenceState != api.OK || (stockState != "" && stockState != api.OK) {

@@ -64,6 +64,15 @@ var (
 	// and let their replayed keys buy again.
 	ErrStoreLost = errors.New("stock: the sale is not in redis (lost, or never reset)")
 
+	// ErrStoreRewound: the stock Redis went back in time: a selling script
+	// found more stock than a sale of this epoch was answered with (an
+	// older snapshot loaded, a failover to a replica that lagged), and
+	// halted the sale (Keys.Halt) for every replica. Nothing was written;
+	// nothing is sold until an operator reconciles the acknowledged orders
+	// and removes the halt (README, the runbook). It wraps ErrStoreLost: the
+	// sale's acknowledged state is gone from Redis either way.
+	ErrStoreRewound = fmt.Errorf("%w: the stock redis went back in time (halted)", ErrStoreLost)
+
 	// ErrOutOfMemory: the stock Redis, at its maxmemory under noeviction,
 	// refused the command with OOM. Redis refuses a script at its first
 	// write and never midway, so the script wrote nothing: unlike a lost

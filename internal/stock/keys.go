@@ -33,6 +33,12 @@ func (k Keys) withDefaults() Keys {
 	if k.Receipts == "" {
 		k.Receipts = k.Fence + ":receipt:"
 	}
+	if k.Epoch == "" {
+		k.Epoch = k.Stock + ":epoch"
+	}
+	if k.Halt == "" {
+		k.Halt = k.Stock + ":halt"
+	}
 	k.Segments = max(k.Segments, 1)
 	if k.Orders == "" {
 		return k
@@ -93,6 +99,8 @@ func (k Keys) All() []KeyName {
 		add(k.ByUser, "Orders", "the orders by user")
 		out = append(out, KeyName{Name: k.Idempotency, Prefix: true, Of: "Orders", What: "the idempotency records"})
 	}
+	add(k.Epoch, "Stock", "the sale's epoch")
+	add(k.Halt, "Stock", "the sale's halt mark")
 	add(k.Lucky, "Lucky", "the units sold")
 	add(k.Fence, "Fence", "the fence")
 	for i := 1; i < k.Segments; i++ {

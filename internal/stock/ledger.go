@@ -142,6 +142,13 @@ func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []
 			return nil, err
 		}
 	}
+	// Written under the lease's read, so under the current epoch (a reset
+	// deletes the fence): each unit sold lowers the ceiling.
+	for _, v := range vs {
+		if v.kind == verdictSold {
+			s.mark.soldNow(s.segIndex, v.after)
+		}
+	}
 	return vs, nil
 }
 
@@ -161,17 +168,36 @@ func answersSale(vs ...verdict) bool {
 // sellLedger is SellAtomic's ledger form for one buyer, order id id.
 func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArgs) (verdict, error) {
 	members := []member{{Buyer: b, id: id}}
-	keys := s.ledgerKeys([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, members)
-	args := memberArgs(append([]any{ReceiptTTL.Milliseconds()}, la.argv()...), members)
-	cmd, wait := s.eval(ctx, sellAtomic, keys, args...)
-	res, err := cmd.Slice()
-	if err != nil {
-		return verdict{}, wrapRedis(ctx, "atomic sell", err)
-	}
-	code, outcomes, err := ledgerReply(res)
+	var (
+		code     int64
+		outcomes string
+		wait     *redis.Cmd
+		epoch    string
+	)
+	err := s.guarded(ctx, func(gkeys []string, gargs []any, e string) error {
+		keys := s.ledgerKeys(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...), members)
+		args := memberArgs(append(append([]any{ReceiptTTL.Milliseconds()}, gargs...), la.argv()...), members)
+		var cmd *redis.Cmd
+		cmd, wait = s.eval(ctx, sellAtomic, keys, args...)
+		res, err := cmd.Slice()
+		if err != nil {
+			return wrapRedis(ctx, "atomic sell", err)
+		}
+		if code, outcomes, err = ledgerReply(res); err != nil {
+			return fmt.Errorf("stock: atomic sell: %w", err)
+		}
+		switch code {
+		case atomicHalted:
+			return s.halted(ctx, "atomic sell")
+		case atomicEpoch:
+			return errEpochMoved
+		}
+		epoch = e
+		return nil
+	})
 	switch {
 	case err != nil:
-		return verdict{}, fmt.Errorf("stock: atomic sell: %w", err)
+		return verdict{}, err
 	case code == atomicStockNotInt:
 		return verdict{}, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Stock))
 	case code == atomicLuckyNotInt:
@@ -189,6 +215,9 @@ func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArg
 		if err := s.acked(ctx, "atomic sell", wait); err != nil {
 			return verdict{}, err
 		}
+	}
+	if vs[0].kind == verdictSold {
+		s.mark.sold(epoch, s.segIndex, vs[0].after)
 	}
 	return vs[0], nil
 }

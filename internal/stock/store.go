@@ -56,6 +56,8 @@ import (
 var (
 	//go:embed lua/int.lua
 	intSrc string
+	//go:embed lua/guard.lua
+	guardSrc string
 	//go:embed lua/fenced_read.lua
 	fencedReadSrc string
 	//go:embed lua/fenced_write.lua
@@ -71,9 +73,9 @@ var (
 
 	// The scripts that read a counter share int.lua's readInt; the two that
 	// sell share ledger.lua's sellTo for their ledger form.
-	fencedRead   = redis.NewScript(intSrc + fencedReadSrc)
+	fencedRead   = redis.NewScript(intSrc + guardSrc + fencedReadSrc)
 	fencedWrite  = redis.NewScript(intSrc + ledgerSrc + fencedWriteSrc)
-	sellAtomic   = redis.NewScript(intSrc + ledgerSrc + sellAtomicSrc)
+	sellAtomic   = redis.NewScript(intSrc + guardSrc + ledgerSrc + sellAtomicSrc)
 	snapshot     = redis.NewScript(snapshotSrc)
 	ordersScript = redis.NewScript(ordersSrc)
 )
@@ -86,6 +88,8 @@ const (
 	statusCollision = 3
 	statusNotInt    = 4 // the stock key (read) or the lucky key (write) holds a non-integer
 	statusLost      = 5 // the stock key is missing (read): see ErrStoreLost
+	statusHalted    = 6 // the sale is halted (read): see ErrStoreRewound
+	statusEpoch     = 7 // the caller's epoch is not the sale's (read): rewind.go
 )
 
 // sell_atomic.lua's answers besides the stock after a sale.
@@ -94,6 +98,8 @@ const (
 	atomicStockNotInt = -2
 	atomicLuckyNotInt = -3
 	atomicLost        = -4 // the stock key is missing: see ErrStoreLost
+	atomicHalted      = -5 // the sale is halted: see ErrStoreRewound
+	atomicEpoch       = -6 // the caller's epoch is not the sale's: rewind.go
 )
 
 // ReceiptTTL is how long a write's receipt outlives it: far longer than any
@@ -119,6 +125,10 @@ type Keys struct {
 	// Receipts prefixes the per-attempt receipt keys that make writes
 	// exactly-once; default Fence + ":receipt:".
 	Receipts string
+	// Epoch holds the sale's epoch, new on every Reset, and Halt exists
+	// once a selling script found the Redis rewound (rewind.go); defaults
+	// Stock + ":epoch" and Stock + ":halt", shared by every segment.
+	Epoch, Halt string
 	// Initial, if set, receives the stock each Reset starts from, so an
 	// auditor can check stock + lucky == initial.
 	Initial string
@@ -190,18 +200,22 @@ type Store struct {
 	segs []*Store
 	// acks makes sales wait for replicas (replicas.go); zero: they do not.
 	acks ReplicaAcks
+	// mark is what this process saw of the sale (rewind.go), shared by
+	// the segments; segIndex is this store's segment.
+	mark     *watermark
+	segIndex int
 }
 
 // NewStore returns a Store over rdb using keys. The caller owns rdb.
 func NewStore(rdb redis.UniversalClient, keys Keys) *Store {
 	keys = keys.withDefaults()
-	s := &Store{rdb: rdb, keys: keys}
+	s := &Store{rdb: rdb, keys: keys, mark: newWatermark(keys.Segments)}
 	s.segs = make([]*Store, keys.Segments)
 	s.segs[0] = s
 	for i := 1; i < keys.Segments; i++ {
 		k := keys
 		k.Stock, k.Fence, k.Segments = SegmentKey(keys.Stock, i), SegmentKey(keys.Fence, i), 1
-		seg := &Store{rdb: rdb, keys: k}
+		seg := &Store{rdb: rdb, keys: k, mark: s.mark, segIndex: i}
 		seg.segs = []*Store{seg}
 		s.segs[i] = seg
 	}
@@ -241,9 +255,18 @@ func (s *Store) Reset(ctx context.Context, n int64) error {
 	if n < 0 || n > MaxStock {
 		return fmt.Errorf("%w: %d", ErrStockRange, n)
 	}
+	// A halted sale lost acknowledged sales: a reset would start the next
+	// one over them as if nothing happened. The operator reconciles first
+	// and removes the halt (the README's runbook).
+	if why, err := s.Halted(ctx); err != nil {
+		return err
+	} else if why != "" {
+		return fmt.Errorf("stock: reset: %w: %s (reconcile the acknowledged orders, then DEL %s)", ErrStoreRewound, why, s.keys.Halt)
+	}
 	if err := s.sweepIdempotency(ctx); err != nil {
 		return err
 	}
+	epoch := newSaleID()
 	shares := SegmentShares(n, len(s.segs))
 	tx := func(p redis.Pipeliner) error {
 		s.resetLedger(ctx, p)
@@ -257,13 +280,20 @@ func (s *Store) Reset(ctx context.Context, n int64) error {
 		if s.keys.Initial != "" {
 			p.Set(ctx, s.keys.Initial, n, 0)
 		}
+		p.Set(ctx, s.keys.Epoch, epoch, 0)
 		return nil
 	}
+	var err error
 	if s.acks.Replicas > 0 {
-		return s.resetAcked(ctx, tx)
+		err = s.resetAcked(ctx, tx)
+	} else {
+		_, err = s.rdb.TxPipelined(ctx, tx)
+		err = wrapRedis(ctx, "reset", err)
 	}
-	_, err := s.rdb.TxPipelined(ctx, tx)
-	return wrapRedis(ctx, "reset", err)
+	if err == nil {
+		s.mark.reset(epoch)
+	}
+	return err
 }
 
 // Status reads stock (the sum of the segments) and lucky in one round trip;
@@ -296,28 +326,37 @@ func (s *Store) StatusBySegment(ctx context.Context) (Status, []int64, error) {
 // fence has been quiet for f.Quiet, when it restarts at f (Reading.Restarted).
 // A second Read of the same lease answers as the first did.
 func (s *Store) Read(ctx context.Context, f Fence) (Reading, error) {
-	res, err := fencedRead.Run(ctx, s.rdb, []string{s.keys.Stock, s.keys.Fence},
-		f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, f.Quiet.Milliseconds()).Slice()
-	if err != nil {
-		return Reading{}, wrapRedis(ctx, "fenced read", err)
-	}
-	if len(res) != 4 {
-		return Reading{}, fmt.Errorf("stock: fenced read: unexpected reply %v", res)
-	}
-	code, _ := res[0].(int64)
-	stock, _ := res[1].(int64)
-	highest, _ := res[2].(string)
-	restarted, _ := res[3].(int64)
-	switch code {
-	case statusNotInt:
-		return Reading{}, fmt.Errorf("stock: fenced read: %w", notInt(s.keys.Stock))
-	case statusLost:
-		return Reading{}, fmt.Errorf("stock: fenced read: %w", lost(s.keys.Stock))
-	}
-	if err := fenceStatus(code, f, highest); err != nil {
-		return Reading{}, fmt.Errorf("stock: fenced read: %w", err)
-	}
-	return Reading{Stock: stock, Restarted: restarted == 1}, nil
+	var out Reading
+	err := s.guarded(ctx, func(gkeys []string, gargs []any, _ string) error {
+		res, err := fencedRead.Run(ctx, s.rdb, append([]string{s.keys.Stock, s.keys.Fence}, gkeys...),
+			append([]any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, f.Quiet.Milliseconds()}, gargs...)...).Slice()
+		if err != nil {
+			return wrapRedis(ctx, "fenced read", err)
+		}
+		if len(res) != 4 {
+			return fmt.Errorf("stock: fenced read: unexpected reply %v", res)
+		}
+		code, _ := res[0].(int64)
+		stock, _ := res[1].(int64)
+		highest, _ := res[2].(string)
+		restarted, _ := res[3].(int64)
+		switch code {
+		case statusNotInt:
+			return fmt.Errorf("stock: fenced read: %w", notInt(s.keys.Stock))
+		case statusLost:
+			return fmt.Errorf("stock: fenced read: %w", lost(s.keys.Stock))
+		case statusHalted:
+			return s.halted(ctx, "fenced read")
+		case statusEpoch:
+			return errEpochMoved
+		}
+		if err := fenceStatus(code, f, highest); err != nil {
+			return fmt.Errorf("stock: fenced read: %w", err)
+		}
+		out = Reading{Stock: stock, Restarted: restarted == 1}
+		return nil
+	})
+	return out, err
 }
 
 // Write sets the stock to newStock and counts one sale, only if f is still
@@ -373,7 +412,13 @@ func (s *Store) write(ctx context.Context, f Fence, newStock int64, extra ...any
 	if err := fenceStatus(code, f, ""); err != nil {
 		return fmt.Errorf("stock: fenced write: %w", err)
 	}
-	return s.acked(ctx, "fenced write", wait)
+	if err := s.acked(ctx, "fenced write", wait); err != nil {
+		return err
+	}
+	// Written, so no reset came between this lease's read and now (a
+	// reset deletes the fence): the current epoch is the read's.
+	s.mark.soldNow(s.segIndex, newStock)
+	return nil
 }
 
 // Receipt reports whether the write or atomic sale of attempt id took
@@ -433,10 +478,22 @@ func (s *Store) readReceipt(id, v string, member int, isMember bool) (int64, boo
 // ReadUnfenced is a plain GET, for backends without usable tokens (and for
 // fencing switched off): it is what the articles do, and how they oversell.
 func (s *Store) ReadUnfenced(ctx context.Context) (int64, error) {
-	v, err := s.rdb.Get(ctx, s.keys.Stock).Result()
+	// The articles' race is the lesson here, not a lost or halted sale:
+	// those stop this sale too (one round trip, as before).
+	var get *redis.StringCmd
+	var halted *redis.IntCmd
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, s.keys.Stock)
+		halted = p.Exists(ctx, s.keys.Halt)
+		return nil
+	})
+	if halted.Err() == nil && halted.Val() > 0 {
+		return 0, s.halted(ctx, "read")
+	}
+	v, err := get.Result()
 	switch {
 	case err == redis.Nil:
-		return 0, nil
+		return 0, fmt.Errorf("stock: read: %w", lost(s.keys.Stock))
 	case isWrongType(err):
 		return 0, fmt.Errorf("stock: read: %w", notInt(s.keys.Stock))
 	case err != nil:
@@ -486,11 +543,29 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 		}
 		return v.after, nil
 	}
-	cmd, wait := s.eval(ctx, sellAtomic, []string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id},
-		ReceiptTTL.Milliseconds())
-	after, err := cmd.Int64()
+	var (
+		after, wait = int64(0), (*redis.Cmd)(nil)
+		epoch       string
+	)
+	err := s.guarded(ctx, func(gkeys []string, gargs []any, e string) error {
+		var cmd *redis.Cmd
+		cmd, wait = s.eval(ctx, sellAtomic, append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...),
+			append([]any{ReceiptTTL.Milliseconds()}, gargs...)...)
+		var err error
+		if after, err = cmd.Int64(); err != nil {
+			return wrapRedis(ctx, "atomic sell", err)
+		}
+		switch after {
+		case atomicHalted:
+			return s.halted(ctx, "atomic sell")
+		case atomicEpoch:
+			return errEpochMoved
+		}
+		epoch = e
+		return nil
+	})
 	if err != nil {
-		return 0, wrapRedis(ctx, "atomic sell", err)
+		return 0, err
 	}
 	switch after {
 	case atomicSoldOut:
@@ -505,6 +580,7 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 	if err := s.acked(ctx, "atomic sell", wait); err != nil {
 		return 0, err
 	}
+	s.mark.sold(epoch, s.segIndex, after)
 	return after, nil
 }
 

@@ -8,6 +8,8 @@
 -- ARGV[2] fencing token        (decimal uint64, no leading zeros)
 -- ARGV[3] lease id             (unique per acquisition: one sale's attempt id)
 -- ARGV[4] quiet period in ms   (0 = never; see "Restarting the fence")
+-- KEYS[3], KEYS[4], ARGV[5], ARGV[6]: the epoch key, the halt key, the
+--                              caller's epoch and ceiling (guard.lua)
 --
 -- Returns {status, stock, highest, restarted}: status 0 = ok, 1 = stale (a higher token
 -- was already seen; highest says which, so the caller can move a lock that
@@ -15,8 +17,10 @@
 -- lock), 3 = collision (another lease read under the same token: the lock
 -- service handed one token out twice, so it lost state; both are refused).
 -- 4 = the stock key holds a non-integer (int.lua's readInt), 5 = the stock
--- key is missing: Redis lost the sale or it was never reset (int.lua).
--- On status 1, 2, 4 or 5 the fence is left untouched.
+-- key is missing: Redis lost the sale or it was never reset (int.lua),
+-- 6 = the sale is halted (guard.lua), 7 = the caller's epoch is not the
+-- sale's (guard.lua).
+-- On status 1, 2, 4, 5, 6 or 7 the fence is left untouched.
 --
 -- restarted is 1 when this read restarted the fence (below).
 --
@@ -51,6 +55,12 @@ if stock == 'lost' then
 end
 if not stock then
   return {4, 0, '', 0}
+end
+local refused = guard(stock, KEYS[3], KEYS[4], ARGV[5], ARGV[6])
+if refused == 'halted' then
+  return {6, 0, '', 0}
+elseif refused == 'epoch' then
+  return {7, 0, '', 0}
 end
 
 local fence = redis.call('HMGET', KEYS[2], 'lock', 'token', 'lease', 'at')

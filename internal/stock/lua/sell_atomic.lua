@@ -5,18 +5,22 @@
 -- KEYS[1] stock key            (missing = the sale is lost: -4)
 -- KEYS[2] lucky key
 -- KEYS[3] receipt key          (this attempt's receipt: the stock after its sale)
+-- KEYS[4] epoch key, KEYS[5] halt key (guard.lua)
 -- ARGV[1] receipt TTL in ms    (longer than any retry of this attempt)
+-- ARGV[2] the caller's epoch, ARGV[3] its ceiling (guard.lua)
 --
 -- Returns the stock after the sale, or -1 when sold out, -2 when the stock
 -- key and -3 when the lucky key holds a non-integer (int.lua's readInt),
--- -4 when the stock key is missing (int.lua: the sale is lost);
+-- -4 when the stock key is missing (int.lua: the sale is lost), -5 when
+-- the sale is halted and -6 when the caller's epoch is not the sale's
+-- (guard.lua);
 -- nothing is written unless the sale is made. Both are checked before the
 -- first write: INCR lucky followed by a DECR refused on "5.0" counted a sale
 -- that took no unit.
 -- The ledger form (Keys.Orders set), told apart by its extra keys:
--- KEYS[4..] and ARGV[2..] as ledger.lua's sellTo reads them (kb = 4,
--- ab = 2) for one member. It returns {code, outcomes}: code 0 (outcomes
--- as ledger.lua's, the receipt's when it existed), -2, -3 or -4 as above. The
+-- KEYS[6..] and ARGV[4..] as ledger.lua's sellTo reads them (kb = 6,
+-- ab = 4) for one member. It returns {code, outcomes}: code 0 (outcomes
+-- as ledger.lua's, the receipt's when it existed), -2 to -6 as above. The
 -- receipt (the outcomes) is written only when the unit sold; a run that
 -- sold nothing wrote nothing, and its retry answers the same.
 --
@@ -24,7 +28,7 @@
 -- the first run's stock-after from the receipt and sells nothing more.
 
 local done = redis.call('GET', KEYS[3])
-if #KEYS > 3 then
+if #KEYS > 5 then
   if done then
     return {0, done}
   end
@@ -35,10 +39,16 @@ if #KEYS > 3 then
   if not stock then
     return {-2, ''}
   end
+  local refused = guard(stock, KEYS[4], KEYS[5], ARGV[2], ARGV[3])
+  if refused == 'halted' then
+    return {-5, ''}
+  elseif refused == 'epoch' then
+    return {-6, ''}
+  end
   if not readInt(KEYS[2]) then
     return {-3, ''}
   end
-  local sold, outcomes = sellTo(stock, 4, 2, '0', 1)
+  local sold, outcomes = sellTo(stock, 6, 4, '0', 1)
   if sold > 0 then
     redis.call('INCRBY', KEYS[2], sold)
     redis.call('DECRBY', KEYS[1], sold)
@@ -55,6 +65,12 @@ if stock == 'lost' then
 end
 if not stock then
   return -2
+end
+local refused = guard(stock, KEYS[4], KEYS[5], ARGV[2], ARGV[3])
+if refused == 'halted' then
+  return -5
+elseif refused == 'epoch' then
+  return -6
 end
 if stock <= 0 then
   return -1

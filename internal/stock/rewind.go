@@ -1,0 +1,158 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// rewind.go: what this process has seen of the sale, so that a Redis that
+// went back in time (an older snapshot loaded, a failover to a replica that
+// lagged) is refused inside the selling scripts rather than noticed after
+// it sold a unit twice (guard.lua).
+//
+// Every Reset writes a fresh epoch (Keys.Epoch). A Store remembers the
+// epoch it last saw and, per segment, its ceiling: the least stock it saw
+// left after a sale it answered sold. Within an epoch the stock only
+// falls, so a script that finds more than the ceiling halts the sale
+// (Keys.Halt) for every replica, until an operator reconciles. The
+// ceilings live in this process: a Redis rewound while every stockd
+// restarted with it is not caught here (nor a snapshot of another sale,
+// which carries its own epoch). A missing stock key is (int.lua).
+
+// watermark is one Store's memory of the sale, shared by its segments.
+type watermark struct {
+	mu       sync.Mutex
+	learned  bool    // epoch read from Redis (or set by a Reset) at least once
+	epoch    string  // "" until learned, or when Redis holds none
+	ceilings []int64 // per segment; -1: no sale answered yet
+}
+
+func newWatermark(segments int) *watermark {
+	w := &watermark{ceilings: make([]int64, segments)}
+	for i := range w.ceilings {
+		w.ceilings[i] = -1
+	}
+	return w
+}
+
+// known reports whether the epoch was learned (or set by a Reset).
+func (w *watermark) known() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.learned
+}
+
+// reset starts epoch with no sale seen.
+func (w *watermark) reset(epoch string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.epoch, w.learned = epoch, true
+	for i := range w.ceilings {
+		w.ceilings[i] = -1
+	}
+}
+
+// args are the guard's epoch and ceiling arguments for segment seg.
+func (w *watermark) args(seg int) (epoch string, ceiling int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.epoch == "" {
+		return "", -1
+	}
+	return w.epoch, w.ceilings[seg]
+}
+
+// sold lowers segment seg's ceiling to after, a stock left by a sale about
+// to be answered sold under epoch (ignored if the epoch moved on since).
+func (w *watermark) sold(epoch string, seg int, after int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if epoch == "" || epoch != w.epoch {
+		return
+	}
+	if c := w.ceilings[seg]; c < 0 || after < c {
+		w.ceilings[seg] = after
+	}
+}
+
+// soldNow is sold under the epoch known now.
+func (w *watermark) soldNow(seg int, after int64) {
+	w.mu.Lock()
+	epoch := w.epoch
+	w.mu.Unlock()
+	w.sold(epoch, seg, after)
+}
+
+// learnEpoch reads the sale's epoch from Redis after a script said it is not
+// the one this process knew: a reset by another replica. Missing (a sale
+// set up before epochs existed) leaves the check off.
+func (s *Store) learnEpoch(ctx context.Context) error {
+	v, err := s.rdb.Get(ctx, s.keys.Epoch).Result()
+	if err == redis.Nil {
+		v, err = "", nil
+	}
+	if err != nil {
+		return wrapRedis(ctx, "read epoch", err)
+	}
+	s.mark.reset(v)
+	return nil
+}
+
+// guardArgs are the epoch and halt keys and this segment's guard
+// arguments, and the epoch they were taken under.
+func (s *Store) guardArgs() (keys []string, args []any, epoch string) {
+	epoch, ceiling := s.mark.args(s.segIndex)
+	return []string{s.keys.Epoch, s.keys.Halt}, []any{epoch, ceiling}, epoch
+}
+
+// guarded runs call, which sends a guarded script with the arguments it
+// is given, and follows a reset this process has not seen yet: on
+// errEpochMoved it learns the epoch and calls once more. A script that
+// answered errEpochMoved wrote nothing.
+func (s *Store) guarded(ctx context.Context, call func(keys []string, args []any, epoch string) error) error {
+	if !s.mark.known() {
+		if err := s.learnEpoch(ctx); err != nil {
+			return err
+		}
+	}
+	for range 2 {
+		err := call(s.guardArgs())
+		if !errors.Is(err, errEpochMoved) {
+			return err
+		}
+		if err := s.learnEpoch(ctx); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("stock: the sale's epoch changed twice during one call: %w", ErrUnavailable)
+}
+
+// errEpochMoved is a guarded script's answer that the caller's epoch is
+// not the sale's; guarded handles it.
+var errEpochMoved = errors.New("stock: the sale was reset since this process last sold")
+
+// Halted returns the reason the sale is halted, or "" when it is not: for
+// /readyz, so that every replica says so where probes and people look.
+func (s *Store) Halted(ctx context.Context) (string, error) {
+	v, err := s.rdb.Get(ctx, s.keys.Halt).Result()
+	if err == redis.Nil {
+		return "", nil
+	}
+	if err != nil {
+		return "", wrapRedis(ctx, "read halt", err)
+	}
+	return v, nil
+}
+
+// halted is the error for a guarded script that found the sale halted.
+func (s *Store) halted(ctx context.Context, op string) error {
+	why, err := s.Halted(ctx)
+	if err != nil || why == "" {
+		why = "key " + s.keys.Halt + " is set"
+	}
+	return fmt.Errorf("stock: %s: %w: %s", op, ErrStoreRewound, why)
+}
