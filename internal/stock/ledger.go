@@ -139,7 +139,7 @@ func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []
 	}
 	if answersSale(vs...) {
 		if err := s.acked(ctx, "fenced write", wait); err != nil {
-			return nil, err
+			return vs, err // a replay's original order names its unconfirmed answer
 		}
 	}
 	// Written under the lease's read, so under the current epoch (a reset
@@ -213,7 +213,7 @@ func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArg
 	}
 	if answersSale(vs[0]) {
 		if err := s.acked(ctx, "atomic sell", wait); err != nil {
-			return verdict{}, err
+			return vs[0], err // a replay's original order names its unconfirmed answer
 		}
 	}
 	if vs[0].kind == verdictSold {

@@ -500,3 +500,62 @@ func TestResetWaitsForReplica(t *testing.T) {
 		})
 	}
 }
+
+// A replayed key answered while the replica lags was unconfirmed under a
+// new attempt id, which no receipt ever names: GET /stock/receipts said
+// "not sold" for good, though the key's order exists. The unconfirmed
+// answer now names the original order, whose receipt is unsettled while
+// the replica lags and sold once it catches up; and past the receipt's
+// lifetime the ledger still answers it.
+func TestUnconfirmedReplayNamesTheOriginalOrder(t *testing.T) {
+	for _, m := range []struct {
+		name string
+		cfg  func(*stock.ServiceConfig)
+	}{
+		{"locked", func(c *stock.ServiceConfig) { c.Fencing = true }},
+		{"atomic", func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			var relay *servertest.Relay
+			set := servertest.Sentinels(t, servers.SentinelOptions{
+				FailoverTimeout: time.Minute, // or Sentinel re-points the replica past the relay
+				ReplicaVia: func(primary string) string {
+					relay = servertest.NewRelay(t, primary)
+					return relay.Addr()
+				},
+			})
+			rdb := sentinelClient(t, set)
+			keys := ledgerKeys(1)
+			s := strict(stock.NewStore(rdb, keys), 1, steadyAcks)
+			steadyReset(t, s, set, 10)
+			lk := locallock.New()
+			buyer := stock.Buyer{User: "u1", Key: "k1"}
+			first, err := newService(s, lk, m.cfg).ReduceFor(t.Context(), buyer)
+			if err != nil {
+				t.Fatalf("first sale: %v", err)
+			}
+
+			relay.Hold()
+			held := strict(s, 1, 200*time.Millisecond)
+			sale, err := newService(held, lk, m.cfg).ReduceFor(t.Context(), buyer)
+			var ue *stock.UnconfirmedError
+			if !errors.As(err, &ue) || ue.Attempt != first.OrderID {
+				t.Fatalf("replay with the replica held: %+v, %v; want unconfirmed naming the original order %s", sale, err, first.OrderID)
+			}
+			if _, sold, err := held.Receipt(t.Context(), ue.Attempt); !errors.Is(err, stock.ErrNotReplicated) {
+				t.Fatalf("its receipt with the replica held: sold %v, %v; want unsettled (ErrNotReplicated)", sold, err)
+			}
+			relay.Release()
+			if after, sold, err := s.Receipt(t.Context(), ue.Attempt); err != nil || !sold || after != 9 {
+				t.Fatalf("its receipt once the replica caught up: after %d, sold %v, %v; want sold, 9 left", after, sold, err)
+			}
+			// Past the receipt's lifetime (ReceiptTTL), the order answers.
+			if err := rdb.Del(t.Context(), "stock:fence:receipt:"+first.OrderID).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if after, sold, err := s.Receipt(t.Context(), first.OrderID); err != nil || !sold || after != 9 {
+				t.Fatalf("receipt with the receipt key gone: after %d, sold %v, %v; want sold from the ledger, 9 left", after, sold, err)
+			}
+		})
+	}
+}

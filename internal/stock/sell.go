@@ -45,11 +45,23 @@ func (b *batch) answer(i int) (Sale, error) {
 		return Sale{StockAfter: b.cur - 1 - int64(i), Token: b.f.Token, Attempt: id}, nil
 	case b.err == nil:
 		return Sale{}, ErrSoldOut // the batch took the last units
-	case b.n > 1 && errors.As(b.err, &ue):
-		return Sale{}, &UnconfirmedError{Attempt: id, Err: ue.Err}
+	case errors.As(b.err, &ue):
+		return Sale{}, &UnconfirmedError{Attempt: unconfirmedAttempt(id, b.v, i), Err: ue.Err}
 	default:
 		return Sale{}, b.err
 	}
+}
+
+// unconfirmedAttempt is the attempt an unconfirmed answer names for member
+// i of a ledger write whose verdicts vs came back (nil if none did): its
+// own id, or for a replay the original order's, whose receipt is the one
+// that settles it (the replay itself wrote none, so its own id's receipt
+// would say "not sold" for good).
+func unconfirmedAttempt(id string, vs []verdict, i int) string {
+	if i < len(vs) && vs[i].kind == verdictReplay {
+		return vs[i].order
+	}
+	return id
 }
 
 // sale is the answer of a verdict to the buyer whose attempt id is id.
@@ -224,6 +236,6 @@ func (s *Service) sellAtomic(ctx context.Context, seg *segment, b Buyer) (Sale, 
 		return Sale{}, err // definite, as in fencedCall
 	default:
 		s.cfg.OnEvent(EventUnconfirmed)
-		return Sale{}, &UnconfirmedError{Attempt: id, Err: err}
+		return Sale{}, &UnconfirmedError{Attempt: unconfirmedAttempt(id, []verdict{v}, 0), Err: err}
 	}
 }

@@ -435,7 +435,7 @@ func (s *Store) Receipt(ctx context.Context, id string) (stockAfter int64, sold 
 	get, wait := s.getAcked(ctx, s.keys.Receipts+key)
 	v, err := get.Result()
 	if err == redis.Nil {
-		return 0, false, nil
+		return s.receiptFromLedger(ctx, id)
 	}
 	if err != nil {
 		return 0, false, wrapRedis(ctx, "receipt", err)
@@ -453,6 +453,36 @@ func (s *Store) Receipt(ctx context.Context, id string) (stockAfter int64, sold 
 		return 0, false, err
 	}
 	return stockAfter, sold, nil
+}
+
+// receiptFromLedger answers Receipt for an attempt with no receipt (none
+// written, or past ReceiptTTL): with the ledger on, an order of that id
+// is a sale that happened, kept as long as the sale. The idempotency
+// records that replay it live longer than receipts, so a replay's
+// unconfirmed answer (which names the original order) is settled here.
+func (s *Store) receiptFromLedger(ctx context.Context, id string) (int64, bool, error) {
+	if !s.Ledger() {
+		return 0, false, nil
+	}
+	o, err := s.Order(ctx, id)
+	if errors.Is(err, ErrNoOrder) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if s.acks.Replicas > 0 {
+		p := s.rdb.Pipeline()
+		w := s.queueWait(ctx, p)
+		_, _ = p.Exec(ctx)
+		if err := s.acked(ctx, "receipt", w); err != nil {
+			if errors.Is(err, ErrNotReplicated) {
+				err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+			}
+			return 0, false, err
+		}
+	}
+	return o.StockAfter, true, nil
 }
 
 // readReceipt is Receipt's reading of the receipt v of id.
