@@ -186,24 +186,12 @@ func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArg
 		if code, outcomes, err = ledgerReply(res); err != nil {
 			return fmt.Errorf("stock: atomic sell: %w", err)
 		}
-		switch code {
-		case atomicHalted:
-			return s.halted(ctx, "atomic sell")
-		case atomicEpoch:
-			return errEpochMoved
-		}
 		epoch = e
-		return nil
+		return s.atomicRefusal(ctx, code)
 	})
 	switch {
 	case err != nil:
 		return verdict{}, err
-	case code == atomicStockNotInt:
-		return verdict{}, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Stock))
-	case code == atomicLuckyNotInt:
-		return verdict{}, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Lucky))
-	case code == atomicLost:
-		return verdict{}, fmt.Errorf("stock: atomic sell: %w", lost(s.keys.Stock))
 	case code != 0:
 		return verdict{}, fmt.Errorf("stock: atomic sell: unexpected status %d", code)
 	}

@@ -585,33 +585,38 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 		if after, err = cmd.Int64(); err != nil {
 			return wrapRedis(ctx, "atomic sell", err)
 		}
-		switch after {
-		case atomicHalted:
-			return s.halted(ctx, "atomic sell")
-		case atomicEpoch:
-			return errEpochMoved
-		}
 		epoch = e
-		return nil
+		return s.atomicRefusal(ctx, after)
 	})
 	if err != nil {
 		return 0, err
 	}
-	switch after {
-	case atomicSoldOut:
+	if after == atomicSoldOut {
 		return 0, ErrSoldOut
-	case atomicStockNotInt:
-		return 0, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Stock))
-	case atomicLuckyNotInt:
-		return 0, fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Lucky))
-	case atomicLost:
-		return 0, fmt.Errorf("stock: atomic sell: %w", lost(s.keys.Stock))
 	}
 	if err := s.acked(ctx, "atomic sell", wait); err != nil {
 		return 0, err
 	}
 	s.mark.sold(epoch, s.segIndex, after)
 	return after, nil
+}
+
+// atomicRefusal is the error of sell_atomic.lua's answer code (both
+// forms), nil for a sale or sold out (-1).
+func (s *Store) atomicRefusal(ctx context.Context, code int64) error {
+	switch code {
+	case atomicStockNotInt:
+		return fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Stock))
+	case atomicLuckyNotInt:
+		return fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Lucky))
+	case atomicLost:
+		return fmt.Errorf("stock: atomic sell: %w", lost(s.keys.Stock))
+	case atomicHalted:
+		return s.halted(ctx, "atomic sell")
+	case atomicEpoch:
+		return errEpochMoved
+	}
+	return nil
 }
 
 // fenceStatus turns a script status into an error; highest is the fence's
