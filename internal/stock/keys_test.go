@@ -77,7 +77,7 @@ func TestAllNamesEveryKeyASaleWrites(t *testing.T) {
 	keys := stock.Keys{Stock: "s", Lucky: "l", Fence: "f", Segments: 2}.Derive(true)
 	s := stock.NewStore(rdb, keys)
 	ctx := t.Context()
-	if err := s.Reset(ctx, 10); err != nil {
+	if err := s.Reset(ctx, 20); err != nil {
 		t.Fatal(err)
 	}
 	var tokens atomic.Uint64
@@ -92,6 +92,14 @@ func TestAllNamesEveryKeyASaleWrites(t *testing.T) {
 		}
 		if _, err := svc.Reduce(ctx); err != nil {
 			t.Fatalf("%s anonymous sale: %v", mode, err)
+		}
+		// Segments are picked at random: sell on until segment 1 has a
+		// fence (at the latest once segment 0's 10 units are gone), so the
+		// test does not depend on the draws.
+		for mode == stock.ModeLocked && rdb.Exists(ctx, "f:1").Val() == 0 {
+			if _, err := svc.Reduce(ctx); err != nil {
+				t.Fatalf("locked sale to reach segment 1: %v", err)
+			}
 		}
 	}
 	inRedis, err := rdb.Keys(ctx, "*").Result()
