@@ -113,6 +113,7 @@ func TestOutcomeMatchesLoadgen(t *testing.T) {
 		api.Busy: loadgen.OutcomeBusy, api.LockLost: loadgen.OutcomeLockLost, api.MixedBackends: loadgen.OutcomeError,
 		api.Unconfirmed: loadgen.OutcomeUnconfirmed, api.Error: loadgen.OutcomeError,
 		api.LimitReached: loadgen.OutcomeLimitReached, api.KeyReused: loadgen.OutcomeKeyReused,
+		api.StoreLost: loadgen.OutcomeError,
 	}
 	for _, res := range api.Results {
 		w, ok := want[res]
