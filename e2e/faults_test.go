@@ -24,7 +24,8 @@ import (
 // yet skips its cell. Run one cell with
 // -run 'TestFaultMatrix/redis/pause/fenced', the buyers' cells with
 // -run 'TestFaultMatrix/^redis$/(pause|consumerkill|mysqldown|replayrace)/fenced/buyers',
-// the stock Redis failover cells with -run 'TestFaultMatrix/^(redis|etcd)$/failover-'.
+// the stock Redis failover cells with -run 'TestFaultMatrix/^(redis|etcd)$/failover-',
+// the cells whose stock Redis loses the sale with -run 'TestFaultMatrix/.*/^(wipe|restore)$'.
 func TestFaultMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault matrix: minutes of real processes")
@@ -86,6 +87,22 @@ func TestFaultMatrix(t *testing.T) {
 			case lab.ExpectOversell:
 				if r.Oversold == 0 {
 					t.Errorf("got no oversell (stock %d, lucky %d), want one: the checker cannot see a lost lock", r.Stock, r.Lucky)
+				}
+			case lab.ExpectHalt:
+				// The stock Redis lost the sale: the books went with it,
+				// and the answers after it are the verdict.
+				s := r.Store
+				if s == nil {
+					t.Fatalf("got no store-loss measure, want one")
+				}
+				if n := s.After["sold"] + s.After["sold_out"]; n > 0 {
+					t.Errorf("got %d sales sent after the stock Redis came back answered sold or sold_out (%v), want every one store_lost", n, s.After)
+				}
+				if s.SoldTwice != 0 {
+					t.Errorf("got %d stock-after values answered 200 twice, want 0", s.SoldTwice)
+				}
+				if cell.Scenario == "restore" && s.Rewound != c.Replicas() {
+					t.Errorf("got %d replicas' /readyz store_rewound, want all %d", s.Rewound, c.Replicas())
 				}
 			case lab.ExpectStuck:
 				if r.Sold > 0 && r.RecoveryMS >= 0 {

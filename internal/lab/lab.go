@@ -9,7 +9,9 @@
 // RecoveryBound of the fault's end. The buyers' cells (Cell.Buyers) sell to
 // named buyers with idempotency keys, a per-user limit and durable orders,
 // and must also end with every order answered once, in the ledger once and
-// in MySQL once. The control cells (fencing off) and the
+// in MySQL once. The cells whose stock Redis loses the sale (wipe,
+// restore: storeloss.go) cannot keep their books; they must refuse every
+// sale after it and sell no unit twice. The control cells (fencing off) and the
 // lab-only flawed backends must show the failure they exist to show; a cell
 // that does not is as much a failure as an oversell on a correct backend,
 // because it means the checker could not see a loss.
@@ -69,6 +71,11 @@ const (
 	// ExpectLoss: the failover-lag control: as safe, and acknowledged
 	// sales must be lost, or the checker could not see a loss.
 	ExpectLoss Expect = "loss"
+	// ExpectHalt: the stock Redis lost the sale (restarted empty, or from
+	// an older snapshot): no sale may be answered 200 after it, every one
+	// is refused store_lost, and no unit is sold twice. The books are not
+	// judged: the fault took them (storeloss.go).
+	ExpectHalt Expect = "halt"
 )
 
 // Cell is one run: a scenario on a backend, with fencing on or off.
@@ -147,6 +154,8 @@ func (c Cell) Expect() Expect {
 		return ExpectLoss
 	case IsFailover(c.Scenario) && c.Acks == 0 && c.Fencing && slices.Contains(Correct, c.Backend):
 		return ExpectMayLose
+	case losesStore(c.Scenario) && c.Fencing && slices.Contains(Correct, c.Backend):
+		return ExpectHalt
 	case slices.Contains(Correct, c.Backend) && c.Fencing:
 		return ExpectSafe
 	default:
@@ -169,6 +178,9 @@ type Result struct {
 	// Failover is the failover cells' measure: acks, acknowledged sales
 	// lost, the Sentinels' switch.
 	Failover *Failover `json:"failover,omitempty"`
+	// Store is the measure of the cells whose stock Redis loses the sale
+	// (wipe, restore): the answers after it, units sold twice.
+	Store *StoreLoss `json:"store,omitempty"`
 	// Status is "pass" or "FAIL" (seckill lab sets "ERROR" on a cell
 	// that could not run).
 	Status   string `json:"status"`
@@ -279,7 +291,7 @@ var byName = map[string][]string{
 	// and these cells take ~15 s each on it; its default cells are those
 	// where the lock itself differs (the transaction a pause or a crash
 	// leaves open, a restart mid-transaction) and the control.
-	"mysql-row": {"slowwork", "partition", "stockdown", "latency", "lostreply", "slowreply", "netsplit"},
+	"mysql-row": {"slowwork", "partition", "stockdown", "latency", "lostreply", "slowreply", "netsplit", "wipe", "restore"},
 }
 
 // inapplicable says, per backend, which scenarios cannot be staged on it
@@ -354,7 +366,7 @@ func baseEnv(c Cell) map[string]string {
 // cell that ran and failed its expectation returns Status "FAIL" and a nil
 // error. A backend stockd refuses, or a fault that cannot be staged, is an
 // error: every backend is built, so neither may pass as a skip.
-func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error) {
+func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (_ Result, err error) {
 	sc, ok := scenarios[cell.Scenario]
 	if !ok {
 		return Result{}, fmt.Errorf("%w: %q (want one of %s)", ErrUnknown, cell.Scenario, strings.Join(Scenarios(), ", "))
@@ -393,7 +405,7 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error
 		env["election.job_interval"] = jobInterval.String()
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	err := c.SetBackend(sctx, cell.Backend, env)
+	err = c.SetBackend(sctx, cell.Backend, env)
 	cancel()
 	if err != nil {
 		return res, fmt.Errorf("lab: %s: switch backend: %w", cell, err)
@@ -408,6 +420,17 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (Result, error
 	}
 
 	x := &run{ctx: ctx, c: c, cell: cell, lease: lease(cell.Backend), res: &res, sentinel: sentinelSet}
+	// Deferred before the load's stop, so it runs after it: what a
+	// scenario leaves behind for an operator (a halted sale) is undone
+	// once no buyer can see it, and a cell that could not be undone is an
+	// error, not the next cell's mystery.
+	defer func() {
+		for _, undo := range slices.Backward(x.undo) {
+			if uerr := undo(); uerr != nil {
+				err = errors.Join(err, fmt.Errorf("lab: %s: undo: %w", cell, uerr))
+			}
+		}
+	}()
 	buyers := sc.concurrency
 	if cell.Sale == "segments8" {
 		// Enough buyers that every segment stays contended: a holder's
@@ -489,6 +512,9 @@ type run struct {
 	problems  []string // scenario-specific expectations that were not met
 	// stuck is set by the crash scenario when the lock never freed.
 	stuck bool
+	// undo holds what Run must put back after the load stopped (in
+	// reverse order), whether or not the cell ran to the end.
+	undo []func() error
 }
 
 func (x *run) notef(format string, args ...any) {
@@ -620,6 +646,14 @@ func (x *run) judge() {
 		if r.Oversold == 0 {
 			why = append(why, "expected an oversell, saw none: the checker would miss a lost lock")
 		}
+	case ExpectHalt:
+		// The books are what the fault left (nothing, or an older
+		// snapshot), so stock + lucky and lucky == sold answers say
+		// nothing here: the answers after the fault do (checkStoreLoss).
+		if r.Store == nil {
+			why = append(why, "no measure of the answers after the stock Redis came back")
+		}
+		why = append(why, x.problems...)
 	case ExpectStuck:
 		if !x.stuck {
 			why = append(why, "expected the lock to stay held forever after the crash")

@@ -19,6 +19,8 @@ func TestCellExpect(t *testing.T) {
 		{Cell{Backend: "mysql-row", Scenario: "pause", Fencing: true}, ExpectSafe},
 		{Cell{Backend: "mysql-row", Scenario: "pause", Fencing: false}, ExpectOversell},
 		{Cell{Backend: "redis", Scenario: "kill", Fencing: true, Sale: "segments8"}, ExpectSafe},
+		{Cell{Backend: "etcd", Scenario: "wipe", Fencing: true}, ExpectHalt},
+		{Cell{Backend: "mysql", Scenario: "restore", Fencing: true}, ExpectHalt},
 	}
 	for _, tc := range cases {
 		if got := tc.cell.Expect(); got != tc.want {
@@ -29,14 +31,14 @@ func TestCellExpect(t *testing.T) {
 
 func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	cells := Matrix(nil, nil)
-	// 12 scenarios besides crash on each of the first four correct
-	// backends, less the two experimental lockforget cells; mysql's 10
+	// 14 scenarios besides crash on each of the first four correct
+	// backends, less the two experimental lockforget cells; mysql's 12
 	// (no lockforget, no blip) and mysql-row's 3; controls: pause x6,
 	// latency and lockforget on redis; 3 flawed cells; pause, kill and
 	// latency for each of the 2 sales on redis; the 4 buyers' cells on
 	// redis; failover-kill with acks 1 on redis and etcd, failover-lag
 	// with acks 1 on redis (the acks-0 controls run when named).
-	if got, want := len(cells), 4*12-2+10+3+6+1+1+3+2*3+4+2+1; got != want {
+	if got, want := len(cells), 4*14-2+12+3+6+1+1+3+2*3+4+2+1; got != want {
 		t.Fatalf("got %d cells, want %d", got, want)
 	}
 	if got := Matrix([]string{"etcd"}, nil); slices.ContainsFunc(got, func(c Cell) bool { return c.Scenario == "lockforget" }) {
@@ -99,7 +101,7 @@ func TestMatrixMySQL(t *testing.T) {
 	}
 	want := []string{"mysql/kill/fenced", "mysql/pause/fenced", "mysql/slowwork/fenced", "mysql/partition/fenced",
 		"mysql/lockrestart/fenced", "mysql/stockdown/fenced", "mysql/latency/fenced", "mysql/lostreply/fenced",
-		"mysql/slowreply/fenced", "mysql/netsplit/fenced", "mysql/pause/unfenced"}
+		"mysql/slowreply/fenced", "mysql/netsplit/fenced", "mysql/wipe/fenced", "mysql/restore/fenced", "mysql/pause/unfenced"}
 	if got := names(Matrix([]string{"mysql"}, nil)); !slices.Equal(got, want) {
 		t.Errorf("mysql: got %v, want %v", got, want)
 	}
@@ -118,6 +120,41 @@ func TestMatrixMySQL(t *testing.T) {
 			if got := Matrix([]string{b}, []string{s}); len(got) != 0 {
 				t.Errorf("%s/%s asked for by name: got %v, want none (inapplicable)", b, s, got)
 			}
+		}
+	}
+}
+
+// The cells whose stock Redis loses the sale run once per correct backend
+// (mysql-row's by name), fenced only: the halt is checked in the fenced
+// read, which the unfenced sale skips; never with a Sale, buyers or
+// Sentinel, whose books they would not add to.
+func TestMatrixStoreLoss(t *testing.T) {
+	var got []string
+	for _, c := range Matrix(nil, nil) {
+		if !losesStore(c.Scenario) {
+			continue
+		}
+		got = append(got, c.String())
+		if c.Expect() != ExpectHalt {
+			t.Errorf("%s: got expect %s, want %s", c, c.Expect(), ExpectHalt)
+		}
+	}
+	var want []string
+	for _, b := range Correct {
+		if b == "mysql-row" {
+			continue
+		}
+		want = append(want, b+"/wipe/fenced", b+"/restore/fenced")
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got store-loss cells %v, want %v", got, want)
+	}
+	if got := Matrix([]string{"mysql-row"}, storeLossScenarios); len(got) != 2 {
+		t.Fatalf("mysql-row wipe and restore by name: got %v, want both", got)
+	}
+	for _, s := range storeLossScenarios {
+		if Summary(s) == "" || !slices.Contains(Scenarios(), s) {
+			t.Errorf("store-loss scenario %q is not a scenario in the table", s)
 		}
 	}
 }

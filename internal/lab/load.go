@@ -23,6 +23,10 @@ type response struct {
 	Error   string
 	Attempt string // the sale's attempt id, on "sold" and "unconfirmed"
 	Settled bool   // an "unconfirmed" answer whose receipt says it sold
+	// Left is the stock a 200 answer says the sale left, -1 when the
+	// answer names none: two 200s that left the same stock sold one unit
+	// twice.
+	Left int64
 
 	// A named buyer's send (cells with Buyers); zero for anonymous ones.
 	Purchase int // index of its purchase in the buyers' plan
@@ -141,7 +145,7 @@ func (l *load) send(ctx context.Context, url string, p loadgen.Purchase) respons
 	sent := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
-		return response{Sent: sent, At: time.Now(), Error: err.Error()}
+		return response{Sent: sent, At: time.Now(), Error: err.Error(), Left: -1}
 	}
 	if p.User != "" {
 		req.Header.Set("X-User", p.User)
@@ -151,15 +155,18 @@ func (l *load) send(ctx context.Context, url string, p loadgen.Purchase) respons
 	}
 	resp, err := l.client.Do(req)
 	if err != nil {
-		return response{Sent: sent, At: time.Now(), Error: err.Error()}
+		return response{Sent: sent, At: time.Now(), Error: err.Error(), Left: -1}
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	r := response{Sent: sent, At: time.Now(), Status: resp.StatusCode}
+	r := response{Sent: sent, At: time.Now(), Status: resp.StatusCode, Left: -1}
 	var body api.Sale
 	if json.Unmarshal(raw, &body) == nil {
 		r.Result, r.Replica, r.Error, r.Attempt = body.Result, body.Replica, body.Error, body.Attempt
 		r.Order, r.Replayed = body.Order, body.Replayed
+		if body.Stock != nil {
+			r.Left = *body.Stock
+		}
 	} else {
 		r.Error = fmt.Sprintf("non-JSON answer %d", resp.StatusCode)
 	}
@@ -215,6 +222,13 @@ func (l *load) countSent(since time.Time, pred func(response) bool) int {
 		}
 	}
 	return n
+}
+
+// answers returns every answer so far.
+func (l *load) answers() []response {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]response(nil), l.resps...)
 }
 
 // stop lets the requests in flight finish and returns every answer.

@@ -41,7 +41,7 @@ type scenario struct {
 }
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
-	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "consumerkill", "mysqldown", "replayrace",
+	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "wipe", "restore", "consumerkill", "mysqldown", "replayrace",
 	"failover-kill", "failover-lag", "failover-stop", "crash"}
 
 // Scenarios lists the scenario names in table order.
@@ -164,6 +164,20 @@ var scenarios = map[string]scenario{
 		concurrency: 6,
 		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
 		run:         runNetsplit,
+	},
+	"wipe": {
+		summary:     "kill -9 the stock Redis mid-sale and start it empty: every sale after it must be refused store_lost, none recreate the stock",
+		concurrency: 6,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		run:         runWipe,
+		check:       checkStoreLoss,
+	},
+	"restore": {
+		summary:     "SAVE the stock Redis, sell on, kill -9 it and start it from that snapshot: the sale must halt on every replica, no unit sold twice",
+		concurrency: 6,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		run:         runRestore,
+		check:       checkStoreLoss,
 	},
 	"consumerkill": {
 		summary:     "cut a replica from MariaDB until its orders consumer holds entries pending, then kill -9 it: the others' XAUTOCLAIM stores them (named buyers)",

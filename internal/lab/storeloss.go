@@ -1,0 +1,308 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/api"
+	"seckill/internal/localcluster"
+	"seckill/internal/servers"
+)
+
+// storeloss.go: the stock Redis loses the sale. wipe starts it again empty
+// (the lab runs it without persistence, so kill -9 and a start is exactly
+// that); restore starts it again from a snapshot taken mid-sale, after
+// more sales were answered 200: a Redis that went back in time. Either
+// way the books are gone, so the cells are judged by the answers after
+// the fault (ExpectHalt): read as "0 left", a lost sale would answer its
+// buyers sold_out; read as it stood, a restored one would sell again units
+// it had already sold.
+
+// storeLossScenarios take the sale out of the stock Redis: their cells
+// expect a halt (ExpectHalt), not consistent books.
+var storeLossScenarios = []string{"wipe", "restore"}
+
+// losesStore reports whether scenario takes the sale out of the stock Redis.
+func losesStore(scenario string) bool { return slices.Contains(storeLossScenarios, scenario) }
+
+// StoreLoss is a wipe or restore cell's measure.
+type StoreLoss struct {
+	// DownMS is from the kill to the restarted stock Redis answering.
+	DownMS int64 `json:"down_ms"`
+	// After counts the answers to sales sent once the stock Redis was
+	// back, by result ("status N" when stockd did not answer, "transport"
+	// when nothing did).
+	After map[string]int `json:"after"`
+	// SoldTwice is how many stock-after values more than one 200 answer
+	// of the cell carried: units sold twice.
+	SoldTwice int `json:"sold_twice"`
+	// SoldAfterSave is how many sales sent after the snapshot (restore)
+	// were answered 200 before the kill: the sales it lost.
+	SoldAfterSave int `json:"sold_after_save,omitempty"`
+	// Rewound is how many replicas' /readyz said store_rewound (restore).
+	Rewound int `json:"rewound,omitempty"`
+
+	back time.Time // when the restarted stock Redis was ready
+}
+
+// The stock Redis's keys as stockd names them by default (stock.Keys).
+const (
+	stockKeyName = "stock"
+	luckyKeyName = "lucky"
+	haltKeyName  = "stock:halt"
+)
+
+// soldAfterSave is how many 200 answers restore waits for after the
+// snapshot: the sales the restart takes back.
+const soldAfterSave = 10
+
+// runWipe kills the stock Redis right after a sale's read (its write is
+// on the way) and starts it empty.
+func runWipe(x *run) error {
+	ctx, cancel := x.within(time.Minute)
+	defer cancel()
+	p := x.c.Redis()
+	// A snapshot a restore cell left would be loaded: this start must
+	// find nothing.
+	if err := removeSnapshot(p); err != nil {
+		return err
+	}
+	if err := x.restartStore(ctx, p); err != nil {
+		return err
+	}
+	return x.refusedEverywhere(ctx, false)
+}
+
+// runRestore SAVEs the stock Redis mid-sale, waits until every replica
+// has answered a sale made after it, then kills the Redis right after a
+// sale's read and starts it from the snapshot.
+//
+// What is guaranteed, and asserted: a replica that answered 200 to a sale
+// sent after the SAVE remembers a stock below the snapshot's (the stock
+// only falls within an epoch), so its first sale on the restored Redis
+// finds more than that and halts the sale; since every replica did, no
+// sale sent after the restart can be answered 200. What is not: a replica
+// that sold nothing after the snapshot has nothing to compare with, and
+// stops only because of the halt key another replica wrote; had it sold
+// first on the restored Redis, it would have sold a unit twice. That is
+// why the cell waits for every replica to sell after the SAVE, rather
+// than leaving it to nginx's spreading.
+func runRestore(x *run) error {
+	ctx, cancel := x.within(time.Minute)
+	defer cancel()
+	p := x.c.Redis()
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	defer rdb.Close()
+	// Whatever happens next, the operator's part: the snapshot goes (no
+	// later start of this Redis may load it) and so does the halt (the
+	// next cell's reset would be refused).
+	x.undo = append(x.undo, func() error {
+		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+		defer rdb.Close()
+		return errors.Join(removeSnapshot(p), rdb.Del(uctx, haltKeyName).Err())
+	})
+	if err := rdb.Save(ctx).Err(); err != nil {
+		return fmt.Errorf("SAVE the stock Redis: %w", err)
+	}
+	saved := time.Now()
+	sellers := map[string]bool{}
+	n := 0
+	_, err := x.load.waitFor(ctx, saved, func(r response) bool {
+		if r.sold() && !r.Sent.Before(saved) {
+			n++
+			sellers[r.Replica] = true
+		}
+		return n >= soldAfterSave && len(sellers) == x.c.Replicas()
+	})
+	if err != nil {
+		return fmt.Errorf("after the SAVE, %d sales on %d of %d replicas: %w", n, len(sellers), x.c.Replicas(), err)
+	}
+	if err := x.restartStore(ctx, p); err != nil {
+		return err
+	}
+	x.res.Store.SoldAfterSave = x.load.countSent(saved, func(r response) bool { return r.sold() && r.At.Before(x.res.Store.back) })
+	left, err := rdb.Get(ctx, stockKeyName).Int64()
+	if err != nil {
+		return fmt.Errorf("the snapshot was not loaded (GET %s: %w)", stockKeyName, err)
+	}
+	x.notef("snapshot with %d left; %d sales answered 200 after it, then lost", left, x.res.Store.SoldAfterSave)
+	return x.refusedEverywhere(ctx, true)
+}
+
+// restartStore kills the stock Redis right after a sale's read, so a
+// write is on its way to a Redis that no longer has the sale, and starts
+// it again.
+func (x *run) restartStore(ctx context.Context, p *servers.Process) error {
+	if _, _, err := x.holder(10 * time.Second); err != nil {
+		return err
+	}
+	x.res.Store = &StoreLoss{}
+	killed := time.Now()
+	if err := p.Kill(); err != nil {
+		return fmt.Errorf("kill %s: %w", p.Name(), err)
+	}
+	if err := p.Start(ctx); err != nil {
+		return fmt.Errorf("start %s again: %w", p.Name(), err)
+	}
+	x.res.Store.back = time.Now()
+	x.res.Store.DownMS = ms(x.res.Store.back.Sub(killed))
+	return nil
+}
+
+// refusedEverywhere asks every replica directly for a sale, which must be
+// refused store_lost, and (rewound) its /readyz, which must be 503
+// store_rewound; then it waits for a few of the buyers' answers through
+// nginx, so the verdict counts more than the cell's own sends.
+func (x *run) refusedEverywhere(ctx context.Context, rewound bool) error {
+	for i := range x.c.Replicas() {
+		name, base := localcluster.ReplicaName(i), x.c.ReplicaURL(i)
+		if r := x.load.reduceAt(ctx, base+"/stock/reduce"); r.Result != api.StoreLost || r.Status != http.StatusServiceUnavailable {
+			x.problemf("%s answered a sale after the restart %d %q, want 503 %q", name, r.Status, describe(r), api.StoreLost)
+		}
+		if !rewound {
+			continue
+		}
+		st, ready, err := readyz(ctx, base)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s /readyz: %w", name, err)
+		case st == http.StatusServiceUnavailable && strings.HasPrefix(ready.Stock, api.StoreRewound):
+			x.res.Store.Rewound++
+		default:
+			x.problemf("%s /readyz %d stock %q, want 503 %s", name, st, ready.Stock, api.StoreRewound)
+		}
+	}
+	back := x.res.Store.back
+	const through = 10 // answers through nginx, on every replica in turn
+	seen := 0
+	_, err := x.load.waitFor(ctx, back, func(r response) bool {
+		if !r.Sent.Before(back) {
+			seen++
+		}
+		return seen >= through
+	})
+	if err != nil {
+		return fmt.Errorf("%d answers through nginx after the restart: %w", seen, err)
+	}
+	return nil
+}
+
+// checkStoreLoss holds the answers to what the cell expects once the
+// stock Redis lost the sale: none sold after it, none sold out (a lost
+// sale is not an empty one), every one store_lost; no unit sold twice in
+// the whole cell; after a wipe, no stock key written back.
+func checkStoreLoss(x *run) {
+	m := x.res.Store
+	if m == nil {
+		return // the judge says so
+	}
+	m.After = map[string]int{}
+	lefts := map[int64]int{}
+	for _, r := range x.load.answers() {
+		if r.sold() && r.Left >= 0 {
+			if lefts[r.Left]++; lefts[r.Left] == 2 {
+				m.SoldTwice++
+			}
+		}
+		if !r.Sent.Before(m.back) {
+			m.After[describe(r)]++
+		}
+	}
+	if m.SoldTwice > 0 {
+		x.problemf("%d stock-after values answered 200 twice: units sold twice", m.SoldTwice)
+	}
+	if n := m.After[string(api.Sold)]; n > 0 {
+		x.problemf("%d sales sent after the stock Redis came back answered 200", n)
+	}
+	if n := m.After[string(api.SoldOut)]; n > 0 {
+		x.problemf("%d sales sent after the stock Redis came back answered sold_out: the lost sale read as empty", n)
+	}
+	if m.After[string(api.StoreLost)] == 0 {
+		x.problemf("no sale refused %s after the stock Redis came back", api.StoreLost)
+	}
+	if others := maps.Clone(m.After); len(others) > 0 {
+		delete(others, string(api.StoreLost))
+		delete(others, string(api.Sold))
+		delete(others, string(api.SoldOut))
+		if len(others) > 0 {
+			x.problemf("answers after the stock Redis came back other than %s: %v", api.StoreLost, others)
+		}
+	}
+	x.notef("stock Redis down %dms; answers sent after: %v", m.DownMS, m.After)
+	if x.cell.Scenario == "restore" {
+		x.notef("%d of %d replicas' /readyz %s", m.Rewound, x.c.Replicas(), api.StoreRewound)
+		return
+	}
+	ctx, cancel := x.within(5 * time.Second)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: x.c.Redis().Addr()})
+	defer rdb.Close()
+	keys := []string{stockKeyName, luckyKeyName}
+	n, err := rdb.Exists(ctx, keys...).Result()
+	switch {
+	case err != nil:
+		x.problemf("read back %v: %v", keys, err)
+	case n > 0:
+		x.problemf("%d of %v written again after the wipe: a sale began again from nothing", n, keys)
+	}
+	x.notef("books not judged: the wipe took them (stock %d, lucky %d read back)", x.res.Stock, x.res.Lucky)
+}
+
+// describe names an answer by its result, or by what came instead.
+func describe(r response) string {
+	switch {
+	case r.Result != "":
+		return string(r.Result)
+	case r.Status != 0:
+		return fmt.Sprintf("status %d", r.Status)
+	default:
+		return "transport"
+	}
+}
+
+// readyz returns a replica's /readyz status and body.
+func readyz(ctx context.Context, base string) (int, api.Ready, error) {
+	var ready api.Ready
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+	if err != nil {
+		return 0, ready, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, ready, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return 0, ready, err
+	}
+	if err := json.Unmarshal(raw, &ready); err != nil {
+		return resp.StatusCode, ready, fmt.Errorf("decode %q: %w", firstN(string(raw), 120), err)
+	}
+	return resp.StatusCode, ready, nil
+}
+
+// removeSnapshot deletes the stock Redis's dump.rdb (the harness's
+// default dbfilename, in its --dir), if any.
+func removeSnapshot(p *servers.Process) error {
+	err := os.Remove(filepath.Join(p.Dir(), "dump.rdb"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
