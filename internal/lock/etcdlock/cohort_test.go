@@ -115,14 +115,24 @@ func TestCohortFIFOAcrossLockers(t *testing.T) {
 		}
 		got[len(got)-1].n++
 	}
-	want := []batch{{"p1", k + 1}, {"p2", k + 1}, {"p1", perProc - k - 1}, {"p2", perProc - k - 1}}
-	if len(got) != len(want) {
-		t.Fatalf("batches %v, want %v", got, want)
+	// The first two batches are the order the test arranged in etcd. The
+	// rest queue again when their batch ends, p1's racing p2's local
+	// passes: on a loaded machine p2's whole batch can run before p1's new
+	// key is in etcd, so their order is not the test's to fix. Each is
+	// still a batch of at most k+1 of one process, and every holder served.
+	want := []batch{{"p1", k + 1}, {"p2", k + 1}}
+	if len(got) < len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("batches %v, want %v first", got, want)
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("batches %v, want %v", got, want)
+	served := map[string]int{}
+	for _, b := range got {
+		if b.n > k+1 {
+			t.Fatalf("batches %v: %v holds one etcd key past the bound of %d", got, b, k+1)
 		}
+		served[b.who] += b.n
+	}
+	if served["p1"] != perProc || served["p2"] != perProc || len(got) != 4 {
+		t.Fatalf("batches %v: want every holder served (%d each) in 4 batches", got, perProc)
 	}
 }
 
