@@ -118,6 +118,10 @@ type Config struct {
 		// RequireAOF refuses a stock Redis without an append-only file,
 		// where a sale answered sold is in memory only (durability.go).
 		RequireAOF bool `mapstructure:"require_aof" default:"false"`
+		// Witness keeps the sale's epoch and ceilings where they do not
+		// roll back with the stock Redis (witness.go).
+		Witness        string        `mapstructure:"witness" default:"none"`
+		WitnessTimeout time.Duration `mapstructure:"witness_timeout" default:"2s"`
 	} `mapstructure:"stock"`
 	// Orders is the ledger's durable copy in MySQL (mysql.dsn), written by
 	// a consumer group on the ledger stream in every replica.

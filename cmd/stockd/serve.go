@@ -67,9 +67,14 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 	if err := checkEviction(ctx, cfg, log, policies); err != nil {
 		return err
 	}
+	reg, err := buildWitness(ctx, w)
+	if err != nil {
+		return err
+	}
 	store := stock.NewStore(stockRDB, saleKeys(cfg, ledger)).WithReplicaAcks(stock.ReplicaAcks{
 		Replicas: minReplicaAcks(cfg), Timeout: cfg.Stock.ReplicaAckTimeout,
-	})
+	}).WithWitness(reg, cfg.Stock.WitnessTimeout)
+	checkWitness(ctx, log, store)
 	// After the eviction check, before the sale: logs what a 200 promises,
 	// and refuses a Redis without AOF when stock.require_aof asks.
 	durability, err := checkDurability(ctx, cfg, log, stockRDB, store.ReplicaAcks().Replicas)
@@ -154,6 +159,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		Seller: svc, Inventory: store, LockPinger: pinger, Fence: svc, Metrics: m, Logger: log, Leader: leader,
 		Orders: ledgerReader, Durable: durableOrders, Policies: policies,
 		Durability: &handler.DurabilityCheck{Redis: stockRDB, ReplicaAcks: store.ReplicaAcks().Replicas, Known: durability},
+		Witness:    store,
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)

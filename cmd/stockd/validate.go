@@ -17,6 +17,7 @@ var (
 	logFormats       = []string{"text", "json"}
 	stockModes       = []string{"locked", "atomic"}
 	electionBackends = []string{"none", "etcd", "zookeeper"}
+	stockWitnesses   = []string{"none", "etcd", "mysql"}
 )
 
 // maxWorkDelay bounds the simulated business time; the lab's longest is a
@@ -135,7 +136,7 @@ func Validate(c *Config) error {
 		between("redisson.lease_time", c.Redisson.LeaseTime, 100*time.Millisecond, 10*time.Minute)
 	}
 
-	needEtcd := (known && backend.needs == needsEtcd) || c.Election.Backend == "etcd"
+	needEtcd := (known && backend.needs == needsEtcd) || c.Election.Backend == "etcd" || c.Stock.Witness == "etcd"
 	needZK := (known && backend.needs == needsZK) || c.Election.Backend == "zookeeper"
 	if needEtcd {
 		list("etcd.endpoints", c.Etcd.Endpoints, "http://", "https://")
@@ -154,6 +155,12 @@ func Validate(c *Config) error {
 	znodePath("zookeeper.root", c.ZooKeeper.Root)
 	if known && backend.needs == needsMySQL {
 		validateMySQL(c, bad)
+	} else if c.Stock.Witness == "mysql" {
+		if c.MySQL.DSN == "" {
+			bad("mysql.dsn", "must be set for stock.witness mysql, e.g. user:password@tcp(host:3306)/seckill")
+		} else {
+			validateMySQL(c, bad)
+		}
 	}
 
 	nonEmpty("stock.key", c.Stock.Key)
@@ -171,6 +178,8 @@ func Validate(c *Config) error {
 		bad("stock.replica_ack_timeout", "%s must stay below redis.timeout (%s) and stock.confirm_timeout (%s)",
 			c.Stock.ReplicaAckTimeout, c.Redis.Timeout, c.Stock.ConfirmTimeout)
 	}
+	oneOf("stock.witness", c.Stock.Witness, stockWitnesses, "witness")
+	between("stock.witness_timeout", c.Stock.WitnessTimeout, 10*time.Millisecond, time.Minute)
 	validateLedger(c, bad)
 	validateKeys(c, bad)
 	if c.Work.Delay.Min < 0 || c.Work.Delay.Max < c.Work.Delay.Min {
@@ -182,8 +191,13 @@ func Validate(c *Config) error {
 	// the write deadline cuts its connection (and the proxy's read timeout,
 	// which http.write_timeout must not exceed, answers 504 instead).
 	// Reading and writing may each be retried until stock.confirm_timeout.
-	if sale := c.Lock.WaitTimeout + c.Work.Delay.Max + 2*c.Stock.ConfirmTimeout; c.Lock.WaitTimeout > 0 && sale >= c.HTTP.WriteTimeout {
-		bad("lock.wait_timeout", "lock.wait_timeout + work.delay + 2 x stock.confirm_timeout (%s) must stay below http.write_timeout (%s)", sale, c.HTTP.WriteTimeout)
+	// The witness's wait, after the lock, is bounded by stock.confirm_timeout too.
+	confirms := 2
+	if c.Stock.Witness != "none" {
+		confirms = 3
+	}
+	if sale := c.Lock.WaitTimeout + c.Work.Delay.Max + time.Duration(confirms)*c.Stock.ConfirmTimeout; c.Lock.WaitTimeout > 0 && sale >= c.HTTP.WriteTimeout {
+		bad("lock.wait_timeout", "lock.wait_timeout + work.delay + %d x stock.confirm_timeout (%s) must stay below http.write_timeout (%s)", confirms, sale, c.HTTP.WriteTimeout)
 	}
 
 	oneOf("election.backend", c.Election.Backend, electionBackends, "backend")

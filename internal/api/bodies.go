@@ -108,6 +108,11 @@ type Durability struct {
 	// WaitAOF: the Redis has WAITAOF (7.2 and later). stockd does not send
 	// it; Promise rests on Fsync.
 	WaitAOF bool `json:"waitaof,omitempty"`
+	// Rewind says when a stock Redis that went back in time (an older
+	// snapshot, another sale's data) is caught: by the witness
+	// (stock.witness) whichever processes restart, or only while a stockd
+	// that sold keeps running.
+	Rewind string `json:"rewind,omitempty"`
 }
 
 // Health is the answer of GET /healthz; Status is always OK.
@@ -134,6 +139,10 @@ type Ready struct {
 	// tell (older replicas, test fakes), so the other fields stay as they
 	// were.
 	Stock string `json:"stock,omitempty"`
+	// Witness, with stock.witness set, is OK or why the register that
+	// keeps the sale's epoch and ceilings does not answer (sales would be
+	// unconfirmed).
+	Witness string `json:"witness,omitempty"`
 }
 
 // Problem is the answer of a failed request other than a sale (bad input,

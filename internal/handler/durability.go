@@ -31,6 +31,7 @@ type DurabilityCheck struct {
 // durabilityState is the last reading, shared by /info and /readyz.
 type durabilityState struct {
 	check   *DurabilityCheck
+	rewind  string // Deps.Witness's Rewind, fixed at start
 	current atomic.Pointer[stock.Durability]
 	mu      sync.Mutex // held by the one probe reading it again; the others use the last reading
 	next    time.Time  // guarded by mu
@@ -58,7 +59,8 @@ func (s *durabilityState) body() *api.Durability {
 	if d == nil {
 		return nil
 	}
-	return &api.Durability{AOF: d.AOF, Fsync: d.Fsync, Promise: d.Promise(), RedisVersion: d.Version, WaitAOF: d.WaitAOF}
+	return &api.Durability{AOF: d.AOF, Fsync: d.Fsync, Promise: d.Promise(), RedisVersion: d.Version, WaitAOF: d.WaitAOF,
+		Rewind: s.rewind}
 }
 
 // durability reads the stock Redis's persistence again when the last

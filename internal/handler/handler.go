@@ -117,6 +117,17 @@ type Deps struct {
 	// Durability, if set, has GET /info say what the stock Redis promises
 	// for a sale answered sold.
 	Durability *DurabilityCheck
+	// Witness, if set, adds to /readyz whether the register that keeps
+	// the sale's epoch and ceilings answers (when there is one), and to
+	// GET /info's durability when a rewound Redis is caught.
+	Witness WitnessCheck
+}
+
+// WitnessCheck is the store's witness (stock.witness; stock.Store).
+type WitnessCheck interface {
+	Witness() string // the register's name, "" without one
+	PingWitness(ctx context.Context) error
+	Rewind() string
 }
 
 // server is the API: its config, collaborators and admin back-off.
@@ -147,6 +158,9 @@ func New(cfg Config, deps Deps) http.Handler {
 	}
 	a := &server{cfg: cfg, deps: deps, logs: metrics.NewLogLimiter(deps.Metrics, time.Second)}
 	a.dur.init(deps.Durability)
+	if deps.Witness != nil {
+		a.dur.rewind = deps.Witness.Rewind()
+	}
 
 	r := gin.New()
 	// The client address (logs, admin back-off) comes from X-Forwarded-For
@@ -477,11 +491,17 @@ func (a *server) readyz(c *gin.Context) {
 			return err
 		})
 	}
+	witnessState := ""
+	if w := a.deps.Witness; w != nil && w.Witness() != "" {
+		witnessState = check(w.PingWitness)
+	}
 	status := http.StatusOK
-	if redisState != api.OK || lockState != api.OK || fenceState != api.OK || (stockState != "" && stockState != api.OK) {
+	if redisState != api.OK || lockState != api.OK || fenceState != api.OK ||
+		(stockState != "" && stockState != api.OK) || (witnessState != "" && witnessState != api.OK) {
 		status = http.StatusServiceUnavailable
 	}
-	a.json(c, status, &api.Ready{Redis: redisState, Lock: lockState, Fence: fenceState, Stock: stockState, Eviction: eviction})
+	a.json(c, status, &api.Ready{Redis: redisState, Lock: lockState, Fence: fenceState, Stock: stockState,
+		Eviction: eviction, Witness: witnessState})
 }
 
 // policies reads the maxmemory-policy of every Deps.Policies Redis. An

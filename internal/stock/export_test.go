@@ -1,5 +1,7 @@
 package stock
 
+import "context"
+
 // Queued is how many requests wait in segment i's combining queue (0
 // without combining), so tests can line buyers up without sleeping.
 func (s *Service) Queued(i int) int {
@@ -22,4 +24,10 @@ func (s *Service) Gathering(i int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.gathering
+}
+
+// WitnessBegin records a reset's epoch in the witness and nothing else:
+// a reset that failed between the witness and Redis.
+func (s *Store) WitnessBegin(ctx context.Context, epoch string) error {
+	return s.wit.begin(ctx, epoch, len(s.segs))
 }

@@ -58,8 +58,12 @@ func (s *Store) WithReplicaAcks(a ReplicaAcks) *Store {
 		a.Timeout = DefaultReplicaAckTimeout
 	}
 	n := NewStore(s.rdb, s.keys)
+	var w *witness
+	if s.wit != nil {
+		w = &witness{reg: s.wit.reg, timeout: s.wit.timeout, mark: n.mark}
+	}
 	for _, seg := range n.segs {
-		seg.acks = a
+		seg.acks, seg.wit = a, w
 	}
 	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,7 @@ type watermark struct {
 	learned  bool    // epoch read from Redis (or set by a Reset) at least once
 	epoch    string  // "" until learned, or when Redis holds none
 	ceilings []int64 // per segment; -1: no sale answered yet
+	noted    uint64  // how many times a ceiling fell: what the witness must catch up with
 }
 
 func newWatermark(segments int) *watermark {
@@ -76,7 +78,34 @@ func (w *watermark) sold(epoch string, seg int, after int64) {
 	}
 	if c := w.ceilings[seg]; c < 0 || after < c {
 		w.ceilings[seg] = after
+		w.noted++
 	}
+}
+
+// seed lowers the ceilings to those the witness recorded (-1: none).
+func (w *watermark) seed(ceilings []int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, c := range ceilings {
+		if i < len(w.ceilings) && c >= 0 && (w.ceilings[i] < 0 || c < w.ceilings[i]) {
+			w.ceilings[i] = c
+		}
+	}
+}
+
+// notedCount is how many times a ceiling fell so far.
+func (w *watermark) notedCount() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.noted
+}
+
+// snapshot is the epoch, a copy of the ceilings, and the noted count they
+// include.
+func (w *watermark) snapshot() (string, []int64, uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.epoch, slices.Clone(w.ceilings), w.noted
 }
 
 // soldNow is sold under the epoch known now.
@@ -87,9 +116,12 @@ func (w *watermark) soldNow(seg int, after int64) {
 	w.sold(epoch, seg, after)
 }
 
-// learnEpoch reads the sale's epoch from Redis after a script said it is not
-// the one this process knew: a reset by another replica. Missing (a sale
-// set up before epochs existed) leaves the check off.
+// learnEpoch reads the sale's epoch from Redis, first thing and after a
+// script said it is not the one this process knew: a reset by another
+// replica. Missing (a sale set up before epochs existed) leaves the check
+// off. With a witness, the epoch must be one it recorded, and its
+// ceilings seed this process's (witness.go); one it never recorded halts
+// the sale.
 func (s *Store) learnEpoch(ctx context.Context) error {
 	v, err := s.rdb.Get(ctx, s.keys.Epoch).Result()
 	if err == redis.Nil {
@@ -98,8 +130,25 @@ func (s *Store) learnEpoch(ctx context.Context) error {
 	if err != nil {
 		return wrapRedis(ctx, "read epoch", err)
 	}
-	s.mark.reset(v)
-	return nil
+	if s.wit == nil {
+		s.mark.reset(v)
+		return nil
+	}
+	err = s.wit.check(ctx, v)
+	if errors.Is(err, errEpochUnknown) {
+		return s.halt(ctx, "learn the sale", err.Error())
+	}
+	return err
+}
+
+// halt stops the sale for every replica: the halt key, which every
+// guarded script reads first (guard.lua), and which only an operator
+// removes.
+func (s *Store) halt(ctx context.Context, op, why string) error {
+	if err := s.rdb.SetNX(ctx, s.keys.Halt, why, 0).Err(); err != nil {
+		return wrapRedis(ctx, "write halt", err)
+	}
+	return s.halted(ctx, op)
 }
 
 // guardArgs are the epoch and halt keys and this segment's guard

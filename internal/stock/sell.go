@@ -232,8 +232,10 @@ func (s *Service) sellAtomic(ctx context.Context, seg *segment, b Buyer) (Sale, 
 		return Sale{StockAfter: after, Attempt: id}, nil
 	case errors.Is(err, ErrSoldOut), errors.Is(err, ErrNotInteger):
 		return Sale{}, err // definite: nothing was written
-	case errors.Is(err, ErrOutOfMemory) && tries == 1:
-		return Sale{}, err // definite, as in fencedCall
+	case (errors.Is(err, ErrOutOfMemory) || errors.Is(err, ErrStoreLost)) && tries == 1:
+		// Definite, as in fencedCall: the script refused before writing
+		// (a lost or halted sale), and no earlier try is left to run.
+		return Sale{}, err
 	default:
 		s.cfg.OnEvent(EventUnconfirmed)
 		return Sale{}, &UnconfirmedError{Attempt: unconfirmedAttempt(id, []verdict{v}, 0), Err: err}

@@ -269,8 +269,42 @@ func (s *Service) ReduceFor(ctx context.Context, b Buyer) (Sale, error) {
 }
 
 // reduceIn sells one unit of segment seg to b; ErrSoldOut means that
-// segment is empty.
+// segment is empty. A sale is answered once the witness, if any, holds it.
 func (s *Service) reduceIn(ctx context.Context, seg *segment, b Buyer) (Sale, error) {
+	sale, err := s.sellIn(ctx, seg, b)
+	if err != nil {
+		return sale, err
+	}
+	return s.witnessed(ctx, seg, sale)
+}
+
+// witnessed holds a sold answer until the witness records its ceiling
+// (witness.go), after the lock is released: the register's round trip is
+// not spent inside the critical section, and the sales waiting together
+// share it. Not recorded in time, the sale is unconfirmed: it sold in
+// Redis, and its receipt says so.
+func (s *Service) witnessed(ctx context.Context, seg *segment, sale Sale) (Sale, error) {
+	w := seg.store.wit
+	if w == nil {
+		return sale, nil
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ConfirmTimeout)
+	defer cancel()
+	err := w.await(wctx)
+	if err == nil {
+		return sale, nil
+	}
+	attempt := sale.Attempt
+	if sale.Replayed {
+		attempt = sale.OrderID // the replay wrote no receipt of its own
+	}
+	s.cfg.OnEvent(EventUnconfirmed)
+	s.log.Warn("sale unconfirmed: the witness did not record it; its receipt will tell", "attempt", attempt, "err", err)
+	return Sale{}, &UnconfirmedError{Attempt: attempt, Err: err}
+}
+
+// sellIn is reduceIn's sale itself.
+func (s *Service) sellIn(ctx context.Context, seg *segment, b Buyer) (Sale, error) {
 	switch {
 	case s.cfg.Mode == ModeAtomic:
 		return s.sellAtomic(ctx, seg, b)

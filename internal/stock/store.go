@@ -204,6 +204,9 @@ type Store struct {
 	// the segments; segIndex is this store's segment.
 	mark     *watermark
 	segIndex int
+	// wit, if set, keeps the sale's epoch and ceilings where they do not
+	// roll back with Redis (witness.go), shared by the segments.
+	wit *witness
 }
 
 // NewStore returns a Store over rdb using keys. The caller owns rdb.
@@ -267,6 +270,14 @@ func (s *Store) Reset(ctx context.Context, n int64) error {
 		return err
 	}
 	epoch := newSaleID()
+	if s.wit != nil {
+		// First, so that Redis never holds an epoch the witness does not
+		// know: a reset that fails after this leaves the old sale in Redis,
+		// whose epoch the witness still keeps.
+		if err := s.wit.begin(ctx, epoch, len(s.segs)); err != nil {
+			return err
+		}
+	}
 	shares := SegmentShares(n, len(s.segs))
 	tx := func(p redis.Pipeliner) error {
 		s.resetLedger(ctx, p)

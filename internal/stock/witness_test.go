@@ -1,0 +1,269 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/lock/locallock"
+	"seckill/internal/servers/servertest"
+	"seckill/internal/stock"
+)
+
+// memRegister is a Register in memory: the witness's merge rules are
+// tested here; package witness tests the real registers (etcd, MySQL).
+type memRegister struct {
+	mu      sync.Mutex
+	val     []byte
+	ver     int64
+	down    bool
+	slow    atomic.Int64 // nanoseconds each Put takes
+	puts    atomic.Int64
+	refused atomic.Int64
+}
+
+func (m *memRegister) Name() string { return "memory" }
+
+func (m *memRegister) Get(ctx context.Context) ([]byte, int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down {
+		return nil, 0, stock.ErrRegisterUnavailable
+	}
+	return append([]byte(nil), m.val...), m.ver, nil
+}
+
+func (m *memRegister) Put(ctx context.Context, v []byte, ver int64) (bool, error) {
+	time.Sleep(time.Duration(m.slow.Load()))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down {
+		return false, stock.ErrRegisterUnavailable
+	}
+	m.puts.Add(1)
+	if ver != m.ver {
+		m.refused.Add(1)
+		return false, nil
+	}
+	m.val, m.ver = append([]byte(nil), v...), m.ver+1
+	return true, nil
+}
+
+func (m *memRegister) setDown(down bool) {
+	m.mu.Lock()
+	m.down = down
+	m.mu.Unlock()
+}
+
+// A Redis restarted from an older snapshot while every stockd restarted
+// too: the processes that remembered the ceilings are gone. Before the
+// witness, the new processes believed the snapshot and sold its units
+// again; now a new process learns the ceilings from the witness and its
+// first sale halts the sale.
+func TestWitnessCatchesRewindAcrossProcessRestarts(t *testing.T) {
+	for _, m := range []struct {
+		name   string
+		ledger bool
+		cfg    func(*stock.ServiceConfig)
+	}{
+		{"locked", false, func(c *stock.ServiceConfig) { c.Fencing = true }},
+		{"atomic", false, func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }},
+		{"atomic+ledger", true, func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }},
+		{"locked+combine+segments", false, func(c *stock.ServiceConfig) { c.Fencing, c.Combine = true, true }},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			srv := servertest.Redis(t)
+			reg := &memRegister{}
+			keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+			if m.ledger {
+				keys = ledgerKeys(1)
+			}
+			if m.name == "locked+combine+segments" {
+				keys.Segments = 2
+			}
+			process := func() (*stock.Store, *stock.Service, *redis.Client) {
+				rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+				t.Cleanup(func() { _ = rdb.Close() })
+				s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
+				return s, newService(s, locallock.New(), m.cfg), rdb
+			}
+			s, svc, rdb := process()
+			if err := s.Reset(t.Context(), 100); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			buy := func(svc *stock.Service) (stock.Sale, error) {
+				n++
+				if !m.ledger {
+					return svc.Reduce(t.Context())
+				}
+				return svc.ReduceFor(t.Context(), stock.Buyer{User: fmt.Sprintf("u%d", n), Key: fmt.Sprintf("k%d", n)})
+			}
+			for range 3 {
+				if _, err := buy(svc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := rdb.Save(t.Context()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for range 4 { // answered sold, then lost with the snapshot
+				if _, err := buy(svc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := srv.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			wantStatus(t, s, stock.Status{Stock: 97, Lucky: 3})
+
+			// Every process is new: nothing remembers but the witness.
+			_, fresh, _ := process()
+			for i := range 4 {
+				if sale, err := buy(fresh); !errors.Is(err, stock.ErrStoreRewound) || errors.Is(err, stock.ErrUnconfirmed) {
+					t.Fatalf("sale %d of a new process on the rewound Redis: got %+v, %v; want ErrStoreRewound", i, sale, err)
+				}
+			}
+			wantStatus(t, s, stock.Status{Stock: 97, Lucky: 3})
+		})
+	}
+}
+
+// A snapshot of another sale loaded into the stock Redis carries its own
+// epoch. Before the witness, a replica took it for a reset by another
+// replica and sold from it; now the epoch is unknown to the witness, and
+// the sale halts, for a replica that sold before and for a new one.
+func TestWitnessRefusesAnotherSale(t *testing.T) {
+	srv := servertest.Redis(t)
+	reg := &memRegister{}
+	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+	client := func() *redis.Client {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+		t.Cleanup(func() { _ = rdb.Close() })
+		return rdb
+	}
+	s := stock.NewStore(client(), keys).WithWitness(reg, 0)
+	svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic })
+	if err := s.Reset(t.Context(), 10); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := svc.Reduce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The other sale, written as its own stockd (with no witness, or
+	// another one) would: stock 50, its own epoch.
+	if err := stock.NewStore(client(), keys).Reset(t.Context(), 50); err != nil {
+		t.Fatal(err)
+	}
+	if sale, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrStoreRewound) || errors.Is(err, stock.ErrUnconfirmed) {
+		t.Fatalf("sale of the replica that sold before: got %+v, %v; want ErrStoreRewound", sale, err)
+	}
+	fresh := newService(stock.NewStore(client(), keys).WithWitness(reg, 0), locallock.New(), func(c *stock.ServiceConfig) { c.Fencing = true })
+	if sale, err := fresh.Reduce(t.Context()); !errors.Is(err, stock.ErrStoreRewound) || errors.Is(err, stock.ErrUnconfirmed) {
+		t.Fatalf("sale of a new replica: got %+v, %v; want ErrStoreRewound", sale, err)
+	}
+	wantStatus(t, s, stock.Status{Stock: 50, Lucky: 0})
+	if why, err := s.Halted(t.Context()); err != nil || why == "" {
+		t.Fatalf("Halted: %q, %v; want the reason", why, err)
+	}
+}
+
+// A reset that reached the witness but not Redis leaves the previous sale
+// in Redis, whose epoch the witness still keeps: no halt, sales go on.
+// A Redis that lost its epoch key while the witness holds one is a lost
+// sale, not an unchecked one.
+func TestWitnessHalfResetAndLostEpoch(t *testing.T) {
+	srv := servertest.Redis(t)
+	reg := &memRegister{}
+	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
+	if err := s.Reset(t.Context(), 10); err != nil {
+		t.Fatal(err)
+	}
+	// A reset that failed after the witness took its epoch.
+	if err := s.WitnessBegin(t.Context(), "half-done"); err != nil {
+		t.Fatal(err)
+	}
+	fresh := stock.NewStore(rdb, keys).WithWitness(reg, 0)
+	if _, err := fresh.SellAtomic(t.Context(), stock.NewAttemptID()); err != nil {
+		t.Fatalf("sale after a half reset: %v", err)
+	}
+	wantStatus(t, s, stock.Status{Stock: 9, Lucky: 1})
+
+	if err := rdb.Del(t.Context(), "stock:epoch").Err(); err != nil {
+		t.Fatal(err)
+	}
+	fresh = stock.NewStore(rdb, keys).WithWitness(reg, 0)
+	if _, err := fresh.SellAtomic(t.Context(), stock.NewAttemptID()); !errors.Is(err, stock.ErrStoreLost) || errors.Is(err, stock.ErrStoreRewound) {
+		t.Fatalf("sale with the epoch gone: %v; want ErrStoreLost", err)
+	}
+	wantStatus(t, s, stock.Status{Stock: 9, Lucky: 1})
+}
+
+// A witness that does not answer: the sale happened in Redis, so it is
+// unconfirmed (never sold, never refused), and its receipt says it sold.
+// Concurrent sales share the witness's writes.
+func TestWitnessDownAndGroupCommit(t *testing.T) {
+	srv := servertest.Redis(t)
+	reg := &memRegister{}
+	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	s := stock.NewStore(rdb, keys).WithWitness(reg, 200*time.Millisecond)
+	svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) {
+		c.Mode, c.ConfirmTimeout = stock.ModeAtomic, time.Second
+	})
+	if err := s.Reset(t.Context(), 1000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Reduce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	reg.setDown(true)
+	_, err := svc.Reduce(t.Context())
+	var ue *stock.UnconfirmedError
+	if !errors.As(err, &ue) || !errors.Is(err, stock.ErrNotWitnessed) {
+		t.Fatalf("sale with the witness down: %v; want unconfirmed, not witnessed", err)
+	}
+	if _, sold, err := s.Receipt(t.Context(), ue.Attempt); err != nil || !sold {
+		t.Fatalf("receipt of the unwitnessed sale: sold %v, %v; want sold", sold, err)
+	}
+	reg.setDown(false)
+
+	reg.slow.Store(int64(5 * time.Millisecond))
+	puts := reg.puts.Load()
+	const buyers = 60
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range buyers {
+		wg.Go(func() {
+			if _, err := svc.Reduce(t.Context()); err != nil {
+				failed.Add(1)
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.FailNow()
+	}
+	got := reg.puts.Load() - puts
+	t.Logf("%d sales, %d witness writes", buyers, got)
+	if got == 0 || got > buyers/2 {
+		t.Fatalf("%d witness writes for %d concurrent sales; want between 1 and %d (shared rounds)", got, buyers, buyers/2)
+	}
+	wantStatus(t, s, stock.Status{Stock: 1000 - 2 - buyers, Lucky: 2 + buyers})
+}
