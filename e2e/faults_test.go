@@ -25,7 +25,7 @@ import (
 // -run 'TestFaultMatrix/redis/pause/fenced', the buyers' cells with
 // -run 'TestFaultMatrix/^redis$/(pause|consumerkill|mysqldown|replayrace)/fenced/buyers',
 // the stock Redis failover cells with -run 'TestFaultMatrix/^(redis|etcd)$/failover-',
-// the cells whose stock Redis loses the sale with -run 'TestFaultMatrix/.*/^(wipe|restore)$'.
+// the cells whose stock Redis loses the sale with -run 'TestFaultMatrix/.*/^(wipe|restore|restore-all|other-sale)$'.
 func TestFaultMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault matrix: minutes of real processes")
@@ -101,7 +101,7 @@ func TestFaultMatrix(t *testing.T) {
 				if s.SoldTwice != 0 {
 					t.Errorf("got %d stock-after values answered 200 twice, want 0", s.SoldTwice)
 				}
-				if cell.Scenario == "restore" && s.Rewound != c.Replicas() {
+				if lab.Rewinds(cell.Scenario) && s.Rewound != c.Replicas() {
 					t.Errorf("got %d replicas' /readyz store_rewound, want all %d", s.Rewound, c.Replicas())
 				}
 			case lab.ExpectStuck:

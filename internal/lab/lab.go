@@ -10,7 +10,7 @@
 // named buyers with idempotency keys, a per-user limit and durable orders,
 // and must also end with every order answered once, in the ledger once and
 // in MySQL once. The cells whose stock Redis loses the sale (wipe,
-// restore: storeloss.go) cannot keep their books; they must refuse every
+// restore, restore-all, other-sale: storeloss.go) cannot keep their books; they must refuse every
 // sale after it and sell no unit twice. The control cells (fencing off) and the
 // lab-only flawed backends must show the failure they exist to show; a cell
 // that does not is as much a failure as an oversell on a correct backend,
@@ -291,7 +291,14 @@ var byName = map[string][]string{
 	// and these cells take ~15 s each on it; its default cells are those
 	// where the lock itself differs (the transaction a pause or a crash
 	// leaves open, a restart mid-transaction) and the control.
-	"mysql-row": {"slowwork", "partition", "stockdown", "latency", "lostreply", "slowreply", "netsplit", "wipe", "restore"},
+	"mysql-row": {"slowwork", "partition", "stockdown", "latency", "lostreply", "slowreply", "netsplit", "wipe", "restore",
+		"restore-all", "other-sale"},
+	// The witness cells do not depend on the lock (the witness is etcd's
+	// whatever the backend, and their faults hit the stock Redis only);
+	// redis and etcd run them by default, the others by name.
+	"redisson":  witnessScenarios,
+	"zookeeper": witnessScenarios,
+	"mysql":     witnessScenarios,
 }
 
 // inapplicable says, per backend, which scenarios cannot be staged on it

@@ -37,8 +37,9 @@ func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	// latency and lockforget on redis; 3 flawed cells; pause, kill and
 	// latency for each of the 2 sales on redis; the 4 buyers' cells on
 	// redis; failover-kill with acks 1 on redis and etcd, failover-lag
-	// with acks 1 on redis (the acks-0 controls run when named).
-	if got, want := len(cells), 4*14-2+12+3+6+1+1+3+2*3+4+2+1; got != want {
+	// with acks 1 on redis (the acks-0 controls run when named);
+	// restore-all and other-sale on redis and etcd.
+	if got, want := len(cells), 4*14-2+12+3+6+1+1+3+2*3+4+2+1+2*2; got != want {
 		t.Fatalf("got %d cells, want %d", got, want)
 	}
 	if got := Matrix([]string{"etcd"}, nil); slices.ContainsFunc(got, func(c Cell) bool { return c.Scenario == "lockforget" }) {
@@ -125,9 +126,10 @@ func TestMatrixMySQL(t *testing.T) {
 }
 
 // The cells whose stock Redis loses the sale run once per correct backend
-// (mysql-row's by name), fenced only: the halt is checked in the fenced
-// read, which the unfenced sale skips; never with a Sale, buyers or
-// Sentinel, whose books they would not add to.
+// (mysql-row's by name; the witness cells on redis and etcd, the others by
+// name), fenced only: the halt is checked in the fenced read, which the
+// unfenced sale skips; never with a Sale, buyers or Sentinel, whose books
+// they would not add to.
 func TestMatrixStoreLoss(t *testing.T) {
 	var got []string
 	for _, c := range Matrix(nil, nil) {
@@ -145,12 +147,17 @@ func TestMatrixStoreLoss(t *testing.T) {
 			continue
 		}
 		want = append(want, b+"/wipe/fenced", b+"/restore/fenced")
+		if b == "redis" || b == "etcd" {
+			want = append(want, b+"/restore-all/fenced", b+"/other-sale/fenced")
+		}
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got store-loss cells %v, want %v", got, want)
 	}
-	if got := Matrix([]string{"mysql-row"}, storeLossScenarios); len(got) != 2 {
-		t.Fatalf("mysql-row wipe and restore by name: got %v, want both", got)
+	for _, b := range Correct {
+		if got := Matrix([]string{b}, storeLossScenarios); len(got) != len(storeLossScenarios) {
+			t.Fatalf("%s store-loss cells by name: got %v, want all %d", b, got, len(storeLossScenarios))
+		}
 	}
 	for _, s := range storeLossScenarios {
 		if Summary(s) == "" || !slices.Contains(Scenarios(), s) {

@@ -41,7 +41,7 @@ type scenario struct {
 }
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
-	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "wipe", "restore", "consumerkill", "mysqldown", "replayrace",
+	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "wipe", "restore", "restore-all", "other-sale", "consumerkill", "mysqldown", "replayrace",
 	"failover-kill", "failover-lag", "failover-stop", "crash"}
 
 // Scenarios lists the scenario names in table order.
@@ -168,15 +168,29 @@ var scenarios = map[string]scenario{
 	"wipe": {
 		summary:     "kill -9 the stock Redis mid-sale and start it empty: every sale after it must be refused store_lost, none recreate the stock",
 		concurrency: 6,
-		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		env:         storeLossEnv(nil),
 		run:         runWipe,
 		check:       checkStoreLoss,
 	},
 	"restore": {
 		summary:     "SAVE the stock Redis, sell on, kill -9 it and start it from that snapshot: the sale must halt on every replica, no unit sold twice",
 		concurrency: 6,
-		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		env:         storeLossEnv(nil),
 		run:         runRestore,
+		check:       checkStoreLoss,
+	},
+	"restore-all": {
+		summary:     "restore, with every stockd restarted while the stock Redis is down (stock.witness etcd): the new processes must halt the sale",
+		concurrency: 6,
+		env:         storeLossEnv(witnessEnv),
+		run:         runRestoreAll,
+		check:       checkStoreLoss,
+	},
+	"other-sale": {
+		summary:     "kill -9 the stock Redis mid-sale and bring it back holding another sale (stock.witness etcd): every replica must halt, none sell from it",
+		concurrency: 6,
+		env:         storeLossEnv(witnessEnv),
+		run:         runOtherSale,
 		check:       checkStoreLoss,
 	},
 	"consumerkill": {

@@ -33,7 +33,21 @@ import (
 
 // storeLossScenarios take the sale out of the stock Redis: their cells
 // expect a halt (ExpectHalt), not consistent books.
-var storeLossScenarios = []string{"wipe", "restore"}
+var storeLossScenarios = []string{"wipe", "restore", "restore-all", "other-sale"}
+
+// witnessScenarios run with stock.witness etcd: what they stage is caught
+// only by a memory that outlives every stockd (the witness), and their
+// verdict is that every replica says store_rewound.
+var witnessScenarios = []string{"restore-all", "other-sale"}
+
+// Rewinds reports whether scenario's cells must end with every replica's
+// /readyz saying store_rewound (StoreLoss.Rewound).
+func Rewinds(scenario string) bool {
+	return scenario == "restore" || slices.Contains(witnessScenarios, scenario)
+}
+
+// witnessEnv is the witness scenarios' setting.
+var witnessEnv = map[string]string{"stock.witness": "etcd"}
 
 // losesStore reports whether scenario takes the sale out of the stock Redis.
 func losesStore(scenario string) bool { return slices.Contains(storeLossScenarios, scenario) }
@@ -106,16 +120,8 @@ func runRestore(x *run) error {
 	p := x.c.Redis()
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
 	defer rdb.Close()
-	// Whatever happens next, the operator's part: the snapshot goes (no
-	// later start of this Redis may load it) and so does the halt (the
-	// next cell's reset would be refused).
-	x.undo = append(x.undo, func() error {
-		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
-		defer rdb.Close()
-		return errors.Join(removeSnapshot(p), rdb.Del(uctx, haltKeyName).Err())
-	})
+	// Whatever happens next, the operator's part.
+	x.undo = append(x.undo, x.undoHalt(p, true))
 	if err := rdb.Save(ctx).Err(); err != nil {
 		return fmt.Errorf("SAVE the stock Redis: %w", err)
 	}
@@ -142,6 +148,103 @@ func runRestore(x *run) error {
 	}
 	x.notef("snapshot with %d left; %d sales answered 200 after it, then lost", left, x.res.Store.SoldAfterSave)
 	return x.refusedEverywhere(ctx, true)
+}
+
+// runRestoreAll is restore with every stockd restarted while the stock
+// Redis is down: the new processes remember nothing of the sale, so only
+// the witness (stock.witness etcd) knows how low the stock went. Unlike
+// restore, it needs no replica to have sold after the SAVE.
+func runRestoreAll(x *run) error {
+	ctx, cancel := x.within(2 * time.Minute)
+	defer cancel()
+	p := x.c.Redis()
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	defer rdb.Close()
+	x.undo = append(x.undo, x.undoHalt(p, true))
+	if err := rdb.Save(ctx).Err(); err != nil {
+		return fmt.Errorf("SAVE the stock Redis: %w", err)
+	}
+	saved := time.Now()
+	n := 0
+	if _, err := x.load.waitFor(ctx, saved, func(r response) bool {
+		if r.sold() && !r.Sent.Before(saved) {
+			n++
+		}
+		return n >= soldAfterSave
+	}); err != nil {
+		return fmt.Errorf("after the SAVE, %d sales: %w", n, err)
+	}
+	x.res.Store = &StoreLoss{}
+	killed := time.Now()
+	err := x.c.RestartReplicas(ctx, func() error {
+		if err := p.Kill(); err != nil {
+			return fmt.Errorf("kill %s: %w", p.Name(), err)
+		}
+		return p.Start(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("restart every stockd around the stock Redis's restart: %w", err)
+	}
+	x.res.Store.back = time.Now()
+	x.res.Store.DownMS = ms(x.res.Store.back.Sub(killed))
+	x.res.Store.SoldAfterSave = x.load.countSent(saved, func(r response) bool { return r.sold() && r.At.Before(killed) })
+	left, err := rdb.Get(ctx, stockKeyName).Int64()
+	if err != nil {
+		return fmt.Errorf("the snapshot was not loaded (GET %s: %w)", stockKeyName, err)
+	}
+	x.notef("snapshot with %d left; %d sales answered 200 after it, then lost; every stockd restarted", left, x.res.Store.SoldAfterSave)
+	return x.refusedEverywhere(ctx, true)
+}
+
+// runOtherSale restarts the stock Redis holding another sale: its keys
+// (stock, lucky, initial, epoch) written into the restarted Redis, as a
+// snapshot of that sale loaded by mistake would hold them. Its epoch is
+// one the witness never recorded, so every replica, which took it for a
+// reset by another replica before the witness, must halt.
+func runOtherSale(x *run) error {
+	ctx, cancel := x.within(time.Minute)
+	defer cancel()
+	p := x.c.Redis()
+	if err := removeSnapshot(p); err != nil {
+		return err
+	}
+	x.undo = append(x.undo, x.undoHalt(p, false))
+	if err := x.restartStore(ctx, p); err != nil {
+		return err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	defer rdb.Close()
+	const otherStock = 1000
+	_, err := rdb.TxPipelined(ctx, func(tx redis.Pipeliner) error {
+		tx.Set(ctx, stockKeyName, otherStock, 0)
+		tx.Set(ctx, luckyKeyName, 0, 0)
+		tx.Set(ctx, stockKeyName+":initial", otherStock, 0)
+		tx.Set(ctx, stockKeyName+":epoch", "another-sale", 0)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("write the other sale: %w", err)
+	}
+	x.res.Store.back = time.Now()
+	x.notef("the stock Redis came back holding another sale (stock %d)", otherStock)
+	return x.refusedEverywhere(ctx, true)
+}
+
+// undoHalt is the operator's part after a halt: the halt key goes (the
+// next cell's reset would be refused), and with snapshot the snapshot too
+// (no later start of this Redis may load it).
+func (x *run) undoHalt(p *servers.Process, snapshot bool) func() error {
+	return func() error {
+		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+		defer rdb.Close()
+		var err error
+		if snapshot {
+			err = removeSnapshot(p)
+		}
+		return errors.Join(err, rdb.Del(uctx, haltKeyName).Err())
+	}
 }
 
 // restartStore kills the stock Redis right after a sale's read, so a
@@ -244,7 +347,7 @@ func checkStoreLoss(x *run) {
 		}
 	}
 	x.notef("stock Redis down %dms; answers sent after: %v", m.DownMS, m.After)
-	if x.cell.Scenario == "restore" {
+	if Rewinds(x.cell.Scenario) {
 		x.notef("%d of %d replicas' /readyz %s", m.Rewound, x.c.Replicas(), api.StoreRewound)
 		return
 	}
@@ -305,4 +408,13 @@ func removeSnapshot(p *servers.Process) error {
 		return nil
 	}
 	return err
+}
+
+// storeLossEnv is the store-loss cells' settings, with extra.
+func storeLossEnv(extra map[string]string) func(time.Duration) map[string]string {
+	return func(time.Duration) map[string]string {
+		env := map[string]string{"work.delay": "20ms"}
+		maps.Copy(env, extra)
+		return env
+	}
 }

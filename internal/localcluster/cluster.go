@@ -173,7 +173,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return nil, fmt.Errorf("localcluster: %w", err)
 		}
 	}
-	if err := c.startReplicas(ctx); err != nil {
+	if err := c.startReplicas(ctx, "/readyz"); err != nil {
 		return nil, err
 	}
 	if err := c.startNginx(ctx); err != nil {

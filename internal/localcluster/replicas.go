@@ -46,7 +46,7 @@ func (c *Cluster) SetBackend(ctx context.Context, backend string, env map[string
 	if err := stopAll(old, 10*time.Second); err != nil {
 		return fmt.Errorf("localcluster: stop replicas: %w", err)
 	}
-	err := c.startReplicas(ctx)
+	err := c.startReplicas(ctx, "/readyz")
 	if nginx := c.Nginx(); nginx != nil {
 		if rerr := nginx.Restart(ctx); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("localcluster: restart nginx: %w", rerr))
@@ -97,14 +97,40 @@ func (c *Cluster) ensureBackingServers(ctx context.Context) error {
 	return errors.Join(etcdErr, zkErr, mysqlErr)
 }
 
+// RestartReplicas stops every replica (SIGTERM), runs between while none
+// runs, and starts them all again on the same backend and settings: new
+// processes, which remember nothing of the sale. They are waited for on
+// /healthz, not /readyz: a replica that finds the sale halted is up but
+// not ready, which is what a caller staging a fault around the restart
+// wants to see. nginx is restarted too.
+func (c *Cluster) RestartReplicas(ctx context.Context, between func() error) error {
+	c.mu.Lock()
+	old := c.replicas
+	c.mu.Unlock()
+	if err := stopAll(old, 10*time.Second); err != nil {
+		return fmt.Errorf("localcluster: stop replicas: %w", err)
+	}
+	var err error
+	if between != nil {
+		err = between()
+	}
+	err = errors.Join(err, c.startReplicas(ctx, "/healthz"))
+	if nginx := c.Nginx(); nginx != nil {
+		if rerr := nginx.Restart(ctx); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("localcluster: restart nginx: %w", rerr))
+		}
+	}
+	return err
+}
+
 // startReplicas starts all replicas in parallel with the current backend and
-// env. A replica that fails leaves a nil slot.
-func (c *Cluster) startReplicas(ctx context.Context) error {
+// env, each waited for on readyPath. A replica that fails leaves a nil slot.
+func (c *Cluster) startReplicas(ctx context.Context, readyPath string) error {
 	replicas := make([]*servers.Process, len(c.addrs))
 	errs := make([]error, len(c.addrs))
 	var wg sync.WaitGroup
 	for i := range c.addrs {
-		wg.Go(func() { replicas[i], errs[i] = c.startReplica(ctx, i) })
+		wg.Go(func() { replicas[i], errs[i] = c.startReplica(ctx, i, readyPath) })
 	}
 	wg.Wait()
 	c.mu.Lock()
@@ -113,7 +139,7 @@ func (c *Cluster) startReplicas(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (c *Cluster) startReplica(ctx context.Context, i int) (*servers.Process, error) {
+func (c *Cluster) startReplica(ctx context.Context, i int, readyPath string) (*servers.Process, error) {
 	name := ReplicaName(i)
 	dir := filepath.Join(c.cfg.Dir, name)
 	rotateLog(dir, name)
@@ -123,7 +149,7 @@ func (c *Cluster) startReplica(ctx context.Context, i int) (*servers.Process, er
 		Env:          c.replicaEnv(i),
 		Dir:          dir,
 		Addr:         c.addrs[i],
-		Ready:        servers.HTTPReady("/readyz"),
+		Ready:        servers.HTTPReady(readyPath),
 		ReadyTimeout: replicaReadyTimeout,
 	})
 	if err != nil {
@@ -219,7 +245,7 @@ func EnvName(key string) string {
 }
 
 func needsEtcd(backend string, env map[string]string) bool {
-	return backend == "etcd" || env["STOCKD_ELECTION_BACKEND"] == "etcd"
+	return backend == "etcd" || env["STOCKD_ELECTION_BACKEND"] == "etcd" || env["STOCKD_STOCK_WITNESS"] == "etcd"
 }
 
 func needsZooKeeper(backend string, env map[string]string) bool {
