@@ -88,9 +88,9 @@ func (r *initFirst) Get(ctx context.Context) ([]byte, int64, error) {
 	return r.MySQL.Get(ctx)
 }
 
-func (r *initFirst) Put(ctx context.Context, v []byte, version int64) (bool, error) {
+func (r *initFirst) Put(ctx context.Context, v []byte, version int64) (int64, error) {
 	if err := r.ready(ctx); err != nil {
-		return false, err
+		return 0, err
 	}
 	return r.MySQL.Put(ctx, v, version)
 }

@@ -33,17 +33,21 @@ func sellOnce(t *testing.T, p *servers.Process) (int, api.Sale) {
 // none, the control, it believes the snapshot and sells its units again.
 func TestBinaryWitnessCatchesRewindAcrossRestarts(t *testing.T) {
 	etcd := servertest.Etcd(t)
+	maria := servertest.MariaDB(t)
 	for _, tc := range []struct {
 		witness string
 		caught  bool
+		where   string
 	}{
-		{"etcd", true},
-		{"none", false},
+		{"etcd", true, "etcd /seckill/witness/stock-etcd"},
+		{"mysql", true, "mysql stock_witness/stock-mysql"},
+		{"none", false, ""},
 	} {
 		t.Run(tc.witness, func(t *testing.T) {
 			srv := servertest.Redis(t)
 			env := []string{"STOCKD_STOCK_MODE=atomic", "STOCKD_STOCK_WITNESS=" + tc.witness,
-				"STOCKD_ETCD_ENDPOINTS=http://" + etcd.Addr(), "STOCKD_STOCK_KEY=stock-" + tc.witness}
+				"STOCKD_ETCD_ENDPOINTS=http://" + etcd.Addr(), "STOCKD_STOCK_KEY=stock-" + tc.witness,
+				"STOCKD_MYSQL_DSN=" + servers.MariaDBDSN(maria.Addr())}
 			p := stockdOn(t, srv.Addr(), env...)
 			resetStock(t, p.Addr(), 50)
 			sell := func(n int) {
@@ -85,7 +89,7 @@ func TestBinaryWitnessCatchesRewindAcrossRestarts(t *testing.T) {
 				t.Fatalf("/readyz %d %s; want 503, stock %s, witness ok", st, raw, api.StoreRewound)
 			}
 			i, raw := info(t, p)
-			if i.Durability == nil || !strings.Contains(i.Durability.Rewind, "etcd /seckill/witness/stock-etcd") {
+			if i.Durability == nil || !strings.Contains(i.Durability.Rewind, tc.where) {
 				t.Fatalf("GET /info: %s; want durability.rewind naming the witness", raw)
 			}
 		})

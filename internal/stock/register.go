@@ -19,9 +19,10 @@ type Register interface {
 	// when the server did not answer.
 	Get(ctx context.Context) (value []byte, version int64, err error)
 	// Put stores value only if the stored version is still version (0:
-	// only if nothing is stored), and reports whether it did. A Put whose
+	// only if nothing is stored), and returns the version it now has, or 0
+	// when it was refused (another writer's came first). A Put whose
 	// answer was lost may have been stored: the caller reads again.
-	Put(ctx context.Context, value []byte, version int64) (stored bool, err error)
+	Put(ctx context.Context, value []byte, version int64) (newVersion int64, err error)
 }
 
 // ErrRegisterUnavailable: the register's server did not answer.

@@ -110,14 +110,19 @@ func TestOlderSnapshotHaltsTheSale(t *testing.T) {
 
 // Resets by one replica are not rewinds to another: the stock goes back up
 // under a new epoch, which a replica that sold before learns and follows.
-// Every sale here must sell, over several resets in turn.
+// Every sale here must sell, over several resets in turn; with a witness
+// too, where the replica that learns must read the other's reset there,
+// not its own last copy of the record.
 func TestResetByAnotherReplicaIsNoRewind(t *testing.T) {
 	for _, m := range []struct {
-		name string
-		cfg  func(*stock.ServiceConfig)
+		name    string
+		cfg     func(*stock.ServiceConfig)
+		witness bool
 	}{
-		{"locked", func(c *stock.ServiceConfig) { c.Fencing = true }},
-		{"atomic", func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }},
+		{"locked", func(c *stock.ServiceConfig) { c.Fencing = true }, false},
+		{"atomic", func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }, false},
+		{"locked+witness", func(c *stock.ServiceConfig) { c.Fencing = true }, true},
+		{"atomic+witness", func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }, true},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			srv := servertest.Redis(t)
@@ -125,10 +130,14 @@ func TestResetByAnotherReplicaIsNoRewind(t *testing.T) {
 			var stores []*stock.Store
 			var svcs []*stock.Service
 			lk := locallock.New()
+			reg := &memRegister{}
 			for range 2 {
 				rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 				t.Cleanup(func() { _ = rdb.Close() })
 				s := stock.NewStore(rdb, keys)
+				if m.witness {
+					s = s.WithWitness(reg, 0)
+				}
 				stores = append(stores, s)
 				svcs = append(svcs, newService(s, lk, m.cfg))
 			}

@@ -105,6 +105,11 @@ type witness struct {
 	timeout time.Duration
 	mark    *watermark
 
+	// cache is the record as last read or written, at cacheVer (0: none).
+	cacheMu  sync.Mutex
+	cache    witnessRecord
+	cacheVer int64
+
 	mu       sync.Mutex
 	flushed  uint64 // the watermark's noted count last made durable
 	flushing bool
@@ -163,17 +168,24 @@ func (w *witness) load(ctx context.Context) (witnessRecord, int64, error) {
 		if err := json.Unmarshal(v, &rec); err != nil {
 			return rec, 0, fmt.Errorf("stock: the witness (%s) holds no record of ours: %w", w.reg.Name(), err)
 		}
+		w.remember(rec.clone(), ver)
 	}
 	return rec, ver, nil
 }
 
 // update applies change to the record until a Put of the result lands,
-// or change says nothing changed; it returns the record as stored.
+// or change says nothing changed; it returns the record as stored. It
+// starts from the record this process last read or wrote, so a round
+// with no other writer is one Put; a Put refused because another
+// replica wrote since reads the record again and merges into it.
 func (w *witness) update(ctx context.Context, change func(*witnessRecord) bool) (witnessRecord, error) {
 	for range 16 {
-		rec, ver, err := w.load(ctx)
-		if err != nil {
-			return rec, err
+		rec, ver, ok := w.cached()
+		if !ok {
+			var err error
+			if rec, ver, err = w.load(ctx); err != nil {
+				return rec, err
+			}
 		}
 		if !change(&rec) {
 			return rec, nil
@@ -183,18 +195,47 @@ func (w *witness) update(ctx context.Context, change func(*witnessRecord) bool) 
 			return rec, err
 		}
 		pctx, cancel := context.WithTimeout(ctx, w.timeout)
-		ok, err := w.reg.Put(pctx, v, ver)
+		nv, err := w.reg.Put(pctx, v, ver)
 		cancel()
 		if err != nil {
+			w.forget()
 			return rec, fmt.Errorf("stock: write the witness (%s): %w: %w", w.reg.Name(), ErrUnavailable, err)
 		}
-		if ok {
+		if nv != 0 {
+			w.remember(rec.clone(), nv)
 			return rec, nil
 		}
-		// Another writer's record landed first: merge into it.
+		w.forget() // another writer's record landed first: read it, merge into it
 	}
 	return witnessRecord{}, fmt.Errorf("stock: write the witness (%s): %w: too many concurrent writers", w.reg.Name(), ErrUnavailable)
 }
+
+// cached is a deep copy of the record last read or written, if any.
+func (w *witness) cached() (witnessRecord, int64, bool) {
+	w.cacheMu.Lock()
+	defer w.cacheMu.Unlock()
+	if w.cacheVer == 0 {
+		return witnessRecord{}, 0, false
+	}
+	return w.cache.clone(), w.cacheVer, true
+}
+
+// clone is a deep copy of r.
+func (r witnessRecord) clone() witnessRecord {
+	c := witnessRecord{Sales: make([]witnessSale, len(r.Sales))}
+	for i, s := range r.Sales {
+		c.Sales[i] = witnessSale{Epoch: s.Epoch, Ceilings: slices.Clone(s.Ceilings)}
+	}
+	return c
+}
+
+func (w *witness) remember(rec witnessRecord, ver int64) {
+	w.cacheMu.Lock()
+	defer w.cacheMu.Unlock()
+	w.cache, w.cacheVer = rec, ver
+}
+
+func (w *witness) forget() { w.remember(witnessRecord{}, 0) }
 
 // begin records a reset's epoch before Redis gets it.
 func (w *witness) begin(ctx context.Context, epoch string, segments int) error {
@@ -273,14 +314,19 @@ var errEpochUnknown = errors.New("epoch unknown to the witness")
 // watermark with the record's ceilings for it. A record with no sale yet
 // (a witness added to a running sale, an upgrade) adopts Redis's epoch.
 func (w *witness) check(ctx context.Context, redisEpoch string) error {
-	rec, err := w.update(ctx, func(r *witnessRecord) bool {
-		if len(r.Sales) > 0 || redisEpoch == "" {
-			return false
-		}
-		return r.begin(redisEpoch, len(w.mark.ceilings))
-	})
+	// Read fresh, never from the cache: another replica's reset since
+	// this process last wrote is exactly what must be seen here.
+	rec, _, err := w.load(ctx)
 	if err != nil {
 		return err
+	}
+	if len(rec.Sales) == 0 && redisEpoch != "" {
+		rec, err = w.update(ctx, func(r *witnessRecord) bool {
+			return len(r.Sales) == 0 && r.begin(redisEpoch, len(w.mark.ceilings))
+		})
+		if err != nil {
+			return err
+		}
 	}
 	if len(rec.Sales) == 0 {
 		w.mark.reset(redisEpoch)

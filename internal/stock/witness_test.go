@@ -39,20 +39,20 @@ func (m *memRegister) Get(ctx context.Context) ([]byte, int64, error) {
 	return append([]byte(nil), m.val...), m.ver, nil
 }
 
-func (m *memRegister) Put(ctx context.Context, v []byte, ver int64) (bool, error) {
+func (m *memRegister) Put(ctx context.Context, v []byte, ver int64) (int64, error) {
 	time.Sleep(time.Duration(m.slow.Load()))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.down {
-		return false, stock.ErrRegisterUnavailable
+		return 0, stock.ErrRegisterUnavailable
 	}
 	m.puts.Add(1)
 	if ver != m.ver {
 		m.refused.Add(1)
-		return false, nil
+		return 0, nil
 	}
 	m.val, m.ver = append([]byte(nil), v...), m.ver+1
-	return true, nil
+	return m.ver, nil
 }
 
 func (m *memRegister) setDown(down bool) {

@@ -79,7 +79,8 @@ func testRegister(t *testing.T, r stock.Register) {
 			case vNever:
 				version = cur + 1<<40
 			}
-			stored, err := r.Put(ctx, s.value, version)
+			nv, err := r.Put(ctx, s.value, version)
+			stored := nv != 0
 			if err != nil {
 				t.Fatalf("Put(version %d): %v", version, err)
 			}
@@ -96,6 +97,8 @@ func testRegister(t *testing.T, r stock.Register) {
 				t.Fatalf("refused Put moved the version from %d to %d", cur, ver)
 			case stored && slices.Contains(seen, ver):
 				t.Fatalf("stored Put left version %d, which the register had before (%v)", ver, seen)
+			case stored && nv != ver:
+				t.Fatalf("stored Put returned version %d, Get reads %d", nv, ver)
 			}
 			if stored {
 				stale, cur = cur, ver
@@ -122,8 +125,8 @@ func testRegister(t *testing.T, r stock.Register) {
 	t.Run("concurrent read-modify-write", func(t *testing.T) {
 		const writers, each = 2, 50
 		_, ver := get(t)
-		if stored, err := r.Put(ctx, []byte("0"), ver); err != nil || !stored {
-			t.Fatalf("reset the counter: stored %v, %v", stored, err)
+		if nv, err := r.Put(ctx, []byte("0"), ver); err != nil || nv == 0 {
+			t.Fatalf("reset the counter: version %d, %v", nv, err)
 		}
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
@@ -145,12 +148,12 @@ func testRegister(t *testing.T, r stock.Register) {
 						t.Errorf("counter %q: %v", v, err)
 						return
 					}
-					ok, err := r.Put(ctx, []byte(strconv.Itoa(n+1)), ver)
+					nv, err := r.Put(ctx, []byte(strconv.Itoa(n+1)), ver)
 					if err != nil {
 						t.Errorf("Put: %v", err)
 						return
 					}
-					if ok {
+					if nv != 0 {
 						done++
 						stored.Add(1)
 					} else {

@@ -57,16 +57,20 @@ func (e *Etcd) Get(ctx context.Context) ([]byte, int64, error) {
 }
 
 // Put writes value in one transaction that succeeds only while the key's
-// ModRevision is version (0: while the key is absent).
-func (e *Etcd) Put(ctx context.Context, value []byte, version int64) (bool, error) {
+// ModRevision is version (0: while the key is absent). The key's new
+// ModRevision is the transaction's revision.
+func (e *Etcd) Put(ctx context.Context, value []byte, version int64) (int64, error) {
 	resp, err := e.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(e.key), "=", version)).
 		Then(clientv3.OpPut(e.key, string(value))).
 		Commit()
 	if err != nil {
-		return false, etcdErr(ctx, "put", e.key, err)
+		return 0, etcdErr(ctx, "put", e.key, err)
 	}
-	return resp.Succeeded, nil
+	if !resp.Succeeded {
+		return 0, nil
+	}
+	return resp.Header.Revision, nil
 }
 
 // etcdErr wraps an error from the client: stock.ErrRegisterUnavailable when

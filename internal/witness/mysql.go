@@ -114,14 +114,14 @@ func (m *MySQL) Get(ctx context.Context) ([]byte, int64, error) {
 // either stored exactly when it affected one row. The UPDATE always
 // changes the row (the version moves), so its count is 1 whether the
 // driver counts changed or matched rows.
-func (m *MySQL) Put(ctx context.Context, value []byte, version int64) (bool, error) {
+func (m *MySQL) Put(ctx context.Context, value []byte, version int64) (int64, error) {
 	if m.bad != nil {
-		return false, m.bad
+		return 0, m.bad
 	}
 	// INSERT IGNORE would store a value too long for the column cut short,
 	// with a warning: refuse it before it is sent.
 	if len(value) > maxValueLen {
-		return false, fmt.Errorf("witness: mysql put %s: value of %d bytes exceeds MEDIUMBLOB's %d", m.name, len(value), maxValueLen)
+		return 0, fmt.Errorf("witness: mysql put %s: value of %d bytes exceeds MEDIUMBLOB's %d", m.name, len(value), maxValueLen)
 	}
 	if value == nil {
 		value = []byte{} // NOT NULL: an empty value, not SQL NULL
@@ -136,13 +136,16 @@ func (m *MySQL) Put(ctx context.Context, value []byte, version int64) (bool, err
 		res, err = m.db.ExecContext(ctx, updateSQL, value, m.name, version)
 	}
 	if err != nil {
-		return false, m.wrap(ctx, "put", err)
+		return 0, m.wrap(ctx, "put", err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, m.wrap(ctx, "put", err)
+		return 0, m.wrap(ctx, "put", err)
 	}
-	return n == 1, nil
+	if n != 1 {
+		return 0, nil
+	}
+	return version + 1, nil // the INSERT's 1, or the UPDATE's version + 1
 }
 
 // wrap wraps an error from the driver: stock.ErrRegisterUnavailable when
