@@ -1,0 +1,328 @@
+// Package history checks the answers of a sale, not only its totals: every
+// request is an operation with the time it was sent and the time its
+// answer came back, and the whole history must be linearizable against a
+// model of the sale (Porcupine, github.com/anishathalye/porcupine, the
+// checker etcd's robustness tests run). Sums miss wrong answers whose
+// totals balance: two buyers told the same stock-after, a sold_out while a
+// unit was left, a refusal that in fact changed the stock.
+//
+// The model is the anonymous sale on one counter (Counter). A request that
+// got no answer (a transport error, the proxy's 502/504) is indeterminate:
+// it may sell, at any time after it was sent, or not at all. An
+// unconfirmed answer settled by its receipt is known, but not when it took
+// effect: it returns when the receipt was read.
+package history
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Outcome is what an answer says the request did to the stock.
+type Outcome uint8
+
+// Outcomes.
+const (
+	// Sold took one unit; Op.After is the stock it left, -1 if the answer
+	// did not say (or says a segment's, which the sum model cannot use).
+	Sold Outcome = iota + 1
+	// SoldOut found no unit left.
+	SoldOut
+	// NoChange is a definite refusal: busy, fenced, lock lost, a limit, a
+	// replay of an earlier sale, an error before the write, a receipt
+	// that says the sale did not happen.
+	NoChange
+	// Unknown may have sold one unit or not: no answer came back.
+	Unknown
+	// Read is a read of the stock (the books at the end): Op.After is what
+	// it read.
+	Read
+	// Replay is a 200 that repeats the sale of the buyer's key (Op.Order
+	// names it); KeyReused refuses a key another buyer's sale holds;
+	// LimitReached refuses a buyer at the per-user limit. The counter
+	// model takes all three for NoChange; Buyers checks them.
+	Replay
+	KeyReused
+	LimitReached
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Sold:
+		return "sold"
+	case SoldOut:
+		return "sold_out"
+	case NoChange:
+		return "no change"
+	case Unknown:
+		return "unknown"
+	case Read:
+		return "read"
+	case Replay:
+		return "replay"
+	case KeyReused:
+		return "key_reused"
+	case LimitReached:
+		return "limit_reached"
+	default:
+		return fmt.Sprintf("outcome(%d)", uint8(o))
+	}
+}
+
+// Never is the Return of an operation whose answer never came: it may take
+// effect at any time after its call.
+const Never = time.Duration(math.MaxInt64)
+
+// Op is one request as its client saw it.
+type Op struct {
+	Client  int           // which buyer sent it (for the picture)
+	Call    time.Duration // sent, since the history's start (monotonic)
+	Return  time.Duration // answered; Never when no answer came
+	Outcome Outcome
+	After   int64  // see Outcome
+	Note    string // replica, attempt: shown in the picture
+	// User, Key and Order are a named buyer's (the Buyers model): X-User,
+	// Idempotency-Key, and the order id a sold or replay answer named.
+	User, Key, Order string
+}
+
+// Result is a history's verdict.
+type Result struct {
+	// OK: some sequential order of the operations explains every answer.
+	OK bool
+	// Unknown: the checker ran out of time; OK is false.
+	Unknown bool
+	Ops     int
+	// InFlight is the most operations pending at once, the checker's
+	// search depth (Unknown ones count until the end).
+	InFlight int
+	Took     time.Duration
+	// Picture is the path of Porcupine's HTML visualization, written on a
+	// violation when the check was given a directory.
+	Picture string
+	// Reason names a violation found without the search (one stock-after
+	// answered twice): the search that would prove it is exhaustive, so
+	// it only runs for the picture, briefly.
+	Reason string
+}
+
+// pictureTimeout bounds the search run only to draw a violation already
+// found.
+const pictureTimeout = 5 * time.Second
+
+// Model is a sale's model for Check.
+type Model struct {
+	porcupine  porcupine.Model
+	initial    int64
+	checkAfter bool
+}
+
+// Counter is the model of the anonymous sale on one stock: a sold answer
+// takes one unit and, when it says, leaves exactly one less than there
+// was; sold_out only at 0; a refusal changes nothing; an unknown answer
+// may have taken a unit; a read sees the stock. checkAfter off (a
+// segmented sale's answers carry their segment's stock) keeps the rest.
+func Counter(initial int64, checkAfter bool) Model {
+	step := func(state, _, output any) []any {
+		s, op := state.(int64), output.(Op)
+		switch op.Outcome {
+		case Sold:
+			if s > 0 && (!checkAfter || op.After < 0 || op.After == s-1) {
+				return []any{s - 1}
+			}
+		case SoldOut:
+			if s == 0 {
+				return []any{s}
+			}
+		case NoChange, Replay, KeyReused, LimitReached:
+			return []any{s}
+		case Unknown:
+			if s > 0 {
+				return []any{s, s - 1}
+			}
+			return []any{s}
+		case Read:
+			if op.After == s {
+				return []any{s}
+			}
+		}
+		return nil
+	}
+	return newModel(initial, checkAfter, initial, step,
+		func(a, b any) bool { return a.(int64) == b.(int64) },
+		func(s any) uint64 { return uint64(s.(int64)) },
+		func(s any) string { return fmt.Sprintf("stock %d", s.(int64)) })
+}
+
+// newModel is a Model from its nondeterministic step: a set of states
+// stands for what an unanswered request leaves undecided.
+func newModel(initial int64, checkAfter bool, init any, step func(state, input, output any) []any,
+	equal func(a, b any) bool, hash func(any) uint64, describe func(any) string) Model {
+	nm := porcupine.NondeterministicModel{
+		Init:  func() []any { return []any{init} },
+		Step:  step,
+		Equal: equal,
+		Hash:  hash,
+		DescribeOperation: func(_, output any) string {
+			op := output.(Op)
+			d := op.Outcome.String()
+			if (op.Outcome == Sold && op.After >= 0) || op.Outcome == Read {
+				d += fmt.Sprintf(" %d", op.After)
+			}
+			for _, p := range []string{op.User, op.Key, op.Note} {
+				if p != "" {
+					d += " " + p
+				}
+			}
+			return d
+		},
+		DescribeState: describe,
+	}
+	return Model{porcupine: nm.ToModel(), initial: initial, checkAfter: checkAfter}
+}
+
+// Check runs model over ops for at most timeout (the search is CPU-bound
+// and bounded by it). With dir set, a violation's picture is written there
+// as name.html.
+func Check(m Model, ops []Op, timeout time.Duration, dir, name string) (Result, error) {
+	ops = resolveKeyed(ops)
+	pops := make([]porcupine.Operation, len(ops))
+	for i, op := range ops {
+		ret := op.Return
+		if op.Return == Never {
+			ret = Never - 1
+		}
+		pops[i] = porcupine.Operation{ClientId: op.Client, Input: op.Outcome, Call: int64(op.Call), Output: op, Return: int64(ret)}
+	}
+	res := Result{Ops: len(ops), InFlight: InFlight(ops)}
+	start := time.Now()
+	if res.Reason = m.quickViolation(ops); res.Reason != "" {
+		timeout = min(timeout, pictureTimeout)
+	}
+	verdict, info := porcupine.CheckOperationsVerbose(m.porcupine, pops, timeout)
+	res.Took = time.Since(start)
+	switch {
+	case res.Reason != "" && verdict != porcupine.Illegal:
+		return res, nil // no picture in time; the reason stands
+	case verdict == porcupine.Ok:
+		res.OK = true
+		return res, nil
+	case verdict == porcupine.Unknown:
+		res.Unknown = true
+		return res, nil
+	}
+	if dir == "" {
+		return res, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, err
+	}
+	res.Picture = filepath.Join(dir, name+".html")
+	if err := porcupine.VisualizePath(m.porcupine, info, res.Picture); err != nil {
+		return res, fmt.Errorf("history: write the picture: %w", err)
+	}
+	return res, nil
+}
+
+// InFlight is the most operations pending at any one time: what the
+// search grows with.
+func InFlight(ops []Op) int {
+	type edge struct {
+		at    time.Duration
+		delta int
+	}
+	edges := make([]edge, 0, 2*len(ops))
+	for _, op := range ops {
+		edges = append(edges, edge{op.Call, +1})
+		if op.Return != Never {
+			edges = append(edges, edge{op.Return, -1})
+		}
+	}
+	// Returns before calls at one instant: they were not both pending.
+	slices.SortFunc(edges, func(a, b edge) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta)) })
+	n, most := 0, 0
+	for _, e := range edges {
+		n += e.delta
+		most = max(most, n)
+	}
+	return most
+}
+
+// quickViolation finds what no sequential order can explain, without a
+// search: two sold answers that left the same stock, or a stock-after
+// outside 0..initial-1. Only for a model that checks the stock-after.
+func (m Model) quickViolation(ops []Op) string {
+	if !m.checkAfter {
+		return ""
+	}
+	seen := make(map[int64]bool, len(ops))
+	for _, op := range ops {
+		if op.Outcome != Sold || op.After < 0 {
+			continue
+		}
+		if op.After >= m.initial {
+			return fmt.Sprintf("a sale left %d of a stock of %d", op.After, m.initial)
+		}
+		if seen[op.After] {
+			return fmt.Sprintf("two sales both left %d: one unit sold twice", op.After)
+		}
+		seen[op.After] = true
+	}
+	return ""
+}
+
+// resolveKeyed settles what an unanswered send did from the answers to
+// the other sends of its purchase (the same buyer and Idempotency-Key):
+// a key sells at most once. If one of them sold, that was the key's sale,
+// and the unanswered one sold nothing (had it run first, the other would
+// have been its replay). Otherwise, if one replayed the key's sale, that
+// sale was the unanswered send's, when it is the only one: it took effect
+// before the replay was answered. Each unanswered send doubles what the
+// search must consider (sold or not); a client that re-sends its cut
+// purchases would otherwise leave dozens of them open.
+func resolveKeyed(ops []Op) []Op {
+	type purchase struct{ user, key string }
+	groups := map[purchase][]int{}
+	for i, op := range ops {
+		if op.Key != "" {
+			p := purchase{op.User, op.Key}
+			groups[p] = append(groups[p], i)
+		}
+	}
+	out := slices.Clone(ops)
+	for _, idx := range groups {
+		var unknown []int
+		sold, replayAt, replayOrder := false, Never, ""
+		for _, i := range idx {
+			switch out[i].Outcome {
+			case Unknown:
+				unknown = append(unknown, i)
+			case Sold:
+				sold = true
+			case Replay:
+				if out[i].Return < replayAt {
+					replayAt, replayOrder = out[i].Return, out[i].Order
+				}
+			}
+		}
+		switch {
+		case len(unknown) == 0:
+		case sold:
+			for _, i := range unknown {
+				out[i].Outcome = NoChange
+			}
+		case replayAt != Never && len(unknown) == 1:
+			i := unknown[0]
+			out[i].Outcome, out[i].After, out[i].Order = Sold, -1, replayOrder
+			out[i].Return = min(out[i].Return, replayAt)
+		}
+	}
+	return out
+}
