@@ -55,6 +55,9 @@ func TestFaultMatrix(t *testing.T) {
 			}
 			line, _ := json.Marshal(r)
 			t.Logf("%s", line)
+			if h := r.History; h != nil {
+				t.Logf("history: %d ops, %d in flight, ok %v, checked in %dms %s", h.Ops, h.InFlight, h.OK, h.CheckMS, h.Picture)
+			}
 			switch cell.Expect() {
 			case lab.ExpectSafe, lab.ExpectMayLose, lab.ExpectLoss:
 				if r.Oversold != 0 {
@@ -87,6 +90,17 @@ func TestFaultMatrix(t *testing.T) {
 			case lab.ExpectOversell:
 				if r.Oversold == 0 {
 					t.Errorf("got no oversell (stock %d, lucky %d), want one: the checker cannot see a lost lock", r.Stock, r.Lucky)
+				}
+				if r.History == nil || r.History.OK {
+					t.Errorf("got history %+v, want a violation: the history check cannot see the oversell", r.History)
+				}
+			case lab.ExpectWrong:
+				// The broken build: the sums balance, the answers do not.
+				if r.Oversold != 0 || !r.Consistent {
+					t.Errorf("got oversold %d, consistent %v; want the sums to balance", r.Oversold, r.Consistent)
+				}
+				if r.History == nil || r.History.OK || r.History.Unknown {
+					t.Errorf("got history %+v, want a violation", r.History)
 				}
 			case lab.ExpectHalt:
 				// The stock Redis lost the sale: the books went with it,

@@ -6,6 +6,7 @@ import (
 
 	"seckill/internal/failpoint"
 	"seckill/internal/lock/flawedlock"
+	"seckill/internal/stock"
 )
 
 // knownFailpoints are the failpoint names this binary evaluates. A name
@@ -15,6 +16,7 @@ var knownFailpoints = []string{
 	flawedlock.FailpointAfterSetNX,
 	flawedlock.FailpointNoCheckBeforeDel,
 	flawedlock.FailpointCheckDelBeforeDel,
+	stock.FailpointFalseSoldOut,
 }
 
 // failpointNames lists the names in a SECKILL_FAILPOINTS spec

@@ -7,6 +7,7 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -41,9 +42,12 @@ const (
 // buyerEnv is the stockd configuration the buyers' cells add: the ledger,
 // one unit per buyer, durable orders, and a claim idle short enough that a
 // dead consumer's orders move within the cell.
+// buyerLimit is the buyers' cells' per-user limit.
+const buyerLimit = 1
+
 var buyerEnv = map[string]string{
 	"stock.ledger":         "true",
-	"stock.per_user_limit": "1",
+	"stock.per_user_limit": strconv.Itoa(buyerLimit),
 	"orders.durable":       "true",
 	"orders.claim_idle":    "1s",
 }

@@ -76,6 +76,10 @@ const (
 	// is refused store_lost, and no unit is sold twice. The books are not
 	// judged: the fault took them (storeloss.go).
 	ExpectHalt Expect = "halt"
+	// ExpectWrong: the lab's broken build (falsesoldout): the sums balance
+	// — nothing oversold, books consistent — and the history check must
+	// still find the wrong answers (linear.go).
+	ExpectWrong Expect = "wrong-answers"
 )
 
 // Cell is one run: a scenario on a backend, with fencing on or off.
@@ -143,6 +147,10 @@ var Flawed = map[string]string{
 	"redis-nocheck":  "slowwork",
 	"redis-checkdel": "slowwork",
 	"setnx":          "crash",
+	// No lock across replicas, and a lock per process: the articles'
+	// oversell, in the answers as much as in the books.
+	"none":  "slowwork",
+	"local": "slowwork",
 }
 
 // Expect says what the cell must show.
@@ -150,6 +158,8 @@ func (c Cell) Expect() Expect {
 	switch {
 	case c.Scenario == "crash":
 		return ExpectStuck
+	case c.Scenario == "falsesoldout":
+		return ExpectWrong
 	case c.Scenario == "failover-lag" && c.Acks == 0 && c.Fencing && slices.Contains(Correct, c.Backend):
 		return ExpectLoss
 	case IsFailover(c.Scenario) && c.Acks == 0 && c.Fencing && slices.Contains(Correct, c.Backend):
@@ -178,6 +188,9 @@ type Result struct {
 	// Failover is the failover cells' measure: acks, acknowledged sales
 	// lost, the Sentinels' switch.
 	Failover *Failover `json:"failover,omitempty"`
+	// History is the check of the cell's answers as a history against the
+	// sale's model (linear.go).
+	History *Linear `json:"history,omitempty"`
 	// Store is the measure of the cells whose stock Redis loses the sale
 	// (wipe, restore): the answers after it, units sold twice.
 	Store *StoreLoss `json:"store,omitempty"`
@@ -231,7 +244,7 @@ func Matrix(backends, scenarios []string) []Cell {
 			continue
 		}
 		for _, s := range Scenarios() {
-			if s == "crash" || buyersOnly(s) || IsFailover(s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
+			if s == "crash" || s == "falsesoldout" || buyersOnly(s) || IsFailover(s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
 				continue
 			}
 			if (slices.Contains(experimental[s], b) || slices.Contains(byName[b], s)) && !named {
@@ -247,6 +260,9 @@ func Matrix(backends, scenarios []string) []Cell {
 		}
 		if b == "redis" && want(scenarios, "lockforget") {
 			cells = append(cells, Cell{Backend: b, Scenario: "lockforget", Fencing: false})
+		}
+		if b == "redis" && want(scenarios, "falsesoldout") {
+			cells = append(cells, Cell{Backend: b, Scenario: "falsesoldout", Fencing: true})
 		}
 		if b == "redis" {
 			for _, s := range buyerScenarios {
@@ -264,7 +280,7 @@ func Matrix(backends, scenarios []string) []Cell {
 		}
 		cells = append(cells, failoverCells(b, backends, scenarios)...)
 	}
-	for _, b := range []string{"redis-nocheck", "redis-checkdel", "setnx"} {
+	for _, b := range []string{"redis-nocheck", "redis-checkdel", "setnx", "none", "local"} {
 		if want(backends, b) && want(scenarios, Flawed[b]) {
 			cells = append(cells, Cell{Backend: b, Scenario: Flawed[b], Fencing: true})
 		}
@@ -292,14 +308,18 @@ var byName = map[string][]string{
 	// where the lock itself differs (the transaction a pause or a crash
 	// leaves open, a restart mid-transaction) and the control.
 	"mysql-row": {"slowwork", "partition", "stockdown", "latency", "lostreply", "slowreply", "netsplit", "wipe", "restore",
-		"restore-all", "other-sale"},
-	// The witness cells do not depend on the lock (the witness is etcd's
-	// whatever the backend, and their faults hit the stock Redis only);
-	// redis and etcd run them by default, the others by name.
-	"redisson":  witnessScenarios,
-	"zookeeper": witnessScenarios,
-	"mysql":     witnessScenarios,
+		"restore-all", "other-sale", "evict"},
+	// The witness cells and evict do not depend on the lock (the witness
+	// is etcd's whatever the backend, and their faults hit the stock Redis
+	// only); redis and etcd run them by default, the others by name.
+	"redisson":  byNameStore,
+	"zookeeper": byNameStore,
+	"mysql":     byNameStore,
 }
+
+// byNameStore are the scenarios whose fault is the stock Redis's alone
+// (the witness cells, evict): redis and etcd run them by default.
+var byNameStore = append([]string{"evict"}, witnessScenarios...)
 
 // inapplicable says, per backend, which scenarios cannot be staged on it
 // and why; Matrix never yields them, even by name.
@@ -491,6 +511,7 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (_ Result, err
 	if err := x.books(client, resps); err != nil {
 		return res, fmt.Errorf("lab: %s: %w", cell, err)
 	}
+	x.checkHistory(resps, time.Now())
 	if sc.check != nil {
 		sc.check(x)
 	}
@@ -517,6 +538,8 @@ type run struct {
 	recovered time.Time // set by scenarios that define recovery themselves
 	notes     []string
 	problems  []string // scenario-specific expectations that were not met
+	// historyWhy is why the history check failed the cell (linear.go).
+	historyWhy []string
 	// stuck is set by the crash scenario when the lock never freed.
 	stuck bool
 	// undo holds what Run must put back after the load stopped (in
@@ -649,10 +672,18 @@ func (x *run) judge() {
 			why = append(why, fmt.Sprintf("no sale within %v of the fault's end", RecoveryBound))
 		}
 		why = append(why, x.problems...)
+		why = append(why, x.historyWhy...)
 	case ExpectOversell:
 		if r.Oversold == 0 {
 			why = append(why, "expected an oversell, saw none: the checker would miss a lost lock")
 		}
+		why = append(why, x.historyWhy...)
+	case ExpectWrong:
+		if r.Oversold > 0 || !r.Consistent {
+			why = append(why, fmt.Sprintf("the sums did not balance (oversold %d, stock %d + lucky %d vs %d, sold %d): the broken build is meant to pass them",
+				r.Oversold, r.Stock, r.Lucky, r.Initial, r.Sold))
+		}
+		why = append(why, x.historyWhy...)
 	case ExpectHalt:
 		// The books are what the fault left (nothing, or an older
 		// snapshot), so stock + lucky and lucky == sold answers say

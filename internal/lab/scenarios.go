@@ -41,8 +41,8 @@ type scenario struct {
 }
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
-	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "wipe", "restore", "restore-all", "other-sale", "consumerkill", "mysqldown", "replayrace",
-	"failover-kill", "failover-lag", "failover-stop", "crash"}
+	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "other-sale", "consumerkill", "mysqldown", "replayrace",
+	"failover-kill", "failover-lag", "failover-stop", "crash", "falsesoldout"}
 
 // Scenarios lists the scenario names in table order.
 func Scenarios() []string { return append([]string(nil), order...) }
@@ -165,6 +165,12 @@ var scenarios = map[string]scenario{
 		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
 		run:         runNetsplit,
 	},
+	"evict": {
+		summary:     "turn the stock Redis to allkeys-lru (every replica must go unready, then ready again), then fill it to its maxmemory under noeviction for 2x the lease: definite 503s, books exact",
+		concurrency: 6,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		run:         runEvict,
+	},
 	"wipe": {
 		summary:     "kill -9 the stock Redis mid-sale and start it empty: every sale after it must be refused store_lost, none recreate the stock",
 		concurrency: 6,
@@ -239,6 +245,15 @@ var scenarios = map[string]scenario{
 		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
 		run:         runFailoverStop,
 		check:       checkFailover,
+	},
+	"falsesoldout": {
+		summary:     "a broken build (failpoint stock/falseSoldOut): each replica's first 10 buyers are told sold_out without a look; the sums balance, the history check must fail it",
+		concurrency: 6,
+		noWarmup:    true,
+		env: func(time.Duration) map[string]string {
+			return map[string]string{"SECKILL_FAILPOINTS": "stock/falseSoldOut=10*return", "work.delay": "5ms"}
+		},
+		run: runFalseSoldOut,
 	},
 	"crash": {
 		summary:     "crash between SETNX and EXPIRE (failpoint setnx/afterSetNX=exit)",

@@ -184,6 +184,7 @@ func soakWindow(ctx context.Context, c *localcluster.Cluster, client *http.Clien
 	if err := x.books(client, resps); err != nil {
 		return w, resps, fmt.Errorf("lab: soak %s: %w", cell, err)
 	}
+	x.checkHistory(resps, time.Now()) // the window's answers, from its reset
 	if sc.check != nil {
 		sc.check(x)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"seckill/internal/failpoint"
 	"seckill/internal/lock"
 )
 
@@ -243,6 +244,11 @@ func (s *Service) Reduce(ctx context.Context) (Sale, error) {
 	return s.ReduceFor(ctx, Buyer{})
 }
 
+// FailpointFalseSoldOut, when armed with return (or error), makes
+// ReduceFor answer sold out without looking at the stock: a wrong answer
+// whose totals balance, for the lab's history check to catch.
+const FailpointFalseSoldOut = "stock/falseSoldOut"
+
 // ReduceFor sells one unit to b. With the ledger on (Keys.Orders) the sale
 // leaves an order (Sale.OrderID), a replayed key answers its original sale
 // (Sale.Replayed) and sells nothing, and the per-user limit applies; all
@@ -258,6 +264,11 @@ func (s *Service) Reduce(ctx context.Context) (Sale, error) {
 func (s *Service) ReduceFor(ctx context.Context, b Buyer) (Sale, error) {
 	if err := b.Check(); err != nil {
 		return Sale{}, err
+	}
+	if failpoint.Eval(ctx, FailpointFalseSoldOut) != nil {
+		// The lab's broken build: a sold_out told without looking, which
+		// no sum notices (nothing was sold), and the history check must.
+		return Sale{}, ErrSoldOut
 	}
 	if b != (Buyer{}) && (s.cfg.Store == nil || !s.cfg.Store.Ledger()) {
 		return Sale{}, fmt.Errorf("%w: cannot sell to buyer %q with key %q", ErrNoLedger, b.User, b.Key)

@@ -1,0 +1,149 @@
+package lab
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"seckill/internal/api"
+	"seckill/internal/history"
+)
+
+// linear.go: every cell's answers checked as a history (package history),
+// not only summed. A correct backend's cell must be linearizable against
+// the counter model; a control's or a flawed lock's must not be (its
+// oversell shows in the answers, not only in the books).
+
+// historyTimeout bounds one cell's check. The search grows with the
+// requests in flight (the cell's buyers, plus every unanswered one), not
+// with their number: a cell's few hundred answers check in milliseconds.
+const historyTimeout = time.Minute
+
+// Linear is a cell's history check.
+type Linear struct {
+	OK       bool  `json:"ok"`
+	Unknown  bool  `json:"unknown,omitempty"` // the check ran out of time
+	Ops      int   `json:"ops"`
+	InFlight int   `json:"in_flight"`
+	CheckMS  int64 `json:"check_ms"`
+	// Picture is Porcupine's HTML view of a violation (SECKILL_HISTORY_DIR,
+	// else the cluster's directory).
+	Picture string `json:"picture,omitempty"`
+}
+
+// checksHistory reports whether a cell's answers are held to the model:
+// not where the store's data is lost on purpose (the answers after it are
+// judged by checkStoreLoss), nor where a failover may lose acknowledged
+// sales by design (acks 0), nor the crash cell, which sells nothing.
+func checksHistory(e Expect) bool {
+	return e == ExpectSafe || e == ExpectOversell || e == ExpectWrong
+}
+
+// checkHistory builds the cell's history from its answers and the books
+// read at readAt, and checks it.
+func (x *run) checkHistory(resps []response, readAt time.Time) {
+	if !checksHistory(x.res.Expect) || len(resps) == 0 {
+		return
+	}
+	t0 := resps[0].Sent
+	for _, r := range resps {
+		if r.Sent.Before(t0) {
+			t0 = r.Sent
+		}
+	}
+	clients := map[string]int{}
+	ops := make([]history.Op, 0, len(resps)+1)
+	for _, r := range resps {
+		o, after := x.outcome(r)
+		op := history.Op{Call: r.Sent.Sub(t0), Return: r.At.Sub(t0), Outcome: o, After: after, Note: r.Replica,
+			User: r.User, Key: r.Key, Order: r.Order}
+		switch {
+		case o == history.Unknown:
+			op.Return = history.Never
+		case r.Result == api.Unconfirmed:
+			// Settled by its receipt after the load: it took effect (or
+			// not) at some time before the receipt was read.
+			op.Return = readAt.Sub(t0)
+		}
+		if r.Replica == "" || op.Return == history.Never {
+			op.Note = describe(r)
+		}
+		c, ok := clients[r.Replica]
+		if !ok {
+			c = len(clients)
+			clients[r.Replica] = c
+		}
+		op.Client = c
+		ops = append(ops, op)
+	}
+	end := readAt.Sub(t0) + time.Millisecond
+	ops = append(ops, history.Op{Client: len(clients), Call: end, Return: end + 1, Outcome: history.Read, After: x.res.Stock})
+
+	dir := os.Getenv("SECKILL_HISTORY_DIR")
+	if dir == "" {
+		dir = filepath.Join(x.c.Dir(), "histories")
+	}
+	name := strings.ReplaceAll(x.cell.String(), "/", "-")
+	model := history.Counter(int64(x.res.Initial), !x.segmented())
+	if x.cell.Buyers {
+		model = history.Buyers(int64(x.res.Initial), buyerLimit, !x.segmented())
+	}
+	res, err := history.Check(model, ops, historyTimeout, dir, name)
+	l := &Linear{OK: res.OK, Unknown: res.Unknown, Ops: res.Ops, InFlight: res.InFlight, CheckMS: res.Took.Milliseconds(), Picture: res.Picture}
+	x.res.History = l
+	bad := func(format string, args ...any) { x.historyWhy = append(x.historyWhy, fmt.Sprintf(format, args...)) }
+	switch {
+	case err != nil:
+		bad("history check: %v", err)
+	case res.Unknown:
+		bad("history check ran out of time (%v) with %d ops, %d in flight", historyTimeout, res.Ops, res.InFlight)
+	case x.res.Expect == ExpectSafe && !res.OK:
+		bad("the answers are not linearizable (picture: %s)", res.Picture)
+	case x.res.Expect == ExpectOversell && res.OK:
+		bad("the answers are linearizable: the history check cannot see the oversell")
+	case x.res.Expect == ExpectWrong && res.OK:
+		bad("the answers are linearizable: the history check missed the false sold_out answers")
+	}
+	x.notef("history %d ops, %d in flight, ok %v, checked in %dms", res.Ops, res.InFlight, res.OK, l.CheckMS)
+}
+
+// segmented: the sale's answers carry their segment's stock, not the sum.
+func (x *run) segmented() bool { return strings.HasPrefix(x.cell.Sale, "segments") }
+
+// outcome is what an answer says the request did to the stock.
+func (x *run) outcome(r response) (history.Outcome, int64) {
+	return history.Classify(history.Answer{
+		Status: r.Status, Result: r.Result, Left: r.Left, Replayed: r.Replayed, Settled: r.Settled, Cut: r.Cut,
+		// A failover may apply a write whose answer was an error (the
+		// books allow it: failoverConsistent).
+		ErrorsMayApply: IsFailover(x.cell.Scenario),
+	})
+}
+
+// runFalseSoldOut asks every replica directly until it has sold twice:
+// its first answers are the failpoint's false sold_out (the buyers through
+// nginx stop at theirs), the rest real sales after them.
+func runFalseSoldOut(x *run) error {
+	ctx, cancel := x.within(30 * time.Second)
+	defer cancel()
+	soldOut, sold := 0, 0
+	for i := range x.c.Replicas() {
+		url := x.c.ReplicaURL(i) + "/stock/reduce"
+		for n, mine := 0, 0; n < 30 && mine < 2; n++ {
+			switch r := x.load.reduceAt(ctx, url); {
+			case r.sold():
+				mine++
+				sold++
+			case r.Result == api.SoldOut:
+				soldOut++
+			}
+		}
+	}
+	if sold < 2*x.c.Replicas() || soldOut == 0 {
+		return fmt.Errorf("asked every replica: %d sold_out and %d sold answers, want some of the first and 2 a replica of the second", soldOut, sold)
+	}
+	x.notef("%d false sold_out answers from the replicas directly, then %d sales", soldOut, sold)
+	return nil
+}
