@@ -46,6 +46,17 @@ func validateKeys(c *Config, bad func(key, format string, args ...any)) {
 		c.Stock.Segments < 1 || c.Stock.Segments > 256 {
 		return // refused already, by name
 	}
+	// One hash tag for the sale's base names, or none: with one, every
+	// key of the sale lands in one Redis Cluster slot, which its scripts
+	// need; a sale half tagged would be refused by a Cluster at its first
+	// script (CROSSSLOT), and on one Redis says a mistake was made.
+	if tag := stock.HashTag(c.Stock.Key); tag != "" || stock.HashTag(c.Stock.LuckyKey) != "" || stock.HashTag(c.Stock.FenceKey) != "" {
+		for _, k := range []struct{ name, val string }{{"stock.lucky_key", c.Stock.LuckyKey}, {"stock.fence_key", c.Stock.FenceKey}} {
+			if t := stock.HashTag(k.val); t != tag {
+				bad(k.name, "hash tag {%s} differs from stock.key's {%s}: a sale's keys must share one tag (e.g. {s1}:stock, {s1}:lucky, {s1}:stock:fence) or have none", t, tag)
+			}
+		}
+	}
 	overlaps := stock.Overlaps(stockRedisNames(c))
 	for i, o := range overlaps {
 		if i == maxKeyCollisions {

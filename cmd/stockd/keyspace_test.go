@@ -37,6 +37,11 @@ func TestKeyCollisionsAreRefused(t *testing.T) {
 			`config: lock.key: Redis key "l:3" (segment 3's lock key) collides with "l:3" (the units sold) from stock.lucky_key`},
 		{"stock.key on the audit stream", []string{"STOCKD_STOCK_KEY=seckill:audit", "STOCKD_ELECTION_BACKEND=etcd"},
 			`config: election.backend: Redis key "seckill:audit" (the audit stream) collides with "seckill:audit" (the stock) from stock.key`},
+		{"hash tag on stock.key only", []string{"STOCKD_STOCK_KEY={s1}:stock"},
+			`config: stock.lucky_key: hash tag {} differs from stock.key's {s1}`},
+		{"two hash tags", []string{"STOCKD_STOCK_KEY={s1}:stock", "STOCKD_STOCK_LUCKY_KEY={s1}:lucky", "STOCKD_STOCK_FENCE_KEY={s2}:fence"},
+			`config: stock.fence_key: hash tag {s2} differs from stock.key's {s1}`},
+		{"one hash tag for the sale", []string{"STOCKD_STOCK_KEY={s1}:stock", "STOCKD_STOCK_LUCKY_KEY={s1}:lucky", "STOCKD_STOCK_FENCE_KEY={s1}:stock:fence"}, ""},
 		// Not in the stock Redis, or not used: no collision.
 		{"etcd lock, lock.key stock", []string{"STOCKD_LOCK_BACKEND=etcd", "STOCKD_LOCK_KEY=stock"}, ""},
 		{"lock on its own Redis, lock.key stock", []string{"STOCKD_LOCK_REDIS_ADDR=127.0.0.1:6380", "STOCKD_LOCK_KEY=stock"}, ""},

@@ -139,3 +139,21 @@ func overlap(a, b KeyName) bool {
 	}
 	return false
 }
+
+// HashTag is the part of key a Redis Cluster hashes to pick its slot: the
+// text between the first '{' and the next '}' when it is not empty, else
+// "" (the whole key is hashed). A sale's scripts touch all its keys at
+// once, which a Cluster allows only within one slot; since every derived
+// name appends to a base name, base names that share one tag make every
+// key of the sale share it ("{s1}:stock", "{s1}:lucky", "{s1}:fence").
+func HashTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return ""
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return ""
+	}
+	return key[open+1 : open+1+end]
+}

@@ -125,3 +125,14 @@ func TestAllNamesEveryKeyASaleWrites(t *testing.T) {
 		}
 	}
 }
+
+// The Redis Cluster rule, as CLUSTER KEYSLOT applies it.
+func TestHashTag(t *testing.T) {
+	for key, want := range map[string]string{
+		"stock": "", "{s1}:stock": "s1", "a{b}c{d}": "b", "{}x{y}": "", "x{": "", "x{y": "", "{s1}": "s1",
+	} {
+		if got := stock.HashTag(key); got != want {
+			t.Errorf("HashTag(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
