@@ -261,6 +261,11 @@ verdict() {
 	local oversold
 	oversold=$(jget "$j" oversold)
 	((${oversold:-0} == 0)) || { res=FAIL; note+=" seckill: oversold=$oversold;"; }
+	# Every answer as a history (seckill run --check, docs/history.md): a
+	# correct backend's must be linearizable, under faults too.
+	if grep -q '"history":{"ok":false' "$j" && ! grep -q '"history":{[^}]*"skipped"' "$j"; then
+		res=FAIL note+=" history NOT LINEARIZABLE $(grep -o '"history":{[^}]*}' "$j" | head -1);"
+	fi
 	if ! [[ "$stock" =~ ^[0-9]+$ && "$lucky" =~ ^[0-9]+$ ]]; then
 		res=FAIL note+=" redis stock/lucky unreadable;"
 	else

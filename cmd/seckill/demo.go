@@ -148,6 +148,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg := loadgen.Config{
 			URL: c.URL(), AdminToken: c.AdminToken(), Requests: *requests,
 			Concurrency: *concurrency, Stock: *stock, Timeout: *timeout,
+			// A violation's picture (none's, local's) outlives the cluster.
+			HistoryDir: os.TempDir(),
 		}
 		if i > 0 || r.backend != c.Backend() {
 			log.Info("switching replicas", "backend", r.backend, "sale", r.sale, "buyers", r.buyers)

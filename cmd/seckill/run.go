@@ -28,10 +28,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.RetryRate, "retry-rate", 0, "with --users: fraction of purchases re-sent with the same key (after a cut first send, after the answer, or racing it)")
 	fs.DurationVar(&cfg.RetryTimeout, "retry-timeout", 50*time.Millisecond, "with --users: when a re-sent purchase's first send is cut by the client")
 	fs.DurationVar(&cfg.Drain, "drain", 30*time.Second, "with --users and durable orders: bound on the wait for MySQL to catch up")
+	check := fs.Bool("check", true, fmt.Sprintf("check every answer as a history against the sale's model (Porcupine; runs up to %d requests in flight, else says it did not)", loadgen.HistoryMaxInFlight))
+	fs.StringVar(&cfg.HistoryDir, "history-dir", os.TempDir(), "where a violation's picture (HTML) is written")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the summary")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return flagExit(err)
 	}
+	cfg.NoHistory = !*check
 	if cfg.Requests <= 0 || cfg.Concurrency <= 0 || cfg.Stock <= 0 || cfg.Timeout <= 0 {
 		fmt.Fprintln(stderr, "seckill run: --requests, --concurrency, --stock and --timeout must be positive")
 		return exitFailure

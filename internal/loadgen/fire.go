@@ -58,6 +58,11 @@ type Response struct {
 	Settled bool          // an unconfirmed sale that its receipt says sold (Settle)
 	Latency time.Duration // request start to body read
 	Err     error         // transport or decoding error, if any
+	// Result is stockd's "result" as sent (empty when the body was not
+	// stockd's), and Left the stock a sold answer says it left (-1 when it
+	// names none): the history check's input (history.go).
+	Result api.Result
+	Left   int64
 	// Sent is when the request was started and Received when its answer
 	// was read (or it failed): on one monotonic clock, so the verifier can
 	// order an answer before a later request (Summarize's false sold-out).
@@ -133,7 +138,7 @@ func reduce(ctx context.Context, client *http.Client, url string, p Purchase) Re
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	end := time.Now()
-	r := Response{Status: resp.StatusCode, Latency: end.Sub(start), Sent: start, Received: end}
+	r := Response{Status: resp.StatusCode, Latency: end.Sub(start), Sent: start, Received: end, Left: -1}
 	if err != nil {
 		r.Err = err
 		return r
@@ -143,7 +148,10 @@ func reduce(ctx context.Context, client *http.Client, url string, p Purchase) Re
 		r.Err = errors.Join(ErrBadResponse, err)
 		return r
 	}
-	r.Replica, r.Attempt, r.Order = body.Replica, body.Attempt, body.Order
+	r.Replica, r.Attempt, r.Order, r.Result = body.Replica, body.Attempt, body.Order, body.Result
+	if body.Stock != nil {
+		r.Left = *body.Stock
+	}
 	r.Outcome = classify(resp.StatusCode, body.Result)
 	if r.Outcome == OutcomeSold && body.Replayed {
 		r.Outcome = OutcomeReplayed

@@ -56,6 +56,10 @@ type Config struct {
 	// Seed seeds the purchase plan (who buys in which order, which are
 	// re-sent); 0 picks a random one.
 	Seed uint64
+	// NoHistory skips the history check (Report.History), which is on by
+	// default; HistoryDir, if set, receives a violation's picture.
+	NoHistory  bool
+	HistoryDir string
 }
 
 func (c *Config) defaults() {
@@ -135,6 +139,9 @@ type Report struct {
 	// is on: its orders and, with durable orders, MySQL's count and the lag
 	// still to drain. Shown, not judged (the buyers' verdict judges it).
 	Ledger *api.Ledger `json:"ledger,omitempty"`
+	// History is the check of every answer as a history against the
+	// sale's model (history.go); nil when Config.NoHistory.
+	History *History `json:"history,omitempty"`
 }
 
 // Run resets the stock, fires the requests, reads the stock back and
@@ -184,10 +191,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	readAt := time.Now()
 	if err := Settle(ctx, client, cfg.URL, responses); err != nil {
 		return nil, err
 	}
 	r := Summarize(info.Backend, cfg.Stock, responses, elapsed, stock)
+	if !cfg.NoHistory {
+		r.History = CheckHistory(responses, cfg.Stock, stock, readAt, purchases != nil, info.PerUserLimit, cfg.HistoryDir, "run-"+info.Backend)
+	}
 	r.Concurrency = cfg.Concurrency
 	if purchases != nil {
 		if r.Buyers, err = Verify(ctx, client, cfg.URL, VerifyConfig{Info: info, Drain: cfg.Drain}, responses); err != nil {
@@ -372,6 +383,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "  sold per replica: %s\n", strings.Join(parts, ", "))
 	}
+	if h := r.History; h != nil {
+		fmt.Fprintf(&b, "  history: %s\n", h.Text())
+	}
 	fmt.Fprintf(&b, "  %.0f req/s  p50 %.1f ms  p99 %.1f ms  (%.0f ms)\n", r.RPS, r.P50ms, r.P99ms, r.DurationMS)
 	for _, e := range r.ErrorSample {
 		fmt.Fprintf(&b, "  error: %s\n", e)
@@ -392,10 +406,10 @@ func (r *Report) WriteText(w io.Writer) error {
 }
 
 // OK reports whether the run passed every check: consistent books, no
-// segment negative, no false sold-out, and every buyers' check when the
-// run had buyers. `seckill run` exits non-zero otherwise.
+// segment negative, no false sold-out, every buyers' check when the run
+// had buyers, and a linearizable history when it was checked. `seckill run` exits non-zero otherwise.
 func (r *Report) OK() bool {
-	return r.Consistent && r.FalseSoldOut == 0 && (r.Buyers == nil || r.Buyers.OK())
+	return r.Consistent && r.FalseSoldOut == 0 && (r.Buyers == nil || r.Buyers.OK()) && r.History.Passed()
 }
 
 // Verdict is "consistent", or the worst failed check: "OVERSOLD",
@@ -413,6 +427,10 @@ func (r *Report) Verdict() string {
 		return "FALSE SOLD-OUT"
 	case r.Buyers != nil && !r.Buyers.OK():
 		return "BUYERS: " + r.Buyers.Failed()
+	case !r.History.Passed() && r.History.Unknown:
+		return "HISTORY UNCHECKED: the search ran out of time"
+	case !r.History.Passed():
+		return "NOT LINEARIZABLE"
 	default:
 		return "consistent"
 	}
