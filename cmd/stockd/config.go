@@ -103,13 +103,13 @@ type Config struct {
 		Combine        bool          `mapstructure:"combine" default:"false"`
 		CombineMax     int           `mapstructure:"combine_max" default:"64"`
 		Segments       int           `mapstructure:"segments" default:"1"`
-		// The order ledger (issue #13): every sale leaves an order, and the
+		// The order ledger: every sale leaves an order, and the
 		// sale may name its buyer (X-User) and carry an Idempotency-Key.
 		Ledger         bool          `mapstructure:"ledger" default:"true"`
 		PerUserLimit   int           `mapstructure:"per_user_limit" default:"0"` // 0 = unlimited
 		IdempotencyTTL time.Duration `mapstructure:"idempotency_ttl" default:"24h"`
 		// A sale is answered sold only once this many replicas hold it
-		// (WAIT, issue #15); -1: 1 with Sentinel, else 0 (minReplicaAcks).
+		// (WAIT); -1: 1 with Sentinel, else 0 (minReplicaAcks).
 		MinReplicaAcks    int           `mapstructure:"min_replica_acks" default:"-1"`
 		ReplicaAckTimeout time.Duration `mapstructure:"replica_ack_timeout" default:"500ms"`
 		// AllowEviction runs on a Redis whose maxmemory-policy may evict

@@ -141,7 +141,7 @@ func TestValidate(t *testing.T) {
 		{"mysql keep-alive", func(c *Config) { mysqlConfigured(c); c.MySQL.KeepAlive = time.Second }, ""},
 		{"mysql zero wait slice", func(c *Config) { mysqlConfigured(c); c.MySQL.WaitSlice = 0 }, "mysql.wait_slice"},
 		{"redis backend ignores mysql.dsn", func(c *Config) { c.MySQL.DSN = "not a dsn" }, ""},
-		// The ledger and durable orders (issue #13).
+		// The ledger and durable orders.
 		{"per-user limit", func(c *Config) { c.Stock.PerUserLimit = 1 }, ""},
 		{"negative per-user limit", func(c *Config) { c.Stock.PerUserLimit = -1 }, "stock.per_user_limit"},
 		{"per-user limit without the ledger", func(c *Config) { c.Stock.PerUserLimit, c.Stock.Ledger = 2, false }, "stock.per_user_limit"},
@@ -158,7 +158,7 @@ func TestValidate(t *testing.T) {
 		}, "orders.durable"},
 		{"durable orders on the mysql lock's dsn", func(c *Config) { mysqlConfigured(c); c.Orders.Durable = true }, ""},
 		{"empty orders group", func(c *Config) { c.Orders.Group = "" }, "orders.group"},
-		// The stock Redis behind Sentinel, and replica acks (issue #15).
+		// The stock Redis behind Sentinel, and replica acks.
 		{"sentinel", func(c *Config) {
 			c.Redis.Sentinel.Master, c.Redis.Sentinel.Addrs = "seckill", []string{"s1:26379", "s2:26379"}
 		}, ""},

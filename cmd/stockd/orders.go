@@ -15,7 +15,7 @@ import (
 )
 
 // orders.go: the stock.ledger, stock.per_user_limit, stock.idempotency_ttl
-// and orders.* keys (issue #13).
+// and orders.* keys.
 
 // validateLedger checks the ledger's and the durable orders' keys.
 func validateLedger(c *Config, bad func(key, format string, args ...any)) {

@@ -52,7 +52,7 @@ const StoreRewound = "store_rewound"
 
 // Results lists every result stockd can answer, for tests and tables.
 // LimitReached and KeyReused come last: they need a named buyer or an
-// Idempotency-Key (issue #13), and tables of anonymous sales may stop
+// Idempotency-Key, and tables of anonymous sales may stop
 // before them.
 var Results = []Result{Sold, SoldOut, Fenced, Busy, LockLost, MixedBackends, Unconfirmed, Error, LimitReached, KeyReused, StoreLost}
 

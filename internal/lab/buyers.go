@@ -15,7 +15,7 @@ import (
 	"seckill/internal/loadgen"
 )
 
-// buyers.go: the buyers' cells (issue #13). Their load is named buyers
+// buyers.go: the buyers' cells. Their load is named buyers
 // (loadgen.Plan: users, keys, a fifth of the purchases re-sent), the
 // replicas keep an order ledger with a per-user limit of 1 and store it in
 // MariaDB, and the books hold the answers against the ledger, the

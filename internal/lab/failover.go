@@ -17,7 +17,7 @@ import (
 	"seckill/internal/servers"
 )
 
-// failover.go: the stock Redis fails over (issue #15). The cells run the
+// failover.go: the stock Redis fails over. The cells run the
 // replicas on a replicated stock Redis behind Sentinel (localcluster's
 // StartSentinel), take its primary away mid-sale — SIGKILL, or SIGSTOP
 // until every Sentinel has switched — and count the acknowledged sales the

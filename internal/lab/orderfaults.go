@@ -13,7 +13,7 @@ import (
 	"seckill/internal/localcluster"
 )
 
-// orderfaults.go: the faults of the durable orders path (issue #13): a
+// orderfaults.go: the faults of the durable orders path: a
 // consumer killed with orders pending, MySQL gone mid-sale, and one
 // purchase racing itself on two replicas. The books (buyerBooks) judge
 // them; these only stage the fault and check that it happened.

@@ -11,7 +11,7 @@ import (
 )
 
 // sentinel.go: a replicated stock Redis watched by Sentinel, in place of
-// the single redis-server, for the failover cells of the lab (issue #15).
+// the single redis-server, for the failover cells of the lab.
 // The set is started on demand and the replicas use it from their next
 // start (SetBackend with SentinelEnv in its env): a cell that does not ask
 // for it keeps the plain stock Redis.

@@ -19,7 +19,7 @@ import (
 
 // sentinel.go: a replicated Redis watched by Sentinel — a primary, one
 // replica and three redis-sentinel processes on loopback — for the stock's
-// failover tests (issue #15). Plain processes, like the rest of this
+// failover tests. Plain processes, like the rest of this
 // package: SIGKILL or SIGSTOP the primary and Sentinel promotes the replica
 // for real.
 

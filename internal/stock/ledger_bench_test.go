@@ -12,7 +12,7 @@ import (
 	"seckill/internal/stock"
 )
 
-// BenchmarkLoneSale is the cost of the ledger (#13): one buyer at a time
+// BenchmarkLoneSale is the cost of the ledger: one buyer at a time
 // against a real redis-server, locked (fenced, in-process lock) and atomic,
 // with the ledger off, on for an anonymous sale, and on for a named buyer
 // with an idempotency key (every record written). Compare the rows of one

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// replicas.go: "acknowledged means durable" (issue #15). Redis replicates
+// replicas.go: "acknowledged means durable". Redis replicates
 // asynchronously: a script's writes reach the replica after its reply
 // reached us, so a failover in between loses a sale that was answered
 // 200 sold, and the next buyer gets the same unit. With ReplicaAcks the

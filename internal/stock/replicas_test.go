@@ -420,7 +420,7 @@ func TestLaggingReplicaFailover(t *testing.T) {
 	}
 }
 
-// A reset answered is on the replica (issue #15): with acks 1 a reset
+// A reset answered is on the replica: with acks 1 a reset
 // while the replication stream is held answers ErrNotReplicated (a 503 in
 // stockd), not success; a failover then promotes the replica with the old
 // sale still in it, which is what the admin is told may happen. The

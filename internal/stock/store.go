@@ -26,7 +26,7 @@
 // answers sold out only when one read of every segment finds them all empty
 // (segmented.go).
 //
-// The order ledger (Keys.Orders, #13) is written by the same script that
+// The order ledger (Keys.Orders) is written by the same script that
 // takes the unit — the fenced write, or the atomic sale — never by a
 // second call, so a unit sold without its order, or an order without its
 // unit, cannot exist; the per-user limit and the idempotency key are
@@ -35,7 +35,7 @@
 // the limit or a key sell twice (ledger.lua, ledger.go). The unfenced
 // write, the articles' oversell kept as the lab's control, writes none.
 //
-// Replica acks (Store.WithReplicaAcks, issue #15) make the selling scripts
+// Replica acks (Store.WithReplicaAcks) make the selling scripts
 // wait for replicas with WAIT on the same connection, so a sale answered
 // sold survives a failover to a replica that acknowledged it; one not
 // acknowledged in time is unconfirmed, never sold (replicas.go).

@@ -1,7 +1,7 @@
 # compose-test variant "sentinel" (sourced by scripts/compose-test.sh after
 # its own variants; uses its helpers). SENTINEL=0 leaves it out.
 #
-# The stock Redis behind Sentinel (issue #15), as docker-compose.ha.yml's
+# The stock Redis behind Sentinel, as docker-compose.ha.yml's
 # `sentinel` profile runs it: redis (primary), redis-replica, three
 # Sentinels, stockd through them with the redis lock in the same Redis, so
 # the stock, the fence, the lock and its token counter fail over together,

@@ -7,7 +7,7 @@ import (
 	"seckill/internal/stock"
 )
 
-// ledger.go: the order ledger's reconciliation (issue #13). Every unit sold
+// ledger.go: the order ledger's reconciliation. Every unit sold
 // leaves an order in the script that takes it, so the ledger's orders must
 // equal lucky; and once the durable consumer has caught up, MySQL's rows
 // for the sale must equal the ledger's orders.
