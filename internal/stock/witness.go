@@ -283,7 +283,14 @@ func (w *witness) flush() {
 		var err error
 		if epoch != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*w.timeout)
-			_, err = w.update(ctx, func(r *witnessRecord) bool { return r.lower(epoch, ceilings) })
+			_, err = w.update(ctx, func(r *witnessRecord) bool {
+				// A witness that forgot everything (a new etcd, an
+				// emptied table) takes this sale again: had it stayed
+				// empty, every later sale would be "recorded" in nothing.
+				// One that holds other epochs only was reset since.
+				began := len(r.Sales) == 0 && r.begin(epoch, len(ceilings))
+				return r.lower(epoch, ceilings) || began
+			})
 			cancel()
 		}
 		if err != nil {

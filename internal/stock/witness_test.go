@@ -267,3 +267,37 @@ func TestWitnessDownAndGroupCommit(t *testing.T) {
 	}
 	wantStatus(t, s, stock.Status{Stock: 1000 - 2 - buyers, Lucky: 2 + buyers})
 }
+
+// A witness that forgets everything while the sale goes on (the compose
+// etcd on tmpfs, restarted) takes the running sale again at the next
+// sale, so a rewind after it is still caught by a new process.
+func TestWitnessThatForgotIsRefilled(t *testing.T) {
+	srv := servertest.Redis(t)
+	reg := &memRegister{}
+	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
+	svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic })
+	if err := s.Reset(t.Context(), 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Reduce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	reg.mu.Lock()
+	reg.val, reg.ver = nil, 0 // forgotten
+	reg.mu.Unlock()
+	for range 3 {
+		if _, err := svc.Reduce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.Set(t.Context(), "stock", 9, 0).Err(); err != nil { // back to after the first sale
+		t.Fatal(err)
+	}
+	fresh := newService(stock.NewStore(rdb, keys).WithWitness(reg, 0), locallock.New(), func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic })
+	if sale, err := fresh.Reduce(t.Context()); !errors.Is(err, stock.ErrStoreRewound) || errors.Is(err, stock.ErrUnconfirmed) {
+		t.Fatalf("a new process on the rewound Redis: got %+v, %v; want ErrStoreRewound", sale, err)
+	}
+}
