@@ -9,28 +9,11 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
-	"go.uber.org/zap"
 
 	"seckill/internal/etcdsess"
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 )
-
-func newClient(t *testing.T, addr string) *clientv3.Client {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:            []string{addr},
-		DialTimeout:          2 * time.Second,
-		DialKeepAliveTime:    time.Second,
-		DialKeepAliveTimeout: time.Second,
-		Logger:               zap.NewNop(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	return cli
-}
 
 func leaseTTL(t *testing.T, cli *clientv3.Client, id clientv3.LeaseID) int64 {
 	t.Helper()
@@ -42,7 +25,7 @@ func leaseTTL(t *testing.T, cli *clientv3.Client, id clientv3.LeaseID) int64 {
 }
 
 func TestSession(t *testing.T) {
-	cli := newClient(t, servertest.Etcd(t).Addr())
+	cli := servertest.EtcdClient(t, servertest.Etcd(t).Addr())
 
 	t.Run("ReusedWhileAlive", func(t *testing.T) {
 		m := etcdsess.New(cli, 1500*time.Millisecond)
@@ -163,7 +146,7 @@ func TestSessionUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := etcdsess.New(newClient(t, addr), time.Second)
+	m := etcdsess.New(servertest.EtcdClient(t, addr), time.Second)
 	t.Cleanup(func() { _ = m.Close() })
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
@@ -181,7 +164,7 @@ func TestSessionUnavailable(t *testing.T) {
 // later than a TTL after the grant was sent, moved on by keep-alives, and
 // zero once the session is over.
 func TestValidUntil(t *testing.T) {
-	cli := newClient(t, servertest.Etcd(t).Addr())
+	cli := servertest.EtcdClient(t, servertest.Etcd(t).Addr())
 	m := etcdsess.New(cli, time.Second)
 	t.Cleanup(func() { _ = m.Close() })
 	before := time.Now()

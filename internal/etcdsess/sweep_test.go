@@ -53,7 +53,7 @@ func (t commitTxn) Commit() (*clientv3.TxnResponse, error) {
 // sweeper must keep removing such a key for a while after the first delete.
 func TestSweeperRemovesLatePut(t *testing.T) {
 	addr := servertest.Etcd(t).Addr()
-	cli, admin := newClient(t, addr), newClient(t, addr)
+	cli, admin := servertest.EtcdClient(t, addr), servertest.EtcdClient(t, addr)
 	commits := make(chan error, 1)
 	cli.KV = commitKV{KV: cli.KV, commits: commits}
 	m := etcdsess.New(cli, 2*time.Second)

@@ -117,18 +117,14 @@ func runWipe(x *run) error {
 func runRestore(x *run) error {
 	ctx, cancel := x.within(time.Minute)
 	defer cancel()
-	p := x.c.Redis()
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	defer rdb.Close()
-	// Whatever happens next, the operator's part.
-	x.undo = append(x.undo, x.undoHalt(p, true))
-	if err := rdb.Save(ctx).Err(); err != nil {
-		return fmt.Errorf("SAVE the stock Redis: %w", err)
+	p, rdb, saved, err := x.save(ctx)
+	if err != nil {
+		return err
 	}
-	saved := time.Now()
+	defer rdb.Close()
 	sellers := map[string]bool{}
 	n := 0
-	_, err := x.load.waitFor(ctx, saved, func(r response) bool {
+	_, err = x.load.waitFor(ctx, saved, func(r response) bool {
 		if r.sold() && !r.Sent.Before(saved) {
 			n++
 			sellers[r.Replica] = true
@@ -141,12 +137,18 @@ func runRestore(x *run) error {
 	if err := x.restartStore(ctx, p); err != nil {
 		return err
 	}
-	x.res.Store.SoldAfterSave = x.load.countSent(saved, func(r response) bool { return r.sold() && r.At.Before(x.res.Store.back) })
+	return x.restored(ctx, rdb, saved, x.res.Store.back, "")
+}
+
+// restored counts the sales answered 200 after the SAVE (before lost),
+// checks the snapshot was loaded, and asks every replica for a sale.
+func (x *run) restored(ctx context.Context, rdb *redis.Client, saved, lost time.Time, how string) error {
+	x.res.Store.SoldAfterSave = x.load.countSent(saved, func(r response) bool { return r.sold() && r.At.Before(lost) })
 	left, err := rdb.Get(ctx, stockKeyName).Int64()
 	if err != nil {
 		return fmt.Errorf("the snapshot was not loaded (GET %s: %w)", stockKeyName, err)
 	}
-	x.notef("snapshot with %d left; %d sales answered 200 after it, then lost", left, x.res.Store.SoldAfterSave)
+	x.notef("snapshot with %d left; %d sales answered 200 after it, then lost%s", left, x.res.Store.SoldAfterSave, how)
 	return x.refusedEverywhere(ctx, true)
 }
 
@@ -157,14 +159,11 @@ func runRestore(x *run) error {
 func runRestoreAll(x *run) error {
 	ctx, cancel := x.within(2 * time.Minute)
 	defer cancel()
-	p := x.c.Redis()
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	defer rdb.Close()
-	x.undo = append(x.undo, x.undoHalt(p, true))
-	if err := rdb.Save(ctx).Err(); err != nil {
-		return fmt.Errorf("SAVE the stock Redis: %w", err)
+	p, rdb, saved, err := x.save(ctx)
+	if err != nil {
+		return err
 	}
-	saved := time.Now()
+	defer rdb.Close()
 	n := 0
 	if _, err := x.load.waitFor(ctx, saved, func(r response) bool {
 		if r.sold() && !r.Sent.Before(saved) {
@@ -176,7 +175,7 @@ func runRestoreAll(x *run) error {
 	}
 	x.res.Store = &StoreLoss{}
 	killed := time.Now()
-	err := x.c.RestartReplicas(ctx, func() error {
+	err = x.c.RestartReplicas(ctx, func() error {
 		if err := p.Kill(); err != nil {
 			return fmt.Errorf("kill %s: %w", p.Name(), err)
 		}
@@ -187,13 +186,7 @@ func runRestoreAll(x *run) error {
 	}
 	x.res.Store.back = time.Now()
 	x.res.Store.DownMS = ms(x.res.Store.back.Sub(killed))
-	x.res.Store.SoldAfterSave = x.load.countSent(saved, func(r response) bool { return r.sold() && r.At.Before(killed) })
-	left, err := rdb.Get(ctx, stockKeyName).Int64()
-	if err != nil {
-		return fmt.Errorf("the snapshot was not loaded (GET %s: %w)", stockKeyName, err)
-	}
-	x.notef("snapshot with %d left; %d sales answered 200 after it, then lost; every stockd restarted", left, x.res.Store.SoldAfterSave)
-	return x.refusedEverywhere(ctx, true)
+	return x.restored(ctx, rdb, saved, killed, "; every stockd restarted")
 }
 
 // runOtherSale restarts the stock Redis holding another sale: its keys
@@ -228,6 +221,20 @@ func runOtherSale(x *run) error {
 	x.res.Store.back = time.Now()
 	x.notef("the stock Redis came back holding another sale (stock %d)", otherStock)
 	return x.refusedEverywhere(ctx, true)
+}
+
+// save SAVEs the stock Redis mid-sale and returns it, a client of it
+// (the caller closes it) and when. Whatever happens next, the operator's
+// part is undone after the cell (undoHalt).
+func (x *run) save(ctx context.Context) (*servers.Process, *redis.Client, time.Time, error) {
+	p := x.c.Redis()
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	x.undo = append(x.undo, x.undoHalt(p, true))
+	if err := rdb.Save(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, nil, time.Time{}, fmt.Errorf("SAVE the stock Redis: %w", err)
+	}
+	return p, rdb, time.Now(), nil
 }
 
 // undoHalt is the operator's part after a halt: the halt key goes (the

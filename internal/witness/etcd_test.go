@@ -2,10 +2,6 @@ package witness_test
 
 import (
 	"testing"
-	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"seckill/internal/servers/servertest"
 	"seckill/internal/witness"
@@ -16,7 +12,7 @@ import (
 func TestEtcd(t *testing.T) {
 	t.Parallel()
 	p := servertest.Etcd(t)
-	cli := newEtcdClient(t, p.Addr())
+	cli := servertest.EtcdClient(t, p.Addr())
 
 	r := witness.NewEtcd(cli, "/seckill/witness/contract")
 	if got, want := r.Name(), "etcd /seckill/witness/contract"; got != want {
@@ -30,20 +26,4 @@ func TestEtcd(t *testing.T) {
 			}
 		})
 	})
-}
-
-func newEtcdClient(t *testing.T, addr string) *clientv3.Client {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:            []string{addr},
-		DialTimeout:          2 * time.Second,
-		DialKeepAliveTime:    time.Second,
-		DialKeepAliveTimeout: time.Second,
-		Logger:               zap.NewNop(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	return cli
 }

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"seckill/internal/lock/etcdlock"
+	"seckill/internal/servers/servertest"
 )
 
 // Acquire+Release of a free lock: one enqueue Txn and one guarded delete.
@@ -43,7 +44,7 @@ func BenchmarkContended(b *testing.B) {
 		key := "/bench/raw/" + testKey(b)
 		mutexes := make([]*concurrency.Mutex, contenders)
 		for i := range mutexes {
-			s, err := concurrency.NewSession(newClient(b, c.addr), concurrency.WithTTL(10))
+			s, err := concurrency.NewSession(servertest.EtcdClient(b, c.addr), concurrency.WithTTL(10))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 	"seckill/internal/lock/etcdlock"
 	"seckill/internal/lock/locktest"
 	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 )
 
 func TestConformance(t *testing.T) {
@@ -303,7 +304,7 @@ func TestUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := etcdsess.New(newClient(t, addr), time.Second)
+	m := etcdsess.New(servertest.EtcdClient(t, addr), time.Second)
 	lk := etcdlock.New(m, etcdlock.Options{})
 	t.Cleanup(func() { _ = lk.Close(); _ = m.Close() })
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)

@@ -9,7 +9,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"seckill/internal/etcdsess"
 	"seckill/internal/lock"
@@ -30,24 +29,8 @@ type cluster struct {
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	c := &cluster{addr: servertest.Etcd(t).Addr(), clients: map[*etcdlock.Locker]*clientv3.Client{}}
-	c.admin = newClient(t, c.addr)
+	c.admin = servertest.EtcdClient(t, c.addr)
 	return c
-}
-
-func newClient(t testing.TB, addr string) *clientv3.Client {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:            []string{addr},
-		DialTimeout:          2 * time.Second,
-		DialKeepAliveTime:    time.Second,
-		DialKeepAliveTimeout: time.Second,
-		Logger:               zap.NewNop(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	return cli
 }
 
 // locker returns a Locker with its own client and session, like a separate
@@ -60,7 +43,7 @@ func (c *cluster) locker(t testing.TB, ttl time.Duration) *etcdlock.Locker {
 // lockerWith is locker with options.
 func (c *cluster) lockerWith(t testing.TB, ttl time.Duration, opts etcdlock.Options) *etcdlock.Locker {
 	t.Helper()
-	cli := newClient(t, c.addr)
+	cli := servertest.EtcdClient(t, c.addr)
 	m := etcdsess.New(cli, ttl)
 	l := etcdlock.New(m, opts)
 	t.Cleanup(func() { _ = l.Close(); _ = m.Close() })

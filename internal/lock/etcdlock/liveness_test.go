@@ -157,7 +157,7 @@ func TestQueuedSurviveLeaseLossWhileQueued(t *testing.T) {
 func TestQueuedSurviveServerRestart(t *testing.T) {
 	srv := servertest.Etcd(t)
 	c := &cluster{addr: srv.Addr(), clients: map[*etcdlock.Locker]*clientv3.Client{}}
-	c.admin = newClient(t, c.addr)
+	c.admin = servertest.EtcdClient(t, c.addr)
 	holder, waiter := c.locker(t, 5*time.Second), c.locker(t, 5*time.Second)
 	key := testKey(t)
 	first := acquire(t, holder, key)
