@@ -48,7 +48,7 @@ func Classify(a Answer) (Outcome, int64) {
 	case a.Result == api.SoldOut:
 		return SoldOut, 0
 	case a.Result == api.Unconfirmed && a.Settled:
-		return Sold, -1
+		return SoldSometime, -1
 	case a.Result == api.Unconfirmed:
 		return Unknown, 0
 	case a.Result == api.Error && (a.ErrorsMayApply || a.Status != http.StatusServiceUnavailable):

@@ -55,7 +55,7 @@ func Buyers(initial int64, limit int, checkAfter bool) Model {
 		ks, keyed := s.keys[op.Key]
 		keyed = keyed && op.Key != ""
 		switch op.Outcome {
-		case Sold:
+		case Sold, SoldSometime:
 			if n, ok := sell(s, op); ok {
 				return []any{n}
 			}

@@ -44,6 +44,9 @@ const (
 	// Read is a read of the stock (the books at the end): Op.After is what
 	// it read.
 	Read
+	// SoldSometime took one unit at some time before it returned, its
+	// stock-after unknown: an unconfirmed sale its receipt says sold.
+	SoldSometime
 	// Replay is a 200 that repeats the sale of the buyer's key (Op.Order
 	// names it); KeyReused refuses a key another buyer's sale holds;
 	// LimitReached refuses a buyer at the per-user limit. The counter
@@ -65,6 +68,8 @@ func (o Outcome) String() string {
 		return "unknown"
 	case Read:
 		return "read"
+	case SoldSometime:
+		return "sold (by its receipt)"
 	case Replay:
 		return "replay"
 	case KeyReused:
@@ -122,6 +127,9 @@ type Model struct {
 	porcupine  porcupine.Model
 	initial    int64
 	checkAfter bool
+	// pinned: the model keeps an unanswered (or receipt-settled) sale as
+	// a unit to take later, so Check places it where it was sent.
+	pinned bool
 }
 
 // Counter is the model of the anonymous sale on one stock: a sold answer
@@ -129,36 +137,98 @@ type Model struct {
 // was; sold_out only at 0; a refusal changes nothing; an unknown answer
 // may have taken a unit; a read sees the stock. checkAfter off (a
 // segmented sale's answers carry their segment's stock) keeps the rest.
+//
+// An unanswered request may take its unit at any time after it was sent,
+// which a search that places it at every instant pays for with every
+// other request in flight: a kill that leaves dozens unanswered made a
+// 2,881-request history run out of its minute, and proving a violation
+// with them takes longer still. So the model places such a request where
+// it was sent (Check pins it there) and keeps it as a unit that may still
+// be taken (counterState.maybe), which any later step may take; an
+// unconfirmed sale its receipt says sold is one that must be taken by the
+// final read (sure). Only the steps that see the stock take any: a sold
+// answer naming its stock-after takes exactly as many as make it true, as
+// do sold_out and the read; the rest need none. Which request took a unit
+// does not matter to a counter, so this explains exactly the same
+// histories, in one pass.
 func Counter(initial int64, checkAfter bool) Model {
 	step := func(state, _, output any) []any {
-		s, op := state.(int64), output.(Op)
+		s, op := state.(counterState), output.(Op)
 		switch op.Outcome {
 		case Sold:
-			if s > 0 && (!checkAfter || op.After < 0 || op.After == s-1) {
-				return []any{s - 1}
+			if checkAfter && op.After >= 0 {
+				var out []any
+				for _, n := range s.take(s.stock-1-op.After, false) {
+					if n.stock > 0 {
+						n.stock--
+						out = append(out, n)
+					}
+				}
+				return out
 			}
-		case SoldOut:
-			if s == 0 {
+			if s.stock > 0 {
+				s.stock--
 				return []any{s}
 			}
+		case SoldOut:
+			return asAny(s.take(s.stock, false))
 		case NoChange, Replay, KeyReused, LimitReached:
 			return []any{s}
 		case Unknown:
-			if s > 0 {
-				return []any{s, s - 1}
-			}
+			s.maybe++
+			return []any{s}
+		case SoldSometime:
+			s.sure++
 			return []any{s}
 		case Read:
-			if op.After == s {
-				return []any{s}
-			}
+			return asAny(s.take(s.stock-op.After, true))
 		}
 		return nil
 	}
-	return newModel(initial, checkAfter, initial, step,
-		func(a, b any) bool { return a.(int64) == b.(int64) },
-		func(s any) uint64 { return uint64(s.(int64)) },
-		func(s any) string { return fmt.Sprintf("stock %d", s.(int64)) })
+	m := newModel(initial, checkAfter, counterState{stock: initial}, step,
+		func(a, b any) bool { return a.(counterState) == b.(counterState) },
+		func(s any) uint64 {
+			c := s.(counterState)
+			return uint64(c.stock)*1_000_003 + uint64(c.maybe)*1_009 + uint64(c.sure)
+		},
+		func(s any) string {
+			c := s.(counterState)
+			if c.maybe == 0 && c.sure == 0 {
+				return fmt.Sprintf("stock %d", c.stock)
+			}
+			return fmt.Sprintf("stock %d, %d sales still to take a unit, %d that may", c.stock, c.sure, c.maybe)
+		})
+	m.pinned = true
+	return m
+}
+
+// counterState is the stock, and the sales placed where they were sent
+// whose unit is still to be taken: sure ones (settled sold) and maybe ones
+// (unanswered).
+type counterState struct{ stock, maybe, sure int64 }
+
+// take has n of the placed sales take their unit now, in every split
+// between sure and maybe ones; all the sure ones when final.
+func (s counterState) take(n int64, final bool) []counterState {
+	if n < 0 || n > s.stock || n > s.maybe+s.sure {
+		return nil
+	}
+	var out []counterState
+	for k := min(n, s.sure); k >= 0 && n-k <= s.maybe; k-- {
+		if final && s.sure-k > 0 {
+			break
+		}
+		out = append(out, counterState{stock: s.stock - n, maybe: s.maybe - (n - k), sure: s.sure - k})
+	}
+	return out
+}
+
+func asAny(states []counterState) []any {
+	out := make([]any, len(states))
+	for i, s := range states {
+		out[i] = s
+	}
+	return out
 }
 
 // newModel is a Model from its nondeterministic step: a set of states
@@ -193,6 +263,14 @@ func newModel(initial int64, checkAfter bool, init any, step func(state, input, 
 // as name.html.
 func Check(m Model, ops []Op, timeout time.Duration, dir, name string) (Result, error) {
 	ops = resolveKeyed(ops)
+	if m.pinned {
+		ops = slices.Clone(ops)
+		for i, op := range ops {
+			if op.Outcome == Unknown || op.Outcome == SoldSometime {
+				ops[i].Return = op.Call + 1
+			}
+		}
+	}
 	pops := make([]porcupine.Operation, len(ops))
 	for i, op := range ops {
 		ret := op.Return

@@ -198,3 +198,39 @@ func TestBuyers(t *testing.T) {
 		})
 	}
 }
+
+// A kill's shape: dozens of requests never answered, some of which sold,
+// amid thousands of answered ones. Each unanswered one may take its unit
+// at any later time; the check stays a single pass.
+func TestCounterManyUnanswered(t *testing.T) {
+	const initial = 3000
+	var ops []history.Op
+	left, at := int64(initial), 0
+	for i := 0; left > 0; i++ {
+		if i%50 == 0 && i < 2500 {
+			ops = append(ops, op(i%8, at, -1, history.Unknown, 0))
+			if i%100 == 0 { // this one sold, a little later
+				left--
+			}
+		}
+		ops = append(ops, op(i%8, at+1, at+2, history.Sold, left-1))
+		left--
+		at += 3
+	}
+	ops = append(ops, op(0, at+1, at+2, history.Read, 0))
+	res, err := history.Check(history.Counter(initial, true), ops, time.Minute, "", "")
+	if err != nil || !res.OK {
+		t.Fatalf("got %+v, %v; want ok", res, err)
+	}
+	t.Logf("%d ops, %d in flight: %v", res.Ops, res.InFlight, res.Took)
+	// One answered sale too many, before the read: no spending of the
+	// unanswered explains it, and proving so stays bounded too.
+	read := ops[len(ops)-1]
+	ops = append(ops[:len(ops)-1], op(0, at+1, at+2, history.Sold, -1), read)
+	ops[len(ops)-1].Call, ops[len(ops)-1].Return = time.Duration(at+3)*ms, time.Duration(at+4)*ms
+	res, err = history.Check(history.Counter(initial, true), ops, time.Minute, "", "")
+	if err != nil || res.OK || res.Unknown {
+		t.Fatalf("a sale after the last unit: got %+v, %v; want a violation", res, err)
+	}
+	t.Logf("violation found in %v", res.Took)
+}
