@@ -692,6 +692,7 @@ func (x *run) judge() {
 			why = append(why, "no measure of the answers after the stock Redis came back")
 		}
 		why = append(why, x.problems...)
+		why = append(why, x.historyWhy...)
 	case ExpectStuck:
 		if !x.stuck {
 			why = append(why, "expected the lock to stay held forever after the crash")

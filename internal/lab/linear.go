@@ -34,17 +34,35 @@ type Linear struct {
 }
 
 // checksHistory reports whether a cell's answers are held to the model:
-// not where the store's data is lost on purpose (the answers after it are
-// judged by checkStoreLoss), nor where a failover may lose acknowledged
-// sales by design (acks 0), nor the crash cell, which sells nothing.
+// not where a failover may lose acknowledged sales by design (acks 0),
+// nor the crash cell, which sells nothing. Where the store's data is lost
+// on purpose, only the requests sent before the loss are (the answers
+// after it are judged by checkStoreLoss, and the books went with it).
 func checksHistory(e Expect) bool {
-	return e == ExpectSafe || e == ExpectOversell || e == ExpectWrong
+	return e == ExpectSafe || e == ExpectOversell || e == ExpectWrong || e == ExpectHalt
 }
 
 // checkHistory builds the cell's history from its answers and the books
 // read at readAt, and checks it.
 func (x *run) checkHistory(resps []response, readAt time.Time) {
-	if !checksHistory(x.res.Expect) || len(resps) == 0 {
+	if !checksHistory(x.res.Expect) {
+		return
+	}
+	var lost time.Time // the store's loss: only what was sent before it
+	if x.res.Expect == ExpectHalt {
+		if x.res.Store == nil {
+			return // the judge says so
+		}
+		lost = x.res.Store.back.Add(-time.Duration(x.res.Store.DownMS) * time.Millisecond)
+		var before []response
+		for _, r := range resps {
+			if r.Sent.Before(lost) {
+				before = append(before, r)
+			}
+		}
+		resps = before
+	}
+	if len(resps) == 0 {
 		return
 	}
 	t0 := resps[0].Sent
@@ -78,8 +96,10 @@ func (x *run) checkHistory(resps []response, readAt time.Time) {
 		op.Client = c
 		ops = append(ops, op)
 	}
-	end := readAt.Sub(t0) + time.Millisecond
-	ops = append(ops, history.Op{Client: len(clients), Call: end, Return: end + 1, Outcome: history.Read, After: x.res.Stock})
+	if lost.IsZero() {
+		end := readAt.Sub(t0) + time.Millisecond
+		ops = append(ops, history.Op{Client: len(clients), Call: end, Return: end + 1, Outcome: history.Read, After: x.res.Stock})
+	}
 
 	dir := os.Getenv("SECKILL_HISTORY_DIR")
 	if dir == "" {
@@ -99,7 +119,7 @@ func (x *run) checkHistory(resps []response, readAt time.Time) {
 		bad("history check: %v", err)
 	case res.Unknown:
 		bad("history check ran out of time (%v) with %d ops, %d in flight", historyTimeout, res.Ops, res.InFlight)
-	case x.res.Expect == ExpectSafe && !res.OK:
+	case (x.res.Expect == ExpectSafe || x.res.Expect == ExpectHalt) && !res.OK:
 		bad("the answers are not linearizable (picture: %s)", res.Picture)
 	case x.res.Expect == ExpectOversell && res.OK:
 		bad("the answers are linearizable: the history check cannot see the oversell")
