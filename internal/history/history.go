@@ -130,6 +130,8 @@ type Model struct {
 	// pinned: the model keeps an unanswered (or receipt-settled) sale as
 	// a unit to take later, so Check places it where it was sent.
 	pinned bool
+	// from builds the model from another initial state (Check's budget).
+	from func(init any) porcupine.Model
 }
 
 // Counter is the model of the anonymous sale on one stock: a sold answer
@@ -185,11 +187,11 @@ func Counter(initial int64, checkAfter bool) Model {
 		}
 		return nil
 	}
-	m := newModel(initial, checkAfter, counterState{stock: initial}, step,
+	m := newModel(initial, checkAfter, counterState{stock: initial, budget: math.MaxInt64}, step,
 		func(a, b any) bool { return a.(counterState) == b.(counterState) },
 		func(s any) uint64 {
 			c := s.(counterState)
-			return uint64(c.stock)*1_000_003 + uint64(c.maybe)*1_009 + uint64(c.sure)
+			return uint64(c.stock)*1_000_003 + uint64(c.maybe)*1_009 + uint64(c.sure)*31 + uint64(c.budget)
 		},
 		func(s any) string {
 			c := s.(counterState)
@@ -205,20 +207,35 @@ func Counter(initial int64, checkAfter bool) Model {
 // counterState is the stock, and the sales placed where they were sent
 // whose unit is still to be taken: sure ones (settled sold) and maybe ones
 // (unanswered).
-type counterState struct{ stock, maybe, sure int64 }
+type counterState struct {
+	stock, maybe, sure, budget int64
+	// named are the stock-afters answered sold (shared by every state of
+	// a check; nil: none known). The unit that left one of them was that
+	// answer's, so no placed sale may take it.
+	named *map[int64]bool
+}
 
 // take has n of the placed sales take their unit now, in every split
-// between sure and maybe ones; all the sure ones when final.
+// between sure and maybe ones; all the sure ones when final. The maybe
+// ones may take no more units than the budget: how many the books say
+// unanswered requests sold (Check).
 func (s counterState) take(n int64, final bool) []counterState {
 	if n < 0 || n > s.stock || n > s.maybe+s.sure {
 		return nil
 	}
+	if s.named != nil {
+		for i := int64(1); i <= n; i++ {
+			if (*s.named)[s.stock-i] {
+				return nil
+			}
+		}
+	}
 	var out []counterState
-	for k := min(n, s.sure); k >= 0 && n-k <= s.maybe; k-- {
+	for k := min(n, s.sure); k >= 0 && n-k <= s.maybe && n-k <= s.budget; k-- {
 		if final && s.sure-k > 0 {
 			break
 		}
-		out = append(out, counterState{stock: s.stock - n, maybe: s.maybe - (n - k), sure: s.sure - k})
+		out = append(out, counterState{stock: s.stock - n, maybe: s.maybe - (n - k), sure: s.sure - k, budget: s.budget - (n - k), named: s.named})
 	}
 	return out
 }
@@ -235,6 +252,14 @@ func asAny(states []counterState) []any {
 // stands for what an unanswered request leaves undecided.
 func newModel(initial int64, checkAfter bool, init any, step func(state, input, output any) []any,
 	equal func(a, b any) bool, hash func(any) uint64, describe func(any) string) Model {
+	build := func(init any) porcupine.Model {
+		return buildModel(init, step, equal, hash, describe)
+	}
+	return Model{porcupine: build(init), initial: initial, checkAfter: checkAfter, from: build}
+}
+
+func buildModel(init any, step func(state, input, output any) []any,
+	equal func(a, b any) bool, hash func(any) uint64, describe func(any) string) porcupine.Model {
 	nm := porcupine.NondeterministicModel{
 		Init:  func() []any { return []any{init} },
 		Step:  step,
@@ -255,7 +280,7 @@ func newModel(initial int64, checkAfter bool, init any, step func(state, input, 
 		},
 		DescribeState: describe,
 	}
-	return Model{porcupine: nm.ToModel(), initial: initial, checkAfter: checkAfter}
+	return nm.ToModel()
 }
 
 // Check runs model over ops for at most timeout (the search is CPU-bound
@@ -263,6 +288,8 @@ func newModel(initial int64, checkAfter bool, init any, step func(state, input, 
 // as name.html.
 func Check(m Model, ops []Op, timeout time.Duration, dir, name string) (Result, error) {
 	ops = resolveKeyed(ops)
+	model := m.porcupine
+	budgetReason := ""
 	if m.pinned {
 		ops = slices.Clone(ops)
 		for i, op := range ops {
@@ -270,6 +297,28 @@ func Check(m Model, ops []Op, timeout time.Duration, dir, name string) (Result, 
 				ops[i].Return = op.Call + 1
 			}
 		}
+		// The books bound how many units the unanswered took: every other
+		// unit gone was answered for. Without that bound the search may
+		// try any answered sale as one that some unanswered ones' units
+		// explain, and a kill's dozens of them made it run out of its
+		// minute on a history with none sold.
+		init := counterState{stock: m.initial, budget: math.MaxInt64}
+		if b, ok := unansweredBudget(m.initial, ops); ok {
+			init.budget = b
+			if b < 0 {
+				budgetReason = fmt.Sprintf("%d more units answered sold than left the stock", -b)
+			}
+		}
+		if m.checkAfter {
+			named := map[int64]bool{}
+			for _, op := range ops {
+				if op.Outcome == Sold && op.After >= 0 {
+					named[op.After] = true
+				}
+			}
+			init.named = &named
+		}
+		model = m.from(init)
 	}
 	pops := make([]porcupine.Operation, len(ops))
 	for i, op := range ops {
@@ -281,10 +330,10 @@ func Check(m Model, ops []Op, timeout time.Duration, dir, name string) (Result, 
 	}
 	res := Result{Ops: len(ops), InFlight: InFlight(ops)}
 	start := time.Now()
-	if res.Reason = m.quickViolation(ops); res.Reason != "" {
+	if res.Reason = cmp.Or(budgetReason, m.quickViolation(ops)); res.Reason != "" {
 		timeout = min(timeout, pictureTimeout)
 	}
-	verdict, info := porcupine.CheckOperationsVerbose(m.porcupine, pops, timeout)
+	verdict, info := porcupine.CheckOperationsVerbose(model, pops, timeout)
 	res.Took = time.Since(start)
 	switch {
 	case res.Reason != "" && verdict != porcupine.Illegal:
@@ -303,7 +352,7 @@ func Check(m Model, ops []Op, timeout time.Duration, dir, name string) (Result, 
 		return res, err
 	}
 	res.Picture = filepath.Join(dir, name+".html")
-	if err := porcupine.VisualizePath(m.porcupine, info, res.Picture); err != nil {
+	if err := porcupine.VisualizePath(model, info, res.Picture); err != nil {
 		return res, fmt.Errorf("history: write the picture: %w", err)
 	}
 	return res, nil
@@ -403,4 +452,21 @@ func resolveKeyed(ops []Op) []Op {
 		}
 	}
 	return out
+}
+
+// unansweredBudget is how many units the unanswered requests took, by the
+// books: the units gone by the final read, less those answered sold (a
+// sale by its receipt included). false without a read.
+func unansweredBudget(initial int64, ops []Op) (int64, bool) {
+	var sold int64
+	read, ok := int64(0), false
+	for _, op := range ops {
+		switch op.Outcome {
+		case Sold, SoldSometime:
+			sold++
+		case Read:
+			read, ok = op.After, true
+		}
+	}
+	return initial - read - sold, ok
 }
