@@ -31,3 +31,6 @@ func (s *Service) Gathering(i int) bool {
 func (s *Store) WitnessBegin(ctx context.Context, epoch string) error {
 	return s.wit.begin(ctx, epoch, len(s.segs))
 }
+
+// SegmentAcks is segment i's replica acks.
+func (s *Store) SegmentAcks(i int) ReplicaAcks { return s.segs[i].acks }

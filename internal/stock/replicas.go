@@ -57,15 +57,10 @@ func (s *Store) WithReplicaAcks(a ReplicaAcks) *Store {
 	if a.Timeout <= 0 {
 		a.Timeout = DefaultReplicaAckTimeout
 	}
-	n := NewStore(s.rdb, s.keys)
-	var w *witness
-	if s.wit != nil {
-		w = &witness{reg: s.wit.reg, timeout: s.wit.timeout, mark: n.mark}
+	if s.wit == nil {
+		return s.with(a, nil, 0)
 	}
-	for _, seg := range n.segs {
-		seg.acks, seg.wit = a, w
-	}
-	return n
+	return s.with(a, s.wit.reg, s.wit.timeout)
 }
 
 // ReplicaAcks is the store's setting (zero: sales do not wait).

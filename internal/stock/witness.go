@@ -127,17 +127,23 @@ type witnessWaiter struct {
 // a sale sold only once r holds its ceiling. timeout bounds one register
 // round (0: DefaultWitnessTimeout). A nil r returns a store without one.
 func (s *Store) WithWitness(r Register, timeout time.Duration) *Store {
-	n := NewStore(s.rdb, s.keys)
-	n.acks = s.acks
-	if r == nil {
-		return n
-	}
 	if timeout <= 0 {
 		timeout = DefaultWitnessTimeout
 	}
-	w := &witness{reg: r, timeout: timeout, mark: n.mark}
+	return s.with(s.acks, r, timeout)
+}
+
+// with is a store over the same client and keys whose every segment waits
+// for acks a and is witnessed in reg (nil: none), with a memory of the
+// sale of its own.
+func (s *Store) with(a ReplicaAcks, reg Register, timeout time.Duration) *Store {
+	n := NewStore(s.rdb, s.keys)
+	var w *witness
+	if reg != nil {
+		w = &witness{reg: reg, timeout: timeout, mark: n.mark}
+	}
 	for _, seg := range n.segs {
-		seg.acks, seg.wit = s.acks, w
+		seg.acks, seg.wit = a, w
 	}
 	return n
 }

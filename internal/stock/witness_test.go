@@ -301,3 +301,20 @@ func TestWitnessThatForgotIsRefilled(t *testing.T) {
 		t.Fatalf("a new process on the rewound Redis: got %+v, %v; want ErrStoreRewound", sale, err)
 	}
 }
+
+// stockd builds its store as acks, then witness (none by default): every
+// segment must keep the acks. WithWitness(nil) used to give them to
+// segment 0 alone, so the other segments' sales were answered without
+// waiting for the replica.
+func TestWitnessKeepsEverySegmentsAcks(t *testing.T) {
+	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Segments: 3}
+	acks := stock.ReplicaAcks{Replicas: 1, Timeout: time.Second}
+	for _, reg := range []stock.Register{nil, &memRegister{}} {
+		s := stock.NewStore(nil, keys).WithReplicaAcks(acks).WithWitness(reg, 0)
+		for i := range 3 {
+			if got := s.SegmentAcks(i); got != acks {
+				t.Fatalf("witness %v: segment %d acks %+v, want %+v", reg != nil, i, got, acks)
+			}
+		}
+	}
+}
