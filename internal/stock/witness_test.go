@@ -23,7 +23,9 @@ type memRegister struct {
 	val     []byte
 	ver     int64
 	down    bool
-	slow    atomic.Int64 // nanoseconds each Put takes
+	// gate, when set, holds every Put until it is closed (or the Put's
+	// context ends).
+	gate atomic.Pointer[chan struct{}]
 	puts    atomic.Int64
 	refused atomic.Int64
 }
@@ -40,7 +42,13 @@ func (m *memRegister) Get(ctx context.Context) ([]byte, int64, error) {
 }
 
 func (m *memRegister) Put(ctx context.Context, v []byte, ver int64) (int64, error) {
-	time.Sleep(time.Duration(m.slow.Load()))
+	if g := m.gate.Load(); g != nil {
+		select {
+		case <-*g:
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%w: %w", stock.ErrRegisterUnavailable, ctx.Err())
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.down {
@@ -243,7 +251,15 @@ func TestWitnessDownAndGroupCommit(t *testing.T) {
 	}
 	reg.setDown(false)
 
-	reg.slow.Store(int64(5 * time.Millisecond))
+	// Concurrent sales: one witness round is held at the gate until every
+	// sale has taken its unit, so all of them wait for the witness at
+	// once, whatever the machine's pace.
+	gate := make(chan struct{})
+	reg.gate.Store(&gate)
+	s = stock.NewStore(rdb, keys).WithWitness(reg, 30*time.Second)
+	svc = newService(s, locallock.New(), func(c *stock.ServiceConfig) {
+		c.Mode, c.ConfirmTimeout = stock.ModeAtomic, 30*time.Second
+	})
 	puts := reg.puts.Load()
 	const buyers = 60
 	var wg sync.WaitGroup
@@ -256,6 +272,21 @@ func TestWitnessDownAndGroupCommit(t *testing.T) {
 			}
 		})
 	}
+	for {
+		lucky, err := rdb.Get(t.Context(), "lucky").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lucky == 2+buyers || failed.Load() > 0 {
+			break
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("lucky %d, want %d", lucky, 2+buyers)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	close(gate)
 	wg.Wait()
 	if failed.Load() > 0 {
 		t.FailNow()
