@@ -76,34 +76,26 @@ const (
 // close.
 func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Consumer, error) {
 	cfg := w.cfg
-	dsn, err := mysql.ParseDSN(cfg.MySQL.DSN)
-	if err != nil {
-		return nil, fmt.Errorf("config: mysql.dsn: %w", err) // Validate caught it already
-	}
 	// This pool is the consumer's alone: duplicates are told from inserts
 	// by the affected-row count, which clientFoundRows would hide; and a
 	// stalled server must fail a batch (to be retried) rather than hold it
-	// forever, so unset timeouts get bounds far above a batch's time.
-	dsn.ClientFoundRows = false
-	if dsn.Timeout == 0 {
-		dsn.Timeout = ordersSchemaTimeout
-	}
-	if dsn.ReadTimeout == 0 {
-		dsn.ReadTimeout = ordersIOTimeout
-	}
-	if dsn.WriteTimeout == 0 {
-		dsn.WriteTimeout = ordersIOTimeout
-	}
-	conn, err := mysql.NewConnector(dsn)
+	// forever, so unset timeouts get bounds far above a batch's time. One
+	// batch's transaction at a time, plus the /ledger and audit counts.
+	db, err := openMySQL(w, 4, func(dsn *mysql.Config) {
+		dsn.ClientFoundRows = false
+		if dsn.Timeout == 0 {
+			dsn.Timeout = ordersSchemaTimeout
+		}
+		if dsn.ReadTimeout == 0 {
+			dsn.ReadTimeout = ordersIOTimeout
+		}
+		if dsn.WriteTimeout == 0 {
+			dsn.WriteTimeout = ordersIOTimeout
+		}
+	})
 	if err != nil {
-		return nil, fmt.Errorf("config: mysql.dsn: %w", err)
+		return nil, err
 	}
-	db := sql.OpenDB(conn) // connects on first use
-	// One batch's transaction at a time, plus the /ledger and audit counts.
-	db.SetMaxOpenConns(4)
-	db.SetMaxIdleConns(2)
-	db.SetConnMaxIdleTime(time.Minute)
-	w.onClose(db.Close)
 
 	uniqueBuyer := cfg.Stock.PerUserLimit == 1
 	c, err := orders.New(orders.Config{
@@ -167,4 +159,25 @@ func ensureOrdersSchema(ctx context.Context, log *slog.Logger, db *sql.DB, uniqu
 		}
 		delay = min(2*delay, ordersRetryMax)
 	}
+}
+
+// openMySQL is a pool of at most maxOpen connections to mysql.dsn, as
+// adjust leaves its settings, closed with w. It connects on first use: a
+// MySQL that is down keeps nothing from starting.
+func openMySQL(w *wiring, maxOpen int, adjust func(*mysql.Config)) (*sql.DB, error) {
+	dsn, err := mysql.ParseDSN(w.cfg.MySQL.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("config: mysql.dsn: %w", err) // Validate caught it already
+	}
+	adjust(dsn)
+	conn, err := mysql.NewConnector(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("config: mysql.dsn: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(maxOpen)
+	db.SetMaxIdleConns(max(maxOpen/2, 1))
+	db.SetConnMaxIdleTime(time.Minute)
+	w.onClose(db.Close)
+	return db, nil
 }

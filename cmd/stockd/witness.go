@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"log/slog"
 	"path"
 	"sync"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -38,21 +35,14 @@ func buildWitness(ctx context.Context, w *wiring) (stock.Register, error) {
 		}
 		return witness.NewEtcd(mgr.Client(), path.Join(witnessPrefix, cfg.Stock.Key)), nil
 	case "mysql":
-		dsn, err := mysql.ParseDSN(cfg.MySQL.DSN)
+		db, err := openMySQL(w, 4, func(dsn *mysql.Config) {
+			if dsn.Timeout == 0 {
+				dsn.Timeout = cfg.Stock.WitnessTimeout
+			}
+		})
 		if err != nil {
-			return nil, fmt.Errorf("config: mysql.dsn: %w", err) // Validate caught it already
+			return nil, err
 		}
-		if dsn.Timeout == 0 {
-			dsn.Timeout = cfg.Stock.WitnessTimeout
-		}
-		conn, err := mysql.NewConnector(dsn)
-		if err != nil {
-			return nil, fmt.Errorf("config: mysql.dsn: %w", err)
-		}
-		db := sql.OpenDB(conn) // connects on first use
-		db.SetMaxOpenConns(4)
-		db.SetConnMaxIdleTime(time.Minute)
-		w.onClose(db.Close)
 		return &initFirst{MySQL: witness.NewMySQL(db, cfg.Stock.Key)}, nil
 	default:
 		return nil, nil

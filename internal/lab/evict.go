@@ -13,6 +13,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/localcluster"
+	"seckill/internal/stock"
 )
 
 // evict.go: the stock Redis set to evict keys, then out of memory, mid-sale.
@@ -159,12 +160,11 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("INFO memory: %w", err)
 	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
+	v, ok := stock.InfoField(info, "used_memory")
+	if !ok {
+		return 0, errors.New("INFO memory reports no used_memory")
 	}
-	return 0, errors.New("INFO memory reports no used_memory")
+	return strconv.ParseInt(v, 10, 64)
 }
 
 func junkKey(i int) string { return "lab:junk:" + strconv.Itoa(i) }

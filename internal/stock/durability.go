@@ -73,17 +73,17 @@ func ReadDurability(ctx context.Context, rdb DurabilityReader) (Durability, erro
 	if err != nil {
 		return d, wrapRedis(ctx, "INFO persistence", err)
 	}
-	aof, ok := infoField(info, "aof_enabled")
+	aof, ok := InfoField(info, "aof_enabled")
 	if !ok {
 		return d, fmt.Errorf("%w: INFO persistence reports no aof_enabled", ErrDurabilityUnknown)
 	}
 	d.AOF = aof == "1"
-	if v, ok := infoField(info, "rdb_last_save_time"); ok {
+	if v, ok := InfoField(info, "rdb_last_save_time"); ok {
 		if sec, err := strconv.ParseInt(v, 10, 64); err == nil && sec > 0 {
 			d.LastSave = time.Unix(sec, 0)
 		}
 	}
-	if v, ok := infoField(info, "rdb_changes_since_last_save"); ok {
+	if v, ok := InfoField(info, "rdb_changes_since_last_save"); ok {
 		d.UnsavedChanges, _ = strconv.ParseInt(v, 10, 64)
 	}
 
@@ -91,7 +91,7 @@ func ReadDurability(ctx context.Context, rdb DurabilityReader) (Durability, erro
 	if err != nil {
 		return d, wrapRedis(ctx, "INFO server", err)
 	}
-	d.Version, _ = infoField(server, "redis_version")
+	d.Version, _ = InfoField(server, "redis_version")
 	d.WaitAOF = versionAtLeast(d.Version, 7, 2)
 
 	if d.AOF {

@@ -43,7 +43,7 @@ func MaxmemoryPolicy(ctx context.Context, rdb InfoReader) (string, error) {
 		}
 		return "", err
 	}
-	policy, ok := infoField(info, "maxmemory_policy")
+	policy, ok := InfoField(info, "maxmemory_policy")
 	switch {
 	case !ok:
 		return "", fmt.Errorf("%w: INFO memory reports no maxmemory_policy", ErrEvictingPolicy)
@@ -53,8 +53,8 @@ func MaxmemoryPolicy(ctx context.Context, rdb InfoReader) (string, error) {
 	return policy, nil
 }
 
-// infoField finds one "name:value" line of an INFO reply.
-func infoField(info, name string) (string, bool) {
+// InfoField finds one "name:value" line of an INFO reply.
+func InfoField(info, name string) (string, bool) {
 	sc := bufio.NewScanner(strings.NewReader(info))
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), name+":"); ok {
