@@ -19,13 +19,13 @@ import (
 // memRegister is a Register in memory: the witness's merge rules are
 // tested here; package witness tests the real registers (etcd, MySQL).
 type memRegister struct {
-	mu      sync.Mutex
-	val     []byte
-	ver     int64
-	down    bool
+	mu   sync.Mutex
+	val  []byte
+	ver  int64
+	down bool
 	// gate, when set, holds every Put until it is closed (or the Put's
 	// context ends).
-	gate atomic.Pointer[chan struct{}]
+	gate    atomic.Pointer[chan struct{}]
 	puts    atomic.Int64
 	refused atomic.Int64
 }
