@@ -2,6 +2,7 @@ package history
 
 import (
 	"net/http"
+	"time"
 
 	"seckill/internal/api"
 )
@@ -62,4 +63,48 @@ func Classify(a Answer) (Outcome, int64) {
 		// write: definite refusals.
 		return NoChange, 0
 	}
+}
+
+// Call is one request as its client recorded it.
+type Call struct {
+	Answer
+	Sent, Answered time.Time // on one monotonic clock
+	Client         int       // the row it is drawn in
+	// Note, User, Key and Order go to the Op as they are.
+	Note, User, Key, Order string
+}
+
+// Build is the history of calls: each an Op from its send to its answer;
+// one with no answer returns Never, and an unconfirmed one returns when
+// its receipt was read after the run, at readAt. With final, the read of
+// the books at readAt (stock left) is its last operation.
+func Build(calls []Call, readAt time.Time, stock int64, final bool) []Op {
+	if len(calls) == 0 {
+		return nil
+	}
+	t0, last := calls[0].Sent, 0
+	for _, c := range calls {
+		if c.Sent.Before(t0) {
+			t0 = c.Sent
+		}
+		last = max(last, c.Client)
+	}
+	ops := make([]Op, 0, len(calls)+1)
+	for _, c := range calls {
+		o, after := Classify(c.Answer)
+		op := Op{Client: c.Client, Call: c.Sent.Sub(t0), Return: c.Answered.Sub(t0), Outcome: o, After: after,
+			Note: c.Note, User: c.User, Key: c.Key, Order: c.Order}
+		switch {
+		case o == Unknown:
+			op.Return = Never
+		case c.Result == api.Unconfirmed:
+			op.Return = readAt.Sub(t0)
+		}
+		ops = append(ops, op)
+	}
+	if final {
+		end := readAt.Sub(t0)
+		ops = append(ops, Op{Client: last + 1, Call: end, Return: end + 1, Outcome: Read, After: stock})
+	}
+	return ops
 }

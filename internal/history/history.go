@@ -289,7 +289,7 @@ func buildModel(init any, step func(state, input, output any) []any,
 func Check(m Model, ops []Op, timeout time.Duration, dir, name string) (Result, error) {
 	ops = resolveKeyed(ops)
 	model := m.porcupine
-	budgetReason := ""
+	named, reason := m.named(ops)
 	if m.pinned {
 		ops = slices.Clone(ops)
 		for i, op := range ops {
@@ -306,16 +306,10 @@ func Check(m Model, ops []Op, timeout time.Duration, dir, name string) (Result, 
 		if b, ok := unansweredBudget(m.initial, ops); ok {
 			init.budget = b
 			if b < 0 {
-				budgetReason = fmt.Sprintf("%d more units answered sold than left the stock", -b)
+				reason = cmp.Or(fmt.Sprintf("%d more units answered sold than left the stock", -b), reason)
 			}
 		}
-		if m.checkAfter {
-			named := map[int64]bool{}
-			for _, op := range ops {
-				if op.Outcome == Sold && op.After >= 0 {
-					named[op.After] = true
-				}
-			}
+		if named != nil {
 			init.named = &named
 		}
 		model = m.from(init)
@@ -330,7 +324,7 @@ func Check(m Model, ops []Op, timeout time.Duration, dir, name string) (Result, 
 	}
 	res := Result{Ops: len(ops), InFlight: InFlight(ops)}
 	start := time.Now()
-	if res.Reason = cmp.Or(budgetReason, m.quickViolation(ops)); res.Reason != "" {
+	if res.Reason = reason; res.Reason != "" {
 		timeout = min(timeout, pictureTimeout)
 	}
 	verdict, info := porcupine.CheckOperationsVerbose(model, pops, timeout)
@@ -382,27 +376,30 @@ func InFlight(ops []Op) int {
 	return most
 }
 
-// quickViolation finds what no sequential order can explain, without a
-// search: two sold answers that left the same stock, or a stock-after
-// outside 0..initial-1. Only for a model that checks the stock-after.
-func (m Model) quickViolation(ops []Op) string {
+// named is the stock-afters sold answers name (nil for a model that does
+// not check them), and what no sequential order can explain among them,
+// found without a search: two sales that left the same stock, or a
+// stock-after outside 0..initial-1.
+func (m Model) named(ops []Op) (map[int64]bool, string) {
 	if !m.checkAfter {
-		return ""
+		return nil, ""
 	}
-	seen := make(map[int64]bool, len(ops))
+	named := make(map[int64]bool, len(ops))
+	reason := ""
 	for _, op := range ops {
 		if op.Outcome != Sold || op.After < 0 {
 			continue
 		}
-		if op.After >= m.initial {
-			return fmt.Sprintf("a sale left %d of a stock of %d", op.After, m.initial)
+		switch {
+		case reason != "":
+		case op.After >= m.initial:
+			reason = fmt.Sprintf("a sale left %d of a stock of %d", op.After, m.initial)
+		case named[op.After]:
+			reason = fmt.Sprintf("two sales both left %d: one unit sold twice", op.After)
 		}
-		if seen[op.After] {
-			return fmt.Sprintf("two sales both left %d: one unit sold twice", op.After)
-		}
-		seen[op.After] = true
+		named[op.After] = true
 	}
-	return ""
+	return named, reason
 }
 
 // resolveKeyed settles what an unanswered send did from the answers to

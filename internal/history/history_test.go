@@ -274,3 +274,31 @@ func TestCounterKillShape(t *testing.T) {
 	}
 	t.Logf("%d ops, %d unanswered (%d sold), %d in flight: %v", res.Ops, unknown, lost, res.InFlight, res.Took)
 }
+
+// Build: an unanswered request never returns, an unconfirmed one returns
+// when its receipt was read, and the books' read comes last.
+func TestBuild(t *testing.T) {
+	t0 := time.Now()
+	at := func(d int) time.Time { return t0.Add(time.Duration(d) * ms) }
+	calls := []history.Call{
+		{Answer: history.Answer{Status: 200, Result: "sold", Left: 2}, Sent: at(0), Answered: at(1), Client: 0},
+		{Answer: history.Answer{Status: 0}, Sent: at(2), Answered: at(3), Client: 1},
+		{Answer: history.Answer{Status: 503, Result: "unconfirmed", Settled: true}, Sent: at(4), Answered: at(5), Client: 2},
+	}
+	ops := history.Build(calls, at(10), 1, true)
+	want := []struct {
+		o   history.Outcome
+		ret time.Duration
+	}{{history.Sold, 1 * ms}, {history.Unknown, history.Never}, {history.SoldSometime, 10 * ms}, {history.Read, 10*ms + 1}}
+	if len(ops) != len(want) {
+		t.Fatalf("got %d ops, want %d", len(ops), len(want))
+	}
+	for i, w := range want {
+		if ops[i].Outcome != w.o || ops[i].Return != w.ret {
+			t.Errorf("op %d: got %v returning %v, want %v returning %v", i, ops[i].Outcome, ops[i].Return, w.o, w.ret)
+		}
+	}
+	if ops[3].Client != 3 || ops[3].After != 1 {
+		t.Errorf("the read: client %d after %d, want 3 and 1", ops[3].Client, ops[3].After)
+	}
+}

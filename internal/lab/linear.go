@@ -65,41 +65,21 @@ func (x *run) checkHistory(resps []response, readAt time.Time) {
 	if len(resps) == 0 {
 		return
 	}
-	t0 := resps[0].Sent
-	for _, r := range resps {
-		if r.Sent.Before(t0) {
-			t0 = r.Sent
-		}
-	}
 	clients := map[string]int{}
-	ops := make([]history.Op, 0, len(resps)+1)
-	for _, r := range resps {
-		o, after := x.outcome(r)
-		op := history.Op{Call: r.Sent.Sub(t0), Return: r.At.Sub(t0), Outcome: o, After: after, Note: r.Replica,
-			User: r.User, Key: r.Key, Order: r.Order}
-		switch {
-		case o == history.Unknown:
-			op.Return = history.Never
-		case r.Result == api.Unconfirmed:
-			// Settled by its receipt after the load: it took effect (or
-			// not) at some time before the receipt was read.
-			op.Return = readAt.Sub(t0)
-		}
-		if r.Replica == "" || op.Return == history.Never {
-			op.Note = describe(r)
-		}
+	calls := make([]history.Call, len(resps))
+	for i, r := range resps {
 		c, ok := clients[r.Replica]
 		if !ok {
 			c = len(clients)
 			clients[r.Replica] = c
 		}
-		op.Client = c
-		ops = append(ops, op)
+		calls[i] = history.Call{Answer: x.answer(r), Sent: r.Sent, Answered: r.At, Client: c,
+			Note: r.Replica, User: r.User, Key: r.Key, Order: r.Order}
+		if o, _ := history.Classify(calls[i].Answer); r.Replica == "" || o == history.Unknown {
+			calls[i].Note = describe(r)
+		}
 	}
-	if lost.IsZero() {
-		end := readAt.Sub(t0) + time.Millisecond
-		ops = append(ops, history.Op{Client: len(clients), Call: end, Return: end + 1, Outcome: history.Read, After: x.res.Stock})
-	}
+	ops := history.Build(calls, readAt, x.res.Stock, lost.IsZero())
 
 	dir := os.Getenv("SECKILL_HISTORY_DIR")
 	if dir == "" {
@@ -132,14 +112,14 @@ func (x *run) checkHistory(resps []response, readAt time.Time) {
 // segmented: the sale's answers carry their segment's stock, not the sum.
 func (x *run) segmented() bool { return strings.HasPrefix(x.cell.Sale, "segments") }
 
-// outcome is what an answer says the request did to the stock.
-func (x *run) outcome(r response) (history.Outcome, int64) {
-	return history.Classify(history.Answer{
+// answer is what the history check knows of an answer.
+func (x *run) answer(r response) history.Answer {
+	return history.Answer{
 		Status: r.Status, Result: r.Result, Left: r.Left, Replayed: r.Replayed, Settled: r.Settled, Cut: r.Cut,
 		// A failover may apply a write whose answer was an error (the
 		// books allow it: failoverConsistent).
 		ErrorsMayApply: IsFailover(x.cell.Scenario),
-	})
+	}
 }
 
 // runFalseSoldOut asks every replica directly until it has sold twice:

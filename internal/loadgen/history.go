@@ -47,30 +47,15 @@ func CheckHistory(responses []Response, initial int, st api.Stock, readAt time.T
 	if len(responses) == 0 {
 		return &History{OK: true}
 	}
-	t0 := responses[0].Sent
-	for _, r := range responses {
-		if r.Sent.Before(t0) {
-			t0 = r.Sent
-		}
-	}
-	ops := make([]history.Op, 0, len(responses)+1)
+	calls := make([]history.Call, len(responses))
 	for i, r := range responses {
-		o, after := history.Classify(history.Answer{
-			Status: r.Status, Result: r.Result, Left: r.Left, Replayed: r.Outcome == OutcomeReplayed,
-			Settled: r.Settled, Cut: r.Cut,
-		})
-		op := history.Op{Client: i, Call: r.Sent.Sub(t0), Return: r.Received.Sub(t0), Outcome: o, After: after, Note: r.Replica,
-			User: r.User, Key: r.Key, Order: r.Order}
-		switch {
-		case o == history.Unknown:
-			op.Return = history.Never
-		case r.Outcome == OutcomeUnconfirmed:
-			op.Return = readAt.Sub(t0) // settled by its receipt, after the run
+		calls[i] = history.Call{
+			Answer: history.Answer{Status: r.Status, Result: r.Result, Left: r.Left, Replayed: r.Outcome == OutcomeReplayed,
+				Settled: r.Settled, Cut: r.Cut},
+			Sent: r.Sent, Answered: r.Received, Client: i, Note: r.Replica, User: r.User, Key: r.Key, Order: r.Order,
 		}
-		ops = append(ops, op)
 	}
-	end := readAt.Sub(t0)
-	ops = append(ops, history.Op{Client: len(responses), Call: end, Return: end + 1, Outcome: history.Read, After: st.Stock})
+	ops := history.Build(calls, readAt, st.Stock, true)
 	h := &History{Ops: len(ops)}
 	// A segmented sale's answers carry their segment's stock: the model
 	// then checks the sum only.
