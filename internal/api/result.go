@@ -37,9 +37,6 @@ const (
 	// LimitReached: the buyer (X-User) already bought stock.per_user_limit
 	// units of this sale; nothing was sold.
 	LimitReached Result = "limit_reached"
-	// KeyReused: the Idempotency-Key was first used by another buyer;
-	// nothing was sold.
-	KeyReused Result = "key_reused"
 	// StoreLost: the sale is not in the stock Redis (its stock key is
 	// missing: Redis lost it, or no sale was ever reset there); nothing was
 	// sold, and nothing is until an operator resets the sale.
@@ -51,10 +48,9 @@ const (
 const StoreRewound = "store_rewound"
 
 // Results lists every result stockd can answer, for tests and tables.
-// LimitReached and KeyReused come last: they need a named buyer or an
-// Idempotency-Key, and tables of anonymous sales may stop
-// before them.
-var Results = []Result{Sold, SoldOut, Fenced, Busy, LockLost, MixedBackends, Unconfirmed, Error, LimitReached, KeyReused, StoreLost}
+// LimitReached comes last but one: it needs a named buyer, and tables of
+// anonymous sales may stop before it.
+var Results = []Result{Sold, SoldOut, Fenced, Busy, LockLost, MixedBackends, Unconfirmed, Error, LimitReached, StoreLost}
 
 // Status is the HTTP status stockd answers r with, 0 for an unknown result.
 // Error is 500 here; stockd answers it 503 instead when a dependency is
@@ -65,8 +61,6 @@ func (r Result) Status() int {
 		return http.StatusOK
 	case SoldOut, Fenced, MixedBackends, LimitReached:
 		return http.StatusConflict
-	case KeyReused:
-		return http.StatusUnprocessableEntity
 	case Busy, LockLost, Unconfirmed, StoreLost:
 		return http.StatusServiceUnavailable
 	case Error:

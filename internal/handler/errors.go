@@ -26,8 +26,6 @@ func classify(err error) (status int, result api.Result) {
 		result = api.SoldOut
 	case errors.Is(err, stock.ErrLimitReached):
 		result = api.LimitReached
-	case errors.Is(err, stock.ErrKeyReused):
-		result = api.KeyReused
 	case errors.Is(err, stock.ErrFenced):
 		result = api.Fenced
 	case errors.Is(err, stock.ErrMixedBackends):
@@ -83,11 +81,6 @@ func publicError(status int, result api.Result, err error) string {
 		return "the sale is not in the stock Redis (lost, or never reset): nothing sold until an operator resets it"
 	case api.Unconfirmed:
 		return "sale outcome unconfirmed; ask GET /stock/receipts/<attempt>"
-	case api.KeyReused:
-		// A 422 is a client's mistake the client must be able to fix: say
-		// which header is at fault (a limit_reached 409 stays terse, like
-		// sold_out: it is an ordinary outcome).
-		return "Idempotency-Key already used by another buyer (X-User); use a new key"
 	case api.Error:
 		if status == http.StatusServiceUnavailable {
 			return "stock service unavailable"

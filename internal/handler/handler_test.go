@@ -141,7 +141,6 @@ func TestReduceErrorStatuses(t *testing.T) {
 		{fmt.Errorf("x: %w", stock.ErrFenced), 409, "fenced", true},
 		{fmt.Errorf("x: %w", stock.ErrMixedBackends), 409, "mixed_backends", true},
 		{fmt.Errorf("x: %w", stock.ErrLimitReached), 409, "limit_reached", false},
-		{fmt.Errorf("x: %w", stock.ErrKeyReused), 422, "key_reused", true},
 		{fmt.Errorf("%w: %w", stock.ErrBusy, lock.ErrNotObtained), 503, "busy", false},
 		{fmt.Errorf("%w: %w", stock.ErrLockLost, lock.ErrLost), 503, "lock_lost", true},
 		{fmt.Errorf("%w: dial tcp: refused", stock.ErrUnavailable), 503, "error", true},

@@ -54,8 +54,6 @@ func Classify(a Answer) (Outcome, int64) {
 		return Unknown, 0
 	case a.Result == api.Error && (a.ErrorsMayApply || a.Status != http.StatusServiceUnavailable):
 		return Unknown, 0
-	case a.Result == api.KeyReused:
-		return KeyReused, 0
 	case a.Result == api.LimitReached:
 		return LimitReached, 0
 	default:

@@ -8,21 +8,22 @@ import (
 
 // buyers.go: the sale to named buyers (the order ledger on): the counter,
 // plus what ledger.lua decides for each buyer, in its order — a key with a
-// sale of this reset answers that sale (a replay) to its own buyer and
-// key_reused to another; then sold_out with no unit left; then
+// sale of this reset answers that sale (a replay): a key is its buyer's
+// own, so the same key from another buyer is another purchase; then
+// sold_out with no unit left; then
 // limit_reached at the per-user limit (which the model accepts at sold out
 // too); else a sale, which records the key.
 
 // buyersState is the stock, the units each named buyer bought, and each
-// key's sale. Its maps are never changed once made: a step that changes
+// purchase's (buyer and key's) sale. Its maps are never changed once made: a step that changes
 // one copies it.
 type buyersState struct {
 	stock  int64
 	bought map[string]int
-	keys   map[string]keySale
+	keys   map[purchase]keySale
 }
 
-type keySale struct{ user, order string }
+type keySale struct{ order string }
 
 // Buyers is the model of the sale to named buyers, with the per-user
 // limit (0: none). checkAfter as in Counter. A replay must name its key's
@@ -30,7 +31,7 @@ type keySale struct{ user, order string }
 // it was settled by its receipt, or never answered.
 func Buyers(initial int64, limit int, checkAfter bool) Model {
 	sell := func(s buyersState, op Op) (buyersState, bool) {
-		if s.stock <= 0 || (op.Key != "" && hasKey(s, op.Key)) {
+		if s.stock <= 0 || (op.Key != "" && hasKey(s, op)) {
 			return s, false
 		}
 		if limit > 0 && op.User != "" && s.bought[op.User] >= limit {
@@ -46,13 +47,13 @@ func Buyers(initial int64, limit int, checkAfter bool) Model {
 		}
 		if op.Key != "" {
 			n.keys = maps.Clone(s.keys)
-			n.keys[op.Key] = keySale{user: op.User, order: op.Order}
+			n.keys[purchase{op.User, op.Key}] = keySale{order: op.Order}
 		}
 		return n, true
 	}
 	step := func(state, _, output any) []any {
 		s, op := state.(buyersState), output.(Op)
-		ks, keyed := s.keys[op.Key]
+		ks, keyed := s.keys[purchase{op.User, op.Key}]
 		keyed = keyed && op.Key != ""
 		switch op.Outcome {
 		case Sold, SoldSometime:
@@ -60,11 +61,7 @@ func Buyers(initial int64, limit int, checkAfter bool) Model {
 				return []any{n}
 			}
 		case Replay:
-			if keyed && ks.user == op.User && (ks.order == "" || op.Order == "" || ks.order == op.Order) {
-				return []any{s}
-			}
-		case KeyReused:
-			if keyed && ks.user != op.User {
+			if keyed && (ks.order == "" || op.Order == "" || ks.order == op.Order) {
 				return []any{s}
 			}
 		case SoldOut:
@@ -91,14 +88,14 @@ func Buyers(initial int64, limit int, checkAfter bool) Model {
 		}
 		return nil
 	}
-	return newModel(initial, checkAfter, buyersState{stock: initial, bought: map[string]int{}, keys: map[string]keySale{}},
+	return newModel(initial, checkAfter, buyersState{stock: initial, bought: map[string]int{}, keys: map[purchase]keySale{}},
 		step, buyersEqual, buyersHash, func(s any) string {
 			b := s.(buyersState)
 			return fmt.Sprintf("stock %d, %d buyers, %d keys", b.stock, len(b.bought), len(b.keys))
 		})
 }
 
-func hasKey(s buyersState, k string) bool { _, ok := s.keys[k]; return ok }
+func hasKey(s buyersState, op Op) bool { _, ok := s.keys[purchase{op.User, op.Key}]; return ok }
 
 func buyersEqual(a, b any) bool {
 	x, y := a.(buyersState), b.(buyersState)
@@ -121,7 +118,7 @@ func buyersHash(s any) uint64 {
 		h ^= entry("u", u, fmt.Sprint(n))
 	}
 	for k, ks := range b.keys {
-		h ^= entry("k", k, ks.user, ks.order)
+		h ^= entry("k", k.user, k.key, ks.order)
 	}
 	return h
 }

@@ -48,11 +48,9 @@ const (
 	// stock-after unknown: an unconfirmed sale its receipt says sold.
 	SoldSometime
 	// Replay is a 200 that repeats the sale of the buyer's key (Op.Order
-	// names it); KeyReused refuses a key another buyer's sale holds;
-	// LimitReached refuses a buyer at the per-user limit. The counter
-	// model takes all three for NoChange; Buyers checks them.
+	// names it); LimitReached refuses a buyer at the per-user limit. The
+	// counter model takes both for NoChange; Buyers checks them.
 	Replay
-	KeyReused
 	LimitReached
 )
 
@@ -72,8 +70,6 @@ func (o Outcome) String() string {
 		return "sold (by its receipt)"
 	case Replay:
 		return "replay"
-	case KeyReused:
-		return "key_reused"
 	case LimitReached:
 		return "limit_reached"
 	default:
@@ -174,7 +170,7 @@ func Counter(initial int64, checkAfter bool) Model {
 			}
 		case SoldOut:
 			return asAny(s.take(s.stock, false))
-		case NoChange, Replay, KeyReused, LimitReached:
+		case NoChange, Replay, LimitReached:
 			return []any{s}
 		case Unknown:
 			s.maybe++
@@ -412,7 +408,6 @@ func (m Model) named(ops []Op) (map[int64]bool, string) {
 // search must consider (sold or not); a client that re-sends its cut
 // purchases would otherwise leave dozens of them open.
 func resolveKeyed(ops []Op) []Op {
-	type purchase struct{ user, key string }
 	groups := map[purchase][]int{}
 	for i, op := range ops {
 		if op.Key != "" {
@@ -467,3 +462,8 @@ func unansweredBudget(initial int64, ops []Op) (int64, bool) {
 	}
 	return initial - read - sold, ok
 }
+
+// purchase is one buyer's idempotency key: what a replay repeats. A key
+// is its buyer's own (the ledger scopes it so), so two buyers' same key
+// are two purchases.
+type purchase struct{ user, key string }

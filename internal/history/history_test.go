@@ -149,7 +149,7 @@ func TestCounterFiveHundredInFlight(t *testing.T) {
 // Hand-made histories of named buyers (limit 1) the Buyers model must
 // accept, and must refuse.
 func TestBuyers(t *testing.T) {
-	S, O, U, P, K, L := history.Sold, history.SoldOut, history.Unknown, history.Replay, history.KeyReused, history.LimitReached
+	S, O, U, P, L := history.Sold, history.SoldOut, history.Unknown, history.Replay, history.LimitReached
 	b := func(o history.Op, user, key, order string) history.Op {
 		o.User, o.Key, o.Order = user, key, order
 		return o
@@ -159,11 +159,14 @@ func TestBuyers(t *testing.T) {
 		ops  []history.Op
 		ok   bool
 	}{
-		{"a sale, its replay, the limit, a key of another buyer", []history.Op{
+		{"a sale, its replay, the limit, another buyer's same key", []history.Op{
 			b(op(0, 0, 1, S, 2), "ann", "k1", "o1"), b(op(0, 2, 3, P, 0), "ann", "k1", "o1"),
-			b(op(0, 4, 5, L, 0), "ann", "k2", ""), b(op(1, 6, 7, K, 0), "bob", "k1", ""),
-			b(op(1, 8, 9, S, 1), "bob", "k3", "o2"),
+			b(op(0, 4, 5, L, 0), "ann", "k2", ""), b(op(1, 6, 7, S, 1), "bob", "k1", "o2"),
+			b(op(1, 8, 9, P, 0), "bob", "k1", "o2"),
 		}, true},
+		{"a replay of another buyer's key", []history.Op{
+			b(op(0, 0, 1, S, 2), "ann", "k1", "o1"), b(op(1, 2, 3, P, 0), "bob", "k1", "o1"),
+		}, false},
 		{"a replay naming another order", []history.Op{
 			b(op(0, 0, 1, S, 2), "ann", "k1", "o1"), b(op(0, 2, 3, P, 0), "ann", "k1", "o9"),
 		}, false},
@@ -177,7 +180,7 @@ func TestBuyers(t *testing.T) {
 			b(op(0, 0, 1, L, 0), "ann", "k1", ""), b(op(0, 2, 3, S, 2), "ann", "k2", "o1"),
 		}, false},
 		{"one key sold twice", []history.Op{
-			b(op(0, 0, 1, S, 2), "ann", "k1", "o1"), b(op(1, 2, 3, S, 1), "bob", "k1", "o2"),
+			b(op(0, 0, 1, S, 2), "ann", "k1", "o1"), b(op(1, 2, 3, S, 1), "ann", "k1", "o2"),
 		}, false},
 		{"sold_out to a key that holds a sale", []history.Op{
 			b(op(0, 0, 1, S, 0), "ann", "k1", "o1"), b(op(0, 2, 3, O, 0), "ann", "k1", ""),

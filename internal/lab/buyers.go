@@ -131,7 +131,7 @@ func (b *buyerPlan) purchase(i int) loadgen.Purchase {
 // the sale may have happened, and only the key's replay will say.
 func settled(r response) bool {
 	switch r.Result {
-	case api.Sold, api.SoldOut, api.Fenced, api.Busy, api.LockLost, api.LimitReached, api.KeyReused:
+	case api.Sold, api.SoldOut, api.Fenced, api.Busy, api.LockLost, api.LimitReached:
 		return r.Result.Matches(r.Status)
 	}
 	return false
@@ -288,8 +288,6 @@ func (r response) outcome() loadgen.Outcome {
 		return loadgen.OutcomeUnconfirmed
 	case api.LimitReached:
 		return loadgen.OutcomeLimitReached
-	case api.KeyReused:
-		return loadgen.OutcomeKeyReused
 	}
 	return loadgen.OutcomeError
 }

@@ -112,8 +112,8 @@ func TestOutcomeMatchesLoadgen(t *testing.T) {
 		api.Sold: loadgen.OutcomeSold, api.SoldOut: loadgen.OutcomeSoldOut, api.Fenced: loadgen.OutcomeFenced,
 		api.Busy: loadgen.OutcomeBusy, api.LockLost: loadgen.OutcomeLockLost, api.MixedBackends: loadgen.OutcomeError,
 		api.Unconfirmed: loadgen.OutcomeUnconfirmed, api.Error: loadgen.OutcomeError,
-		api.LimitReached: loadgen.OutcomeLimitReached, api.KeyReused: loadgen.OutcomeKeyReused,
-		api.StoreLost: loadgen.OutcomeError,
+		api.LimitReached: loadgen.OutcomeLimitReached,
+		api.StoreLost:    loadgen.OutcomeError,
 	}
 	for _, res := range api.Results {
 		w, ok := want[res]

@@ -36,7 +36,6 @@ func TestHandlerResultsReachTheBooks(t *testing.T) {
 		// The lab's buyers are anonymous and send no key: either answer
 		// would be a server's mistake, so an error.
 		api.LimitReached: {stock.ErrLimitReached, func(r Result) int { return r.Errors }},
-		api.KeyReused:    {stock.ErrKeyReused, func(r Result) int { return r.Errors }},
 		api.StoreLost:    {stock.ErrStoreLost, func(r Result) int { return r.Errors }},
 	}
 	for _, result := range api.Results {

@@ -32,7 +32,6 @@ var saleErrors = map[api.Result]error{
 	api.Unconfirmed:   &stock.UnconfirmedError{Attempt: "a-1", Err: stock.ErrUnavailable},
 	api.Error:         errors.New("a bug"),
 	api.LimitReached:  stock.ErrLimitReached,
-	api.KeyReused:     stock.ErrKeyReused,
 	api.StoreLost:     fmt.Errorf("stock: atomic sell: %w", stock.ErrStoreLost),
 }
 
@@ -50,7 +49,6 @@ func TestHandlerResultsRoundTrip(t *testing.T) {
 		api.Unconfirmed:   loadgen.OutcomeUnconfirmed,
 		api.Error:         loadgen.OutcomeError,
 		api.LimitReached:  loadgen.OutcomeLimitReached,
-		api.KeyReused:     loadgen.OutcomeKeyReused,
 		// A sale that must stop: an error to the books, never a sale.
 		api.StoreLost: loadgen.OutcomeError,
 	}

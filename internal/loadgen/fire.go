@@ -45,8 +45,6 @@ const (
 	OutcomeReplayed
 	// OutcomeLimitReached: the buyer already bought the per-user limit.
 	OutcomeLimitReached
-	// OutcomeKeyReused: the Idempotency-Key was first used by another buyer.
-	OutcomeKeyReused
 )
 
 // Response is what one reduce request produced.
@@ -174,7 +172,6 @@ var outcomes = map[api.Result]Outcome{
 	// Not in api.Results until the handler answers them; a result the
 	// server never sends costs nothing here.
 	api.LimitReached: OutcomeLimitReached,
-	api.KeyReused:    OutcomeKeyReused,
 }
 
 // classify maps (status, result) to an Outcome; a result that does not match

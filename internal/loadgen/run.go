@@ -127,11 +127,10 @@ type Report struct {
 	ErrorSample  []string       `json:"error_sample,omitempty"` // a few distinct errors
 
 	// The buyer-aware answers (Config.Users): replays of an earlier sale
-	// (not in Sold), refusals by the per-user limit or of a key reused,
+	// (not in Sold), refusals by the per-user limit,
 	// and first sends the client cut on purpose (not in Errors).
 	Replayed     int `json:"replayed,omitempty"`
 	LimitReached int `json:"limit_reached,omitempty"`
-	KeyReused    int `json:"key_reused,omitempty"`
 	Cut          int `json:"cut,omitempty"`
 	// Buyers is the buyers' verdict; nil for anonymous runs.
 	Buyers *Buyers `json:"buyers,omitempty"`
@@ -247,8 +246,6 @@ func Summarize(backend string, initial int, responses []Response, elapsed time.D
 			r.Replayed++
 		case OutcomeLimitReached:
 			r.LimitReached++
-		case OutcomeKeyReused:
-			r.KeyReused++
 		case OutcomeSold:
 			r.Sold++
 			r.Replicas[resp.Replica]++
@@ -359,8 +356,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "  sold %d  sold out %d  busy %d  fenced %d  lock lost %d  errors %d\n",
 		r.Sold, r.SoldOut, r.Busy, r.Fenced, r.LockLost, r.Errors)
 	if r.Buyers != nil {
-		fmt.Fprintf(&b, "  replayed %d  limit reached %d  key reused %d  cut by the client %d\n",
-			r.Replayed, r.LimitReached, r.KeyReused, r.Cut)
+		fmt.Fprintf(&b, "  replayed %d  limit reached %d  cut by the client %d\n",
+			r.Replayed, r.LimitReached, r.Cut)
 	}
 	if r.Unconfirmed > 0 {
 		fmt.Fprintf(&b, "  unconfirmed %d (%d of them sold, by their receipts)\n", r.Unconfirmed, r.UnconfirmedSold)

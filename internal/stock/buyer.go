@@ -28,9 +28,10 @@ type Buyer struct {
 	// OrdersByUser lists. Empty: anonymous (no limit applies).
 	User string
 	// Key is the request's idempotency key: a second sale with the same key
-	// returns the first one's order (Sale.Replayed) and sells nothing; the
-	// same key with another User is ErrKeyReused. Kept for
-	// ServiceConfig.IdempotencyTTL.
+	// returns the first one's order (Sale.Replayed) and sells nothing. A
+	// key is the buyer's own: the same key from another User (or from an
+	// anonymous buyer) is another purchase, so no buyer can squat on
+	// another's keys. Kept for ServiceConfig.IdempotencyTTL.
 	Key string
 }
 
@@ -56,8 +57,6 @@ var (
 	// ErrLimitReached: the buyer already bought ServiceConfig.PerUserLimit
 	// units of this sale.
 	ErrLimitReached = errors.New("stock: per-user limit reached")
-	// ErrKeyReused: the idempotency key was first used by another buyer.
-	ErrKeyReused = errors.New("stock: idempotency key reused by another buyer")
 	// ErrNoOrder: no order with that id in the ledger.
 	ErrNoOrder = errors.New("stock: no such order")
 	// ErrNoLedger: the ledger is off (Keys.Orders empty).

@@ -48,7 +48,6 @@ const (
 const (
 	verdictSold    = "sold"
 	verdictReplay  = "replay"
-	verdictReused  = "reused"
 	verdictLimit   = "limit"
 	verdictSoldOut = "soldout"
 )
@@ -98,9 +97,22 @@ func (s *Store) ledgerKeys(keys []string, members []member) []string {
 	k := s.keys
 	keys = append(keys, k.Orders, k.Sale, k.Buyers, k.OrderIndex, k.ByUser)
 	for _, m := range members {
-		keys = append(keys, k.Idempotency+m.Key) // the prefix alone when there is no key: never read
+		keys = append(keys, s.idemKey(m.User, m.Key))
 	}
 	return keys
+}
+
+// idemKey names the idempotency record of key sent by user: a key is its
+// buyer's own (as Stripe scopes keys to the account), so another buyer
+// sending the same key makes a purchase of its own and cannot squat on
+// it. Anonymous keys share one scope of their own. The user's length
+// comes first, so no user and key can name another pair's record (both
+// may hold ':'). With no key it is the prefix alone: never read.
+func (s *Store) idemKey(user, key string) string {
+	if key == "" {
+		return s.keys.Idempotency
+	}
+	return s.keys.Idempotency + strconv.Itoa(len(user)) + ":" + user + ":" + key
 }
 
 func memberArgs(args []any, members []member) []any {
@@ -261,7 +273,7 @@ func parseVerdict(p string) (verdict, error) {
 	}
 	v := verdict{kind: f[0]}
 	switch v.kind {
-	case verdictReused, verdictLimit, verdictSoldOut:
+	case verdictLimit, verdictSoldOut:
 		if len(f) == 1 {
 			return v, nil
 		}

@@ -179,8 +179,10 @@ func TestIdempotencyKeyConcurrent(t *testing.T) {
 	}
 }
 
-// A key first used by one buyer is refused to another, who buys nothing.
-func TestKeyReusedByAnotherUser(t *testing.T) {
+// A key is its buyer's own: the same key from another buyer, or from an
+// anonymous one, is a purchase of its own, and the first buyer's retry
+// still replays the first sale.
+func TestKeyScopedPerBuyer(t *testing.T) {
 	for _, m := range ledgerModes {
 		t.Run(m.name, func(t *testing.T) {
 			s, _ := ledgerStore(t, 10, m.segments)
@@ -189,17 +191,23 @@ func TestKeyReusedByAnotherUser(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := svc.ReduceFor(t.Context(), stock.Buyer{User: "dave", Key: "shared"}); !errors.Is(err, stock.ErrKeyReused) {
-				t.Fatalf("another user's sale with carol's key: got %v, want ErrKeyReused", err)
+			dave, err := svc.ReduceFor(t.Context(), stock.Buyer{User: "dave", Key: "shared"})
+			if err != nil || dave.Replayed || dave.OrderID == first.OrderID {
+				t.Fatalf("dave's sale with carol's key: got %+v, %v; want a sale of his own", dave, err)
 			}
-			if _, err := svc.ReduceFor(t.Context(), stock.Buyer{Key: "shared"}); !errors.Is(err, stock.ErrKeyReused) {
-				t.Fatalf("an anonymous sale with carol's key: got %v, want ErrKeyReused", err)
+			anon, err := svc.ReduceFor(t.Context(), stock.Buyer{Key: "shared"})
+			if err != nil || anon.Replayed || anon.OrderID == first.OrderID || anon.OrderID == dave.OrderID {
+				t.Fatalf("an anonymous sale with carol's key: got %+v, %v; want a sale of its own", anon, err)
+			}
+			// A user and key that run together must not meet another pair.
+			if odd, err := svc.ReduceFor(t.Context(), stock.Buyer{User: "car", Key: "ol:shared"}); err != nil || odd.Replayed {
+				t.Fatalf("user car with key ol:shared: got %+v, %v; want a sale of its own", odd, err)
 			}
 			again, err := svc.ReduceFor(t.Context(), stock.Buyer{User: "carol", Key: "shared"})
 			if err != nil || !again.Replayed || again.OrderID != first.OrderID {
 				t.Fatalf("carol's retry: got %+v, %v; want a replay of %s", again, err, first.OrderID)
 			}
-			wantLedger(t, s, 1, 1, 1)
+			wantLedger(t, s, 4, 3, 4)
 		})
 	}
 }

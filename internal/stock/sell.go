@@ -71,8 +71,6 @@ func (v verdict) sale(id string) (Sale, error) {
 		return Sale{StockAfter: v.after, Token: v.token, Attempt: id, OrderID: v.order, Replayed: v.kind == verdictReplay}, nil
 	case verdictLimit:
 		return Sale{}, ErrLimitReached
-	case verdictReused:
-		return Sale{}, ErrKeyReused
 	default:
 		return Sale{}, ErrSoldOut
 	}

@@ -255,7 +255,7 @@ const FailpointFalseSoldOut = "stock/falseSoldOut"
 // of it is decided by the script that takes the unit. Errors wrap
 // ErrSoldOut, ErrBusy, ErrLockLost, ErrFenced, ErrMixedBackends,
 // ErrUnconfirmed, ErrUnavailable or lock.ErrUnavailable; and for a buyer,
-// ErrLimitReached, ErrKeyReused or ErrBadBuyer (nothing sold).
+// ErrLimitReached or ErrBadBuyer (nothing sold).
 //
 // With the ledger off, a non-empty b is ErrNoLedger: a key that cannot be
 // honoured is refused rather than ignored, since the client's retry would

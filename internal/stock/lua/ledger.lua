@@ -15,7 +15,9 @@
 -- KEYS[kb+3]  order index hash     (order id -> stream entry id)
 -- KEYS[kb+4]  per-user sorted set  (all scores 0; members "user count id",
 --                                   so ZRANGEBYLEX lists a user's orders oldest first)
--- KEYS[kb+4+i] member i's idempotency record (the prefix alone if it has no key)
+-- KEYS[kb+4+i] member i's idempotency record, named for its buyer and key
+--              (Store.idemKey: a key is its buyer's own), or the prefix
+--              alone if it has no key
 -- ARGV[ab]    per-user limit       (0 = none; anonymous buyers are never limited)
 -- ARGV[ab+1]  idempotency TTL in ms
 -- ARGV[ab+2]  replica name
@@ -27,7 +29,7 @@
 --
 -- Member i's outcome, in order:
 --   its key has a record of this sale -> 'replay <id> <after> <token>', the
---       original sale's, if the record's user is the member's; else 'reused';
+--       original sale's;
 --   no unit left                      -> 'soldout';
 --   limit > 0, named user, count >= limit -> 'limit';
 --   otherwise it sells: 'sold <id> <after> <token>'.
@@ -61,12 +63,8 @@ local function sellTo(stock, kb, ab, token, n)
       local rec = redis.call('GET', idem)
       if rec then
         local rsale, ruser, rid, rafter, rtoken = string.match(rec, '^(%S*) (%S*) (%S+) (%S+) (%S+)$')
-        if rid and rsale == sale then
-          if ruser == user then
-            outcome = 'replay ' .. rid .. ' ' .. rafter .. ' ' .. rtoken
-          else
-            outcome = 'reused'
-          end
+        if rid and rsale == sale and ruser == user then
+          outcome = 'replay ' .. rid .. ' ' .. rafter .. ' ' .. rtoken
         end
       end
     end
