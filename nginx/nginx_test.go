@@ -32,6 +32,7 @@ type upstream struct {
 	mu     sync.Mutex
 	xff    []string
 	xri    []string
+	xuser  []string
 }
 
 // newUpstream listens on addr ("127.0.0.1:0" for any port): replicas behind
@@ -55,6 +56,7 @@ func newUpstream(t testing.TB, addr string, broken bool) *upstream {
 		u.mu.Lock()
 		u.xff = append(u.xff, r.Header.Get("X-Forwarded-For"))
 		u.xri = append(u.xri, r.Header.Get("X-Real-IP"))
+		u.xuser = append(u.xuser, r.Header.Values("X-User")...)
 		u.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"result":"sold"}`)
@@ -292,16 +294,21 @@ func TestAdminAllowList(t *testing.T) {
 }
 
 // nginx appends the real peer to X-Forwarded-For and drops a client's
-// X-Real-IP, so stockd (trusting nginx only) logs the real address.
+// X-Real-IP, so stockd (trusting nginx only) logs the real address; and it
+// drops a client's X-User, which a replica trusting nginx would take for
+// the buyer.
 func TestForwardingHeaders(t *testing.T) {
 	base, up := startCompose(t, "limits-off.conf", nil)
-	if got := post(t, base+"/stock/reduce", "X-Forwarded-For", "10.9.9.9", "X-Real-IP", "6.6.6.6"); got != http.StatusOK {
+	if got := post(t, base+"/stock/reduce", "X-Forwarded-For", "10.9.9.9", "X-Real-IP", "6.6.6.6", "X-User", "bob"); got != http.StatusOK {
 		t.Fatalf("got %d, want 200", got)
 	}
 	up.mu.Lock()
 	defer up.mu.Unlock()
 	if len(up.xff) != 1 || up.xff[0] != "10.9.9.9, 127.0.0.1" || up.xri[0] != "" {
 		t.Fatalf("upstream got X-Forwarded-For %q, X-Real-IP %q; want [\"10.9.9.9, 127.0.0.1\"] and none", up.xff, up.xri)
+	}
+	if len(up.xuser) != 0 {
+		t.Fatalf("upstream got X-User %q, want none", up.xuser)
 	}
 }
 

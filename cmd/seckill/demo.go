@@ -146,7 +146,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		row := demoRow{Backend: r.backend, Sale: r.sale, WithBuyers: r.buyers, ExpectedSafe: !unsafeBackend(r.backend, *replicas)}
 		cfg := loadgen.Config{
-			URL: c.URL(), AdminToken: c.AdminToken(), Requests: *requests,
+			URL: c.URL(), AdminToken: c.AdminToken(), Minter: c.Minter(), Requests: *requests,
 			Concurrency: *concurrency, Stock: *stock, Timeout: *timeout,
 			// A violation's picture (none's, local's) outlives the cluster.
 			HistoryDir: os.TempDir(),

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"seckill/internal/auth"
 	"seckill/internal/loadgen"
 )
 
@@ -24,7 +25,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Stock, "stock", 300, "initial stock to reset to")
 	fs.StringVar(&cfg.AdminToken, "admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "X-Admin-Token for the reset (default $SECKILL_ADMIN_TOKEN)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "bound on the firing phase")
-	fs.IntVar(&cfg.Users, "users", 0, `buyers "u1".."uU": every request a purchase by one of them (X-User) with its own Idempotency-Key, verified against the ledger (0: anonymous sales)`)
+	fs.IntVar(&cfg.Users, "users", 0, `buyers "u1".."uU": every request a purchase by one of them with its own Idempotency-Key, verified against the ledger (0: anonymous sales)`)
+	jwtSecret := fs.String("jwt-secret", "", "with --users: sign each buyer's token (HS256) with this secret, the replicas' auth.jwt_secret (default $SECKILL_JWT_SECRET); without one, buyers are sent as X-User (for replicas behind a gateway that trusts this client, auth.buyers proxy)")
+	jwtIssuer := fs.String("jwt-issuer", "seckill", "the tokens' iss: the replicas' auth.jwt_issuer")
+	jwtAudience := fs.String("jwt-audience", "seckill", "the tokens' aud: the replicas' auth.jwt_audience")
 	fs.Float64Var(&cfg.RetryRate, "retry-rate", 0, "with --users: fraction of purchases re-sent with the same key (after a cut first send, after the answer, or racing it)")
 	fs.DurationVar(&cfg.RetryTimeout, "retry-timeout", 50*time.Millisecond, "with --users: when a re-sent purchase's first send is cut by the client")
 	fs.DurationVar(&cfg.Drain, "drain", 30*time.Second, "with --users and durable orders: bound on the wait for MySQL to catch up")
@@ -35,6 +39,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return flagExit(err)
 	}
 	cfg.NoHistory = !*check
+	if *jwtSecret == "" {
+		*jwtSecret = os.Getenv("SECKILL_JWT_SECRET")
+	}
+	if *jwtSecret != "" && cfg.Users > 0 {
+		// Test buyers' tokens: an hour outlasts any run.
+		cfg.Minter = auth.NewMinter([]byte(*jwtSecret), *jwtIssuer, *jwtAudience, time.Hour)
+	}
 	if cfg.Requests <= 0 || cfg.Concurrency <= 0 || cfg.Stock <= 0 || cfg.Timeout <= 0 {
 		fmt.Fprintln(stderr, "seckill run: --requests, --concurrency, --stock and --timeout must be positive")
 		return exitFailure

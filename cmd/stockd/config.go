@@ -46,6 +46,18 @@ type Config struct {
 		// demos only; an empty one is refused all the same.
 		AllowInsecureToken bool `mapstructure:"allow_insecure_token" default:"false"`
 	} `mapstructure:"admin"`
+	// Auth says who a buyer is (package auth): no one (every sale
+	// anonymous), the sub of a verified JWT, or the X-User a trusted proxy
+	// sets. Never a header any client may write.
+	Auth struct {
+		Buyers      string        `mapstructure:"buyers" default:"none"`
+		Required    bool          `mapstructure:"required" default:"false"`
+		JWTSecret   string        `mapstructure:"jwt_secret" default:""`
+		JWTKeys     string        `mapstructure:"jwt_keys" default:""`
+		JWTIssuer   string        `mapstructure:"jwt_issuer" default:""`
+		JWTAudience string        `mapstructure:"jwt_audience" default:""`
+		JWTLeeway   time.Duration `mapstructure:"jwt_leeway" default:"30s"`
+	} `mapstructure:"auth"`
 	Log struct {
 		Level  string `mapstructure:"level" default:"info"`
 		Format string `mapstructure:"format" default:"text"`

@@ -142,7 +142,23 @@ func TestValidate(t *testing.T) {
 		{"mysql zero wait slice", func(c *Config) { mysqlConfigured(c); c.MySQL.WaitSlice = 0 }, "mysql.wait_slice"},
 		{"redis backend ignores mysql.dsn", func(c *Config) { c.MySQL.DSN = "not a dsn" }, ""},
 		// The ledger and durable orders.
-		{"per-user limit", func(c *Config) { c.Stock.PerUserLimit = 1 }, ""},
+		{"per-user limit", func(c *Config) {
+			c.Stock.PerUserLimit, c.Auth.Buyers, c.HTTP.TrustedProxies = 1, "proxy", []string{"10.0.0.1"}
+		}, ""},
+		{"per-user limit, no buyers", func(c *Config) { c.Stock.PerUserLimit = 1 }, "stock.per_user_limit"},
+		// Buyers.
+		{"jwt", func(c *Config) { jwtConfig(c) }, ""},
+		{"jwt by keys", func(c *Config) { jwtConfig(c); c.Auth.JWTSecret, c.Auth.JWTKeys = "", "/etc/keys.pem" }, ""},
+		{"jwt without a key", func(c *Config) { jwtConfig(c); c.Auth.JWTSecret = "" }, "auth.jwt_secret"},
+		{"jwt short secret", func(c *Config) { jwtConfig(c); c.Auth.JWTSecret = "short" }, "auth.jwt_secret"},
+		{"jwt without an issuer", func(c *Config) { jwtConfig(c); c.Auth.JWTIssuer = "" }, "auth.jwt_issuer"},
+		{"jwt without an audience", func(c *Config) { jwtConfig(c); c.Auth.JWTAudience = "" }, "auth.jwt_audience"},
+		{"jwt long leeway", func(c *Config) { jwtConfig(c); c.Auth.JWTLeeway = time.Hour }, "auth.jwt_leeway"},
+		{"unknown buyers mode", func(c *Config) { c.Auth.Buyers = "header" }, "auth.buyers"},
+		{"proxy without proxies", func(c *Config) { c.Auth.Buyers = "proxy" }, "http.trusted_proxies"},
+		{"proxy with jwt keys", func(c *Config) { jwtConfig(c); c.Auth.Buyers, c.HTTP.TrustedProxies = "proxy", []string{"10.0.0.1"} }, "auth.buyers"},
+		{"none with jwt keys", func(c *Config) { jwtConfig(c); c.Auth.Buyers = "none" }, "auth.buyers"},
+		{"required with none", func(c *Config) { c.Auth.Required = true }, "auth.required"},
 		{"negative per-user limit", func(c *Config) { c.Stock.PerUserLimit = -1 }, "stock.per_user_limit"},
 		{"per-user limit without the ledger", func(c *Config) { c.Stock.PerUserLimit, c.Stock.Ledger = 2, false }, "stock.per_user_limit"},
 		{"no ledger", func(c *Config) { c.Stock.Ledger = false }, ""},
@@ -409,4 +425,10 @@ func TestLoadYAMLTypes(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
+}
+
+// jwtConfig sets a valid auth.buyers jwt.
+func jwtConfig(c *Config) {
+	c.Auth.Buyers, c.Auth.JWTSecret = "jwt", "0123456789abcdef0123456789abcdef"
+	c.Auth.JWTIssuer, c.Auth.JWTAudience = "shop", "seckill"
 }

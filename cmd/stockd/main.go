@@ -24,6 +24,7 @@ import (
 	"strings"
 	"syscall"
 
+	"seckill/internal/auth"
 	"seckill/internal/failpoint"
 )
 
@@ -63,6 +64,10 @@ func run(ctx context.Context, args, env []string, stderr io.Writer) int {
 	if err == nil {
 		err = Validate(cfg)
 	}
+	var buyers *auth.Identity
+	if err == nil {
+		buyers, err = buildBuyers(cfg)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitConfig
@@ -83,7 +88,10 @@ func run(ctx context.Context, args, env []string, stderr io.Writer) int {
 	if len(armed) > 0 {
 		log.Warn("FAILPOINTS ARMED: this replica will misbehave on purpose", "failpoints", failpoint.Active())
 	}
-	if err := serve(ctx, cfg, log); err != nil {
+	if buyers.Mode == auth.ModeNone {
+		log.Info("buyers: none; every sale is anonymous (auth.buyers), X-User and bearer tokens are refused")
+	}
+	if err := serve(ctx, cfg, buyers, log); err != nil {
 		if errors.Is(err, errEvictingRedis) || errors.Is(err, errNoAOF) {
 			log.Error("stockd refused to start", "err", err)
 			return exitConfig

@@ -66,6 +66,9 @@ func TestDurableOrdersWiring(t *testing.T) {
 			"STOCKD_ADMIN_TOKEN=" + testAdminToken,
 			"STOCKD_REPLICA=orders-1",
 			"STOCKD_STOCK_PER_USER_LIMIT=1",
+			// Buyers named by X-User from this test, as a gateway would.
+			"STOCKD_AUTH_BUYERS=proxy",
+			"STOCKD_HTTP_TRUSTED_PROXIES=127.0.0.1",
 			"STOCKD_ORDERS_DURABLE=true",
 			"STOCKD_ORDERS_GROUP=orders-test",
 			"STOCKD_MYSQL_DSN=" + servers.MariaDBDSN(front.ln.Addr().String()),

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/net/netutil"
 
+	"seckill/internal/auth"
 	"seckill/internal/handler"
 	"seckill/internal/lock"
 	"seckill/internal/metrics"
@@ -22,7 +23,7 @@ import (
 // serve wires the replica and runs it until ctx is done, then shuts down:
 // stop accepting, let in-flight sales finish (each releases its own lease),
 // then close the locker and the clients.
-func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
+func serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Logger) (err error) {
 	w := &wiring{cfg: cfg, log: log}
 	defer func() {
 		cerr := w.close()
@@ -146,6 +147,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
 		AdminToken:     cfg.Admin.Token,
 		MaxBodyBytes:   int64(cfg.HTTP.MaxBodyBytes),
 		TrustedProxies: cfg.HTTP.TrustedProxies,
+		Buyers:         buyers,
 		Ledger:         ledger,
 		Durable:        durable,
 		PerUserLimit:   cfg.Stock.PerUserLimit,

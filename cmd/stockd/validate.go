@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"seckill/internal/auth"
 )
 
 // Accepted enumerations. Backend names come from the wiring table in
@@ -100,6 +102,7 @@ func Validate(c *Config) error {
 		}
 	}
 	adminToken(c.Admin.Token, c.Admin.AllowInsecureToken, bad)
+	validateAuth(c, bad)
 	oneOf("log.level", c.Log.Level, logLevels, "level")
 	oneOf("log.format", c.Log.Format, logFormats, "format")
 
@@ -254,4 +257,52 @@ func insecureAdminToken(tok string) bool {
 	var errs int
 	adminToken(tok, false, func(string, string, ...any) { errs++ })
 	return errs > 0
+}
+
+// validateAuth checks the auth section: each mode has what it needs, and
+// nothing is configured that the mode would silently ignore.
+func validateAuth(c *Config, bad func(key, format string, args ...any)) {
+	a := c.Auth
+	if !slices.Contains(auth.Modes, a.Buyers) {
+		bad("auth.buyers", "unknown mode %q (want one of %s)", a.Buyers, strings.Join(auth.Modes, ", "))
+		return
+	}
+	jwtKeys := a.JWTSecret != "" || a.JWTKeys != "" || a.JWTIssuer != "" || a.JWTAudience != ""
+	switch a.Buyers {
+	case auth.ModeJWT:
+		if a.JWTSecret == "" && a.JWTKeys == "" {
+			bad("auth.jwt_secret", "auth.buyers jwt needs auth.jwt_secret (HS256) or auth.jwt_keys (RS256/ES256)")
+		}
+		if a.JWTSecret != "" && len(a.JWTSecret) < auth.MinSecretLen {
+			bad("auth.jwt_secret", "too short: want at least %d bytes, got %d (e.g. openssl rand -hex 32)", auth.MinSecretLen, len(a.JWTSecret))
+		}
+		nonEmptyKey(bad, "auth.jwt_issuer", a.JWTIssuer, "the one issuer accepted: a buyer is (iss, sub)")
+		nonEmptyKey(bad, "auth.jwt_audience", a.JWTAudience, "tokens for another service must not buy here")
+		if a.JWTLeeway < 0 || a.JWTLeeway > auth.MaxLeeway {
+			bad("auth.jwt_leeway", "must be between 0s and %s, got %s", auth.MaxLeeway, a.JWTLeeway)
+		}
+	case auth.ModeProxy:
+		if len(c.HTTP.TrustedProxies) == 0 {
+			bad("http.trusted_proxies", "auth.buyers proxy needs the gateway's addresses here: X-User from anyone else is refused")
+		}
+		if jwtKeys {
+			bad("auth.buyers", "proxy ignores the auth.jwt_* keys that are set; use jwt, or clear them")
+		}
+	case auth.ModeNone:
+		if jwtKeys {
+			bad("auth.buyers", "none ignores the auth.jwt_* keys that are set; set jwt")
+		}
+		if a.Required {
+			bad("auth.required", "with auth.buyers none no buyer can ever authenticate: nothing could be sold")
+		}
+		if c.Stock.PerUserLimit > 0 {
+			bad("stock.per_user_limit", "binds named buyers, and auth.buyers none names none; set auth.buyers jwt or proxy")
+		}
+	}
+}
+
+func nonEmptyKey(bad func(key, format string, args ...any), key, val, why string) {
+	if val == "" {
+		bad(key, "required with auth.buyers jwt (%s)", why)
+	}
 }

@@ -89,7 +89,7 @@ func runLedger(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, log 
 		lrs := make([]*longRow, len(group))
 		for i, v := range group {
 			rs[i] = variantRow(v, cfg)
-			lrs[i] = newLongRow(cl.URL(), cl.AdminToken(), cfg, quick, v, &rs[i])
+			lrs[i] = newLongRow(cl.URL(), cl.AdminToken(), cl.Minter(), cfg, quick, v, &rs[i])
 			if !switchTo(ctx, cl, cfg, v, &rs[i], what, log) {
 				lrs[i].stopped = true
 				continue
@@ -276,7 +276,7 @@ func (r *Report) writeLedger(p func(string, ...any)) {
 	p("*atomic* is `stock.mode: atomic` (by the sale's one script); `work.delay` 0, %d in flight.\n", r.ledgerConcurrency())
 	p("Ledger *off* is `stock.ledger: false`; *anonymous* is the ledger on with requests that carry\n")
 	p("no buyer (stockd's default, as every other row here runs); *buyers+key* spreads the purchases\n")
-	p("over %d buyers (`X-User`), each purchase with its own `Idempotency-Key`, no per-user limit,\n", LedgerUsers)
+	p("over %d buyers (each with a signed token), each purchase with its own `Idempotency-Key`, no per-user limit,\n", LedgerUsers)
 	p("no retries (each run also passes the buyers' verdict of `seckill run --users`); *durable* adds\n")
 	p("`orders.durable: true`: every replica's consumer inserts the orders into MariaDB while the\n")
 	p("sale runs (the drain after the sale is not timed).\n")

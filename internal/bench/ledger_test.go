@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
+	"seckill/internal/auth"
 	"seckill/internal/loadgen"
 )
 
@@ -301,6 +302,9 @@ func (f *fakeReplicas) SetBackend(_ context.Context, backend string, env map[str
 }
 func (f *fakeReplicas) URL() string        { return f.url }
 func (f *fakeReplicas) AdminToken() string { return "t" }
+func (f *fakeReplicas) Minter() *auth.Minter {
+	return auth.NewMinter([]byte("0123456789abcdef0123456789abcdef"), "seckill", "seckill", time.Hour)
+}
 
 // runLedger interleaves a mode's rows (every row switched to once, then
 // run 1 of each, run 2 of each), stops only the row that failed, and a

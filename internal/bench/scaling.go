@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"seckill/internal/auth"
 	"seckill/internal/loadgen"
 	"seckill/internal/localcluster"
 )
@@ -149,7 +150,7 @@ func runVariants(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, wh
 		row := variantRow(v, cfg)
 		if switchTo(ctx, cl, cfg, v, &row, what, log) {
 			ps, _ := cl.(procSource)
-			scalingRow(ctx, cl.URL(), cl.AdminToken(), ps, cfg, quick, v, &row, log)
+			scalingRow(ctx, cl.URL(), cl.AdminToken(), cl.Minter(), ps, cfg, quick, v, &row, log)
 		}
 		logRow(log, what, row)
 		rows = append(rows, row)
@@ -164,6 +165,7 @@ type replicas interface {
 	SetBackend(ctx context.Context, backend string, env map[string]string) error
 	URL() string
 	AdminToken() string
+	Minter() *auth.Minter
 }
 
 // variantRow is v's row before it runs.
@@ -197,8 +199,8 @@ func logRow(log *slog.Logger, what string, row E2ERow) {
 
 // scalingRow calibrates (unless quick), runs the row cfg.Runs times against
 // the cluster at url and fills row from the median run.
-func scalingRow(ctx context.Context, url, token string, ps procSource, cfg E2EConfig, quick bool, v variant, row *E2ERow, log *slog.Logger) {
-	lr := newLongRow(url, token, cfg, quick, v, row)
+func scalingRow(ctx context.Context, url, token string, mint *auth.Minter, ps procSource, cfg E2EConfig, quick bool, v variant, row *E2ERow, log *slog.Logger) {
+	lr := newLongRow(url, token, mint, cfg, quick, v, row)
 	lr.procs = ps
 	if !lr.calibrate(ctx, log) {
 		return
@@ -217,6 +219,7 @@ const maxRedo = 2
 // so that the runs of several rows can be interleaved (runLedger).
 type longRow struct {
 	url, token        string
+	mint              *auth.Minter // signs the named buyers' tokens
 	cfg               E2EConfig
 	quick             bool
 	v                 variant
@@ -229,8 +232,8 @@ type longRow struct {
 }
 
 // newLongRow sizes row from cfg: the quick size, until calibrate.
-func newLongRow(url, token string, cfg E2EConfig, quick bool, v variant, row *E2ERow) *longRow {
-	lr := &longRow{url: url, token: token, cfg: cfg, quick: quick, v: v, row: row, stock: cfg.Stock, requests: cfg.Requests}
+func newLongRow(url, token string, mint *auth.Minter, cfg E2EConfig, quick bool, v variant, row *E2ERow) *longRow {
+	lr := &longRow{url: url, token: token, mint: mint, cfg: cfg, quick: quick, v: v, row: row, stock: cfg.Stock, requests: cfg.Requests}
 	if v.uncontended && quick {
 		lr.stock, lr.requests = min(lr.stock, 20), min(lr.requests, 30)
 	}
@@ -244,7 +247,7 @@ func (lr *longRow) calibrate(ctx context.Context, log *slog.Logger) bool {
 	if lr.quick {
 		return true
 	}
-	rate, err := calibrateE2E(ctx, lr.url, lr.token, lr.cfg, lr.row.Concurrency, lr.v.users)
+	rate, err := calibrateE2E(ctx, lr.url, lr.token, lr.mint, lr.cfg, lr.row.Concurrency, lr.v.users)
 	if err != nil {
 		lr.stop("calibration: " + firstLine(err))
 		return false
@@ -279,7 +282,7 @@ func (lr *longRow) runOnce(ctx context.Context) {
 	before := sampleCPU(lr.procs)
 	rep, err := loadgen.Run(ctx, loadgen.Config{
 		URL: lr.url, AdminToken: lr.token, Requests: lr.requests,
-		Concurrency: row.Concurrency, Stock: lr.stock, Timeout: lr.cfg.Timeout, Users: lr.v.users,
+		Concurrency: row.Concurrency, Stock: lr.stock, Timeout: lr.cfg.Timeout, Users: lr.v.users, Minter: lr.mint,
 	})
 	after := sampleCPU(lr.procs)
 	if rep != nil {
@@ -375,9 +378,9 @@ const calibrationStock = 100_000
 // and returns the sales/s it reached; users > 0 sells to named buyers, as
 // the row does. The run is cut by its timeout, so its books (and buyers'
 // verdict) are not checked: a request in flight at the cut may still sell.
-func calibrateE2E(ctx context.Context, url, token string, cfg E2EConfig, concurrency, users int) (float64, error) {
+func calibrateE2E(ctx context.Context, url, token string, mint *auth.Minter, cfg E2EConfig, concurrency, users int) (float64, error) {
 	rep, err := loadgen.Run(ctx, loadgen.Config{
-		URL: url, AdminToken: token, Requests: calibrationStock,
+		URL: url, AdminToken: token, Requests: calibrationStock, Minter: mint,
 		Concurrency: concurrency, Stock: calibrationStock, Timeout: cfg.Calibrate, Users: users,
 	})
 	if err != nil && !errors.Is(err, loadgen.ErrTimeout) {

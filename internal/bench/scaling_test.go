@@ -307,7 +307,7 @@ func TestScalingRowRedoesShortRuns(t *testing.T) {
 	t.Cleanup(srv.Close)
 	cfg := E2EConfig{Concurrency: 4, Runs: 2, Target: time.Second, Calibrate: 300 * time.Millisecond, Timeout: 30 * time.Second}
 	row := E2ERow{Name: LabelLocked, Concurrency: 4}
-	scalingRow(t.Context(), srv.URL, "t", nil, cfg, false, variant{label: LabelLocked}, &row, slog.New(slog.DiscardHandler))
+	scalingRow(t.Context(), srv.URL, "t", nil, nil, cfg, false, variant{label: LabelLocked}, &row, slog.New(slog.DiscardHandler))
 	if row.Error != "" || !row.Consistent {
 		t.Fatalf("row error %q consistent %v, want a clean row", row.Error, row.Consistent)
 	}

@@ -10,4 +10,4 @@ func SetNow(f func() time.Time) (restore func()) {
 }
 
 // ParseBuyer is the reading of X-User and Idempotency-Key.
-var ParseBuyer = buyer
+var ParseBuyer = buyerHeaders

@@ -20,6 +20,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"seckill/internal/api"
+	"seckill/internal/auth"
 	"seckill/internal/lock"
 	"seckill/internal/metrics"
 	"seckill/internal/stock"
@@ -52,7 +53,10 @@ type Config struct {
 	Fencing    bool   // whether fencing is in effect (not merely configured)
 	Mode       string // stock mode, for /info
 	Version    string
-	AdminToken string // required by POST /stock/reset
+	AdminToken string // required by POST /stock/reset, GET /ledger and cross-buyer reads
+	// Buyers says who a request's buyer is (package auth); nil names none:
+	// every sale anonymous, a buyer header or token refused.
+	Buyers *auth.Identity
 	// ProbeTimeout bounds each dependency check of /readyz; default 1s.
 	ProbeTimeout time.Duration
 	// TrustedProxies are the addresses or CIDRs whose X-Forwarded-For is
@@ -156,6 +160,9 @@ func New(cfg Config, deps Deps) http.Handler {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
+	if cfg.Buyers == nil {
+		cfg.Buyers = &auth.Identity{Mode: auth.ModeNone}
+	}
 	a := &server{cfg: cfg, deps: deps, logs: metrics.NewLogLimiter(deps.Metrics, time.Second)}
 	a.dur.init(deps.Durability)
 	if deps.Witness != nil {
@@ -226,9 +233,9 @@ func (a *server) problem(c *gin.Context, status int, msg string) {
 
 func (a *server) reduce(c *gin.Context) {
 	start := time.Now()
-	b, msg := buyer(c.Request.Header)
+	b, status, msg := a.buyer(c)
 	if msg != "" {
-		a.problem(c, http.StatusBadRequest, msg)
+		a.problem(c, status, msg)
 		return
 	}
 	sale, err := a.deps.Seller.ReduceFor(c.Request.Context(), b)

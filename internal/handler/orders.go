@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"seckill/internal/api"
+	"seckill/internal/auth"
 	"seckill/internal/stock"
 )
 
@@ -44,11 +45,62 @@ type DurableOrders interface {
 	Lag(ctx context.Context) (int64, error)
 }
 
-// buyer reads X-User and Idempotency-Key. An absent header is no buyer or
+// buyer is the sale's buyer and key: the buyer as Config.Buyers finds it
+// (401 when a credential is refused or one is required), the key from
+// Idempotency-Key (400 when malformed). A 401 says what to fix; it names
+// nothing of the keys.
+func (a *server) buyer(c *gin.Context) (stock.Buyer, int, string) {
+	user, status, msg := a.identify(c, true)
+	if msg != "" {
+		return stock.Buyer{}, status, msg
+	}
+	key, msg := identity(c.Request.Header, HeaderIdempotencyKey, stock.MaxKeyLen)
+	if msg != "" {
+		return stock.Buyer{}, http.StatusBadRequest, msg
+	}
+	return stock.Buyer{User: user, Key: key}, 0, ""
+}
+
+// identify is the request's authenticated buyer, "" for none; a sale's
+// (auth.required applies) or a read's.
+func (a *server) identify(c *gin.Context, sale bool) (string, int, string) {
+	id := a.cfg.Buyers
+	unauthorized := func(msg string) (string, int, string) {
+		if id.Mode == auth.ModeJWT {
+			c.Header("WWW-Authenticate", `Bearer realm="seckill"`)
+		}
+		return "", http.StatusUnauthorized, msg
+	}
+	who := id.Caller
+	if sale {
+		who = id.Buyer
+	}
+	user, err := who(c.Request)
+	if err != nil {
+		return unauthorized(err.Error())
+	}
+	_, header := c.Request.Header[auth.HeaderBuyer]
+	switch {
+	case id.Mode == auth.ModeProxy && header:
+		// The gateway's header, held to the rules of any header.
+		b, msg := buyerHeaders(c.Request.Header)
+		if msg != "" {
+			return "", http.StatusBadRequest, msg
+		}
+		user = b.User
+	case user != "":
+		if msg := checkIdentity("the token's sub", user, stock.MaxUserLen); msg != "" {
+			return unauthorized("not authenticated: " + msg + " (it names the buyer)")
+		}
+	}
+	return user, 0, ""
+}
+
+// buyerHeaders reads X-User and Idempotency-Key. An absent header is no buyer or
 // no key; a header that is present must be valid (a buyer whose id is
 // silently dropped would escape the per-user limit), so an empty, repeated
 // or malformed one is a problem text for a 400.
-func buyer(h http.Header) (stock.Buyer, string) {
+func buyerHeaders(h http.Header) (stock.Buyer, string) {
 	user, msg := identity(h, HeaderUser, stock.MaxUserLen)
 	if msg != "" {
 		return stock.Buyer{}, msg
@@ -127,7 +179,22 @@ func (a *server) order(c *gin.Context) {
 		a.problem(c, http.StatusBadRequest, "order id too long")
 		return
 	}
+	admin := a.authorized(c.Request)
+	var user string
+	if !admin {
+		u, status, msg := a.identify(c, false)
+		if msg != "" {
+			a.problem(c, status, msg)
+			return
+		}
+		user = u
+	}
 	o, err := a.deps.Orders.Order(c.Request.Context(), id)
+	if err == nil && o.User != "" && o.User != user && !admin {
+		// Another buyer's order reads as no order: a 403 would tell
+		// that the id exists.
+		err = stock.ErrNoOrder
+	}
 	if err != nil {
 		a.ledgerFail(c, err)
 		return
@@ -146,19 +213,42 @@ type orderBody struct {
 func (*orderBody) SetReplica(string) {}
 
 // orders answers GET /orders?user=U&offset=O&limit=L: one page of U's
-// orders, oldest first.
+// orders, oldest first. A buyer reads its own (user defaults to it);
+// another's, or any with no buyer named, take the admin token.
 func (a *server) orders(c *gin.Context) {
 	if a.deps.Orders == nil {
 		a.ledgerOff(c)
 		return
 	}
-	user, ok := c.GetQuery("user")
-	if !ok {
-		a.problem(c, http.StatusBadRequest, "user is required: GET /orders?user=<X-User>")
-		return
+	user, asked := c.GetQuery("user")
+	if asked {
+		if msg := checkIdentity("user", user, stock.MaxUserLen); msg != "" {
+			a.problem(c, http.StatusBadRequest, msg)
+			return
+		}
 	}
-	if msg := checkIdentity("user", user, stock.MaxUserLen); msg != "" {
-		a.problem(c, http.StatusBadRequest, msg)
+	if !a.authorized(c.Request) {
+		me, status, msg := a.identify(c, false)
+		switch {
+		case msg != "":
+			a.problem(c, status, msg)
+			return
+		case me == "" && asked:
+			// Counted by admit: a guesser of the admin token is slowed.
+			if !a.admit(c) {
+				return
+			}
+		case me == "":
+			a.problem(c, http.StatusUnauthorized, "no buyer: GET /orders lists the authenticated buyer's own orders")
+			return
+		case asked && user != me:
+			a.problem(c, http.StatusForbidden, "another buyer's orders need the admin token")
+			return
+		default:
+			user = me
+		}
+	} else if !asked {
+		a.problem(c, http.StatusBadRequest, "user is required with the admin token: GET /orders?user=<buyer>")
 		return
 	}
 	offset, msg := queryInt(c, "offset", 0, 0, maxOffset)
@@ -207,6 +297,10 @@ func queryInt(c *gin.Context, name string, def, lo, hi int) (int, string) {
 func (a *server) ledger(c *gin.Context) {
 	if a.deps.Orders == nil {
 		a.ledgerOff(c)
+		return
+	}
+	// Every buyer's counts: the operator's, not the public's.
+	if !a.admit(c) {
 		return
 	}
 	ctx := c.Request.Context()

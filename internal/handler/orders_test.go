@@ -10,9 +10,20 @@ import (
 	"testing"
 	"time"
 
+	"seckill/internal/auth"
 	"seckill/internal/handler"
 	"seckill/internal/stock"
 )
+
+// gateway names buyers by X-User from httptest's peer (192.0.2.1), as a
+// trusted proxy would.
+var gateway = func() *auth.Identity {
+	ps, err := auth.ParseProxies([]string{"192.0.2.0/24"})
+	if err != nil {
+		panic(err)
+	}
+	return &auth.Identity{Mode: auth.ModeProxy, Proxies: ps}
+}()
 
 // fakeOrders is a ledger with fixed contents; it records the page asked.
 type fakeOrders struct {
@@ -68,7 +79,9 @@ const order1JSON = `{"entry":"1700000000123-0","id":"p-1","key":"k1","replica":"
 func get(t *testing.T, h http.Handler, path string) (int, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil)
+	req.Header.Set("X-Admin-Token", token) // the operator's view; buyers' in TestOrdersArePrivate
+	h.ServeHTTP(rec, req)
 	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Fatalf("GET %s: got Content-Type %q, want JSON", path, ct)
 	}
@@ -318,7 +331,7 @@ func TestReduceForBuyer(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &buyerSeller{sale: tc.sale}
-			h := handler.New(handler.Config{Replica: replica}, handler.Deps{Seller: s, Inventory: &cannedInventory{}})
+			h := handler.New(handler.Config{Replica: replica, Buyers: gateway}, handler.Deps{Seller: s, Inventory: &cannedInventory{}})
 			rec := postSale(t, h, tc.headers...)
 			if rec.Code != 200 || rec.Body.String() != tc.want {
 				t.Fatalf("got %d %s, want 200 %s", rec.Code, rec.Body.String(), tc.want)
@@ -353,7 +366,7 @@ func TestReduceRefusesBadBuyer(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &buyerSeller{err: tc.sellerErr}
-			h := handler.New(handler.Config{Replica: replica}, handler.Deps{Seller: s, Inventory: &cannedInventory{}})
+			h := handler.New(handler.Config{Replica: replica, Buyers: gateway}, handler.Deps{Seller: s, Inventory: &cannedInventory{}})
 			rec := postSale(t, h, tc.headers...)
 			if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), tc.errContains) ||
 				!strings.Contains(rec.Body.String(), `"replica":"r-test"`) {
@@ -381,7 +394,7 @@ func (s stalledDurable) Lag(ctx context.Context) (int64, error) { return s.lag, 
 // A stalled MySQL does not hold GET /ledger: the durable count is bounded
 // by the probe timeout and left out, and the lag still answered.
 func TestLedgerDurableReadIsBounded(t *testing.T) {
-	h := handler.New(handler.Config{Replica: replica, ProbeTimeout: 50 * time.Millisecond}, handler.Deps{
+	h := handler.New(handler.Config{Replica: replica, ProbeTimeout: 50 * time.Millisecond, AdminToken: token}, handler.Deps{
 		Inventory: &cannedInventory{}, Durable: stalledDurable{lag: 2},
 		Orders: &fakeOrders{stats: stock.LedgerStats{Sale: "s1", Orders: 2, Lucky: 2}},
 	})

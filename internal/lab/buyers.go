@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
+	"seckill/internal/auth"
 	"seckill/internal/loadgen"
 )
 
@@ -62,7 +63,8 @@ func buyersOnly(s string) bool { return scenarios[s].buyers }
 // buyerPlan hands out the purchases of a buyers' cell and remembers which
 // are settled: answered with a verdict, not an unknown outcome.
 type buyerPlan struct {
-	run string
+	run  string
+	mint *auth.Minter // the cluster's: every purchase carries its buyer's token
 
 	mu        sync.Mutex
 	purchases []loadgen.Purchase
@@ -70,11 +72,12 @@ type buyerPlan struct {
 	settled   map[int]bool
 }
 
-func newBuyerPlan() *buyerPlan {
+func newBuyerPlan(mint *auth.Minter) *buyerPlan {
 	run := loadgen.RunID()
 	rng := mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
 	ps := loadgen.Plan(buyerPurchases, buyerUsers, buyerRetryRate, run, rng)
-	return &buyerPlan{run: run, purchases: ps, n: len(ps), settled: map[int]bool{}}
+	loadgen.Sign(ps, mint)
+	return &buyerPlan{run: run, mint: mint, purchases: ps, n: len(ps), settled: map[int]bool{}}
 }
 
 // take returns the load's next purchase, false once all are taken.
@@ -94,6 +97,7 @@ func (b *buyerPlan) extra(prefix string) (int, loadgen.Purchase) {
 	defer b.mu.Unlock()
 	i := len(b.purchases)
 	p := loadgen.Purchase{User: fmt.Sprintf("%s%d", prefix, i), Key: fmt.Sprintf("%s-%s%d", b.run, prefix, i)}
+	p.Token = b.mint.Token(p.User)
 	b.purchases = append(b.purchases, p)
 	return i, p
 }
@@ -310,7 +314,7 @@ func (r response) answer() loadgen.Response {
 // buyer may hold an order no answer named: a fenced sale, or one whose
 // answer was lost and never replayed, must leave none.
 func (x *run) buyerBooks(ctx context.Context, client *http.Client, st api.Stock, resps []response) error {
-	v, err := judgeBuyers(ctx, client, x.c.URL(), resps)
+	v, err := judgeBuyers(ctx, client, x.c.URL(), x.c.AdminToken(), resps)
 	if err != nil {
 		return err
 	}
@@ -337,7 +341,7 @@ type buyerVerdict struct {
 // the original, MySQL rows == orders once drained) and the orders of
 // every buyer whom no answer gave one (there must be none). Each failed
 // check is a problem; the error is non-nil only when base could not be read.
-func judgeBuyers(ctx context.Context, client *http.Client, base string, resps []response) (buyerVerdict, error) {
+func judgeBuyers(ctx context.Context, client *http.Client, base, adminToken string, resps []response) (buyerVerdict, error) {
 	info, err := loadgen.GetInfo(ctx, client, base)
 	if err != nil {
 		return buyerVerdict{}, fmt.Errorf("read /info: %w", err)
@@ -371,7 +375,7 @@ func judgeBuyers(ctx context.Context, client *http.Client, base string, resps []
 	}
 	vctx, cancel := context.WithTimeout(ctx, buyerDrain+15*time.Second)
 	defer cancel()
-	b, err := loadgen.Verify(vctx, client, base, loadgen.VerifyConfig{Info: info, Drain: buyerDrain}, answers)
+	b, err := loadgen.Verify(vctx, client, base, loadgen.VerifyConfig{Info: info, Drain: buyerDrain, AdminToken: adminToken}, answers)
 	if err != nil {
 		return buyerVerdict{}, fmt.Errorf("verify the buyers: %w", err)
 	}
@@ -390,7 +394,7 @@ func judgeBuyers(ctx context.Context, client *http.Client, base string, resps []
 			}
 		}
 	}) {
-		list, err := loadgen.GetOrders(vctx, client, base, u)
+		list, err := loadgen.GetOrders(vctx, client, base, adminToken, u)
 		if err != nil {
 			return buyerVerdict{}, fmt.Errorf("orders of %s: %w", u, err)
 		}

@@ -467,7 +467,7 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (_ Result, err
 	}
 	var plan *buyerPlan
 	if cell.Buyers {
-		plan = newBuyerPlan()
+		plan = newBuyerPlan(c.Minter())
 	}
 	x.load = startLoad(c.URL()+"/stock/reduce", buyers, 60*time.Second, plan)
 	stopped := false

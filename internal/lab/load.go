@@ -147,12 +147,7 @@ func (l *load) send(ctx context.Context, url string, p loadgen.Purchase) respons
 	if err != nil {
 		return response{Sent: sent, At: time.Now(), Error: err.Error(), Left: -1}
 	}
-	if p.User != "" {
-		req.Header.Set("X-User", p.User)
-	}
-	if p.Key != "" {
-		req.Header.Set("Idempotency-Key", p.Key)
-	}
+	loadgen.SetBuyer(req, p)
 	resp, err := l.client.Do(req)
 	if err != nil {
 		return response{Sent: sent, At: time.Now(), Error: err.Error(), Left: -1}

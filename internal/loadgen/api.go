@@ -79,9 +79,18 @@ func GetStock(ctx context.Context, client *http.Client, base string) (api.Stock,
 }
 
 func get(ctx context.Context, client *http.Client, url string, into any) error {
+	return getAs(ctx, client, url, "", into)
+}
+
+// getAs is get with the admin token (when not empty): the ledger and
+// other buyers' orders are the operator's to read.
+func getAs(ctx context.Context, client *http.Client, url, adminToken string, into any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fmt.Errorf("loadgen: %w", err)
+	}
+	if adminToken != "" {
+		req.Header.Set("X-Admin-Token", adminToken)
 	}
 	return do(client, req, into)
 }
@@ -152,10 +161,11 @@ func ReceiptSold(ctx context.Context, client *http.Client, base, attempt string)
 	return rb.Sold, err
 }
 
-// GetLedger reads GET /ledger: the order ledger at one instant.
-func GetLedger(ctx context.Context, client *http.Client, base string) (api.Ledger, error) {
+// GetLedger reads GET /ledger, as the admin: the order ledger at one
+// instant.
+func GetLedger(ctx context.Context, client *http.Client, base, adminToken string) (api.Ledger, error) {
 	var l api.Ledger
-	err := get(ctx, client, base+"/ledger", &l)
+	err := getAs(ctx, client, base+"/ledger", adminToken, &l)
 	return l, err
 }
 
@@ -163,15 +173,15 @@ func GetLedger(ctx context.Context, client *http.Client, base string) (api.Ledge
 // maximum).
 const ordersPage = 500
 
-// GetOrders reads every order of user from GET /orders?user=, page by
-// page, oldest first. It fails with ErrBadResponse when the pages do not
-// add up to the total the server reports.
-func GetOrders(ctx context.Context, client *http.Client, base, user string) ([]api.Order, error) {
+// GetOrders reads every order of user from GET /orders?user=, as the
+// admin, page by page, oldest first. It fails with ErrBadResponse when the
+// pages do not add up to the total the server reports.
+func GetOrders(ctx context.Context, client *http.Client, base, adminToken, user string) ([]api.Order, error) {
 	var all []api.Order
 	for {
 		q := url.Values{"user": {user}, "offset": {strconv.Itoa(len(all))}, "limit": {strconv.Itoa(ordersPage)}}
 		var page api.Orders
-		if err := get(ctx, client, base+"/orders?"+q.Encode(), &page); err != nil {
+		if err := getAs(ctx, client, base+"/orders?"+q.Encode(), adminToken, &page); err != nil {
 			return nil, err
 		}
 		all = append(all, page.Orders...)

@@ -46,7 +46,7 @@ func TestBuyersOnLocalCluster(t *testing.T) {
 	}
 
 	r, err := loadgen.Run(ctx, loadgen.Config{
-		URL: c.URL(), AdminToken: c.AdminToken(), Requests: 200, Concurrency: 20, Stock: 100,
+		URL: c.URL(), AdminToken: c.AdminToken(), Minter: c.Minter(), Requests: 200, Concurrency: 20, Stock: 100,
 		Users: 150, RetryRate: 0.3, RetryTimeout: 5 * time.Millisecond,
 	})
 	if err != nil {

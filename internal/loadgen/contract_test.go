@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
+	"seckill/internal/auth"
 	"seckill/internal/handler"
 	"seckill/internal/loadgen"
 	"seckill/internal/stock"
@@ -98,15 +99,23 @@ func (s *buyerSeller) ReduceFor(_ context.Context, b stock.Buyer) (stock.Sale, e
 	return stock.Sale{StockAfter: 4, Attempt: "a-1", OrderID: "o-1", Replayed: len(s.buyers) > 1}, nil
 }
 
-// The buyer and key the load tool sends reach the real handler's Seller as
-// the stock.Buyer they mean, and a sold answer's order id and replay flag
-// come back as the load tool's Order and OutcomeReplayed.
+// The buyer and key the load tool sends (the buyer as a token it signs)
+// reach the real handler's Seller as the stock.Buyer they mean, and a sold
+// answer's order id and replay flag come back as the load tool's Order and
+// OutcomeReplayed.
 func TestHandlerBuyersRoundTrip(t *testing.T) {
 	seller := &buyerSeller{}
-	h := handler.New(handler.Config{Replica: "r-1", AdminToken: "t", Ledger: true}, handler.Deps{Seller: seller})
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	v, err := auth.NewVerifier(auth.JWT{Secret: secret, Issuer: "seckill", Audience: "seckill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := handler.New(handler.Config{Replica: "r-1", AdminToken: "t", Ledger: true,
+		Buyers: &auth.Identity{Mode: auth.ModeJWT, Verifier: v}}, handler.Deps{Seller: seller})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	p := []loadgen.Purchase{{User: "u7", Key: "run-0", Retry: loadgen.RetryAfter}}
+	loadgen.Sign(p, auth.NewMinter(secret, "seckill", "seckill", time.Minute))
 	got := loadgen.FireBuyers(t.Context(), loadgen.NewClient(1, 5*time.Second), srv.URL+"/stock/reduce", p, 1, time.Second)
 	want := []stock.Buyer{{User: "u7", Key: "run-0"}, {User: "u7", Key: "run-0"}}
 	if !slices.Equal(seller.buyers, want) {

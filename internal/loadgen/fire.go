@@ -122,12 +122,7 @@ func reduce(ctx context.Context, client *http.Client, url string, p Purchase) Re
 	if err != nil {
 		return Response{Err: err, Sent: start, Received: start}
 	}
-	if p.User != "" {
-		req.Header.Set("X-User", p.User)
-	}
-	if p.Key != "" {
-		req.Header.Set("Idempotency-Key", p.Key)
-	}
+	SetBuyer(req, p)
 	resp, err := client.Do(req)
 	if err != nil {
 		end := time.Now()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
+	"seckill/internal/auth"
 )
 
 // ErrTimeout: the run's time bound passed before every request was sent.
@@ -42,6 +43,10 @@ type Config struct {
 	// own Idempotency-Key, and the report carries the buyers' verdict
 	// (Report.Buyers). Zero: anonymous sales, as in the articles.
 	Users int
+	// Minter, when set, signs each buyer's token (Authorization: Bearer),
+	// as the replicas' auth.buyers jwt wants; without it buyers are sent
+	// as X-User, for replicas behind a gateway that trusts this client.
+	Minter *auth.Minter
 	// RetryRate is the fraction of purchases sent twice with the same user
 	// and key (after a cut first send, right after the answer, or racing
 	// it; see RetryKind). Only with Users.
@@ -169,6 +174,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			seed = rand.Uint64()
 		}
 		purchases = Plan(cfg.Requests, cfg.Users, cfg.RetryRate, RunID(), rand.New(rand.NewPCG(seed, seed>>1)))
+		if cfg.Minter != nil {
+			Sign(purchases, cfg.Minter)
+		}
 	}
 
 	fireCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -200,13 +208,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r.Concurrency = cfg.Concurrency
 	if purchases != nil {
-		if r.Buyers, err = Verify(ctx, client, cfg.URL, VerifyConfig{Info: info, Drain: cfg.Drain}, responses); err != nil {
+		if r.Buyers, err = Verify(ctx, client, cfg.URL, VerifyConfig{Info: info, Drain: cfg.Drain, AdminToken: cfg.AdminToken}, responses); err != nil {
 			return nil, err
 		}
 		r.Buyers.Users, r.Buyers.RetryRate = cfg.Users, cfg.RetryRate
 	} else if info.Ledger {
 		// Best effort: a run without buyers never failed on the ledger.
-		if l, err := GetLedger(ctx, client, cfg.URL); err == nil {
+		if l, err := GetLedger(ctx, client, cfg.URL, cfg.AdminToken); err == nil {
 			r.Ledger = &l
 		}
 	}

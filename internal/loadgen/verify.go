@@ -94,6 +94,8 @@ type VerifyConfig struct {
 	Drain time.Duration
 	// Poll is the interval of that wait. The default is 200ms.
 	Poll time.Duration
+	// AdminToken reads the ledger and every buyer's orders.
+	AdminToken string
 }
 
 // Verify checks the answers of a buyer-aware sale (FireBuyers) against the
@@ -113,10 +115,10 @@ func Verify(ctx context.Context, client *http.Client, base string, cfg VerifyCon
 
 	orders := map[string]bool{}            // every order id answered
 	byUser := map[string]map[string]bool{} // user -> order ids answered
-	sales := map[string]map[string]bool{}  // key -> order ids of first-hand sales
-	replays := map[string][]string{}       // key -> order ids of replayed answers
+	sales := map[string]map[string]bool{}  // scoped key -> order ids of first-hand sales
+	replays := map[string][]string{}       // scoped key -> order ids of replayed answers
 	limited := map[string]bool{}           // users answered limit_reached
-	keyUser := map[string]string{}         // key -> its user
+	keyUser := map[string]string{}         // purchase (scoped key) -> its user
 	purchases := map[int]RetryKind{}       // purchase -> how it was sent
 	add := func(m map[string]map[string]bool, k, v string) {
 		if m[k] == nil {
@@ -126,7 +128,7 @@ func Verify(ctx context.Context, client *http.Client, base string, cfg VerifyCon
 	}
 	for _, r := range responses {
 		purchases[r.Purchase] = r.Retry
-		keyUser[r.Key] = r.User
+		keyUser[scoped(r.User, r.Key)] = r.User
 		order := r.Order
 		switch {
 		case r.Cut:
@@ -136,7 +138,7 @@ func Verify(ctx context.Context, client *http.Client, base string, cfg VerifyCon
 			b.Sold++
 		case r.Outcome == OutcomeReplayed:
 			b.Replayed++
-			replays[r.Key] = append(replays[r.Key], order)
+			replays[scoped(r.User, r.Key)] = append(replays[scoped(r.User, r.Key)], order)
 		case r.Outcome == OutcomeUnconfirmed && r.Settled:
 			order = r.Attempt // an order's id is its sale's attempt id
 		case r.Outcome == OutcomeUnconfirmed, r.Outcome == OutcomeSoldOut:
@@ -157,8 +159,8 @@ func Verify(ctx context.Context, client *http.Client, base string, cfg VerifyCon
 		}
 		orders[order] = true
 		add(byUser, r.User, order)
-		if r.Outcome != OutcomeReplayed {
-			add(sales, r.Key, order)
+		if r.Outcome != OutcomeReplayed && r.Key != "" {
+			add(sales, scoped(r.User, r.Key), order)
 		}
 	}
 	b.Purchases = len(purchases)
@@ -178,7 +180,7 @@ func Verify(ctx context.Context, client *http.Client, base string, cfg VerifyCon
 
 	// Every buyer with an order or a limit_reached answer, as the ledger
 	// lists them.
-	listed, err := ordersOf(ctx, client, base, slices.Sorted(maps.Keys(union(byUser, limited))))
+	listed, err := ordersOf(ctx, client, base, cfg.AdminToken, slices.Sorted(maps.Keys(union(byUser, limited))))
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +190,7 @@ func Verify(ctx context.Context, client *http.Client, base string, cfg VerifyCon
 
 	// The ledger's own lists, per buyer, hold exactly the answered orders.
 	var missing, extra int
-	ledgerKeys := map[string]map[string]bool{} // key -> order ids in the ledger
+	ledgerKeys := map[string]map[string]bool{} // scoped key -> order ids in the ledger
 	ledgerOrder := map[string]api.Order{}
 	for user, list := range listed {
 		got := map[string]bool{}
@@ -196,7 +198,7 @@ func Verify(ctx context.Context, client *http.Client, base string, cfg VerifyCon
 			got[o.ID] = true
 			ledgerOrder[o.ID] = o
 			if o.Key != "" {
-				add(ledgerKeys, o.Key, o.ID)
+				add(ledgerKeys, scoped(o.User, o.Key), o.ID)
 			}
 			if !byUser[user][o.ID] {
 				extra++
@@ -246,7 +248,7 @@ func Verify(ctx context.Context, client *http.Client, base string, cfg VerifyCon
 	for key, ids := range replays {
 		for _, id := range ids {
 			o, ok := ledgerOrder[id]
-			original := ok && o.Key == key && o.User == keyUser[key]
+			original := ok && scoped(o.User, o.Key) == key && o.User == keyUser[key]
 			for first := range sales[key] {
 				original = original && first == id
 			}
@@ -280,7 +282,7 @@ func (b *Buyers) check(name string, ok bool, format string, args ...any) {
 // is 0 (drained true) or cfg.Drain passes (drained false, the last read
 // returned).
 func drain(ctx context.Context, client *http.Client, base string, cfg VerifyConfig) (api.Ledger, bool, error) {
-	l, err := GetLedger(ctx, client, base)
+	l, err := GetLedger(ctx, client, base, cfg.AdminToken)
 	if err != nil || !cfg.Info.Durable {
 		return l, err == nil, err
 	}
@@ -296,7 +298,7 @@ func drain(ctx context.Context, client *http.Client, base string, cfg VerifyConf
 			return l, false, nil
 		case <-tick.C:
 		}
-		if l, err = GetLedger(ctx, client, base); err != nil {
+		if l, err = GetLedger(ctx, client, base, cfg.AdminToken); err != nil {
 			return l, false, err
 		}
 	}
@@ -304,7 +306,7 @@ func drain(ctx context.Context, client *http.Client, base string, cfg VerifyConf
 }
 
 // ordersOf reads every listed user's orders, a few users at a time.
-func ordersOf(ctx context.Context, client *http.Client, base string, users []string) (map[string][]api.Order, error) {
+func ordersOf(ctx context.Context, client *http.Client, base, adminToken string, users []string) (map[string][]api.Order, error) {
 	out := make(map[string][]api.Order, len(users))
 	var mu sync.Mutex
 	var errs []error
@@ -313,7 +315,7 @@ func ordersOf(ctx context.Context, client *http.Client, base string, users []str
 	for range min(8, len(users)) {
 		wg.Go(func() {
 			for user := range work {
-				list, err := GetOrders(ctx, client, base, user)
+				list, err := GetOrders(ctx, client, base, adminToken, user)
 				mu.Lock()
 				out[user] = list
 				if err != nil {
@@ -396,3 +398,7 @@ func sum(m map[string]int) int {
 	}
 	return n
 }
+
+// scoped is an idempotency key as the service scopes it: its buyer's own,
+// so two buyers' same key are two purchases. Neither holds a space.
+func scoped(user, key string) string { return user + " " + key }

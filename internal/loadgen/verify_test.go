@@ -82,12 +82,12 @@ func TestGetOrdersPages(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(api.Orders{User: "u1", Orders: page, Total: int64(len(all))})
 	}))
 	t.Cleanup(srv.Close)
-	got, err := GetOrders(t.Context(), srv.Client(), srv.URL, "u1")
+	got, err := GetOrders(t.Context(), srv.Client(), srv.URL, "", "u1")
 	if err != nil || len(got) != len(all) || got[1202].ID != "1202" {
 		t.Fatalf("got %d orders (%v), want %d in order", len(got), err, len(all))
 	}
 	short.Store(true)
-	if _, err := GetOrders(t.Context(), srv.Client(), srv.URL, "u1"); !errors.Is(err, ErrBadResponse) {
+	if _, err := GetOrders(t.Context(), srv.Client(), srv.URL, "", "u1"); !errors.Is(err, ErrBadResponse) {
 		t.Fatalf("pages short of the total: got %v, want ErrBadResponse", err)
 	}
 }

@@ -11,6 +11,7 @@ package localcluster
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"seckill/internal/auth"
 	"seckill/internal/servers"
 )
 
@@ -89,6 +91,8 @@ type Cluster struct {
 	addrs   []string // replica addresses, fixed for the cluster's life
 	backend string
 	env     map[string]string
+	// jwtSecret signs the buyers' tokens (Minter); made for the cluster.
+	jwtSecret string
 
 	mu        sync.Mutex
 	closed    bool
@@ -123,7 +127,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if cfg.ProxyTimeout == 0 {
 		cfg.ProxyTimeout = 30 * time.Second
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Logger, backend: cfg.Backend, env: normalizeEnv(cfg.Env)}
+	c := &Cluster{cfg: cfg, log: cfg.Logger, backend: cfg.Backend, env: normalizeEnv(cfg.Env), jwtSecret: rand.Text() + rand.Text()}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -271,6 +275,17 @@ func (c *Cluster) get(p **servers.Process) *servers.Process {
 
 // AdminToken is the token for POST /stock/reset.
 func (c *Cluster) AdminToken() string { return c.cfg.AdminToken }
+
+// The issuer and audience of the cluster's buyers' tokens.
+const (
+	JWTIssuer   = "seckill-lab"
+	JWTAudience = "seckill"
+)
+
+// Minter signs tokens the replicas accept: named buyers buy with them.
+func (c *Cluster) Minter() *auth.Minter {
+	return auth.NewMinter([]byte(c.jwtSecret), JWTIssuer, JWTAudience, time.Hour)
+}
 
 // Backend is the lock backend the replicas currently run.
 func (c *Cluster) Backend() string {

@@ -190,6 +190,12 @@ func (c *Cluster) replicaEnv(i int) []string {
 		"STOCKD_REDIS_ADDR":      c.redis.Addr(),
 		"STOCKD_LOCK_REDIS_ADDR": c.redis.Addr(),
 		"STOCKD_ADMIN_TOKEN":     c.cfg.AdminToken,
+		// Buyers are named by tokens the cluster's Minter signs, as a
+		// login would; no client names one by a header.
+		"STOCKD_AUTH_BUYERS":       "jwt",
+		"STOCKD_AUTH_JWT_SECRET":   c.jwtSecret,
+		"STOCKD_AUTH_JWT_ISSUER":   JWTIssuer,
+		"STOCKD_AUTH_JWT_AUDIENCE": JWTAudience,
 		// The lab, demo, bench and tests wait up to a minute for the lock
 		// (queueing, not shedding, is what they measure); a sale must be
 		// answered before stockd's write deadline.

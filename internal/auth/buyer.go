@@ -1,0 +1,141 @@
+package auth
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// Modes of Identity.Mode: where a buyer's identity comes from.
+const (
+	// ModeNone: no buyer is named; every purchase is anonymous, and a
+	// buyer header or token is refused rather than ignored (a client that
+	// thinks it bought as bob must learn it did not).
+	ModeNone = "none"
+	// ModeJWT: Authorization: Bearer <JWT>, verified.
+	ModeJWT = "jwt"
+	// ModeProxy: the buyer header, from a trusted proxy only.
+	ModeProxy = "proxy"
+)
+
+// Modes lists the modes, for config validation.
+var Modes = []string{ModeNone, ModeJWT, ModeProxy}
+
+// HeaderBuyer is the header a trusted proxy names the buyer in.
+const HeaderBuyer = "X-User"
+
+// Identity finds the buyer of a request.
+type Identity struct {
+	Mode string
+	// Verifier checks tokens in ModeJWT.
+	Verifier *Verifier
+	// Proxies may set HeaderBuyer in ModeProxy.
+	Proxies Proxies
+	// Required refuses anonymous purchases: with it a buyer cannot escape
+	// the per-user limit by sending no credential.
+	Required bool
+}
+
+// Buyer is the buyer of a purchase r: Caller's, and with Required an
+// anonymous one is refused.
+func (id *Identity) Buyer(r *http.Request) (string, error) {
+	user, err := id.Caller(r)
+	if err == nil && user == "" && id.Required {
+		if _, header := r.Header[HeaderBuyer]; !header {
+			return "", fmt.Errorf("%w: this sale requires an authenticated buyer (auth.required)", ErrUnauthenticated)
+		}
+	}
+	return user, err
+}
+
+// Caller is the buyer r names, "" for none (a read of an anonymous order
+// needs none). Every refusal wraps ErrUnauthenticated with what to fix.
+// The buyer header's own validity (printable, bounded; present but empty)
+// is the caller's to check, as for any header.
+func (id *Identity) Caller(r *http.Request) (string, error) {
+	bearer, hasBearer := bearerToken(r)
+	_, hasHeader := r.Header[HeaderBuyer]
+	var user string
+	switch id.Mode {
+	case ModeJWT:
+		if hasHeader {
+			return "", fmt.Errorf("%w: %s is not accepted here; name the buyer with Authorization: Bearer <JWT>", ErrUnauthenticated, HeaderBuyer)
+		}
+		if hasBearer {
+			u, err := id.Verifier.Buyer(bearer)
+			if err != nil {
+				return "", err
+			}
+			user = u
+		}
+	case ModeProxy:
+		if hasBearer {
+			return "", fmt.Errorf("%w: bearer tokens are not accepted here (auth.buyers: proxy); the gateway names the buyer", ErrUnauthenticated)
+		}
+		if hasHeader {
+			if !id.Proxies.Trusts(r.RemoteAddr) {
+				return "", fmt.Errorf("%w: %s is honoured only from a trusted proxy (http.trusted_proxies)", ErrUnauthenticated, HeaderBuyer)
+			}
+			user = r.Header.Get(HeaderBuyer)
+		}
+	default:
+		if hasHeader || hasBearer {
+			return "", fmt.Errorf("%w: named buyers are off here (auth.buyers: none); send neither %s nor a bearer token", ErrUnauthenticated, HeaderBuyer)
+		}
+	}
+	return user, nil
+}
+
+// bearerToken is the credential of an Authorization: Bearer header.
+func bearerToken(r *http.Request) (string, bool) {
+	v := r.Header.Get("Authorization")
+	if len(v) < 7 || !strings.EqualFold(v[:7], "bearer ") {
+		return "", false
+	}
+	return strings.TrimSpace(v[7:]), true
+}
+
+// Proxies are the peers trusted to name the buyer.
+type Proxies []netip.Prefix
+
+// ParseProxies reads addresses and CIDRs (what gin's trusted proxies take).
+func ParseProxies(list []string) (Proxies, error) {
+	var ps Proxies
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !strings.Contains(s, "/") {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return nil, fmt.Errorf("trusted proxy %q: %w", s, err)
+			}
+			ps = append(ps, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("trusted proxy %q: %w", s, err)
+		}
+		ps = append(ps, p.Masked())
+	}
+	return ps, nil
+}
+
+// Trusts reports whether the peer at remoteAddr (host:port, as
+// http.Request.RemoteAddr has it) is one of ps.
+func (ps Proxies) Trusts(remoteAddr string) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	a := ap.Addr().Unmap()
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
