@@ -30,6 +30,8 @@ have etcd || missing+=(etcd-server)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 have java || missing+=(default-jre-headless)
 have make || missing+=(make)
+have openssl || missing+=(openssl) # the README's token recipe, run by a test
+have curl || missing+=(curl)
 # MariaDB for the mysql lock backends: mariadbd and mariadb-install-db
 # (/usr/sbin and /usr/bin); the client for poking at a test server by hand.
 have mariadbd || missing+=(mariadb-server)
@@ -53,7 +55,7 @@ if ! have nginx; then
 fi
 
 if [ "${#missing[@]}" -eq 0 ]; then
-	echo "install-deps: system packages present (redis-server, redis-sentinel, etcd, zookeeper, java, mariadb, nginx, gcc, chromium)"
+	echo "install-deps: system packages present (redis-server, redis-sentinel, etcd, zookeeper, java, mariadb, nginx, gcc, chromium, openssl)"
 else
 	echo "install-deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive

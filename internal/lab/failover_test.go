@@ -34,6 +34,9 @@ func TestFailoverVerdict(t *testing.T) {
 		{name: "lag, acks on, nothing lost", scenario: "failover-lag", acks: 1, sold: 40, stock: 260, lucky: 40, wantStatus: "pass"},
 		{name: "lag control, loses", scenario: "failover-lag", acks: 0, lost: 3, sold: 40, stock: 263, lucky: 37, wantStatus: "pass", wantNote: "control: lost 3"},
 		{name: "lag control, loses nothing", scenario: "failover-lag", acks: 0, sold: 40, stock: 260, lucky: 40, wantStatus: "FAIL", wantNote: "the checker would miss a loss"},
+		{name: "split, acks on, one sale lost", scenario: "split", acks: 1, lost: 1, sold: 40, stock: 261, lucky: 39, wantStatus: "FAIL", wantNote: "lost 1 acknowledged sale(s)"},
+		{name: "split control, loses", scenario: "split", acks: 0, lost: 5, sold: 40, stock: 265, lucky: 35, wantStatus: "pass", wantNote: "control: lost 5"},
+		{name: "split control, loses nothing", scenario: "split", acks: 0, sold: 40, stock: 260, lucky: 40, wantStatus: "FAIL", wantNote: "the checker would miss a loss"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,7 +80,9 @@ func TestFailoverCells(t *testing.T) {
 		want                []string
 	}{
 		{nil, nil, []string{"redis/failover-kill/fenced/acks1:safe",
-			"redis/failover-lag/fenced/acks1:safe", "etcd/failover-kill/fenced/acks1:safe"}},
+			"redis/failover-lag/fenced/acks1:safe", "redis/split/fenced/acks1:safe", "redis/split/fenced/acks0:loss",
+			"etcd/failover-kill/fenced/acks1:safe"}},
+		{[]string{"etcd"}, []string{"split"}, []string{"etcd/split/fenced/acks1:safe", "etcd/split/fenced/acks0:loss"}},
 		{[]string{"redis"}, []string{"failover-lag"}, []string{"redis/failover-lag/fenced/acks1:safe", "redis/failover-lag/fenced/acks0:loss"}},
 		{nil, []string{"failover-kill"}, []string{"redis/failover-kill/fenced/acks1:safe", "redis/failover-kill/fenced/acks0:may-lose",
 			"etcd/failover-kill/fenced/acks1:safe", "etcd/failover-kill/fenced/acks0:may-lose"}},

@@ -68,7 +68,7 @@ const (
 	// ExpectMayLose: the failover control (no replica acks): as safe, but
 	// acknowledged sales lost in the failover are reported, not failed.
 	ExpectMayLose Expect = "may-lose"
-	// ExpectLoss: the failover-lag control: as safe, and acknowledged
+	// ExpectLoss: the failover-lag and split controls: as safe, and acknowledged
 	// sales must be lost, or the checker could not see a loss.
 	ExpectLoss Expect = "loss"
 	// ExpectHalt: the stock Redis lost the sale (restarted empty, or from
@@ -160,7 +160,7 @@ func (c Cell) Expect() Expect {
 		return ExpectStuck
 	case c.Scenario == "falsesoldout":
 		return ExpectWrong
-	case c.Scenario == "failover-lag" && c.Acks == 0 && c.Fencing && slices.Contains(Correct, c.Backend):
+	case (c.Scenario == "failover-lag" || c.Scenario == "split") && c.Acks == 0 && c.Fencing && slices.Contains(Correct, c.Backend):
 		return ExpectLoss
 	case IsFailover(c.Scenario) && c.Acks == 0 && c.Fencing && slices.Contains(Correct, c.Backend):
 		return ExpectMayLose
@@ -418,7 +418,7 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (_ Result, err
 		// A fresh replicated stock Redis per cell: the last failover left
 		// the roles swapped.
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
-		set, err := c.StartSentinel(sctx, failoverSentinel(cell.Scenario))
+		set, err := c.StartSentinel(sctx, failoverSentinel(cell))
 		cancel()
 		if err != nil {
 			return res, fmt.Errorf("lab: %s: %w", cell, err)

@@ -238,6 +238,14 @@ var scenarios = map[string]scenario{
 		run:         runFailoverLag,
 		check:       checkFailover,
 	},
+	"split": {
+		summary:     "cut the stock Redis primary off from the Sentinels and its replica mid-sale, not from stockd; heal after the switch: acks 1 with min-replicas-to-write loses nothing, the acks-0 control must lose",
+		concurrency: 4,
+		failover:    true,
+		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		run:         runSplit,
+		check:       checkFailover,
+	},
 	"failover-stop": {
 		summary:     "SIGSTOP the stock Redis primary mid-sale until every Sentinel has switched, then SIGCONT it (it becomes a replica)",
 		concurrency: 4,

@@ -54,6 +54,18 @@ type SentinelOptions struct {
 	// at will. Sentinel "fixes" a replica that names another master after
 	// FailoverTimeout, so give that a long one when using it.
 	ReplicaVia func(primary string) string
+	// Splittable puts the primary behind a Front (SentinelSet.Front) that
+	// the Sentinels and the replica reach it through, from sources of
+	// their own (SentinelSource, ReplicaSource), while clients come from
+	// 127.0.0.1: SentinelSet.Isolate then cuts the primary off from the
+	// Sentinels and the replica, not from the clients — the split brain
+	// Sentinel's docs describe. The Front's address is the primary's for
+	// everyone (Sentinel hands it out). Not with ReplicaVia.
+	Splittable bool
+	// MinReplicasToWrite is min-replicas-to-write on both nodes (0: off),
+	// with Redis's default min-replicas-max-lag of 10 s: a primary that
+	// has heard from none of its replicas that long refuses writes.
+	MinReplicasToWrite int
 }
 
 // SentinelSet is the running set. After a failover the roles swap: ask
@@ -64,6 +76,9 @@ type SentinelSet struct {
 	Primary, Replica *Process
 	Sentinels        []*Process
 	Quorum           int
+	// Front is the primary's front with SentinelOptions.Splittable, else
+	// nil.
+	Front *Front
 }
 
 // StartSentinelSet starts a primary, a replica of it (synced before this
@@ -97,18 +112,35 @@ func StartSentinelSet(ctx context.Context, dir string, opt SentinelOptions) (set
 	if err != nil {
 		return nil, err
 	}
-	if set.Primary, err = startRedisNode(ctx, filepath.Join(dir, "primary"), "redis-primary", paddr, ""); err != nil {
+	var primaryArgs, replicaArgs []string
+	if opt.MinReplicasToWrite > 0 {
+		n := strconv.Itoa(opt.MinReplicasToWrite)
+		primaryArgs = append(primaryArgs, "--min-replicas-to-write", n)
+		replicaArgs = append(replicaArgs, "--min-replicas-to-write", n)
+	}
+	monitored, upstream := paddr, paddr
+	if opt.Splittable {
+		if set.Front, err = StartFront("127.0.0.1:0", paddr); err != nil {
+			return nil, err
+		}
+		monitored, upstream = set.Front.Addr(), set.Front.Addr()
+		_, fport, _ := net.SplitHostPort(monitored)
+		// Once demoted, the old primary says it is at its front: the
+		// one address Sentinel knows it by.
+		primaryArgs = append(primaryArgs, "--replica-announce-ip", "127.0.0.1", "--replica-announce-port", fport)
+		replicaArgs = append(replicaArgs, "--bind-source-addr", ReplicaSource, "--replica-announce-ip", "127.0.0.1")
+	}
+	if set.Primary, err = startRedisNode(ctx, filepath.Join(dir, "primary"), "redis-primary", paddr, "", primaryArgs...); err != nil {
 		return nil, err
 	}
 	raddr, err := LoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
-	upstream := paddr
 	if opt.ReplicaVia != nil {
 		upstream = opt.ReplicaVia(paddr)
 	}
-	if set.Replica, err = startRedisNode(ctx, filepath.Join(dir, "replica"), "redis-replica", raddr, upstream); err != nil {
+	if set.Replica, err = startRedisNode(ctx, filepath.Join(dir, "replica"), "redis-replica", raddr, upstream, replicaArgs...); err != nil {
 		return nil, err
 	}
 	if err := waitReplicated(ctx, paddr, 1); err != nil {
@@ -128,7 +160,7 @@ func StartSentinelSet(ctx context.Context, dir string, opt SentinelOptions) (set
 		if err := os.MkdirAll(sdir, 0o755); err != nil {
 			return nil, err
 		}
-		conf := sentinelConf(sdir, addrs, ids, i, paddr, raddr, set.Quorum, opt)
+		conf := sentinelConf(sdir, addrs, ids, i, monitored, raddr, set.Quorum, opt)
 		confPath := filepath.Join(sdir, "sentinel.conf")
 		if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 			return nil, err
@@ -169,7 +201,7 @@ func sentinelBinary() (string, error) {
 // replica of primary when primary is set. Diskless sync with no delay
 // makes the replica's first sync (and its resync after a failover)
 // immediate; the default waits 5 s for more replicas to share it.
-func startRedisNode(ctx context.Context, dir, name, addr, primary string) (*Process, error) {
+func startRedisNode(ctx context.Context, dir, name, addr, primary string, extra ...string) (*Process, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -187,6 +219,7 @@ func startRedisNode(ctx context.Context, dir, name, addr, primary string) (*Proc
 		}
 		args = append(args, "--replicaof", phost, pport)
 	}
+	args = append(args, extra...)
 	return Start(ctx, Spec{Name: name, Path: "redis-server", Args: args, Dir: dir, Addr: addr, Ready: redisReady})
 }
 
@@ -196,9 +229,22 @@ func startRedisNode(ctx context.Context, dir, name, addr, primary string) (*Proc
 func waitReplicated(ctx context.Context, addr string, n int) error {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer rdb.Close()
-	// One write of our own, so WAIT has an offset to wait for.
-	if err := rdb.Set(ctx, "seckill:harness:synced", time.Now().UnixNano(), 0).Err(); err != nil {
-		return err
+	// One write of our own, so WAIT has an offset to wait for. With
+	// min-replicas-to-write a primary without its replica refuses it
+	// (NOREPLICAS) until the replica is back: what this waits for.
+	for {
+		err := rdb.Set(ctx, "seckill:harness:synced", time.Now().UnixNano(), 0).Err()
+		if err == nil {
+			break
+		}
+		if !strings.HasPrefix(err.Error(), "NOREPLICAS") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (the primary refuses writes: %v)", ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond): // a remote's progress: nothing to wait on
+		}
 	}
 	// Up to the caller's deadline: a restarted old primary waits for
 	// Sentinel's next INFO (every 10 s) to be made a replica.
@@ -231,6 +277,12 @@ func sentinelConf(dir string, addrs, ids []string, i int, primary, replica strin
 	var b strings.Builder
 	fmt.Fprintf(&b, "bind %s\nport %s\ndaemonize no\nprotected-mode no\ndir %s\nloglevel notice\n", host, port, dir)
 	fmt.Fprintf(&b, "sentinel myid %s\n", ids[i])
+	if opt.Splittable {
+		// Connect from the Sentinels' source, but say where they listen:
+		// hellos would otherwise announce the source address, where no
+		// Sentinel answers, and the Sentinels could not elect a leader.
+		fmt.Fprintf(&b, "bind-source-addr %s\nsentinel announce-ip %s\n", SentinelSource, host)
+	}
 	fmt.Fprintf(&b, "sentinel monitor %s %s %s %d\n", SentinelMaster, phost, pport, quorum)
 	fmt.Fprintf(&b, "sentinel down-after-milliseconds %s %d\n", SentinelMaster, opt.DownAfter.Milliseconds())
 	fmt.Fprintf(&b, "sentinel failover-timeout %s %d\n", SentinelMaster, opt.FailoverTimeout.Milliseconds())
@@ -274,6 +326,9 @@ func (s *SentinelSet) Master(ctx context.Context) (string, error) {
 
 // Node is the process serving addr (the primary or the replica), or nil.
 func (s *SentinelSet) Node(addr string) *Process {
+	if s.Front != nil && addr == s.Front.Addr() {
+		return s.Primary
+	}
 	for _, p := range []*Process{s.Primary, s.Replica} {
 		if p != nil && p.Addr() == addr {
 			return p
@@ -410,6 +465,22 @@ func (s *SentinelSet) Stop(timeout time.Duration) {
 			_ = p.Stop(timeout)
 		}
 	}
+	if s.Front != nil {
+		_ = s.Front.Close()
+	}
+}
+
+// Isolate cuts the primary off from the Sentinels and the replica, not
+// from its clients (SentinelOptions.Splittable): it keeps running and
+// answering writes while the Sentinels, unable to reach it, promote the
+// replica. heal ends the partition; Sentinel then finds two masters and
+// makes the old one a replica of the new, discarding what it took alone.
+func (s *SentinelSet) Isolate() (heal func(), err error) {
+	if s.Front == nil {
+		return nil, errors.New("servers: the Sentinel set was not started Splittable")
+	}
+	s.Front.Cut(SentinelSource, ReplicaSource)
+	return s.Front.Heal, nil
 }
 
 // NodeState is a one-line account of the Redis at addr for a failover's

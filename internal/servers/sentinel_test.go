@@ -89,3 +89,70 @@ func TestSentinelFailover(t *testing.T) {
 		t.Errorf("after the rejoin the sentinels name %s (%v), want %s", master, err, promoted)
 	}
 }
+
+// A split, not a crash: the primary is cut off from the Sentinels and the
+// replica, never from its client, which writes on to it after the
+// Sentinels promote the replica (both nodes are masters then). Healed,
+// Sentinel makes the old primary a replica of the new, and what it took
+// alone is gone: the loss min-replicas-to-write and replica acks exist to
+// prevent. With MinReplicasToWrite 1 the isolated primary refuses writes
+// once it has not heard from its replica for min-replicas-max-lag.
+func TestSentinelSplit(t *testing.T) {
+	set := servertest.Sentinels(t, servers.SentinelOptions{Splittable: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	master, err := set.Master(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if master != set.Front.Addr() || set.Node(master) != set.Primary {
+		t.Fatalf("sentinels name master %s, want the primary's front %s", master, set.Front.Addr())
+	}
+	// The client of the old primary's side: it stays on it.
+	old := redis.NewClient(&redis.Options{Addr: master, MaxRetries: -1})
+	defer old.Close()
+	if err := old.Set(ctx, "k", "before", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := old.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1: got %d, %v; want 1 replica", n, err)
+	}
+	switched, err := set.WatchSwitch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heal, err := set.Isolate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var promoted string
+	select {
+	case promoted = <-switched:
+	case <-ctx.Done():
+		t.Fatalf("no +switch-master within two minutes of the split\n%s\n%s", set.Sentinels[0].LogTail(30), set.Replica.LogTail(15))
+	}
+	if promoted != set.Replica.Addr() {
+		t.Fatalf("promoted %s, want the replica %s", promoted, set.Replica.Addr())
+	}
+	// Two masters: the isolated one still takes its client's writes.
+	if err := old.Set(ctx, "k", "alone", 0).Err(); err != nil {
+		t.Fatalf("the isolated primary refused a write: %v", err)
+	}
+	if n, err := old.Wait(ctx, 1, 200*time.Millisecond).Result(); err != nil || n != 0 {
+		t.Fatalf("WAIT on the isolated primary: got %d, %v; want 0 replicas", n, err)
+	}
+	heal()
+	// Sentinel demotes it (its next look, within seconds), and it resyncs
+	// from the new primary, dropping what it took alone.
+	if err := set.WaitReplicated(ctx, 1); err != nil {
+		t.Fatalf("the old primary never replicated from the new one: %v\n%s", err, servers.NodeState(ctx, set.Primary.Addr()))
+	}
+	nu := redis.NewClient(&redis.Options{Addr: promoted, MaxRetries: -1})
+	defer nu.Close()
+	if got, err := nu.Get(ctx, "k").Result(); err != nil || got != "before" {
+		t.Fatalf("on the new primary: got %q, %v; want %q (the write taken alone is lost)", got, err, "before")
+	}
+	if got, err := old.Get(ctx, "k").Result(); err != nil || got != "before" {
+		t.Fatalf("on the demoted old primary: got %q, %v; want %q", got, err, "before")
+	}
+}
