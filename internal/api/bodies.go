@@ -175,7 +175,11 @@ type Order struct {
 	StockAfter int64  `json:"stock_after"`
 	Time       string `json:"time"` // RFC 3339, milliseconds
 	Token      uint64 `json:"token"`
-	User       string `json:"user,omitempty"`
+	// Unit is the unit's number in the sale (the lucky count it made),
+	// unique across segments; 0 for an order written before units were
+	// numbered.
+	Unit int64  `json:"unit,omitempty"`
+	User string `json:"user,omitempty"`
 }
 
 // Orders is the answer of GET /orders?user=U&offset=O&limit=L: one page of

@@ -340,7 +340,7 @@ func (a *server) durableRead(c *gin.Context, what string, read func(context.Cont
 func apiOrder(o stock.Order) api.Order {
 	return api.Order{
 		Entry: o.Entry, ID: o.ID, Key: o.Key, Replica: o.Replica, Sale: o.Sale,
-		StockAfter: o.StockAfter, Time: o.Time.UTC().Format(orderTime), Token: o.Token, User: o.User,
+		StockAfter: o.StockAfter, Time: o.Time.UTC().Format(orderTime), Token: o.Token, Unit: o.Unit, User: o.User,
 	}
 }
 

@@ -170,6 +170,42 @@ func TestUniqueBuyer(t *testing.T) {
 	}
 }
 
+// A unit has one order and a buyer's key one order, whatever the per-user
+// limit: a second is refused by the table, counted as a conflict and
+// acknowledged, and the first one stays. It is what a stock Redis that went
+// back in time and sold a unit again leaves in the stream. Entries without
+// a unit (from before units were numbered) and anonymous keys are not
+// bound by those keys.
+func TestUnitAndKeySoldOnce(t *testing.T) {
+	e := newEnv(t)
+	c := e.consumer(t, Config{})
+	base := order{sale: "sale-a", replica: "r0", token: 1, ms: time.Now().UnixMilli()}
+	add := func(id, user, key string, unit int64) {
+		o := base
+		o.id, o.user, o.key, o.unit = id, user, key, unit
+		e.xadd(t, "seckill:orders", o.values())
+	}
+	add("o1", "U1", "k1", 1)
+	add("o2", "U2", "k2", 1) // unit 1 again: sold twice
+	add("o3", "U1", "k1", 2) // U1's key k1 again: sold twice
+	add("o4", "U2", "k1", 3) // another buyer's k1: its own purchase
+	add("o5", "", "k9", 4)   // anonymous
+	add("o6", "", "k9", 5)   // anonymous, same key: not bound (NULL user)
+	add("o7", "U3", "", 0)   // no unit: not bound
+	add("o8", "U4", "", 0)
+	run(t, c)
+	e.drained(t, c, "orders", 6)
+	if got := e.count(t, "SELECT COUNT(*) FROM orders WHERE id IN ('o2', 'o3')"); got != 0 {
+		t.Errorf("a unit or a key sold twice was stored")
+	}
+	if got := e.count(t, "SELECT COUNT(*) FROM orders WHERE id = 'o1' AND unit = 1"); got != 1 {
+		t.Errorf("the unit's first order is not stored with its unit")
+	}
+	if s := c.Stats(); s.Inserted != 6 || s.Conflicts != 2 {
+		t.Errorf("stats %+v, want 6 inserted, 2 conflicts", s)
+	}
+}
+
 // A malformed entry is dead-lettered and acknowledged with its batch; the
 // good ones around it are stored.
 func TestMalformedEntryIsDeadLettered(t *testing.T) {

@@ -61,7 +61,17 @@
 // and the lag growing: it is the schema's fault, not the entries', and
 // every entry after it would fail the same way.
 //
-// # Per-user limit 1
+// # One order per unit, per key, per limited buyer
+//
+// Every table has UNIQUE (sale, unit) and UNIQUE (sale, user, idem_key):
+// a unit's number (the lucky count its sale made, ledger.lua) and a
+// buyer's idempotency key each have one order in a sale. A second (another
+// id) is what a stock Redis that went back in time leaves when it sells a
+// unit again; it is refused, counted, logged and acknowledged as below.
+// NULLs never collide: entries from before units were numbered, and
+// anonymous buyers' keys, are not bound. Tables made before these keys get
+// them at start (EnsureSchema), refused loudly if a unit was already sold
+// twice.
 //
 // With Config.UniqueBuyer the table also has UNIQUE (sale, user). user is
 // NULL for anonymous buyers, and NULLs never collide, so it only binds

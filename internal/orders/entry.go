@@ -16,6 +16,7 @@ type row struct {
 	token               uint64
 	replica             string
 	stockAfter          int64
+	unit                int64 // the unit's number in the sale; 0 (NULL) for an entry without one
 	soldAt              time.Time
 	entry               string
 }
@@ -102,6 +103,14 @@ func parse(m redis.XMessage) (row, error) {
 	}
 	if r.stockAfter, err = strconv.ParseInt(s, 10, 64); err != nil {
 		return r, fmt.Errorf("field %q: %w", "stock_after", err)
+	}
+	if s, err = str("unit", false, 20); err != nil {
+		return r, err
+	}
+	if s != "" {
+		if r.unit, err = strconv.ParseInt(s, 10, 64); err != nil || r.unit < 1 {
+			return r, fmt.Errorf("field %q: not a unit number: %q", "unit", s)
+		}
 	}
 	if s, err = num("time"); err != nil {
 		return r, err

@@ -111,15 +111,20 @@ type order struct {
 	token               uint64
 	replica             string
 	stockAfter          int64
+	unit                int64 // 0: no unit field (an entry from before units)
 	ms                  int64
 }
 
 func (o order) values() map[string]any {
-	return map[string]any{
+	v := map[string]any{
 		"id": o.id, "sale": o.sale, "user": o.user, "key": o.key,
 		"token": strconv.FormatUint(o.token, 10), "replica": o.replica,
 		"stock_after": strconv.FormatInt(o.stockAfter, 10), "time": strconv.FormatInt(o.ms, 10),
 	}
+	if o.unit > 0 {
+		v["unit"] = strconv.FormatInt(o.unit, 10)
+	}
+	return v
 }
 
 // xadd appends one entry with exactly values and returns its id.

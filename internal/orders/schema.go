@@ -13,6 +13,7 @@ import (
 // added (1061) or dropped (1091) the index, and the one that explains a
 // failed UNIQUE (1062).
 const (
+	errDupColumn    = 1060
 	errDupKeyName   = 1061
 	errCantDropKey  = 1091
 	errDupEntry     = 1062
@@ -33,11 +34,34 @@ const ordersDDL = "CREATE TABLE IF NOT EXISTS `%s` (" + `
 	token       BIGINT UNSIGNED NOT NULL,
 	replica     VARCHAR(64)  CHARACTER SET utf8mb4 NOT NULL,
 	stock_after BIGINT       NOT NULL,
+	unit        BIGINT       NULL,
 	sold_at     DATETIME(3)  NOT NULL,
 	entry       VARCHAR(40)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
 	PRIMARY KEY (id),
-	KEY sale_user (sale, ` + "`user`" + `)
+	KEY sale_user (sale, ` + "`user`" + `),
+	UNIQUE KEY ` + uniqueUnitName + ` (sale, unit),
+	UNIQUE KEY ` + uniqueKeyName + ` (sale, ` + "`user`" + `, idem_key)
 ) ENGINE=InnoDB`
+
+// The sale's unique keys besides the id: one order per unit (its number,
+// unit, is the lucky count its sale made), one per buyer's idempotency
+// key. NULLs never collide, so an anonymous buyer's orders (user NULL)
+// are not bound by the key's, and entries written before units were
+// numbered (unit NULL) not by the unit's. Tables made before these keys
+// get them (and the unit column) at start: migrations below.
+const (
+	uniqueUnitName = "sale_unit_once"
+	uniqueKeyName  = "sale_key_once"
+)
+
+var migrations = []struct{ what, exists, ddl string }{
+	{"unit column", "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = 'unit'",
+		"ALTER TABLE `%s` ADD COLUMN unit BIGINT NULL AFTER stock_after"},
+	{"UNIQUE (sale, unit)", "SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND index_name = '" + uniqueUnitName + "'",
+		"ALTER TABLE `%s` ADD UNIQUE KEY " + uniqueUnitName + " (sale, unit)"},
+	{"UNIQUE (sale, user, idem_key)", "SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND index_name = '" + uniqueKeyName + "'",
+		"ALTER TABLE `%s` ADD UNIQUE KEY " + uniqueKeyName + " (sale, `user`, idem_key)"},
+}
 
 // The dead-letter table: entries that could not become rows (see the
 // package doc), one row per stream entry id.
@@ -62,6 +86,24 @@ func EnsureSchema(ctx context.Context, db *sql.DB, table string, uniqueBuyer boo
 	for _, ddl := range []string{ordersDDL, deadDDL} {
 		if _, err := db.ExecContext(ctx, fmt.Sprintf(ddl, table)); err != nil {
 			return fmt.Errorf("orders: create table: %w", err)
+		}
+	}
+	for _, m := range migrations {
+		var n int
+		if err := db.QueryRowContext(ctx, m.exists, table).Scan(&n); err != nil {
+			return fmt.Errorf("orders: read the %s: %w", m.what, err)
+		}
+		if n > 0 {
+			continue
+		}
+		// Another replica may add it at the same time (1060 duplicate
+		// column, 1061 duplicate key name): done either way.
+		_, err := db.ExecContext(ctx, fmt.Sprintf(m.ddl, table))
+		if isMySQL(err, errDupEntry) {
+			return fmt.Errorf("orders: add the %s to %s: the table already holds two orders for one of them (sold twice): %w", m.what, table, err)
+		}
+		if err != nil && !isMySQL(err, errDupKeyName) && !isMySQL(err, errDupColumn) {
+			return fmt.Errorf("orders: add the %s to %s: %w", m.what, table, err)
 		}
 	}
 	var n int

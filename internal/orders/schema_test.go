@@ -46,3 +46,55 @@ func TestEnsureSchema(t *testing.T) {
 		t.Errorf("EnsureSchema with a bad table name = %v, want ErrConfig", err)
 	}
 }
+
+// A table made before units were numbered gets the unit column and the
+// sale's unique keys at start, from several replicas at once, keeping its
+// rows; one that already holds a unit sold twice refuses the key loudly.
+func TestEnsureSchemaMigrates(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	const old = "CREATE TABLE legacy (" + `
+		id VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+		sale VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+		` + "`user`" + ` VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NULL,
+		idem_key VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL,
+		token BIGINT UNSIGNED NOT NULL, replica VARCHAR(64) NOT NULL, stock_after BIGINT NOT NULL,
+		sold_at DATETIME(3) NOT NULL, entry VARCHAR(40) NOT NULL,
+		PRIMARY KEY (id), KEY sale_user (sale, ` + "`user`" + `)) ENGINE=InnoDB`
+	if _, err := e.db.ExecContext(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.ExecContext(ctx, "INSERT INTO legacy (id, sale, `user`, token, replica, stock_after, sold_at, entry) VALUES "+
+		"('o1', 's', 'U1', 1, 'r', 1, NOW(), '1-0')"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Go(func() { errs[i] = EnsureSchema(ctx, e.db, "legacy", false) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("EnsureSchema over the old table from 3 replicas: %v", err)
+	}
+	for _, idx := range []string{uniqueUnitName, uniqueKeyName} {
+		if e.count(t, `SELECT COUNT(*) FROM information_schema.statistics
+			WHERE table_schema = DATABASE() AND table_name = 'legacy' AND index_name = ?`, idx) == 0 {
+			t.Errorf("no %s after the migration", idx)
+		}
+	}
+	if e.count(t, "SELECT COUNT(*) FROM legacy WHERE id = 'o1' AND unit IS NULL") != 1 {
+		t.Error("the old row did not survive, or got a unit")
+	}
+	// A unit sold twice already in the table: the key cannot be added.
+	if _, err := e.db.ExecContext(ctx, "ALTER TABLE legacy DROP KEY "+uniqueUnitName); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.ExecContext(ctx, "INSERT INTO legacy (id, sale, `user`, token, replica, stock_after, unit, sold_at, entry) VALUES "+
+		"('o2', 's', 'U2', 1, 'r', 0, 7, NOW(), '2-0'), ('o3', 's', 'U3', 2, 'r', 0, 7, NOW(), '3-0')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureSchema(ctx, e.db, "legacy", false); !isMySQL(err, errDupEntry) {
+		t.Errorf("EnsureSchema over a unit sold twice = %v, want MySQL error %d", err, errDupEntry)
+	}
+}

@@ -6,7 +6,7 @@ import "sync/atomic"
 type Stats struct {
 	Inserted   int64 // rows this consumer inserted
 	Duplicates int64 // entries whose row was already there (redeliveries, and Conflicts)
-	Conflicts  int64 // of Duplicates: refused by UNIQUE (sale, user), an oversold buyer
+	Conflicts  int64 // of Duplicates: refused by a unique key of the sale: a unit, a key or a limited buyer sold twice
 	Claimed    int64 // entries taken over from idle consumers (XAUTOCLAIM)
 	Malformed  int64 // entries dead-lettered (see the package doc)
 	Errors     int64 // failed attempts (Redis or MySQL), each followed by a backoff

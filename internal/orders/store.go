@@ -21,7 +21,7 @@ func (c *Consumer) store(ctx context.Context, msgs []redis.XMessage) (outcome, e
 	var (
 		rows    []row
 		dead    []dead
-		refused []row // turned away by UNIQUE (sale, user)
+		refused []row // turned away by a unique key other than the id's
 		out     outcome
 		table   = c.cfg.Table
 	)
@@ -48,7 +48,7 @@ func (c *Consumer) store(ctx context.Context, msgs []redis.XMessage) (outcome, e
 			return out, fmt.Errorf("orders: insert: %w", err)
 		}
 		out.inserted, out.duplicates = n, int64(len(rows))-n
-		if out.duplicates > 0 && c.cfg.UniqueBuyer {
+		if out.duplicates > 0 {
 			if refused, err = c.refused(ctx, tx, rows); err != nil {
 				return out, err
 			}
@@ -65,7 +65,7 @@ func (c *Consumer) store(ctx context.Context, msgs []redis.XMessage) (outcome, e
 	if err = tx.Commit(); err != nil {
 		return out, fmt.Errorf("orders: commit: %w", err)
 	}
-	c.reportConflicts(refused)
+	c.reportConflicts(ctx, refused)
 	for _, d := range dead {
 		c.log.Error("orders: malformed ledger entry, dead-lettered and acknowledged",
 			"table", table+"_dead", "entry", d.entry, "reason", d.reason)
@@ -80,22 +80,23 @@ func (c *Consumer) store(ctx context.Context, msgs []redis.XMessage) (outcome, e
 // keeps strict mode's errors: nothing is silently truncated.
 func insertSQL(table string, n int) string {
 	var b strings.Builder
-	b.WriteString("INSERT INTO `" + table + "` (id, sale, `user`, idem_key, token, replica, stock_after, sold_at, entry) VALUES ")
+	b.WriteString("INSERT INTO `" + table + "` (id, sale, `user`, idem_key, token, replica, stock_after, unit, sold_at, entry) VALUES ")
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?)")
+		b.WriteString("(?,?,?,?,?,?,?,?,?,?)")
 	}
 	b.WriteString(" ON DUPLICATE KEY UPDATE id = id")
 	return b.String()
 }
 
 func insertArgs(rows []row) []any {
-	args := make([]any, 0, 9*len(rows))
+	args := make([]any, 0, 10*len(rows))
 	for _, r := range rows {
+		unit := sql.NullInt64{Int64: r.unit, Valid: r.unit > 0}
 		args = append(args, r.id, r.sale, nullIfEmpty(r.user), nullIfEmpty(r.key),
-			r.token, r.replica, r.stockAfter, r.soldAt, r.entry)
+			r.token, r.replica, r.stockAfter, unit, r.soldAt, r.entry)
 	}
 	return args
 }
@@ -103,7 +104,7 @@ func insertArgs(rows []row) []any {
 func nullIfEmpty(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 // refused returns the rows whose id is not in the table after the insert:
-// the ones UNIQUE (sale, user) turned away, not redeliveries.
+// the ones a unique key of the sale turned away, not redeliveries.
 func (c *Consumer) refused(ctx context.Context, tx *sql.Tx, rows []row) ([]row, error) {
 	q := "SELECT id FROM `" + c.cfg.Table + "` WHERE id IN (?" + strings.Repeat(",?", len(rows)-1) + ")"
 	args := make([]any, len(rows))
@@ -135,11 +136,24 @@ func (c *Consumer) refused(ctx context.Context, tx *sql.Tx, rows []row) ([]row, 
 	return out, nil
 }
 
-// reportConflicts logs orders the unique buyer key refused: the sale sold
-// one buyer a second unit although the limit is 1.
-func (c *Consumer) reportConflicts(refused []row) {
+// reportConflicts logs the orders a unique key of the sale refused, each
+// with the row that holds its place: a unit sold twice (UNIQUE (sale,
+// unit): a stock Redis that went back in time and sold it again), one
+// buyer's key sold twice (UNIQUE (sale, user, idem_key)), or a second
+// unit to a buyer with per-user limit 1 (UNIQUE (sale, user)).
+func (c *Consumer) reportConflicts(ctx context.Context, refused []row) {
 	for _, r := range refused {
-		c.log.Error("orders: a buyer has a second order in one sale with per-user limit 1 (oversold); not stored",
-			"sale", r.sale, "user", r.user, "order", r.id, "entry", r.entry)
+		why, holder := "a buyer has a second order in one sale with per-user limit 1 (oversold)", ""
+		find := func(q string, args ...any) bool {
+			return c.cfg.DB.QueryRowContext(ctx, "SELECT id FROM `"+c.cfg.Table+"` WHERE "+q+" LIMIT 1", args...).Scan(&holder) == nil
+		}
+		switch {
+		case r.unit > 0 && find("sale = ? AND unit = ?", r.sale, r.unit):
+			why = "a unit has a second order (sold twice: the stock Redis lost acknowledged sales and sold them again)"
+		case r.key != "" && find("sale = ? AND `user` <=> ? AND idem_key = ?", r.sale, nullIfEmpty(r.user), r.key):
+			why = "an idempotency key has a second order (sold twice)"
+		}
+		c.log.Error("orders: "+why+"; not stored",
+			"sale", r.sale, "user", r.user, "key", r.key, "unit", r.unit, "order", r.id, "held_by", holder, "entry", r.entry)
 	}
 }

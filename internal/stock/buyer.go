@@ -38,14 +38,18 @@ type Buyer struct {
 // Order is one entry of the ledger: a unit sold. Its ID is the sale's
 // attempt id (Sale.Attempt), unique across replicas and retries.
 type Order struct {
-	ID         string    `json:"id"`
-	Sale       string    `json:"sale"`           // the sale (reset) it belongs to
-	User       string    `json:"user,omitempty"` // empty: anonymous
-	Key        string    `json:"key,omitempty"`  // idempotency key, if any
-	Token      uint64    `json:"token"`          // fencing token (0 in atomic mode)
-	Replica    string    `json:"replica"`
-	StockAfter int64     `json:"stock_after"`
-	Time       time.Time `json:"time"`
+	ID         string `json:"id"`
+	Sale       string `json:"sale"`           // the sale (reset) it belongs to
+	User       string `json:"user,omitempty"` // empty: anonymous
+	Key        string `json:"key,omitempty"`  // idempotency key, if any
+	Token      uint64 `json:"token"`          // fencing token (0 in atomic mode)
+	Replica    string `json:"replica"`
+	StockAfter int64  `json:"stock_after"`
+	// Unit is the unit's number in the sale: the lucky count its sale made
+	// (ledger.lua), unique across segments. 0 for an entry written before
+	// units were numbered.
+	Unit int64     `json:"unit,omitempty"`
+	Time time.Time `json:"time"`
 	// Entry is the order's stream entry id (what the durable consumer
 	// acknowledges).
 	Entry string `json:"entry"`

@@ -325,7 +325,7 @@ func TestOrderReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := stock.Order{ID: sales[1].Attempt, Sale: st.Sale, User: "frank", Key: "f1", Token: sales[1].Token,
-		Replica: "r7", StockAfter: 8, Time: o.Time, Entry: o.Entry}
+		Replica: "r7", StockAfter: 8, Unit: 2, Time: o.Time, Entry: o.Entry}
 	if o != want || o.Entry == "" || o.Time.Before(before) || o.Time.After(time.Now()) {
 		t.Fatalf("got order %+v, want %+v with an entry id and a time of now", o, want)
 	}
@@ -658,5 +658,39 @@ func TestOrdersNameASaleWithoutReset(t *testing.T) {
 		if err != nil || serr != nil || o.Sale == "" || o.Sale != st.Sale {
 			t.Fatalf("%s: got order %+v (%v) in sale %q (%v), want the order to name the sale", m.name, o, err, st.Sale, serr)
 		}
+	}
+}
+
+// Every order carries its unit's number in the sale, the lucky count its
+// sale made: over a sold-out sale the units are exactly 1..stock, once
+// each, whichever mode sold them, across segments and combined batches.
+func TestOrdersNumberTheirUnits(t *testing.T) {
+	for _, m := range ledgerModes {
+		t.Run(m.name, func(t *testing.T) {
+			const stockN = 12
+			s, _ := ledgerStore(t, stockN, m.segments)
+			svc := m.service(s, nil)
+			var buyers []stock.Buyer
+			for i := range stockN + 3 {
+				buyers = append(buyers, stock.Buyer{User: "n" + strconv.Itoa(i)})
+			}
+			seen := map[int64]string{}
+			for _, a := range buyAll(t, svc, buyers) {
+				if a.err != nil {
+					continue
+				}
+				o, err := s.Order(t.Context(), a.sale.OrderID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if prev, dup := seen[o.Unit]; dup || o.Unit < 1 || o.Unit > stockN {
+					t.Fatalf("order %s has unit %d (already %q's, or outside 1..%d)", o.ID, o.Unit, prev, stockN)
+				}
+				seen[o.Unit] = o.ID
+			}
+			if len(seen) != stockN {
+				t.Fatalf("got %d numbered units, want %d", len(seen), stockN)
+			}
+		})
 	}
 }

@@ -146,6 +146,11 @@ func OrderFromFields(entry string, f map[string]string) (Order, error) {
 	if o.StockAfter, err = strconv.ParseInt(f["stock_after"], 10, 64); err != nil {
 		return Order{}, fmt.Errorf("order %s: bad stock_after %q", entry, f["stock_after"])
 	}
+	if u, ok := f["unit"]; ok {
+		if o.Unit, err = strconv.ParseInt(u, 10, 64); err != nil || o.Unit < 1 {
+			return Order{}, fmt.Errorf("order %s: bad unit %q", entry, u)
+		}
+	}
 	ms, err := strconv.ParseInt(f["time"], 10, 64)
 	if err != nil {
 		return Order{}, fmt.Errorf("order %s: bad time %q", entry, f["time"])

@@ -73,13 +73,14 @@ if lease ~= ARGV[3] then
   return answer(1)
 end
 
-if not readInt(KEYS[2]) then
+local lucky = readInt(KEYS[2])
+if not lucky then
   return answer(4)
 end
 
 if ledger then
   local read = tonumber(ARGV[4])
-  local sold, outcomes = sellTo(read, 5, 7, ARGV[2], tonumber(ARGV[6]))
+  local sold, outcomes = sellTo(read, 5, 7, ARGV[2], tonumber(ARGV[6]), lucky)
   if sold > 0 then
     redis.call('SET', KEYS[1], string.format('%d', read - sold))
     redis.call('INCRBY', KEYS[2], sold)

@@ -2,7 +2,7 @@
 -- int.lua) for their ledger form, used when the order ledger is on
 -- (Keys.Orders). Not a script on its own.
 --
--- sellTo(stock, kb, ab, token, n) decides, for n members in order, what
+-- sellTo(stock, kb, ab, token, n, lucky) decides, for n members in order, what
 -- each gets out of stock units, and writes the ledger of every unit it
 -- sells: buyer count, stream entry, index, per-user list and idempotency
 -- record. The caller takes the units from the stock and counts them in
@@ -36,6 +36,12 @@
 -- Members are sold in order, so a batch holding a key twice, or one user
 -- past the limit, answers the later ones from what the earlier ones wrote.
 --
+-- lucky is the sale's lucky count before this run: the i-th unit sold
+-- here is unit lucky + i of the sale, which its entry carries ('unit'). A
+-- unit's number is unique in a sale across segments (lucky is one key),
+-- so a durable store can refuse a second order for one unit: a Redis that
+-- went back in time and sold a unit again cannot hide it there.
+--
 -- An idempotency record is "sale user id after token" (user may be ''): a
 -- record of an earlier sale (another id) counts as absent, so a Reset need
 -- not find every record before the next sale may reuse its keys.
@@ -43,7 +49,7 @@
 -- Returns the units sold and the outcomes joined with ',' (what the
 -- receipt keeps, so a retry answers every member as the first run did).
 
-local function sellTo(stock, kb, ab, token, n)
+local function sellTo(stock, kb, ab, token, n, lucky)
   local orders, saleKey, buyers, index, byUser = KEYS[kb], KEYS[kb + 1], KEYS[kb + 2], KEYS[kb + 3], KEYS[kb + 4]
   local limit = tonumber(ARGV[ab])
   local ttl, replica, now = ARGV[ab + 1], ARGV[ab + 2], ARGV[ab + 3]
@@ -78,7 +84,8 @@ local function sellTo(stock, kb, ab, token, n)
       sold = sold + 1
       local after = string.format('%d', stock - sold)
       local entry = redis.call('XADD', orders, '*', 'id', id, 'sale', sale, 'user', user, 'key', key,
-        'token', token, 'replica', replica, 'stock_after', after, 'time', now)
+        'token', token, 'replica', replica, 'stock_after', after, 'time', now,
+        'unit', string.format('%d', lucky + sold))
       redis.call('HSET', index, id, entry)
       if user ~= '' then
         local count = redis.call('HINCRBY', buyers, user, 1)

@@ -45,10 +45,11 @@ if #KEYS > 5 then
   elseif refused == 'epoch' then
     return {-6, ''}
   end
-  if not readInt(KEYS[2]) then
+  local lucky = readInt(KEYS[2])
+  if not lucky then
     return {-3, ''}
   end
-  local sold, outcomes = sellTo(stock, 6, 4, '0', 1)
+  local sold, outcomes = sellTo(stock, 6, 4, '0', 1, lucky)
   if sold > 0 then
     redis.call('INCRBY', KEYS[2], sold)
     redis.call('DECRBY', KEYS[1], sold)
