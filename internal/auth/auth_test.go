@@ -30,7 +30,7 @@ func claims(sub string, exp time.Duration) jwt.RegisteredClaims {
 		NotBefore: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(exp))}
 }
 
-func sign(t *testing.T, m jwt.SigningMethod, c jwt.Claims, key any, kid string) string {
+func sign(t testing.TB, m jwt.SigningMethod, c jwt.Claims, key any, kid string) string {
 	t.Helper()
 	tok := jwt.NewWithClaims(m, c)
 	if kid != "" {

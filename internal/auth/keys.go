@@ -56,6 +56,15 @@ func (s KeySet) find(kid string, ok func(any) bool) (any, error) {
 	return nil, errors.New("several keys and no kid in the token")
 }
 
+// KeySetOf is a key set of the given public keys, without kids.
+func KeySetOf(keys ...any) KeySet {
+	var s KeySet
+	for _, k := range keys {
+		s.keys = append(s.keys, namedKey{key: k})
+	}
+	return s
+}
+
 // LoadKeys reads public keys from path: PEM (PUBLIC KEY or RSA PUBLIC
 // KEY blocks, no kid) or a JWKS document ({"keys": [...]}, RSA and P-256
 // EC keys, kid kept). A static file, not a URL: a key fetched at run time
