@@ -12,6 +12,9 @@
 #   FAULTS_redisson="kill pause netcut" scripts/compose-test.sh  # more faults
 #   BACKENDS=redis HA=0 FAULTS_redis=" " scripts/compose-test.sh  # no faults
 #
+# After the first cluster is up: the tools profile's run, and who a buyer is
+# through nginx (a forged token 401, a client's X-User dropped, /ledger the
+# admin's, a token signed with JWT_SECRET buys and reads only its orders).
 # On redis, a last row runs the buyers' steps documented in README ("docker
 # compose up"): stockd recreated with PER_USER_LIMIT=1 ORDERS_DURABLE=true,
 # `seckill run --users 500 --retry-rate 0.2`, counts compared with redis-cli
@@ -547,6 +550,43 @@ scenarios_single() {
 # containers: the ledger stream's entries (XLEN stock:orders), its buyers
 # (HLEN stock:orders:buyers), MySQL's rows and distinct users of this sale
 # (seckill.orders, the sale id from GET stock:orders:sale) all == lucky.
+# scenario_auth VARIANT BACKEND: who a buyer is, through nginx (README
+# "Buyers"): a forged token and an X-User-only request are answered as
+# they must be, the ledger is the operator's, and a token signed with the
+# compose secret (the README's recipe, openssl) buys as its sub.
+scenario_auth() {
+	local code order forged h p s note="" bad=0
+	token() { # sub secret -> a one-hour HS256 token for iss/aud "seckill"
+		h=$(printf '{"alg":"HS256","typ":"JWT"}' | basenc -w0 --base64url | tr -d '=')
+		p=$(printf '{"iss":"seckill","aud":"seckill","sub":"%s","exp":%d}' "$1" $(($(date +%s) + 3600)) | basenc -w0 --base64url | tr -d '=')
+		s=$(printf '%s.%s' "$h" "$p" | openssl dgst -sha256 -hmac "$2" -binary | basenc -w0 --base64url | tr -d '=')
+		echo "$h.$p.$s"
+	}
+	post() { curl -s -o "$OUT/auth.body" -w '%{http_code}' -X POST "$@" "$URL/stock/reduce" || echo 000; }
+	forged=$(token mallory "not-the-secret-not-the-secret-xx")
+	code=$(post -H "Authorization: Bearer $forged")
+	[[ $code == 401 ]] || { bad=1; note+="forged token: $code (want 401); "; }
+	# nginx drops a client's X-User: the sale is anonymous, not a 401.
+	code=$(post -H "X-User: mallory")
+	[[ $code == 200 || $code == 409 ]] || { bad=1; note+="X-User only: $code (want it dropped by nginx: 200/409); "; }
+	code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/ledger" || echo 000)
+	[[ $code == 401 ]] || { bad=1; note+="GET /ledger without the admin token: $code (want 401); "; }
+	code=$(post -H "Authorization: Bearer $(token alice "$JWT_SECRET")")
+	order=$(grep -o '"order":"[^"]*"' "$OUT/auth.body" | cut -d'"' -f4 || true)
+	if [[ $code != 200 || -z $order ]]; then
+		bad=1; note+="a token signed with JWT_SECRET: $code $(cat "$OUT/auth.body") (want 200 with an order); "
+	elif ! curl -s -H "Authorization: Bearer $(token alice "$JWT_SECRET")" "$URL/orders/$order" | grep -q '"user":"alice"'; then
+		bad=1; note+="alice cannot read her order $order; "
+	elif [[ $(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(token bob "$JWT_SECRET")" "$URL/orders/$order") != 404 ]]; then
+		bad=1; note+="bob reads alice's order $order (want 404); "
+	fi
+	if ((bad)); then
+		row "$1" "$2" "auth through nginx" FAIL - - - - - - "$note"
+	else
+		row "$1" "$2" "auth through nginx" pass - - - - - - "forged 401, X-User dropped, /ledger 401, alice's token buys and reads her order, bob's gets 404"
+	fi
+}
+
 scenario_buyers() {
 	local v=$1 b=$2 name=buyers-$1-$2 up=0 xlen hlen sale my myrows myusers
 	export PER_USER_LIMIT=1 ORDERS_DURABLE=true
@@ -653,6 +693,7 @@ for b in $BACKENDS; do
 			--concurrency 20 --stock 100 --admin-token "$ADMIN_TOKEN" --json 2>"$OUT/tools.err") || true
 		echo "$out" >"$OUT/tools-$b.json"; echo 0 >"$OUT/tools-$b.rc"
 		verdict single "$b" "tools profile run" "tools-$b" 100
+		scenario_auth single "$b"
 	fi
 	((rc == 2)) && break
 	((rc == 0)) || continue
