@@ -308,7 +308,7 @@ var byName = map[string][]string{
 	// where the lock itself differs (the transaction a pause or a crash
 	// leaves open, a restart mid-transaction) and the control.
 	"mysql-row": {"slowwork", "partition", "stockdown", "latency", "lostreply", "slowreply", "netsplit", "wipe", "restore",
-		"restore-all", "other-sale", "evict"},
+		"restore-all", "other-sale", "witnessdown", "evict"},
 	// The witness cells and evict do not depend on the lock (the witness
 	// is etcd's whatever the backend, and their faults hit the stock Redis
 	// only); redis and etcd run them by default, the others by name.
@@ -317,9 +317,10 @@ var byName = map[string][]string{
 	"mysql":     byNameStore,
 }
 
-// byNameStore are the scenarios whose fault is the stock Redis's alone
-// (the witness cells, evict): redis and etcd run them by default.
-var byNameStore = append([]string{"evict"}, witnessScenarios...)
+// byNameStore are the scenarios whose fault is the stock Redis's or the
+// witness's alone (the witness cells, evict): redis and etcd run them by
+// default.
+var byNameStore = append([]string{"evict", "witnessdown"}, witnessScenarios...)
 
 // inapplicable says, per backend, which scenarios cannot be staged on it
 // and why; Matrix never yields them, even by name.
@@ -530,7 +531,8 @@ type run struct {
 	load  *load
 	res   *Result
 	// sentinel is the replicated stock Redis of the failover cells, and
-	// lagFrom..lagTo when failover-lag starved its replica.
+	// lagFrom..lagTo when failover-lag starved its replica, or witnessdown
+	// cut the witness.
 	sentinel       *servers.SentinelSet
 	lagFrom, lagTo time.Time
 

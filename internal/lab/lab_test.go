@@ -38,10 +38,10 @@ func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	// latency for each of the 2 sales on redis; the 4 buyers' cells on
 	// redis; failover-kill with acks 1 on redis and etcd, failover-lag
 	// with acks 1 on redis (the acks-0 controls run when named); split
-	// with acks 1 and its control on redis; restore-all, other-sale and
-	// evict on redis and etcd; the none and local flawed cells, and
-	// falsesoldout on redis.
-	if got, want := len(cells), 4*14-2+12+3+6+1+1+3+2*3+4+2+1+2+2*3+2+1; got != want {
+	// with acks 1 and its control on redis; restore-all, other-sale,
+	// witnessdown and evict on redis and etcd; the none and local flawed
+	// cells, and falsesoldout on redis.
+	if got, want := len(cells), 4*14-2+12+3+6+1+1+3+2*3+4+2+1+2+2*4+2+1; got != want {
 		t.Fatalf("got %d cells, want %d", got, want)
 	}
 	if got := Matrix([]string{"etcd"}, nil); slices.ContainsFunc(got, func(c Cell) bool { return c.Scenario == "lockforget" }) {

@@ -41,8 +41,8 @@ type scenario struct {
 }
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
-	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "other-sale", "consumerkill", "mysqldown", "replayrace",
-	"failover-kill", "failover-lag", "failover-stop", "crash", "falsesoldout"}
+	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "other-sale", "witnessdown", "consumerkill", "mysqldown", "replayrace",
+	"failover-kill", "failover-lag", "failover-stop", "split", "crash", "falsesoldout"}
 
 // Scenarios lists the scenario names in table order.
 func Scenarios() []string { return append([]string(nil), order...) }
@@ -198,6 +198,13 @@ var scenarios = map[string]scenario{
 		env:         storeLossEnv(witnessEnv),
 		run:         runOtherSale,
 		check:       checkStoreLoss,
+	},
+	"witnessdown": {
+		summary:     "cut every replica from etcd, the witness (stock.witness etcd), for 2s mid-sale: no sale answered sold without its record, the sale goes on after",
+		concurrency: 4,
+		env:         storeLossEnv(witnessEnv),
+		run:         runWitnessDown,
+		check:       checkWitnessDown,
 	},
 	"consumerkill": {
 		summary:     "cut a replica from MariaDB until its orders consumer holds entries pending, then kill -9 it: the others' XAUTOCLAIM stores them (named buyers)",

@@ -41,6 +41,9 @@ const (
 	// LinkLock is a replica's connection to the server the current backend's
 	// lock lives in: the lock Redis, etcd, ZooKeeper or MariaDB.
 	LinkLock Link = "lock"
+	// LinkEtcd is a replica's connection to etcd whatever the backend:
+	// the witness's (stock.witness etcd) and the election's.
+	LinkEtcd Link = "etcd"
 )
 
 // Targets of the per-replica proxies.
@@ -240,6 +243,8 @@ func (c *Cluster) linkProxy(i int, link Link) (*toxiproxy.Proxy, error) {
 	case LinkStock:
 	case LinkLock:
 		target = lockTarget(c.Backend())
+	case LinkEtcd:
+		target = targetEtcd
 	default:
 		return nil, fmt.Errorf("%w: unknown link %q", ErrConfig, link)
 	}
