@@ -46,13 +46,25 @@ import (
 	"seckill/internal/lock"
 )
 
+// Token is the token of a lease passes passes into a hold with base.
+func Token(base, passes uint64) uint64 { return base<<PassBits | passes }
+
+// BaseOf is the hold base a token was made from.
+func BaseOf(token uint64) uint64 { return token >> PassBits }
+
+// The token layout, the one place it is written: a lease's token is its
+// hold's base in the high 48 bits and the passes before it in the low 16
+// (Token, BaseOf). Backends that mint their own counter (redislock's
+// {K}:fence, mysqllock's counter row) advance it by BaseOf.
 const (
+	// PassBits is how many low bits of a token count the passes.
+	PassBits = 16
 	// DefaultHandoffs is Config.Handoffs when it is zero.
 	DefaultHandoffs = 8
-	// MaxHandoffs is the largest pass count: the low 16 bits of a token.
-	MaxHandoffs = 1<<16 - 1
-	// MaxBase is the largest Hold.Base that fits the token's high 48 bits.
-	MaxBase = 1<<48 - 1
+	// MaxHandoffs is the largest pass count: the low PassBits of a token.
+	MaxHandoffs = 1<<PassBits - 1
+	// MaxBase is the largest Hold.Base that fits the token's high bits.
+	MaxBase = 1<<(64-PassBits) - 1
 	// DefaultCleanupTimeout is Config.CleanupTimeout when it is zero.
 	DefaultCleanupTimeout = 3 * time.Second
 )

@@ -17,7 +17,7 @@ var errBaseOverflow = fmt.Errorf("%w: token base above 2^48-1", lock.ErrUnavaila
 type held struct {
 	h      Hold
 	q      *queue
-	base   uint64 // Hold.Base() << 16, or Hold.Base() for a Transferer
+	base   uint64 // Token(Hold.Base(), 0), or Hold.Base() for a Transferer
 	minted bool   // h is a Transferer: the token is base alone
 	passes uint64 // passes in this run so far: the token's low bits, unless minted
 	cur    *lease // the lease holding it now; nil once detached
@@ -117,7 +117,7 @@ func (c *Locker) grantLocked(hd *held) *lease {
 // holdLocked makes h the hold lent on q, passes passes into its run, and
 // watches it for loss.
 func (c *Locker) holdLocked(q *queue, h Hold, passes uint64) *held {
-	hd := &held{h: h, q: q, base: h.Base() << 16, passes: passes}
+	hd := &held{h: h, q: q, base: Token(h.Base(), 0), passes: passes}
 	if _, ok := h.(Transferer); ok {
 		hd.base, hd.minted = h.Base(), true
 	}

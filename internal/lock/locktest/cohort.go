@@ -151,6 +151,7 @@ func runCohort(t *testing.T, env Cohort, handoffs, bound int) {
 			}
 			continue
 		}
+		// cohort.Token's layout (PassBits 16), written out: cohort's own tests use this package.
 		if i == bound+1 && !env.Minted && (cur>>16 <= prev>>16 || cur&0xffff != 0) {
 			t.Errorf("%s, after the bound: token %#x after %#x, want a new hold (higher base, no passes)", order[i].who, cur, prev)
 		}

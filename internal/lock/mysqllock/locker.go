@@ -146,7 +146,7 @@ func (l *Locker) Close() error {
 // a token above `above` (lock.TokenAdvancer): for a database recreated
 // empty, or restored from a backup older than the fence.
 func (l *Locker) AdvanceTokens(ctx context.Context, key string, above uint64) error {
-	if err := advance(ctx, l.control, LockName(key), above>>16); err != nil {
+	if err := advance(ctx, l.control, LockName(key), cohort.BaseOf(above)); err != nil {
 		return lock.Unavailable(l.name, fmt.Sprintf("advance tokens %q", key), err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/cohort"
 	"seckill/internal/lock/rediscounter"
 )
 
@@ -15,9 +16,9 @@ var _ lock.TokenAdvancer = (*Locker)(nil)
 // overflow.
 var ErrTokenRange = rediscounter.ErrRange
 
-// maxCounter is the largest {K}:fence value whose token c<<tokenShift still
-// fits in a uint64. AdvanceTokens leaves room for the INCR after it.
-const maxCounter = 1<<(64-tokenShift) - 1
+// maxCounter is the largest {K}:fence value whose token (cohort.Token)
+// still fits in a uint64. AdvanceTokens leaves room for the INCR after it.
+const maxCounter = cohort.MaxBase
 
 // AdvanceTokens moves key's token sequence past above (see
 // lock.TokenAdvancer): it sets {K}:fence to at least above>>16 + 1, never
@@ -42,7 +43,7 @@ const maxCounter = 1<<(64-tokenShift) - 1
 // ErrTokenRange; a Redis failure, or a counter that is not a non-negative
 // integer, one wrapping lock.ErrUnavailable.
 func (l *Locker) AdvanceTokens(ctx context.Context, key string, above uint64) error {
-	floor := above>>tokenShift + 1
+	floor := cohort.BaseOf(above) + 1
 	if floor >= maxCounter {
 		return fmt.Errorf("redislock: advance tokens of %q past %d: %w", key, above, ErrTokenRange)
 	}

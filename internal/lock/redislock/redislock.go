@@ -59,9 +59,6 @@ const (
 	cleanupTimeout = 2 * time.Second
 	// channelPrefix must match grant in queue.lua.
 	channelPrefix = "redislock:"
-
-	// tokenShift is the cohort token layout's: counter<<16 | passes.
-	tokenShift = 16
 )
 
 // Options configure a Locker. Zero values mean the documented defaults.
