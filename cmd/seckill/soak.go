@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -18,6 +15,7 @@ import (
 
 	"seckill/internal/lab"
 	"seckill/internal/localcluster"
+	"seckill/internal/metrics"
 )
 
 // soakBackends are the correct backends a soak runs by default (mysql-row
@@ -199,57 +197,40 @@ func (s *sampler) samples() [][]sample {
 func scrape(ctx context.Context, base string) (sample, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	fams, err := metrics.Scrape(ctx, nil, base+"/metrics")
 	if err != nil {
 		return sample{}, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return sample{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return sample{}, fmt.Errorf("metrics: %s", resp.Status)
-	}
-	return parseMetrics(resp.Body, time.Now())
+	return soakSample(fams, time.Now())
 }
 
 // parseMetrics picks the soak's series out of Prometheus text.
 func parseMetrics(r io.Reader, at time.Time) (sample, error) {
+	fams, err := metrics.Parse(r)
+	if err != nil {
+		return sample{At: at}, err
+	}
+	return soakSample(fams, at)
+}
+
+// soakSample is the soak's four series of one scrape.
+func soakSample(fams metrics.Families, at time.Time) (sample, error) {
 	s := sample{At: at}
-	found := 0
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(name, "#") {
+	var missing []string
+	for name, dst := range map[string]*float64{
+		"go_goroutines": &s.Goroutines, "process_resident_memory_bytes": &s.RSS,
+		"go_memstats_heap_inuse_bytes": &s.Heap, "process_start_time_seconds": &s.Started,
+	} {
+		v, ok := fams.Value(name)
+		if !ok {
+			missing = append(missing, name)
 			continue
-		}
-		var dst *float64
-		switch name {
-		case "go_goroutines":
-			dst = &s.Goroutines
-		case "process_resident_memory_bytes":
-			dst = &s.RSS
-		case "go_memstats_heap_inuse_bytes":
-			dst = &s.Heap
-		case "process_start_time_seconds":
-			dst = &s.Started
-		default:
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
-		if err != nil {
-			return s, fmt.Errorf("metrics: %s: %w", name, err)
 		}
 		*dst = v
-		found++
 	}
-	if err := sc.Err(); err != nil {
-		return s, err
-	}
-	if found < 4 {
-		return s, fmt.Errorf("metrics: %d of go_goroutines, process_resident_memory_bytes, go_memstats_heap_inuse_bytes, process_start_time_seconds", found)
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return s, fmt.Errorf("metrics: no %s", strings.Join(missing, ", "))
 	}
 	return s, nil
 }

@@ -1,14 +1,11 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"net/http"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
+	"seckill/internal/metrics"
 	"seckill/internal/servers"
 )
 
@@ -91,30 +88,11 @@ func procCPU(pid int) time.Duration {
 func etcdFsyncs(ctx context.Context, addr string) (count int64, sum float64, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	fams, err := metrics.Scrape(ctx, nil, "http://"+addr+"/metrics")
 	if err != nil {
 		return 0, 0, false
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, 0, false
-	}
-	defer resp.Body.Close()
-	var gotCount, gotSum bool
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		name, v, found := strings.Cut(sc.Text(), " ")
-		if !found {
-			continue
-		}
-		switch name {
-		case "etcd_disk_wal_fsync_duration_seconds_count":
-			n, err := strconv.ParseFloat(v, 64)
-			count, gotCount = int64(n), err == nil
-		case "etcd_disk_wal_fsync_duration_seconds_sum":
-			f, err := strconv.ParseFloat(v, 64)
-			sum, gotSum = f, err == nil
-		}
-	}
-	return count, sum, gotCount && gotSum
+	n, gotCount := fams.Sum("etcd_disk_wal_fsync_duration_seconds", nil) // a histogram: its count
+	sum, gotSum := fams.HistogramSum("etcd_disk_wal_fsync_duration_seconds")
+	return int64(n), sum, gotCount && gotSum
 }

@@ -14,11 +14,10 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
+	"seckill/internal/metrics"
 	"seckill/internal/stock"
 )
 
@@ -322,24 +321,9 @@ func (a *Aggregator) getJSON(ctx context.Context, url string, into any) (int, er
 }
 
 func (a *Aggregator) getMetrics(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	fams, err := metrics.Scrape(ctx, a.client, url)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
-	}
-	// Ask for the text format: the parser here reads only that.
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("dashboard: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("dashboard: GET %s: %d", url, resp.StatusCode)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return nil, fmt.Errorf("dashboard: GET %s: %w", url, err)
 	}
 	return fams, nil
 }

@@ -29,18 +29,18 @@ func TestCounterSum(t *testing.T) {
 		urls = append(urls, srv.URL)
 	}
 	ctx := context.Background()
-	if got := counterSum(ctx, urls, "seckill_reduce_total", `result="fenced"`); got != 3 {
+	if got := counterSum(ctx, urls, "seckill_reduce_total", map[string]string{"result": "fenced"}); got != 3 {
 		t.Errorf("fenced: got %d, want 3", got)
 	}
-	if got := counterSum(ctx, urls, "seckill_reduce_total", `result="sold"`); got != 21 {
+	if got := counterSum(ctx, urls, "seckill_reduce_total", map[string]string{"result": "sold"}); got != 21 {
 		t.Errorf("sold: got %d, want 21", got)
 	}
-	if got := counterSum(ctx, urls, "seckill_reduce_total", `result="busy"`); got != 0 {
+	if got := counterSum(ctx, urls, "seckill_reduce_total", map[string]string{"result": "busy"}); got != 0 {
 		t.Errorf("busy: got %d, want 0", got)
 	}
 	down := httptest.NewServer(http.NotFoundHandler())
 	down.Close()
-	if got := counterSum(ctx, append(urls, down.URL), "seckill_reduce_total", `result="fenced"`); got != -1 {
+	if got := counterSum(ctx, append(urls, down.URL), "seckill_reduce_total", map[string]string{"result": "fenced"}); got != -1 {
 		t.Errorf("with a replica down: got %d, want -1", got)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/localcluster"
+	"seckill/internal/metrics"
 )
 
 // scenario is one fault and how to stage it.
@@ -75,7 +75,7 @@ var scenarios = map[string]scenario{
 			// and only the replica's own count of fenced answers shows it.
 			// The count is this cell's: Run's SetBackend starts every
 			// replica afresh, and pause restarts none.
-			if n := x.replicaCounter("seckill_reduce_total", `result="fenced"`); n > 0 {
+			if n := x.replicaCounter("seckill_reduce_total", "result", "fenced"); n > 0 {
 				x.notef("%d fenced answer(s) counted by the replicas, none received (the buyer hung up)", n)
 				return
 			}
@@ -633,46 +633,31 @@ func (x *run) onEveryLink(add func(i int, link localcluster.Link) (func() error,
 // /metrics (-1 if a replica could not be read): evidence that a fault took
 // the path it was meant to.
 func (x *run) saleEvents(event string) int {
-	return x.replicaCounter("seckill_sale_events_total", `event="`+event+`"`)
+	return x.replicaCounter("seckill_sale_events_total", "event", event)
 }
 
-// replicaCounter sums the series of counter name whose labels contain label
+// replicaCounter sums the series of counter name whose label is value
 // over the replicas' /metrics, -1 if a replica could not be read.
-func (x *run) replicaCounter(name, label string) int {
+func (x *run) replicaCounter(name, label, value string) int {
 	ctx, cancel := x.within(5 * time.Second)
 	defer cancel()
 	urls := make([]string, x.c.Replicas())
 	for i := range urls {
 		urls[i] = x.c.ReplicaURL(i)
 	}
-	return counterSum(ctx, urls, name, label)
+	return counterSum(ctx, urls, name, map[string]string{label: value})
 }
 
 // counterSum is replicaCounter over the servers at urls.
-func counterSum(ctx context.Context, urls []string, name, label string) int {
+func counterSum(ctx context.Context, urls []string, name string, labels map[string]string) int {
 	total := 0
 	for _, u := range urls {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/metrics", nil)
+		fams, err := metrics.Scrape(ctx, nil, u+"/metrics")
 		if err != nil {
 			return -1
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return -1
-		}
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			return -1
-		}
-		for _, line := range strings.Split(string(body), "\n") {
-			if strings.HasPrefix(line, name+"{") && strings.Contains(line, label) {
-				var v float64
-				if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
-					total += int(v)
-				}
-			}
-		}
+		v, _ := fams.Sum(name, labels)
+		total += int(v)
 	}
 	return total
 }
