@@ -140,16 +140,24 @@ func (f *faultNet) proxy(target string, i int, upstream string) (*toxiproxy.Prox
 	if p, ok := f.proxies[name]; ok {
 		return p, nil
 	}
-	listen, err := servers.LoopbackAddr()
-	if err != nil {
-		return nil, err
+	// LoopbackAddr's port is free when it answers, not when the proxy
+	// binds it: under a busy suite another process can take it between
+	// the two, so a bind that fails is tried again on another port.
+	var errs []error
+	for range 5 {
+		listen, err := servers.LoopbackAddr()
+		if err != nil {
+			return nil, err
+		}
+		p := toxiproxy.NewProxy(f.api, name, listen, upstream)
+		if err := p.Start(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		f.proxies[name] = p
+		return p, nil
 	}
-	p := toxiproxy.NewProxy(f.api, name, listen, upstream)
-	if err := p.Start(); err != nil {
-		return nil, fmt.Errorf("localcluster: proxy %s: %w", name, err)
-	}
-	f.proxies[name] = p
-	return p, nil
+	return nil, fmt.Errorf("localcluster: proxy %s: %w", name, errors.Join(errs...))
 }
 
 // existing returns the proxy of replica i to target, or nil.

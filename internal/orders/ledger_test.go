@@ -131,12 +131,13 @@ func rowOf(t *testing.T, db *sql.DB, table, id string) stock.Order {
 	var (
 		o         stock.Order
 		user, key sql.NullString
+		unit      sql.NullInt64
 	)
-	err := db.QueryRowContext(t.Context(), "SELECT id, sale, `user`, idem_key, token, replica, stock_after, sold_at, entry FROM `"+table+"` WHERE id = ?", id).
-		Scan(&o.ID, &o.Sale, &user, &key, &o.Token, &o.Replica, &o.StockAfter, &o.Time, &o.Entry)
+	err := db.QueryRowContext(t.Context(), "SELECT id, sale, `user`, idem_key, token, replica, stock_after, unit, sold_at, entry FROM `"+table+"` WHERE id = ?", id).
+		Scan(&o.ID, &o.Sale, &user, &key, &o.Token, &o.Replica, &o.StockAfter, &unit, &o.Time, &o.Entry)
 	if err != nil {
 		t.Fatalf("row %s: %v", id, err)
 	}
-	o.User, o.Key = user.String, key.String
+	o.User, o.Key, o.Unit = user.String, key.String, unit.Int64
 	return o
 }
