@@ -54,13 +54,25 @@ const (
 	uniqueKeyName  = "sale_key_once"
 )
 
-var migrations = []struct{ what, exists, ddl string }{
-	{"unit column", "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = 'unit'",
-		"ALTER TABLE `%s` ADD COLUMN unit BIGINT NULL AFTER stock_after"},
-	{"UNIQUE (sale, unit)", "SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND index_name = '" + uniqueUnitName + "'",
-		"ALTER TABLE `%s` ADD UNIQUE KEY " + uniqueUnitName + " (sale, unit)"},
-	{"UNIQUE (sale, user, idem_key)", "SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND index_name = '" + uniqueKeyName + "'",
-		"ALTER TABLE `%s` ADD UNIQUE KEY " + uniqueKeyName + " (sale, `user`, idem_key)"},
+// migrations bring a table made before these keys up to date: each adds
+// what schemaHas does not find.
+var migrations = []struct{ what, kind, name, ddl string }{
+	{"unit column", "column", "unit", "ADD COLUMN unit BIGINT NULL AFTER stock_after"},
+	{"UNIQUE (sale, unit)", "index", uniqueUnitName, "ADD UNIQUE KEY " + uniqueUnitName + " (sale, unit)"},
+	{"UNIQUE (sale, user, idem_key)", "index", uniqueKeyName, "ADD UNIQUE KEY " + uniqueKeyName + " (sale, `user`, idem_key)"},
+}
+
+// schemaHas reports whether table has the column or index (kind) name.
+func schemaHas(ctx context.Context, db *sql.DB, table, kind, name string) (bool, error) {
+	q := "SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND index_name = ?"
+	if kind == "column" {
+		q = "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?"
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, q, table, name).Scan(&n); err != nil {
+		return false, fmt.Errorf("orders: read the %s %s of %s: %w", kind, name, table, err)
+	}
+	return n > 0, nil
 }
 
 // The dead-letter table: entries that could not become rows (see the
@@ -89,16 +101,16 @@ func EnsureSchema(ctx context.Context, db *sql.DB, table string, uniqueBuyer boo
 		}
 	}
 	for _, m := range migrations {
-		var n int
-		if err := db.QueryRowContext(ctx, m.exists, table).Scan(&n); err != nil {
-			return fmt.Errorf("orders: read the %s: %w", m.what, err)
+		has, err := schemaHas(ctx, db, table, m.kind, m.name)
+		if err != nil {
+			return err
 		}
-		if n > 0 {
+		if has {
 			continue
 		}
 		// Another replica may add it at the same time (1060 duplicate
 		// column, 1061 duplicate key name): done either way.
-		_, err := db.ExecContext(ctx, fmt.Sprintf(m.ddl, table))
+		_, err = db.ExecContext(ctx, "ALTER TABLE `"+table+"` "+m.ddl)
 		if isMySQL(err, errDupEntry) {
 			return fmt.Errorf("orders: add the %s to %s: the table already holds two orders for one of them (sold twice): %w", m.what, table, err)
 		}
@@ -106,14 +118,11 @@ func EnsureSchema(ctx context.Context, db *sql.DB, table string, uniqueBuyer boo
 			return fmt.Errorf("orders: add the %s to %s: %w", m.what, table, err)
 		}
 	}
-	var n int
-	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.statistics
-		WHERE table_schema = DATABASE() AND table_name = ? AND index_name = ?`,
-		table, uniqueBuyerName).Scan(&n)
+	has, err := schemaHas(ctx, db, table, "index", uniqueBuyerName)
 	if err != nil {
-		return fmt.Errorf("orders: read indexes: %w", err)
+		return err
 	}
-	switch has := n > 0; {
+	switch {
 	case uniqueBuyer && !has:
 		_, err = db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE `%s` ADD UNIQUE KEY %s (sale, `user`)", table, uniqueBuyerName))
 		if isMySQL(err, errDupEntry) {
