@@ -95,10 +95,9 @@ func Validate(c *Config) error {
 	intBetween("http.max_body_bytes", c.HTTP.MaxBodyBytes, 4<<10, 10<<20)
 	intBetween("http.max_conns", c.HTTP.MaxConns, 1, 1<<20)
 	for _, p := range c.HTTP.TrustedProxies {
-		if net.ParseIP(p) == nil {
-			if _, _, err := net.ParseCIDR(p); err != nil {
-				bad("http.trusted_proxies", "want an IP address or a CIDR like 172.16.0.0/12, got %q", p)
-			}
+		// The one parser the buyer check trusts them by (auth.ParseProxy).
+		if _, err := auth.ParseProxy(p); err != nil {
+			bad("http.trusted_proxies", "want an IP address or a CIDR like 172.16.0.0/12, got %q", p)
 		}
 	}
 	adminToken(c.Admin.Token, c.Admin.AllowInsecureToken, bad)

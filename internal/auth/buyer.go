@@ -99,29 +99,38 @@ func bearerToken(r *http.Request) (string, bool) {
 // Proxies are the peers trusted to name the buyer.
 type Proxies []netip.Prefix
 
-// ParseProxies reads addresses and CIDRs (what gin's trusted proxies take).
+// ParseProxies reads addresses and CIDRs (what gin's trusted proxies
+// take); blank entries are skipped.
 func ParseProxies(list []string) (Proxies, error) {
 	var ps Proxies
 	for _, s := range list {
-		s = strings.TrimSpace(s)
-		if s == "" {
+		if strings.TrimSpace(s) == "" {
 			continue
 		}
-		if !strings.Contains(s, "/") {
-			a, err := netip.ParseAddr(s)
-			if err != nil {
-				return nil, fmt.Errorf("trusted proxy %q: %w", s, err)
-			}
-			ps = append(ps, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-			continue
-		}
-		p, err := netip.ParsePrefix(s)
+		p, err := ParseProxy(s)
 		if err != nil {
-			return nil, fmt.Errorf("trusted proxy %q: %w", s, err)
+			return nil, err
 		}
-		ps = append(ps, p.Masked())
+		ps = append(ps, p)
 	}
 	return ps, nil
+}
+
+// ParseProxy reads one address (a prefix of its full length) or CIDR.
+func ParseProxy(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("trusted proxy %q: %w", s, err)
+		}
+		return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("trusted proxy %q: %w", s, err)
+	}
+	return p.Masked(), nil
 }
 
 // Trusts reports whether the peer at remoteAddr (host:port, as
