@@ -126,3 +126,36 @@ func TestOrdersArePrivate(t *testing.T) {
 		})
 	}
 }
+
+// Reading orders is no way around the admin back-off: another buyer's
+// order answers 404 to a wrong admin token and 200 to the right one, so
+// each wrong token (or refused buyer token) counts, and the fourth shuts
+// the source out (429) whatever it sends next, the right token included.
+func TestOrderReadsKeepTheAdminBackoff(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0) // a frozen clock: the shut-out cannot lapse mid-test
+	defer handler.SetNow(func() time.Time { return at })()
+	orders := &fakeOrders{orders: map[string]stock.Order{"p-1": order1}}
+	h := handler.New(handler.Config{Replica: replica, AdminToken: token, Buyers: jwtBuyers(t, false)},
+		handler.Deps{Inventory: &cannedInventory{}, Orders: orders})
+	read := func(header, value string) int {
+		req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/orders/p-1", nil)
+		req.Header.Set(header, value)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	guesses := []struct{ header, value string }{
+		{"X-Admin-Token", "guess-1"}, {"Authorization", "Bearer guess-2"}, {"X-Admin-Token", "guess-3"},
+	}
+	for _, g := range guesses {
+		if code := read(g.header, g.value); code != http.StatusUnauthorized {
+			t.Fatalf("wrong credential %s: %q: got %d, want 401", g.header, g.value, code)
+		}
+	}
+	if code := read("X-Admin-Token", "guess-4"); code != http.StatusUnauthorized {
+		t.Fatalf("fourth wrong token: got %d, want 401", code)
+	}
+	if code := read("X-Admin-Token", token); code != http.StatusTooManyRequests {
+		t.Fatalf("the right token from a source shut out: got %d, want 429", code)
+	}
+}

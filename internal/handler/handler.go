@@ -391,25 +391,41 @@ func (a *server) reset(c *gin.Context) {
 // repeated failures; it answers the refusals itself. Refused bodies are not
 // drained: a refused caller cannot hold the connection by trickling one.
 func (a *server) admit(c *gin.Context) bool {
-	ip := c.ClientIP()
-	if wait := a.admin.blocked(ip); wait > 0 {
-		a.countAdminFailure()
-		c.Header("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		a.refuseBody(c, http.StatusTooManyRequests, "too many failed admin attempts; retry later")
+	if a.shutOut(c) {
 		return false
 	}
 	if !a.authorized(c.Request) {
-		a.countAdminFailure()
-		fails := a.admin.failed(ip)
-		if ok, suppressed := a.logs.Allow("admin_auth"); ok {
-			a.deps.Logger.Warn("admin call refused: missing or bad token", "path", c.Request.URL.Path,
-				"remote", ip, "failures", fails, "suppressed", suppressed)
-		}
-		a.refuseBody(c, http.StatusUnauthorized, "missing or bad admin token (X-Admin-Token or Authorization: Bearer)")
+		a.adminFailed(c, "missing or bad admin token (X-Admin-Token or Authorization: Bearer)")
 		return false
 	}
-	a.admin.succeeded(ip)
+	a.admin.succeeded(c.ClientIP())
 	return true
+}
+
+// shutOut answers 429 to a source the admin back-off holds off, without
+// looking at its credentials.
+func (a *server) shutOut(c *gin.Context) bool {
+	wait := a.admin.blocked(c.ClientIP())
+	if wait <= 0 {
+		return false
+	}
+	a.countAdminFailure()
+	c.Header("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+	a.refuseBody(c, http.StatusTooManyRequests, "too many failed admin attempts; retry later")
+	return true
+}
+
+// adminFailed counts a credential the source could not back in the
+// back-off, logs it (once a second) and answers 401 with msg.
+func (a *server) adminFailed(c *gin.Context, msg string) {
+	ip := c.ClientIP()
+	a.countAdminFailure()
+	fails := a.admin.failed(ip)
+	if ok, suppressed := a.logs.Allow("admin_auth"); ok {
+		a.deps.Logger.Warn("admin call refused: missing or bad token", "path", c.Request.URL.Path,
+			"remote", ip, "failures", fails, "suppressed", suppressed)
+	}
+	a.refuseBody(c, http.StatusUnauthorized, msg)
 }
 
 func (a *server) countAdminFailure() {

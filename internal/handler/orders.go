@@ -179,15 +179,9 @@ func (a *server) order(c *gin.Context) {
 		a.problem(c, http.StatusBadRequest, "order id too long")
 		return
 	}
-	admin := a.authorized(c.Request)
-	var user string
-	if !admin {
-		u, status, msg := a.identify(c, false)
-		if msg != "" {
-			a.problem(c, status, msg)
-			return
-		}
-		user = u
+	admin, user, ok := a.reader(c)
+	if !ok {
+		return
 	}
 	o, err := a.deps.Orders.Order(c.Request.Context(), id)
 	if err == nil && o.User != "" && o.User != user && !admin {
@@ -200,6 +194,37 @@ func (a *server) order(c *gin.Context) {
 		return
 	}
 	a.json(c, http.StatusOK, &orderBody{apiOrder(o)})
+}
+
+// reader is who reads orders: the admin (the right admin token) or a
+// buyer ("" for none); ok false when the refusal is answered. Reads are
+// no way around the admin back-off: whether another buyer's order answers
+// 200 or 404 would tell a guesser its admin token was right. So a source
+// held off is answered 429 first, and a credential it sent and cannot
+// back (a wrong admin token, a refused buyer token) counts as a failed
+// admin attempt.
+func (a *server) reader(c *gin.Context) (admin bool, user string, ok bool) {
+	if a.shutOut(c) {
+		return false, "", false
+	}
+	if a.authorized(c.Request) {
+		a.admin.succeeded(c.ClientIP())
+		return true, "", true
+	}
+	if c.GetHeader("X-Admin-Token") != "" {
+		a.adminFailed(c, "bad admin token")
+		return false, "", false
+	}
+	user, status, msg := a.identify(c, false)
+	switch {
+	case status == http.StatusUnauthorized:
+		a.adminFailed(c, msg)
+		return false, "", false
+	case msg != "":
+		a.problem(c, status, msg)
+		return false, "", false
+	}
+	return false, user, true
 }
 
 // orderBody is the answer of GET /orders/:id. Its "replica" is the order's
@@ -227,12 +252,12 @@ func (a *server) orders(c *gin.Context) {
 			return
 		}
 	}
-	if !a.authorized(c.Request) {
-		me, status, msg := a.identify(c, false)
+	admin, me, ok := a.reader(c)
+	if !ok {
+		return
+	}
+	if !admin {
 		switch {
-		case msg != "":
-			a.problem(c, status, msg)
-			return
 		case me == "" && asked:
 			// Counted by admit: a guesser of the admin token is slowed.
 			if !a.admit(c) {
