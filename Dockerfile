@@ -9,12 +9,15 @@ FROM ${GO_IMAGE} AS build
 WORKDIR /src
 ENV CGO_ENABLED=0 GOFLAGS=-trimpath
 ARG GOPROXY
+# GO_TAGS=lab adds the lab's backends and failpoints (docker-compose.yml
+# builds that, the lab cluster); the default is the product, without them.
+ARG GO_TAGS=
 # Dependencies first: this layer survives source edits.
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN mkdir -p /out \
- && go build -ldflags="-s -w" -o /out/stockd ./cmd/stockd \
+ && go build -tags "${GO_TAGS}" -ldflags="-s -w" -o /out/stockd ./cmd/stockd \
  && go build -ldflags="-s -w" -o /out/seckill ./cmd/seckill \
  && go build -ldflags="-s -w" -o /out/healthcheck ./docker/healthcheck
 

@@ -1,6 +1,6 @@
 # seckill: `make demo` and `make test` are the two commands.
 #   make deps          install redis-server, etcd, ZooKeeper, nginx, gcc (only what is missing)
-#   make build         bin/stockd and bin/seckill
+#   make build         bin/stockd (product), bin/stockd-lab, bin/seckill
 #   make demo          start a local cluster and compare every lock backend
 #   make test          vet, gofmt check, and every test with -race against real servers
 #   make test-stress   make test STRESS_RUNS times (3) while stress-ng loads the machine
@@ -26,15 +26,20 @@ SOAK_FLAGS ?=
 deps:
 	scripts/install-deps.sh
 
+# bin/stockd is the product; bin/stockd-lab has the lab's backends and
+# failpoints too (-tags lab), and is what the demo and the lab run.
 build:
 	$(GO) build -o bin/stockd ./cmd/stockd
+	$(GO) build -tags lab -o bin/stockd-lab ./cmd/stockd
 	$(GO) build -o bin/seckill ./cmd/seckill
 
 demo: deps build
-	bin/seckill demo --stockd bin/stockd $(DEMO_FLAGS)
+	bin/seckill demo --stockd bin/stockd-lab $(DEMO_FLAGS)
 
+# Both builds: the product's files and the lab's (-tags lab).
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags lab ./...
 
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || echo .))"; \
@@ -42,7 +47,7 @@ fmt-check:
 
 # deploy/k8s is a module of its own: the Kubernetes dependencies stay out of seckill's.
 test: deps vet fmt-check
-	$(GO) test -race -count=1 -timeout 30m $(TEST_FLAGS) ./...
+	$(GO) test -race -count=1 -timeout 30m -tags lab $(TEST_FLAGS) ./...
 	cd deploy/k8s && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # The suite on a busy machine: STRESS_RUNS (3), STRESS_CMD ('make test'),

@@ -127,8 +127,9 @@ mkdir -p "$STAGE/etc" "$STAGE/tmp"
 chmod 1777 "$STAGE/tmp"
 log "go build stockd, seckill, healthcheck (static)"
 gobuild() { # one retry: a build cache shared with concurrent builds can hiccup
-	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$STAGE/$1" "$2" ||
-		{ log "go build $2 failed; retrying once"; CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$STAGE/$1" "$2"; }
+	# -tags lab: compose is the lab cluster (its none and setnx rows).
+	CGO_ENABLED=0 go build -tags lab -trimpath -ldflags='-s -w' -o "$STAGE/$1" "$2" ||
+		{ log "go build $2 failed; retrying once"; CGO_ENABLED=0 go build -tags lab -trimpath -ldflags='-s -w' -o "$STAGE/$1" "$2"; }
 }
 gobuild stockd ./cmd/stockd
 gobuild seckill ./cmd/seckill

@@ -8,14 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"seckill/internal/lock"
 	"seckill/internal/lock/etcdlock"
-	"seckill/internal/lock/flawedlock"
-	"seckill/internal/lock/locallock"
 	"seckill/internal/lock/mysqllock"
-	"seckill/internal/lock/nolock"
 	"seckill/internal/lock/redislock"
 	"seckill/internal/lock/redissonlock"
 	"seckill/internal/lock/zklock"
@@ -63,10 +58,6 @@ func lockTTL(c *Config) time.Duration {
 }
 
 var backends = map[string]backendSpec{
-	// none and local are deliberately unsafe across replicas: they exist to
-	// show the overselling the articles start from.
-	"none":  {needs: needsNothing, labOnly: true, build: func(context.Context, *wiring) (lock.Locker, error) { return nolock.New(), nil }},
-	"local": {needs: needsNothing, labOnly: true, build: func(context.Context, *wiring) (lock.Locker, error) { return locallock.New(), nil }},
 	"redis": {needs: needsRedis, redisKeys: redislock.RedisKeys, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
 		return redislock.New(w.lockRedis(), redislock.Options{TTL: w.cfg.Lock.TTL, Logger: w.log}), nil
 	}},
@@ -91,22 +82,12 @@ var backends = map[string]backendSpec{
 	}, ttl: func(c *Config) time.Duration { return c.ZooKeeper.SessionTimeout }},
 	"mysql":     {needs: needsMySQL, build: mysqlBackend(mysqllock.New), ttl: mysqlSessionTTL},
 	"mysql-row": {needs: needsMySQL, build: mysqlBackend(mysqllock.NewRow), ttl: mysqlSessionTTL},
-	// Lab-only broken Redis locks (issue 7): each fails in the way one of the
-	// articles' versions does. Never safe; they exist to be watched failing.
-	"setnx":          {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewSetNX), redisKeys: flawedKeys(flawedlock.NameSetNX)},
-	"redis-nocheck":  {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewNoCheck), redisKeys: flawedKeys(flawedlock.NameNoCheck)},
-	"redis-checkdel": {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewCheckDel), redisKeys: flawedKeys(flawedlock.NameCheckDel)},
 }
 
-func flawedKeys(name string) func(string) []string {
-	return func(key string) []string { return flawedlock.RedisKeys(name, key) }
-}
-
-func flawed(newFn func(redis.UniversalClient, flawedlock.Options) *flawedlock.Locker) func(context.Context, *wiring) (lock.Locker, error) {
-	return func(_ context.Context, w *wiring) (lock.Locker, error) {
-		return newFn(w.lockRedis(), flawedlock.Options{TTL: w.cfg.Lock.TTL}), nil
-	}
-}
+// labBackends are the backends only a lab build has (backends_lab.go adds
+// their rows): a product build names them in its refusal instead of
+// calling them unknown.
+var labBackends = []string{"none", "local", "setnx", "redis-nocheck", "redis-checkdel"}
 
 // backendNames lists the valid lock.backend values, sorted, for messages.
 func backendNames() []string {
@@ -124,6 +105,9 @@ func backendNames() []string {
 func buildLocker(ctx context.Context, w *wiring) (lock.Locker, lock.Info, error) {
 	name := w.cfg.Lock.Backend
 	spec, ok := backends[name]
+	if !ok && slices.Contains(labBackends, name) {
+		return nil, lock.Info{}, fmt.Errorf("config: lock.backend: %w", errNotLabBuild(name))
+	}
 	if !ok {
 		return nil, lock.Info{}, fmt.Errorf("config: lock.backend: unknown backend %q (want one of %s)",
 			name, strings.Join(backendNames(), ", "))

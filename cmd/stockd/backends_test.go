@@ -84,6 +84,9 @@ func TestBuildLockerEveryBackend(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.backend, func(t *testing.T) {
+			if !tc.safe && !labBuild {
+				t.Skip("a lab backend: this build has no lab (TestProductBuildHasNoLab)")
+			}
 			c := validConfig(t)
 			c.Lock.Backend = tc.backend
 			c.Lab.Unsafe = !tc.safe

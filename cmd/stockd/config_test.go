@@ -84,16 +84,16 @@ func TestValidate(t *testing.T) {
 		{"bad lock redis addr", func(c *Config) { c.Lock.RedisAddr = "nohost" }, "lock.redis_addr"},
 		{"lab-only backend", func(c *Config) { c.Lock.Backend = "local" }, "lock.backend"},
 		{"flawed backend", func(c *Config) { c.Lock.Backend = "redis-checkdel" }, "lock.backend"},
-		{"lab-only backend in the lab", func(c *Config) { c.Lock.Backend = "setnx"; c.Lab.Unsafe = true }, ""},
+		{"lab-only backend in the lab", func(c *Config) { c.Lock.Backend = "setnx"; c.Lab.Unsafe = true }, ifProduct("lock.backend")},
 		{"unfenced", func(c *Config) { c.Stock.Fencing = false }, "stock.fencing"},
-		{"unfenced in the lab", func(c *Config) { c.Stock.Fencing = false; c.Lab.Unsafe = true }, ""},
+		{"unfenced in the lab", func(c *Config) { c.Stock.Fencing = false; c.Lab.Unsafe = true }, ifProduct("stock.fencing")},
 		{"unfenced atomic mode", func(c *Config) { c.Stock.Fencing = false; c.Stock.Mode = "atomic" }, ""},
 		{"failpoint outside the lab", func(c *Config) { c.Lab.Failpoints = "setnx/afterSetNX=1*exit" }, "SECKILL_FAILPOINTS"},
 		{"unknown failpoint", func(c *Config) { c.Lab.Unsafe = true; c.Lab.Failpoints = "setnx/afterSetNX=exit;x/y=exit" }, "SECKILL_FAILPOINTS"},
 		{"known failpoints in the lab", func(c *Config) {
 			c.Lab.Unsafe = true
 			c.Lab.Failpoints = "setnx/afterSetNX=1*exit; nocheck/beforeDel=sleep(1ms);checkdel/beforeDel=off"
-		}, ""},
+		}, ifProduct("SECKILL_FAILPOINTS")},
 		{"bad http addr", func(c *Config) { c.HTTP.Addr = "8080" }, "http.addr"},
 		{"negative db", func(c *Config) { c.Redis.DB = -1 }, "redis.db"},
 		{"etcd without endpoints", func(c *Config) { c.Lock.Backend = "etcd"; c.Etcd.Endpoints = nil }, "etcd.endpoints"},
@@ -307,10 +307,32 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 	}
 }
 
+// ifProduct is want for a product build (without -tags lab), "" (valid)
+// for a lab build.
+func ifProduct(want string) string {
+	if labBuild {
+		return ""
+	}
+	return want
+}
+
+// The product backends are always wired; the lab's only in a lab build,
+// and each of its rows is one labBackends names (for the product's
+// refusal) and is marked labOnly (for lab.unsafe).
 func TestEveryBackendNameIsWired(t *testing.T) {
-	for _, name := range []string{"none", "local", "redis", "redisson", "etcd", "zookeeper", "mysql", "mysql-row"} {
-		if _, ok := backends[name]; !ok {
-			t.Errorf("backend %q missing from the wiring table", name)
+	for _, name := range []string{"redis", "redisson", "etcd", "zookeeper", "mysql", "mysql-row"} {
+		if spec, ok := backends[name]; !ok || spec.labOnly {
+			t.Errorf("backend %q missing from the wiring table, or lab-only", name)
+		}
+	}
+	for _, name := range labBackends {
+		if spec, ok := backends[name]; ok != labBuild || (ok && !spec.labOnly) {
+			t.Errorf("lab backend %q: wired %v in a build with the lab %v, lab-only %v", name, ok, labBuild, spec.labOnly)
+		}
+	}
+	for name, spec := range backends {
+		if spec.labOnly && !slices.Contains(labBackends, name) {
+			t.Errorf("lab-only backend %q is not in labBackends", name)
 		}
 	}
 }

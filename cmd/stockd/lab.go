@@ -1,22 +1,26 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
 	"seckill/internal/failpoint"
-	"seckill/internal/lock/flawedlock"
 	"seckill/internal/stock"
 )
+
+// The lab — backends that oversell on purpose, failpoints — is compiled
+// only into a lab build (go build -tags lab): backends_lab.go adds it. A
+// product build refuses to start when asked for it, and says why.
 
 // knownFailpoints are the failpoint names this binary evaluates. A name
 // not listed would arm nothing: a typo in a lab run, or a probe by someone
 // who should not be arming failpoints at all. Both are refused at start.
-var knownFailpoints = []string{
-	flawedlock.FailpointAfterSetNX,
-	flawedlock.FailpointNoCheckBeforeDel,
-	flawedlock.FailpointCheckDelBeforeDel,
-	stock.FailpointFalseSoldOut,
+var knownFailpoints = []string{stock.FailpointFalseSoldOut}
+
+// errNotLabBuild is the refusal of a lab backend by a product build.
+func errNotLabBuild(backend string) error {
+	return fmt.Errorf("%q is lab-only and this stockd is a product build without the lab (build it with go build -tags lab)", backend)
 }
 
 // failpointNames lists the names in a SECKILL_FAILPOINTS spec
@@ -41,10 +45,16 @@ func validateLab(c *Config, bad func(key, format string, args ...any)) {
 	if spec, ok := backends[c.Lock.Backend]; ok && spec.labOnly && !c.Lab.Unsafe {
 		bad("lock.backend", "%q is lab-only: it oversells across replicas%s", c.Lock.Backend, hint)
 	}
-	if !c.Stock.Fencing && c.Stock.Mode == "locked" && !c.Lab.Unsafe {
+	if !c.Stock.Fencing && c.Stock.Mode == "locked" && !labBuild {
+		bad("stock.fencing", "false is lab-only and this stockd is a product build without the lab (build it with go build -tags lab)")
+	} else if !c.Stock.Fencing && c.Stock.Mode == "locked" && !c.Lab.Unsafe {
 		bad("stock.fencing", "false is lab-only: a paused lock holder then oversells%s", hint)
 	}
 	names := failpointNames(c.Lab.Failpoints)
+	if len(names) > 0 && !labBuild {
+		bad(failpoint.EnvVar, "failpoints are lab-only and this stockd is a product build without them (build it with go build -tags lab)")
+		return
+	}
 	if len(names) > 0 && !c.Lab.Unsafe {
 		bad(failpoint.EnvVar, "failpoints are lab-only (an armed exit lets any buyer stop the process)%s", hint)
 	}

@@ -122,7 +122,9 @@ func Validate(c *Config) error {
 	}
 
 	backend, known := backends[c.Lock.Backend]
-	if !known {
+	if !known && slices.Contains(labBackends, c.Lock.Backend) {
+		bad("lock.backend", "%v", errNotLabBuild(c.Lock.Backend))
+	} else if !known {
 		bad("lock.backend", "unknown backend %q (want one of %s)", c.Lock.Backend, strings.Join(backendNames(), ", "))
 	}
 	nonEmpty("lock.key", c.Lock.Key)

@@ -1,27 +1,5 @@
-// Package failpoint is a small registry of named hooks that tests and lab
-// runs use to force precise interleavings: stop a process between two Redis
-// commands, stretch the window between a check and an action, or fail a call.
-//
-// It follows etcd's gofail and pingcap's failpoint in spirit, without their
-// code generation: a hook is an ordinary call,
-//
-//	if err := failpoint.Eval(ctx, "checkdel/beforeDel"); err != nil {
-//		return err
-//	}
-//
-// that does nothing, at the cost of one atomic load, until a failpoint of that
-// name is enabled. Nothing is enabled in a normal run.
-//
-// A failpoint is enabled with a spec (see Enable): sleep(200ms), pause,
-// error(msg), panic, exit, each optionally prefixed by a count ("1*exit").
-// A whole set can come from the environment, so a replica in the lab cluster
-// can be started with a failpoint armed:
-//
-//	SECKILL_FAILPOINTS="setnx/afterSetNX=exit;checkdel/beforeDel=sleep(300ms)"
-//
-// Tests can also install a Go function with EnableFunc. The registry is
-// process-wide: tests that enable failpoints must not run in parallel with
-// others that pass the same names.
+//go:build lab
+
 package failpoint
 
 import (
@@ -34,19 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 )
-
-// EnvVar is the environment variable EnableFromEnv reads.
-const EnvVar = "SECKILL_FAILPOINTS"
-
-// ErrInjected is wrapped by the errors that enabled failpoints return: the
-// error(msg) action, and a pause or sleep cut short by its context.
-var ErrInjected = errors.New("failpoint: injected")
-
-// Func is a failpoint action written in Go. It runs with the context passed
-// to Eval, the context of the call being hooked, so a test can aim at one
-// caller by a value it put in that context. A non-nil result is returned by
-// Eval as is.
-type Func func(ctx context.Context) error
 
 // point is one enabled failpoint. It is immutable after Enable except for
 // its counter and its pause gate.
@@ -231,3 +196,6 @@ func crash(name string, code int) Func {
 		return fmt.Errorf("failpoint %s: %w: exit(%d) returned", name, ErrInjected, code)
 	}
 }
+
+// Compiled reports whether this build has the registry (the lab tag).
+const Compiled = true

@@ -20,13 +20,18 @@ func BuildStockd(ctx context.Context, outDir string) (string, error) {
 	return Build(ctx, "./cmd/stockd", outDir)
 }
 
+// LabTags are the build tags of every binary the lab builds: the lab's
+// backends and failpoints are compiled only with them (a product build of
+// stockd refuses LOCK_BACKEND=none and SECKILL_FAILPOINTS).
+const LabTags = "lab"
+
 // buildMu serialises builds within one process; across processes the
 // rename into place below keeps concurrent builders from seeing a half
 // written binary.
 var buildMu sync.Mutex
 
 // Build compiles pkg (a path relative to the module root, e.g. "./cmd/seckill")
-// into outDir and returns the binary's path. The binary is named after a hash
+// with LabTags into outDir and returns the binary's path. The binary is named after a hash
 // of every Go source file, go.mod, go.sum and the toolchain settings, so an
 // unchanged tree is not rebuilt (and not even linked again): the second
 // cluster of a test run starts in milliseconds. An empty outDir means
@@ -55,7 +60,7 @@ func Build(ctx context.Context, pkg, outDir string) (string, error) {
 		return bin, nil
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid())
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", LabTags, "-o", tmp, pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		_ = os.Remove(tmp)
@@ -98,7 +103,7 @@ func treeHash(ctx context.Context, root, pkg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(h, "%s\n%s\n", env, pkg)
+	fmt.Fprintf(h, "%s\n%s\ntags=%s\n", env, pkg, LabTags)
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

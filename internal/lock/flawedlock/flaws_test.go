@@ -1,3 +1,5 @@
+//go:build lab
+
 package flawedlock_test
 
 import (
