@@ -1,6 +1,7 @@
 // Command stockd is one replica of the flash-sale service: it sells units of
 // a stock kept in Redis, guarded by a configurable lock backend, behind an
-// HTTP API (see internal/handler).
+// HTTP API (see internal/handler). This file is the process: flags,
+// signals and exit codes; the service itself is package internal/stockd.
 //
 //	stockd --config configs/stockd.yaml
 //	STOCKD_LOCK_BACKEND=local STOCKD_REDIS_ADDR=127.0.0.1:6379 stockd
@@ -20,17 +21,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
-	"strings"
 	"syscall"
 
 	"seckill/internal/auth"
 	"seckill/internal/failpoint"
+	"seckill/internal/stockd"
 )
-
-// version is set at build time (-ldflags "-X main.version=v1.2.3"); without
-// it the module version from the build info is used.
-var version = ""
 
 // Exit codes.
 const (
@@ -56,17 +52,17 @@ func run(ctx context.Context, args, env []string, stderr io.Writer) int {
 		return exitConfig
 	}
 	if *showVersion {
-		fmt.Fprintln(stderr, buildVersion())
+		fmt.Fprintln(stderr, stockd.BuildVersion())
 		return exitOK
 	}
 
-	cfg, err := Load(*configPath, env)
+	cfg, err := stockd.Load(*configPath, env)
 	if err == nil {
-		err = Validate(cfg)
+		err = stockd.Validate(cfg)
 	}
 	var buyers *auth.Identity
 	if err == nil {
-		buyers, err = buildBuyers(cfg)
+		buyers, err = stockd.BuildBuyers(cfg)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -83,7 +79,7 @@ func run(ctx context.Context, args, env []string, stderr io.Writer) int {
 		return exitConfig
 	}
 
-	log := newLogger(cfg, stderr)
+	log := stockd.NewLogger(cfg, stderr)
 	slog.SetDefault(log) // libraries that log through slog.Default follow our format
 	if len(armed) > 0 {
 		log.Warn("FAILPOINTS ARMED: this replica will misbehave on purpose", "failpoints", failpoint.Active())
@@ -91,8 +87,8 @@ func run(ctx context.Context, args, env []string, stderr io.Writer) int {
 	if buyers.Mode == auth.ModeNone {
 		log.Info("buyers: none; every sale is anonymous (auth.buyers), X-User and bearer tokens are refused")
 	}
-	if err := serve(ctx, cfg, buyers, log); err != nil {
-		if errors.Is(err, errEvictingRedis) || errors.Is(err, errNoAOF) {
+	if err := stockd.Serve(ctx, cfg, buyers, log); err != nil {
+		if errors.Is(err, stockd.ErrEvictingRedis) || errors.Is(err, stockd.ErrNoAOF) {
 			log.Error("stockd refused to start", "err", err)
 			return exitConfig
 		}
@@ -100,42 +96,4 @@ func run(ctx context.Context, args, env []string, stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
-}
-
-// lookupEnv reads one variable from a KEY=VALUE list (the last one wins, as
-// in os.Getenv).
-func lookupEnv(env []string, key string) string {
-	val := ""
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			val = v
-		}
-	}
-	return val
-}
-
-func newLogger(cfg *Config, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.Log.Level)) // validated already
-	opts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler = slog.NewTextHandler(w, opts)
-	if cfg.Log.Format == "json" {
-		h = slog.NewJSONHandler(w, opts)
-	}
-	return slog.New(h).With("replica", cfg.Replica)
-}
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				return strings.TrimSpace(bi.Main.Version + " " + s.Value)
-			}
-		}
-		return bi.Main.Version
-	}
-	return "unknown"
 }

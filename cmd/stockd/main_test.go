@@ -6,12 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,46 +19,17 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
+	"seckill/internal/stockd"
+	"seckill/internal/stockd/stockdtest"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildDir  string
-)
+const testAdminToken = stockdtest.AdminToken
 
-// stockdBinary builds the real binary once per test run.
-func stockdBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "stockd-test-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(buildDir, "stockd")
-		// The binary is built as the test is: with the lab, or without.
-		tags := ""
-		if labBuild {
-			tags = "lab"
-		}
-		out, err := exec.Command("go", "build", "-tags", tags, "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func stockdBinary(t *testing.T) string { return stockdtest.Binary(t) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	stopMariaDB()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
+	stockdtest.Cleanup()
 	os.Exit(code)
 }
 
@@ -92,7 +61,7 @@ func TestBinaryRefusesBadConfig(t *testing.T) {
 		{"mysql without dsn", nil, []string{"STOCKD_LOCK_BACKEND=mysql"}, "config: mysql.dsn: must be set"},
 		{"bad mysql dsn", nil, []string{"STOCKD_LOCK_BACKEND=mysql-row", "STOCKD_MYSQL_DSN=seckill:pw@mysql:3306"}, "config: mysql.dsn: "},
 	}
-	if labBuild {
+	if stockd.LabBuild {
 		cases = append(cases, struct {
 			name    string
 			args    []string

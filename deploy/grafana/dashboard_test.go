@@ -80,7 +80,7 @@ type target struct {
 var synthetic = map[string]bool{"up": true, "scrape_duration_seconds": true, "scrape_samples_scraped": true}
 
 // exported gathers the metric families a stockd replica exports: the
-// registry built as cmd/stockd builds it (metrics.New, the orders lag, the
+// registry built as internal/stockd builds it (metrics.New, the orders lag, the
 // election's instruments on the same registry), every vector touched once,
 // since a vector with no child is not gathered. It maps each family's name
 // to its type.

@@ -162,7 +162,7 @@ func render(t *testing.T, dir string) *rendering {
 }
 
 // configKeys reads every key of configs/stockd.yaml, dotted. The file holds
-// exactly stockd's keys: cmd/stockd's TestShippedFileDocumentsEveryKey
+// exactly stockd's keys: internal/stockd's TestShippedFileDocumentsEveryKey
 // fails on a key missing from it or one that Config lacks.
 func configKeys(t *testing.T) map[string]any {
 	t.Helper()
@@ -192,7 +192,7 @@ func configKeys(t *testing.T) map[string]any {
 	return keys
 }
 
-// envKey is the key a STOCKD_ variable sets, as stockd maps it (cmd/stockd
+// envKey is the key a STOCKD_ variable sets, as stockd maps it (internal/stockd
 // keys.go: the prefix, dots as underscores, upper case), or "" when it
 // names none.
 func envKey(name string, keys map[string]any) string {

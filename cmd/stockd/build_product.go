@@ -1,7 +1,0 @@
-//go:build !lab
-
-package main
-
-// labBuild is false: this is the product, without the lab's backends,
-// failpoints or unfenced sales (go build -tags lab adds them).
-const labBuild = false

@@ -1,0 +1,456 @@
+package stockd
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/viper"
+
+	"seckill/internal/stock"
+)
+
+// tokenEnv sets the one key without a usable default.
+var tokenEnv = []string{"STOCKD_ADMIN_TOKEN=" + testAdminToken}
+
+// validConfig is the defaults as loaded with no file and only an admin token
+// in the environment.
+func validConfig(t *testing.T) *Config {
+	t.Helper()
+	c, err := Load("", tokenEnv)
+	if err != nil {
+		t.Fatalf("load defaults: %v", err)
+	}
+	if err := Validate(c); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	return c
+}
+
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name    string
+		mut     func(c *Config)
+		wantKey string // "" = valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"every backend name", func(c *Config) { c.Lock.Backend = "zookeeper" }, ""},
+		{"atomic mode", func(c *Config) { c.Stock.Mode = "atomic" }, ""},
+		{"etcd URL endpoints", func(c *Config) {
+			c.Lock.Backend = "etcd"
+			c.Etcd.Endpoints = []string{"http://127.0.0.1:2379", "10.0.0.2:2379"}
+		}, ""},
+		{"unknown backend", func(c *Config) { c.Lock.Backend = "redsi" }, "lock.backend"},
+		{"unknown mode", func(c *Config) { c.Stock.Mode = "optimistic" }, "stock.mode"},
+		{"combining, 8 segments", func(c *Config) { c.Stock.Combine, c.Stock.CombineMax, c.Stock.Segments = true, 16, 8 }, ""},
+		{"empty combined batch", func(c *Config) { c.Stock.CombineMax = 0 }, "stock.combine_max"},
+		{"no segment", func(c *Config) { c.Stock.Segments = 0 }, "stock.segments"},
+		{"too many segments", func(c *Config) { c.Stock.Segments = 257 }, "stock.segments"},
+		{"unknown level", func(c *Config) { c.Log.Level = "verbose" }, "log.level"},
+		{"unknown format", func(c *Config) { c.Log.Format = "xml" }, "log.format"},
+		{"unknown election", func(c *Config) { c.Election.Backend = "consul" }, "election.backend"},
+		{"empty admin token", func(c *Config) { c.Admin.Token = "" }, "admin.token"},
+		{"short admin token", func(c *Config) { c.Admin.Token = "k3Y!x9" }, "admin.token"},
+		{"placeholder changeme", func(c *Config) { c.Admin.Token = "changeme" }, "admin.token"},
+		{"placeholder change-me", func(c *Config) { c.Admin.Token = "change-me" }, "admin.token"},
+		{"long placeholder", func(c *Config) { c.Admin.Token = "CHANGE_ME-1234567890" }, "admin.token"},
+		// 16 since issue 15 (was 12).
+		{"15-character token", func(c *Config) { c.Admin.Token = "k3Y!x9-q7Lm2Vb0" }, "admin.token: too short"},
+		{"16-character token", func(c *Config) { c.Admin.Token = "k3Y!x9-q7Lm2Vb0Z" }, ""},
+		{"15 characters, 30 bytes", func(c *Config) { c.Admin.Token = "ééééééééééééééé" }, "admin.token: too short"},
+		{"insecure allowed: changeme", func(c *Config) { c.Admin.Token, c.Admin.AllowInsecureToken = "changeme", true }, ""},
+		{"insecure allowed: short", func(c *Config) { c.Admin.Token, c.Admin.AllowInsecureToken = "demo", true }, ""},
+		{"insecure allowed: still not empty", func(c *Config) { c.Admin.Token, c.Admin.AllowInsecureToken = "", true }, "admin.token"},
+		{"trusted proxy CIDR and IP", func(c *Config) { c.HTTP.TrustedProxies = []string{"172.16.0.0/12", "10.0.0.7", "::1"} }, ""},
+		{"bad trusted proxy", func(c *Config) { c.HTTP.TrustedProxies = []string{"nginx"} }, "http.trusted_proxies"},
+		{"zero ttl", func(c *Config) { c.Lock.TTL = 0 }, "lock.ttl"},
+		{"negative wait", func(c *Config) { c.Lock.WaitTimeout = -time.Second }, "lock.wait_timeout"},
+		{"zero shutdown", func(c *Config) { c.HTTP.ShutdownTimeout = 0 }, "http.shutdown_timeout"},
+		{"zero redis timeout", func(c *Config) { c.Redis.Timeout = 0 }, "redis.timeout"},
+		{"negative lease time", func(c *Config) { c.Redisson.LeaseTime = -1 }, "redisson.lease_time"},
+		{"zero watchdog", func(c *Config) { c.Redisson.Watchdog = 0 }, "redisson.watchdog"},
+		{"sub-second etcd ttl", func(c *Config) { c.Etcd.SessionTTL = 500 * time.Millisecond }, "etcd.session_ttl"},
+		{"zero job interval", func(c *Config) { c.Election.JobInterval = 0 }, "election.job_interval"},
+		{"empty stock key", func(c *Config) { c.Stock.Key = "" }, "stock.key"},
+		{"empty lucky key", func(c *Config) { c.Stock.LuckyKey = "" }, "stock.lucky_key"},
+		{"empty fence key", func(c *Config) { c.Stock.FenceKey = "" }, "stock.fence_key"},
+		{"clashing keys", func(c *Config) { c.Stock.LuckyKey = c.Stock.Key }, "stock.lucky_key"},
+		{"empty lock key", func(c *Config) { c.Lock.Key = "" }, "lock.key"},
+		{"missing redis addr", func(c *Config) { c.Redis.Addr = "" }, "redis.addr"},
+		{"bad lock redis addr", func(c *Config) { c.Lock.RedisAddr = "nohost" }, "lock.redis_addr"},
+		{"lab-only backend", func(c *Config) { c.Lock.Backend = "local" }, "lock.backend"},
+		{"flawed backend", func(c *Config) { c.Lock.Backend = "redis-checkdel" }, "lock.backend"},
+		{"lab-only backend in the lab", func(c *Config) { c.Lock.Backend = "setnx"; c.Lab.Unsafe = true }, ifProduct("lock.backend")},
+		{"unfenced", func(c *Config) { c.Stock.Fencing = false }, "stock.fencing"},
+		{"unfenced in the lab", func(c *Config) { c.Stock.Fencing = false; c.Lab.Unsafe = true }, ifProduct("stock.fencing")},
+		{"unfenced atomic mode", func(c *Config) { c.Stock.Fencing = false; c.Stock.Mode = "atomic" }, ""},
+		{"failpoint outside the lab", func(c *Config) { c.Lab.Failpoints = "setnx/afterSetNX=1*exit" }, "SECKILL_FAILPOINTS"},
+		{"unknown failpoint", func(c *Config) { c.Lab.Unsafe = true; c.Lab.Failpoints = "setnx/afterSetNX=exit;x/y=exit" }, "SECKILL_FAILPOINTS"},
+		{"known failpoints in the lab", func(c *Config) {
+			c.Lab.Unsafe = true
+			c.Lab.Failpoints = "setnx/afterSetNX=1*exit; nocheck/beforeDel=sleep(1ms);checkdel/beforeDel=off"
+		}, ifProduct("SECKILL_FAILPOINTS")},
+		{"bad http addr", func(c *Config) { c.HTTP.Addr = "8080" }, "http.addr"},
+		{"negative db", func(c *Config) { c.Redis.DB = -1 }, "redis.db"},
+		{"etcd without endpoints", func(c *Config) { c.Lock.Backend = "etcd"; c.Etcd.Endpoints = nil }, "etcd.endpoints"},
+		{"etcd election without endpoints", func(c *Config) { c.Election.Backend = "etcd"; c.Etcd.Endpoints = nil }, "etcd.endpoints"},
+		{"zk without servers", func(c *Config) { c.Lock.Backend = "zookeeper"; c.ZooKeeper.Servers = nil }, "zookeeper.servers"},
+		{"redis backend ignores zk servers", func(c *Config) { c.ZooKeeper.Servers = nil }, ""},
+		{"relative zk root", func(c *Config) { c.ZooKeeper.Root = "seckill" }, "zookeeper.root"},
+		{"relative election path", func(c *Config) { c.Election.Path = "leader" }, "election.path"},
+		{"inverted delay", func(c *Config) { c.Work.Delay = stock.Delay{Min: 2, Max: 1} }, "work.delay"},
+		// Ranges: each finding of issue 19 started a broken stockd.
+		{"nanosecond ttl", func(c *Config) { c.Lock.TTL = time.Nanosecond }, "lock.ttl"},
+		{"ten-year wait", func(c *Config) { c.Lock.WaitTimeout = 87600 * time.Hour }, "lock.wait_timeout"},
+		{"wait above write timeout", func(c *Config) { c.Lock.WaitTimeout = 40 * time.Second }, "lock.wait_timeout"},
+		{"wait plus delay above write timeout", func(c *Config) {
+			c.Lock.WaitTimeout = 25 * time.Second
+			c.Work.Delay = stock.Delay{Min: time.Second, Max: 5 * time.Second}
+		}, "lock.wait_timeout"},
+		{"long wait with a long write timeout", func(c *Config) { c.Lock.WaitTimeout = time.Minute; c.HTTP.WriteTimeout = 5 * time.Minute }, ""},
+		{"ten-minute work", func(c *Config) { c.Work.Delay = stock.Delay{Min: 10 * time.Minute, Max: 10 * time.Minute} }, "work.delay"},
+		{"nanosecond redis timeout", func(c *Config) { c.Redis.Timeout = time.Nanosecond }, "redis.timeout"},
+		{"tiny lease time", func(c *Config) { c.Redisson.LeaseTime = time.Millisecond }, "redisson.lease_time"},
+		{"day-long etcd ttl", func(c *Config) { c.Etcd.SessionTTL = 24 * time.Hour }, "etcd.session_ttl"},
+		{"tiny zk session", func(c *Config) { c.ZooKeeper.SessionTimeout = time.Millisecond }, "zookeeper.session_timeout"},
+		{"tiny read timeout", func(c *Config) { c.HTTP.ReadTimeout = time.Millisecond }, "http.read_timeout"},
+		{"header timeout above read timeout", func(c *Config) { c.HTTP.ReadHeaderTimeout = time.Minute }, "http.read_header_timeout"},
+		{"tiny write timeout", func(c *Config) { c.HTTP.WriteTimeout = time.Millisecond }, "http.write_timeout"},
+		{"zero idle timeout", func(c *Config) { c.HTTP.IdleTimeout = 0 }, "http.idle_timeout"},
+		{"1 MB headers", func(c *Config) { c.HTTP.MaxHeaderBytes = 2 << 20 }, "http.max_header_bytes"},
+		{"tiny body limit", func(c *Config) { c.HTTP.MaxBodyBytes = 10 }, "http.max_body_bytes"},
+		{"no connections", func(c *Config) { c.HTTP.MaxConns = 0 }, "http.max_conns"},
+		// mysql.* (issue 11): checked only for the mysql backends.
+		{"mysql", mysqlConfigured, ""},
+		{"mysql-row", func(c *Config) { mysqlConfigured(c); c.Lock.Backend = "mysql-row" }, ""},
+		{"mysql without dsn", func(c *Config) { mysqlConfigured(c); c.MySQL.DSN = "" }, "mysql.dsn"},
+		{"mysql bad dsn", func(c *Config) { mysqlConfigured(c); c.MySQL.DSN = "seckill@mysql:3306" }, "mysql.dsn"},
+		{"mysql dsn bad param", func(c *Config) { mysqlConfigured(c); c.MySQL.DSN += "?timeout=soon" }, "mysql.dsn"},
+		{"mysql dsn without database", func(c *Config) { mysqlConfigured(c); c.MySQL.DSN = "u:p@tcp(db:3306)/" }, "mysql.dsn"},
+		{"mysql readTimeout below the slice", func(c *Config) { mysqlConfigured(c); c.MySQL.DSN += "?readTimeout=2s" }, "mysql.dsn"},
+		{"mysql readTimeout above the slice", func(c *Config) { mysqlConfigured(c); c.MySQL.DSN += "?readTimeout=30s" }, ""},
+		{"mysql no pool", func(c *Config) { mysqlConfigured(c); c.MySQL.PoolSize = 0 }, "mysql.pool_size"},
+		{"mysql sub-second session", func(c *Config) { mysqlConfigured(c); c.MySQL.SessionTTL = 500 * time.Millisecond }, "mysql.session_ttl"},
+		{"mysql day-long session", func(c *Config) { mysqlConfigured(c); c.MySQL.SessionTTL = 24 * time.Hour }, "mysql.session_ttl"},
+		{"mysql keep-alive above ttl/2", func(c *Config) { mysqlConfigured(c); c.MySQL.KeepAlive = 6 * time.Second }, "mysql.keep_alive"},
+		{"mysql negative keep-alive", func(c *Config) { mysqlConfigured(c); c.MySQL.KeepAlive = -time.Second }, "mysql.keep_alive"},
+		{"mysql keep-alive", func(c *Config) { mysqlConfigured(c); c.MySQL.KeepAlive = time.Second }, ""},
+		{"mysql zero wait slice", func(c *Config) { mysqlConfigured(c); c.MySQL.WaitSlice = 0 }, "mysql.wait_slice"},
+		{"redis backend ignores mysql.dsn", func(c *Config) { c.MySQL.DSN = "not a dsn" }, ""},
+		// The ledger and durable orders.
+		{"per-user limit", func(c *Config) {
+			c.Stock.PerUserLimit, c.Auth.Buyers, c.HTTP.TrustedProxies = 1, "proxy", []string{"10.0.0.1"}
+		}, ""},
+		{"per-user limit, no buyers", func(c *Config) { c.Stock.PerUserLimit = 1 }, "stock.per_user_limit"},
+		// Buyers.
+		{"jwt", func(c *Config) { jwtConfig(c) }, ""},
+		{"jwt by keys", func(c *Config) { jwtConfig(c); c.Auth.JWTSecret, c.Auth.JWTKeys = "", "/etc/keys.pem" }, ""},
+		{"jwt without a key", func(c *Config) { jwtConfig(c); c.Auth.JWTSecret = "" }, "auth.jwt_secret"},
+		{"jwt short secret", func(c *Config) { jwtConfig(c); c.Auth.JWTSecret = "short" }, "auth.jwt_secret"},
+		{"jwt without an issuer", func(c *Config) { jwtConfig(c); c.Auth.JWTIssuer = "" }, "auth.jwt_issuer"},
+		{"jwt without an audience", func(c *Config) { jwtConfig(c); c.Auth.JWTAudience = "" }, "auth.jwt_audience"},
+		{"jwt long leeway", func(c *Config) { jwtConfig(c); c.Auth.JWTLeeway = time.Hour }, "auth.jwt_leeway"},
+		{"unknown buyers mode", func(c *Config) { c.Auth.Buyers = "header" }, "auth.buyers"},
+		{"proxy without proxies", func(c *Config) { c.Auth.Buyers = "proxy" }, "http.trusted_proxies"},
+		{"proxy with jwt keys", func(c *Config) { jwtConfig(c); c.Auth.Buyers, c.HTTP.TrustedProxies = "proxy", []string{"10.0.0.1"} }, "auth.buyers"},
+		{"none with jwt keys", func(c *Config) { jwtConfig(c); c.Auth.Buyers = "none" }, "auth.buyers"},
+		{"required with none", func(c *Config) { c.Auth.Required = true }, "auth.required"},
+		{"negative per-user limit", func(c *Config) { c.Stock.PerUserLimit = -1 }, "stock.per_user_limit"},
+		{"per-user limit without the ledger", func(c *Config) { c.Stock.PerUserLimit, c.Stock.Ledger = 2, false }, "stock.per_user_limit"},
+		{"no ledger", func(c *Config) { c.Stock.Ledger = false }, ""},
+		{"sub-second idempotency ttl", func(c *Config) { c.Stock.IdempotencyTTL = time.Millisecond }, "stock.idempotency_ttl"},
+		{"31-day idempotency ttl", func(c *Config) { c.Stock.IdempotencyTTL = 721 * time.Hour }, "stock.idempotency_ttl"},
+		{"30-day idempotency ttl", func(c *Config) { c.Stock.IdempotencyTTL = 720 * time.Hour }, ""},
+		{"durable orders", func(c *Config) { c.Orders.Durable, c.MySQL.DSN = true, "u:p@tcp(db:3306)/seckill" }, ""},
+		{"durable orders without dsn", func(c *Config) { c.Orders.Durable = true }, "orders.durable"},
+		{"durable orders, bad dsn", func(c *Config) { c.Orders.Durable, c.MySQL.DSN = true, "u@db:3306" }, "mysql.dsn"},
+		{"durable orders, dsn without database", func(c *Config) { c.Orders.Durable, c.MySQL.DSN = true, "u:p@tcp(db:3306)/" }, "mysql.dsn"},
+		{"durable orders without the ledger", func(c *Config) {
+			c.Orders.Durable, c.MySQL.DSN, c.Stock.Ledger = true, "u:p@tcp(db:3306)/seckill", false
+		}, "orders.durable"},
+		{"durable orders on the mysql lock's dsn", func(c *Config) { mysqlConfigured(c); c.Orders.Durable = true }, ""},
+		{"empty orders group", func(c *Config) { c.Orders.Group = "" }, "orders.group"},
+		// The stock Redis behind Sentinel, and replica acks.
+		{"sentinel", func(c *Config) {
+			c.Redis.Sentinel.Master, c.Redis.Sentinel.Addrs = "seckill", []string{"s1:26379", "s2:26379"}
+		}, ""},
+		{"sentinel without addrs", func(c *Config) { c.Redis.Sentinel.Master = "seckill" }, "redis.sentinel.addrs"},
+		{"sentinel addrs without master", func(c *Config) { c.Redis.Sentinel.Addrs = []string{"s1:26379"} }, "redis.sentinel.master"},
+		{"sentinel addr without port", func(c *Config) { c.Redis.Sentinel.Master, c.Redis.Sentinel.Addrs = "seckill", []string{"s1"} }, "redis.sentinel.addrs"},
+		{"replica acks", func(c *Config) { c.Stock.MinReplicaAcks = 2 }, ""},
+		{"negative replica acks", func(c *Config) { c.Stock.MinReplicaAcks = -2 }, "stock.min_replica_acks"},
+		{"ack timeout above redis timeout", func(c *Config) { c.Stock.MinReplicaAcks, c.Stock.ReplicaAckTimeout = 1, 2*time.Second }, "stock.replica_ack_timeout"},
+		{"ack timeout unused without acks", func(c *Config) { c.Stock.MinReplicaAcks, c.Stock.ReplicaAckTimeout = 0, 2*time.Second }, ""},
+		{"sentinel's default acks bound the timeout", func(c *Config) {
+			c.Redis.Sentinel.Master, c.Redis.Sentinel.Addrs = "seckill", []string{"s1:26379"}
+			c.Stock.ReplicaAckTimeout = time.Second
+		}, "stock.replica_ack_timeout"},
+		{"zero claim idle", func(c *Config) { c.Orders.ClaimIdle = 0 }, "orders.claim_idle"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig(t)
+			tc.mut(c)
+			err := Validate(c)
+			if tc.wantKey == "" {
+				if err != nil {
+					t.Fatalf("got %v, want valid", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "config: "+tc.wantKey+": ") {
+				t.Fatalf("got %v, want an error naming %s", err, tc.wantKey)
+			}
+		})
+	}
+}
+
+// mysqlConfigured selects the mysql backend with a valid DSN.
+func mysqlConfigured(c *Config) {
+	c.Lock.Backend = "mysql"
+	c.MySQL.DSN = "seckill:secret@tcp(mysql:3306)/seckill"
+}
+
+// A DSN error names the key and never quotes the DSN: it holds a password.
+func TestValidateMySQLDSNHidesThePassword(t *testing.T) {
+	for _, dsn := range []string{"seckill:hunter2@mysql:3306", "seckill:hunter2@tcp(db:3306)/", "seckill:hunter2@tcp(db)/x?timeout=soon"} {
+		c := validConfig(t)
+		mysqlConfigured(c)
+		c.MySQL.DSN = dsn
+		err := Validate(c)
+		if err == nil || !strings.Contains(err.Error(), "config: mysql.dsn: ") || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%q: got %v, want an error naming mysql.dsn without the password", dsn, err)
+		}
+	}
+}
+
+func TestValidateUnknownBackendMessage(t *testing.T) {
+	c := validConfig(t)
+	c.Lock.Backend = "redsi"
+	err := Validate(c)
+	want := `config: lock.backend: unknown backend "redsi" (want one of `
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "zookeeper") {
+		t.Fatalf("got %v, want it to start with %s and list the backends", err, want)
+	}
+}
+
+func TestLoadDefaultsMatchTheShippedFile(t *testing.T) {
+	fromDefaults := validConfig(t)
+	fromFile, err := Load(shippedFile, tokenEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fromDefaults, fromFile) {
+		t.Fatalf("configs/stockd.yaml and the built-in defaults differ:\nfile     %+v\ndefaults %+v", fromFile, fromDefaults)
+	}
+}
+
+func TestLoadEnvOverrides(t *testing.T) {
+	c, err := Load("", []string{
+		"STOCKD_LOCK_BACKEND=etcd",
+		"STOCKD_LOCK_REDIS_ADDR=127.0.0.1:7000",
+		"STOCKD_ETCD_ENDPOINTS=http://a:2379, b:2379",
+		"STOCKD_ZOOKEEPER_SERVERS=z1:2181",
+		"STOCKD_WORK_DELAY=2ms-6ms",
+		"STOCKD_STOCK_FENCING=false",
+		"STOCKD_REDIS_DB=3",
+		"STOCKD_LOCK_WAIT_TIMEOUT=60s",
+		"STOCKD_REPLICA=r1",
+		"PATH=/usr/bin", // not ours
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{c.Lock.Backend, c.Lock.RedisAddr, c.Etcd.Endpoints, c.ZooKeeper.Servers, c.Work.Delay,
+		c.Stock.Fencing, c.Redis.DB, c.Lock.WaitTimeout, c.Replica}
+	want := []any{"etcd", "127.0.0.1:7000", []string{"http://a:2379", "b:2379"}, []string{"z1:2181"},
+		stock.Delay{Min: 2 * time.Millisecond, Max: 6 * time.Millisecond}, false, 3, time.Minute, "r1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestLoadErrorsNameTheKey(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name, file string
+		env        []string
+		wantKey    string
+	}{
+		{"bad duration env", "", []string{"STOCKD_LOCK_TTL=ten"}, "lock.ttl"},
+		{"unitless duration", "", []string{"STOCKD_HTTP_SHUTDOWN_TIMEOUT=10"}, "http.shutdown_timeout"},
+		{"bad delay", "", []string{"STOCKD_WORK_DELAY=5ms-1ms"}, "work.delay"},
+		{"bad bool", "", []string{"STOCKD_STOCK_FENCING=yes please"}, "stock.fencing"},
+		{"bad int", "", []string{"STOCKD_REDIS_DB=zero"}, "redis.db"},
+		{"unknown env", "", []string{"STOCKD_LOCK_BACKEDN=redis"}, "STOCKD_LOCK_BACKEDN"},
+		{"unknown file key", "lock:\n  backed: etcd\n", nil, "lock.backed"},
+		{"bad file duration", "lock:\n  ttl: soon\n", nil, "lock.ttl"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ""
+			if tc.file != "" {
+				path = filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".yaml")
+				if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := Load(path, tc.env)
+			if err == nil || !strings.Contains(err.Error(), tc.wantKey) {
+				t.Fatalf("got %v, want an error naming %s", err, tc.wantKey)
+			}
+		})
+	}
+}
+
+// ifProduct is want for a product build (without -tags lab), "" (valid)
+// for a lab build.
+func ifProduct(want string) string {
+	if LabBuild {
+		return ""
+	}
+	return want
+}
+
+// The product backends are always wired; the lab's only in a lab build,
+// and each of its rows is one labBackends names (for the product's
+// refusal) and is marked labOnly (for lab.unsafe).
+func TestEveryBackendNameIsWired(t *testing.T) {
+	for _, name := range []string{"redis", "redisson", "etcd", "zookeeper", "mysql", "mysql-row"} {
+		if spec, ok := backends[name]; !ok || spec.labOnly {
+			t.Errorf("backend %q missing from the wiring table, or lab-only", name)
+		}
+	}
+	for _, name := range labBackends {
+		if spec, ok := backends[name]; ok != LabBuild || (ok && !spec.labOnly) {
+			t.Errorf("lab backend %q: wired %v in a build with the lab %v, lab-only %v", name, ok, LabBuild, spec.labOnly)
+		}
+	}
+	for name, spec := range backends {
+		if spec.labOnly && !slices.Contains(labBackends, name) {
+			t.Errorf("lab-only backend %q is not in labBackends", name)
+		}
+	}
+}
+
+const shippedFile = "../../configs/stockd.yaml"
+
+// configs/stockd.yaml documents exactly the keys of Config: every key is in
+// the file, and the file has no key Config lacks. (That its values are the
+// defaults is TestLoadDefaultsMatchTheShippedFile.)
+func TestShippedFileDocumentsEveryKey(t *testing.T) {
+	v := viper.New()
+	v.SetConfigFile(shippedFile)
+	if err := v.ReadInConfig(); err != nil {
+		t.Fatal(err)
+	}
+	inFile := v.AllKeys()
+	for _, k := range keys {
+		if !slices.Contains(inFile, k.name) {
+			t.Errorf("key %s is not documented in configs/stockd.yaml", k.name)
+		}
+	}
+	for _, k := range inFile {
+		if !knownKey(k) {
+			t.Errorf("configs/stockd.yaml documents %s, which is no key of Config", k)
+		}
+	}
+}
+
+// The key list is Config's fields: every one named once, with an
+// environment variable that maps back to it.
+func TestKeysAreConfigFields(t *testing.T) {
+	if len(keys) < 40 {
+		t.Fatalf("only %d keys read from Config", len(keys))
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if seen[k.name] {
+			t.Errorf("key %s declared twice", k.name)
+		}
+		seen[k.name] = true
+		if got := envKeys[envName(k.name)]; got != k.name {
+			t.Errorf("%s maps to %q, want %s", envName(k.name), got, k.name)
+		}
+	}
+	for _, want := range []string{"replica", "lock.redis_addr", "http.trusted_proxies", "work.delay", "lab.unsafe"} {
+		if !seen[want] {
+			t.Errorf("key %s missing", want)
+		}
+	}
+	if seen["lab.failpoints"] {
+		t.Error("lab.failpoints is SECKILL_FAILPOINTS, not a key")
+	}
+}
+
+// insecureAdminToken names the tokens accepted only by the opt-out, which
+// stockd then warns about.
+func TestInsecureAdminToken(t *testing.T) {
+	for tok, want := range map[string]bool{"changeme": true, "demo-token": true, "seckill-local-admin": false, testAdminToken: false} {
+		if got := insecureAdminToken(tok); got != want {
+			t.Errorf("insecureAdminToken(%q) = %v, want %v", tok, got, want)
+		}
+	}
+}
+
+// Every key can be set from the environment alone, no file: each one set to
+// its own default yields the defaults.
+func TestEveryKeyFromTheEnvironment(t *testing.T) {
+	want := validConfig(t)
+	for _, k := range keys {
+		if k.name == "admin.token" {
+			continue
+		}
+		t.Run(k.name, func(t *testing.T) {
+			got, err := Load("", append([]string{envName(k.name) + "=" + k.def}, tokenEnv...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s=%q: got %+v, want the defaults %+v", envName(k.name), k.def, got, want)
+			}
+		})
+	}
+}
+
+// A broken configuration is reported in full: one line per bad key.
+func TestLoadNamesEveryBadKey(t *testing.T) {
+	_, err := Load("", []string{
+		"STOCKD_LOCK_TTL=ten", "STOCKD_REDIS_DB=zero", "STOCKD_STOCK_FENCING=", "STOCKD_ETCD_DIAL_TIMEOUT=2",
+	})
+	for _, key := range []string{"lock.ttl", "redis.db", "stock.fencing", "etcd.dial_timeout"} {
+		if err == nil || !strings.Contains(err.Error(), "config: "+key+": ") {
+			t.Errorf("got %v, want a line naming %s", err, key)
+		}
+	}
+}
+
+// YAML's own types are accepted where they mean the same as the env form.
+func TestLoadYAMLTypes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stockd.yaml")
+	yaml := "replica: 7\nredis:\n  db: 2\nstock:\n  fencing: false\nhttp:\n  trusted_proxies: [10.0.0.1, ' 172.16.0.0/12 ']\n" +
+		"etcd:\n  endpoints: a:1, b:2\nwork:\n  delay: 1ms-2ms\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{c.Replica, c.Redis.DB, c.Stock.Fencing, c.HTTP.TrustedProxies, c.Etcd.Endpoints, c.Work.Delay}
+	want := []any{"7", 2, false, []string{"10.0.0.1", "172.16.0.0/12"}, []string{"a:1", "b:2"},
+		stock.Delay{Min: time.Millisecond, Max: 2 * time.Millisecond}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// jwtConfig sets a valid auth.buyers jwt.
+func jwtConfig(c *Config) {
+	c.Auth.Buyers, c.Auth.JWTSecret = "jwt", "0123456789abcdef0123456789abcdef"
+	c.Auth.JWTIssuer, c.Auth.JWTAudience = "shop", "seckill"
+}

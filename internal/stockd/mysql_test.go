@@ -1,0 +1,177 @@
+package stockd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"seckill/internal/api"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
+)
+
+// switchable is a TCP front for a MySQL server that first stalls (accepts
+// connections and never answers, as a paused or black-holed server does)
+// and, once forward is set, relays new connections to the server.
+type switchable struct {
+	ln      net.Listener
+	target  string
+	forward atomic.Bool
+	mu      sync.Mutex
+	conns   []net.Conn
+}
+
+func newSwitchable(t *testing.T, target string) *switchable {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &switchable{ln: ln, target: target}
+	go s.serve()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, c := range s.conns {
+			_ = c.Close()
+		}
+	})
+	return s
+}
+
+func (s *switchable) serve() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.conns = append(s.conns, c)
+		s.mu.Unlock()
+		if !s.forward.Load() {
+			continue // held open, silent
+		}
+		up, err := net.Dial("tcp", s.target)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		s.mu.Lock()
+		s.conns = append(s.conns, up)
+		s.mu.Unlock()
+		go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+		go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
+	}
+}
+
+// An unreachable MySQL neither keeps stockd from starting nor hangs a
+// request: /readyz and the sale answer 503 JSON within their bounds, while
+// the server stalls every connection. Once it answers, the lazily opened
+// lock sells without a restart.
+func TestMySQLUnreachableAnswers503(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	db := mariadb(t)
+	front := newSwitchable(t, db.Addr())
+	bin := stockdBinary(t)
+	rds := servertest.Redis(t)
+	addr, err := servers.LoopbackAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, backend := range []string{"mysql", "mysql-row"} {
+		t.Run(backend, func(t *testing.T) {
+			front.forward.Store(false)
+			began := time.Now()
+			p, err := servers.Start(t.Context(), servers.Spec{
+				Name: "stockd", Path: bin, Dir: t.TempDir(), Addr: addr,
+				Env: []string{
+					"STOCKD_REDIS_ADDR=" + rds.Addr(),
+					"STOCKD_HTTP_ADDR=" + addr,
+					"STOCKD_ADMIN_TOKEN=" + testAdminToken,
+					"STOCKD_LOCK_BACKEND=" + backend,
+					"STOCKD_LOCK_WAIT_TIMEOUT=2s",
+					"STOCKD_MYSQL_DSN=" + servers.MariaDBDSN(front.ln.Addr().String()),
+				},
+				Ready:        servers.HTTPReady("/healthz"),
+				ReadyTimeout: 30 * time.Second,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Stop(5 * time.Second) })
+			if d := time.Since(began); d > 15*time.Second {
+				t.Errorf("start took %v with MySQL stalled", d)
+			}
+			base := "http://" + addr
+			reset := func() (int, map[string]any) {
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/stock/reset", strings.NewReader(`{"stock":5}`))
+				req.Header.Set("X-Admin-Token", testAdminToken)
+				return sendJSON(t, req)
+			}
+			if code, body := reset(); code != http.StatusOK {
+				t.Fatalf("reset: %d %v", code, body)
+			}
+
+			t0 := time.Now()
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/readyz", nil)
+			code, body := sendJSON(t, req)
+			if code != http.StatusServiceUnavailable || body["lock"] == "ok" || body["redis"] != "ok" {
+				t.Errorf("readyz with MySQL stalled: %d %v, want 503 naming the lock", code, body)
+			}
+			t1 := time.Now()
+			req, _ = http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/stock/reduce", nil)
+			code, body = sendJSON(t, req)
+			if code != http.StatusServiceUnavailable || body["result"] != string(api.Error) {
+				t.Errorf("sale with MySQL stalled: %d %v, want 503 result error", code, body)
+			}
+			if d1, d2 := t1.Sub(t0), time.Since(t1); d1 > 3*time.Second || d2 > 6*time.Second {
+				t.Errorf("answers took %v (readyz) and %v (sale): bounded by the probe and lock.wait_timeout", d1, d2)
+			}
+
+			front.forward.Store(true)
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				req, _ = http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/stock/reduce", nil)
+				code, body = sendJSON(t, req)
+				if code == http.StatusOK && body["result"] == string(api.Sold) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no sale within 20s of MySQL answering: last %d %v\n%s", code, body, p.LogTail(20))
+				}
+				time.Sleep(200 * time.Millisecond) // polling a remote's recovery: no event to wait on
+			}
+			req, _ = http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/readyz", nil)
+			if code, body := sendJSON(t, req); code != http.StatusOK {
+				t.Errorf("readyz after recovery: %d %v", code, body)
+			}
+		})
+	}
+}
+
+func sendJSON(t *testing.T, req *http.Request) (int, map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(req.Context(), 30*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("%s %s: %d, body not JSON: %v", req.Method, req.URL.Path, resp.StatusCode, err)
+	}
+	return resp.StatusCode, body
+}

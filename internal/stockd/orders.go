@@ -1,0 +1,183 @@
+package stockd
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"seckill/internal/metrics"
+	"seckill/internal/orders"
+)
+
+// orders.go: the stock.ledger, stock.per_user_limit, stock.idempotency_ttl
+// and orders.* keys.
+
+// validateLedger checks the ledger's and the durable orders' keys.
+func validateLedger(c *Config, bad func(key, format string, args ...any)) {
+	if c.Stock.PerUserLimit < 0 {
+		bad("stock.per_user_limit", "must not be negative (0 = unlimited), got %d", c.Stock.PerUserLimit)
+	} else if c.Stock.PerUserLimit > 0 && !c.Stock.Ledger {
+		bad("stock.per_user_limit", "needs stock.ledger: true (the limit counts the buyer's orders)")
+	}
+	if d := c.Stock.IdempotencyTTL; d < time.Second || d > 720*time.Hour {
+		bad("stock.idempotency_ttl", "must be between 1s and 720h0m0s, got %s", d)
+	}
+	if c.Orders.Group == "" {
+		bad("orders.group", "must not be empty")
+	}
+	if d := c.Orders.ClaimIdle; d < 100*time.Millisecond || d > time.Hour {
+		bad("orders.claim_idle", "must be between 100ms and 1h0m0s, got %s", d)
+	}
+	if !c.Orders.Durable {
+		return
+	}
+	if !c.Stock.Ledger {
+		bad("orders.durable", "needs stock.ledger: true (it stores the ledger's orders)")
+	}
+	if b, ok := backends[c.Lock.Backend]; ok && b.needs == needsMySQL {
+		return // validateMySQL checks mysql.dsn
+	}
+	switch dsn, err := mysql.ParseDSN(c.MySQL.DSN); {
+	case c.MySQL.DSN == "":
+		bad("orders.durable", "needs mysql.dsn (the orders' database), e.g. user:password@tcp(host:3306)/seckill")
+	case err != nil:
+		// The driver's message does not quote the DSN, which holds a password.
+		bad("mysql.dsn", "%v", err)
+	case dsn.DBName == "":
+		bad("mysql.dsn", "names no database (want …/dbname, e.g. user:password@tcp(host:3306)/seckill)")
+	}
+}
+
+// Timing of the durable orders' start: each schema attempt is bounded, and
+// failed ones back off up to a minute (a MySQL down for long is retried,
+// not hammered; sales go on meanwhile, their orders waiting in the stream).
+const (
+	ordersSchemaTimeout = 5 * time.Second
+	ordersRetryMin      = time.Second
+	ordersRetryMax      = time.Minute
+	// ordersIOTimeout bounds one read or write on an orders connection
+	// whose mysql.dsn sets none.
+	ordersIOTimeout = 30 * time.Second
+	// ordersLagInterval is how often seckill_orders_lag is sampled.
+	ordersLagInterval = time.Second
+)
+
+// startOrders runs the durable orders consumer (orders.durable) in this
+// replica until stop: it creates the table once MySQL answers, then stores
+// the ledger stream's entries; it also samples seckill_orders_lag. MySQL
+// is opened lazily: one that is down or stalled keeps neither stockd from
+// starting nor a sale from selling. Its stop is registered with w: it ends
+// and waits for every goroutine started here before the clients they use
+// close.
+func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Consumer, error) {
+	cfg := w.cfg
+	// This pool is the consumer's alone: duplicates are told from inserts
+	// by the affected-row count, which clientFoundRows would hide; and a
+	// stalled server must fail a batch (to be retried) rather than hold it
+	// forever, so unset timeouts get bounds far above a batch's time. One
+	// batch's transaction at a time, plus the /ledger and audit counts.
+	db, err := openMySQL(w, 4, func(dsn *mysql.Config) {
+		dsn.ClientFoundRows = false
+		if dsn.Timeout == 0 {
+			dsn.Timeout = ordersSchemaTimeout
+		}
+		if dsn.ReadTimeout == 0 {
+			dsn.ReadTimeout = ordersIOTimeout
+		}
+		if dsn.WriteTimeout == 0 {
+			dsn.WriteTimeout = ordersIOTimeout
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	uniqueBuyer := cfg.Stock.PerUserLimit == 1
+	c, err := orders.New(orders.Config{
+		Redis:       w.stockRedis(),
+		Stream:      ordersKey(cfg),
+		Group:       cfg.Orders.Group,
+		Consumer:    cfg.Replica,
+		DB:          db,
+		UniqueBuyer: uniqueBuyer,
+		ClaimIdle:   cfg.Orders.ClaimIdle,
+		Logger:      w.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if !ensureOrdersSchema(rctx, w.log, db, uniqueBuyer) {
+			return
+		}
+		w.log.Info("durable orders: storing the ledger in MySQL", "table", orders.DefaultTable,
+			"group", cfg.Orders.Group, "consumer", cfg.Replica)
+		if err := c.Run(rctx); err != nil {
+			w.log.Error("durable orders stopped", "err", err)
+		}
+	})
+	wg.Go(func() { m.SampleOrdersLag(rctx, ordersLagInterval, c.Lag) })
+	// Registered after db.Close, so it runs before: the consumer stops,
+	// then its pool closes, then (registered earlier still) Redis.
+	w.onClose(func() error {
+		cancel()
+		wg.Wait()
+		return nil
+	})
+	return c, nil
+}
+
+// ensureOrdersSchema creates the orders table, retrying with a backoff
+// until it succeeds (true) or ctx ends (false).
+func ensureOrdersSchema(ctx context.Context, log *slog.Logger, db *sql.DB, uniqueBuyer bool) bool {
+	delay := ordersRetryMin
+	for {
+		sctx, cancel := context.WithTimeout(ctx, ordersSchemaTimeout)
+		err := orders.EnsureSchema(sctx, db, orders.DefaultTable, uniqueBuyer)
+		cancel()
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		log.Warn("durable orders: MySQL not ready; orders wait in the ledger stream", "err", err, "retry_in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		delay = min(2*delay, ordersRetryMax)
+	}
+}
+
+// openMySQL is a pool of at most maxOpen connections to mysql.dsn, as
+// adjust leaves its settings, closed with w. It connects on first use: a
+// MySQL that is down keeps nothing from starting.
+func openMySQL(w *wiring, maxOpen int, adjust func(*mysql.Config)) (*sql.DB, error) {
+	dsn, err := mysql.ParseDSN(w.cfg.MySQL.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("config: mysql.dsn: %w", err) // Validate caught it already
+	}
+	adjust(dsn)
+	conn, err := mysql.NewConnector(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("config: mysql.dsn: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(maxOpen)
+	db.SetMaxIdleConns(max(maxOpen/2, 1))
+	db.SetConnMaxIdleTime(time.Minute)
+	w.onClose(db.Close)
+	return db, nil
+}

@@ -1,0 +1,309 @@
+package stockd
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"seckill/internal/auth"
+)
+
+// Accepted enumerations. Backend names come from the wiring table in
+// backends.go, so a backend is valid exactly when it can be constructed.
+var (
+	logLevels        = []string{"debug", "info", "warn", "error"}
+	logFormats       = []string{"text", "json"}
+	stockModes       = []string{"locked", "atomic"}
+	electionBackends = []string{"none", "etcd", "zookeeper"}
+	stockWitnesses   = []string{"none", "etcd", "mysql"}
+)
+
+// maxWorkDelay bounds the simulated business time; the lab's longest is a
+// few seconds (1.5 leases).
+const maxWorkDelay = 30 * time.Second
+
+// Validate checks c and returns every problem found, each naming its key.
+// It is pure: no I/O, no environment.
+func Validate(c *Config) error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	oneOf := func(key, val string, allowed []string, what string) {
+		if !slices.Contains(allowed, val) {
+			bad(key, "unknown %s %q (want one of %s)", what, val, strings.Join(allowed, ", "))
+		}
+	}
+	// between bounds a duration: a value outside the range is a mistake or
+	// an attack surface (lock.ttl=1ns breaks every sale, an hour-long wait
+	// pins a connection for an hour).
+	between := func(key string, d, lo, hi time.Duration) {
+		if d < lo || d > hi {
+			bad(key, "must be between %s and %s, got %s", lo, hi, d)
+		}
+	}
+	intBetween := func(key string, n, lo, hi int) {
+		if n < lo || n > hi {
+			bad(key, "must be between %d and %d, got %d", lo, hi, n)
+		}
+	}
+	nonEmpty := func(key, val string) {
+		if val == "" {
+			bad(key, "must not be empty")
+		}
+	}
+	hostPort := func(key, val string) {
+		if _, _, err := net.SplitHostPort(val); err != nil {
+			bad(key, "want host:port, got %q", val)
+		}
+	}
+	// Endpoint lists take host:port, and for etcd also http(s)://host:port.
+	list := func(key string, vals []string, schemes ...string) {
+		if len(vals) == 0 {
+			bad(key, "at least one address required")
+		}
+		for _, v := range vals {
+			for _, s := range schemes {
+				if rest, ok := strings.CutPrefix(v, s); ok {
+					v = rest
+					break
+				}
+			}
+			hostPort(key, v)
+		}
+	}
+	znodePath := func(key, val string) {
+		if !strings.HasPrefix(val, "/") || (len(val) > 1 && strings.HasSuffix(val, "/")) {
+			bad(key, "want an absolute path like /seckill/locks, got %q", val)
+		}
+	}
+
+	hostPort("http.addr", c.HTTP.Addr)
+	between("http.shutdown_timeout", c.HTTP.ShutdownTimeout, 100*time.Millisecond, 10*time.Minute)
+	between("http.read_header_timeout", c.HTTP.ReadHeaderTimeout, 100*time.Millisecond, time.Minute)
+	between("http.read_timeout", c.HTTP.ReadTimeout, 100*time.Millisecond, 5*time.Minute)
+	if c.HTTP.ReadHeaderTimeout > c.HTTP.ReadTimeout {
+		bad("http.read_header_timeout", "must not exceed http.read_timeout (%s), got %s", c.HTTP.ReadTimeout, c.HTTP.ReadHeaderTimeout)
+	}
+	between("http.write_timeout", c.HTTP.WriteTimeout, time.Second, 10*time.Minute)
+	between("http.idle_timeout", c.HTTP.IdleTimeout, 100*time.Millisecond, time.Hour)
+	intBetween("http.max_header_bytes", c.HTTP.MaxHeaderBytes, 1<<10, 1<<20)
+	intBetween("http.max_body_bytes", c.HTTP.MaxBodyBytes, 4<<10, 10<<20)
+	intBetween("http.max_conns", c.HTTP.MaxConns, 1, 1<<20)
+	for _, p := range c.HTTP.TrustedProxies {
+		// The one parser the buyer check trusts them by (auth.ParseProxy).
+		if _, err := auth.ParseProxy(p); err != nil {
+			bad("http.trusted_proxies", "want an IP address or a CIDR like 172.16.0.0/12, got %q", p)
+		}
+	}
+	adminToken(c.Admin.Token, c.Admin.AllowInsecureToken, bad)
+	validateAuth(c, bad)
+	oneOf("log.level", c.Log.Level, logLevels, "level")
+	oneOf("log.format", c.Log.Format, logFormats, "format")
+
+	hostPort("redis.addr", c.Redis.Addr)
+	if c.Redis.DB < 0 {
+		bad("redis.db", "must not be negative, got %d", c.Redis.DB)
+	}
+	between("redis.timeout", c.Redis.Timeout, time.Millisecond, time.Minute)
+	if s := c.Redis.Sentinel; s.Master != "" {
+		if len(s.Addrs) == 0 {
+			bad("redis.sentinel.addrs", "required with redis.sentinel.master")
+		}
+		for _, a := range s.Addrs {
+			hostPort("redis.sentinel.addrs", a)
+		}
+	} else if len(s.Addrs) > 0 {
+		bad("redis.sentinel.master", "required with redis.sentinel.addrs (the name the Sentinels monitor)")
+	}
+
+	backend, known := backends[c.Lock.Backend]
+	if !known && slices.Contains(labBackends, c.Lock.Backend) {
+		bad("lock.backend", "%v", errNotLabBuild(c.Lock.Backend))
+	} else if !known {
+		bad("lock.backend", "unknown backend %q (want one of %s)", c.Lock.Backend, strings.Join(backendNames(), ", "))
+	}
+	nonEmpty("lock.key", c.Lock.Key)
+	// Below 100ms a lease cannot be renewed in time (Redis refuses a
+	// sub-millisecond PX outright: every sale would fail).
+	between("lock.ttl", c.Lock.TTL, 100*time.Millisecond, 10*time.Minute)
+	between("lock.wait_timeout", c.Lock.WaitTimeout, time.Millisecond, 10*time.Minute)
+	if c.Lock.RedisAddr != "" {
+		hostPort("lock.redis_addr", c.Lock.RedisAddr)
+	}
+	between("redisson.watchdog", c.Redisson.Watchdog, 100*time.Millisecond, 10*time.Minute)
+	if c.Redisson.LeaseTime != 0 {
+		between("redisson.lease_time", c.Redisson.LeaseTime, 100*time.Millisecond, 10*time.Minute)
+	}
+
+	needEtcd := (known && backend.needs == needsEtcd) || c.Election.Backend == "etcd" || c.Stock.Witness == "etcd"
+	needZK := (known && backend.needs == needsZK) || c.Election.Backend == "zookeeper"
+	if needEtcd {
+		list("etcd.endpoints", c.Etcd.Endpoints, "http://", "https://")
+	}
+	// etcd leases are whole seconds; a shorter TTL would be rounded away.
+	if c.Etcd.SessionTTL < time.Second {
+		bad("etcd.session_ttl", "must be at least 1s (etcd leases are whole seconds), got %s", c.Etcd.SessionTTL)
+	} else {
+		between("etcd.session_ttl", c.Etcd.SessionTTL, time.Second, 10*time.Minute)
+	}
+	between("etcd.dial_timeout", c.Etcd.DialTimeout, 10*time.Millisecond, time.Minute)
+	if needZK {
+		list("zookeeper.servers", c.ZooKeeper.Servers)
+	}
+	between("zookeeper.session_timeout", c.ZooKeeper.SessionTimeout, 100*time.Millisecond, 10*time.Minute)
+	znodePath("zookeeper.root", c.ZooKeeper.Root)
+	if known && backend.needs == needsMySQL {
+		validateMySQL(c, bad)
+	} else if c.Stock.Witness == "mysql" {
+		if c.MySQL.DSN == "" {
+			bad("mysql.dsn", "must be set for stock.witness mysql, e.g. user:password@tcp(host:3306)/seckill")
+		} else {
+			validateMySQL(c, bad)
+		}
+	}
+
+	nonEmpty("stock.key", c.Stock.Key)
+	nonEmpty("stock.lucky_key", c.Stock.LuckyKey)
+	nonEmpty("stock.fence_key", c.Stock.FenceKey)
+	oneOf("stock.mode", c.Stock.Mode, stockModes, "mode")
+	between("stock.confirm_timeout", c.Stock.ConfirmTimeout, 10*time.Millisecond, 10*time.Minute)
+	intBetween("stock.combine_max", c.Stock.CombineMax, 1, 4096)
+	intBetween("stock.segments", c.Stock.Segments, 1, 256)
+	intBetween("stock.min_replica_acks", c.Stock.MinReplicaAcks, -1, 16)
+	between("stock.replica_ack_timeout", c.Stock.ReplicaAckTimeout, time.Millisecond, time.Minute)
+	// WAIT shares the sale's pipeline, which redis.timeout bounds; and a
+	// sale unanswered for stock.confirm_timeout is given up anyway.
+	if minReplicaAcks(c) > 0 && c.Redis.Timeout > 0 && c.Stock.ReplicaAckTimeout >= min(c.Redis.Timeout, c.Stock.ConfirmTimeout) {
+		bad("stock.replica_ack_timeout", "%s must stay below redis.timeout (%s) and stock.confirm_timeout (%s)",
+			c.Stock.ReplicaAckTimeout, c.Redis.Timeout, c.Stock.ConfirmTimeout)
+	}
+	oneOf("stock.witness", c.Stock.Witness, stockWitnesses, "witness")
+	between("stock.witness_timeout", c.Stock.WitnessTimeout, 10*time.Millisecond, time.Minute)
+	validateLedger(c, bad)
+	validateKeys(c, bad)
+	if c.Work.Delay.Min < 0 || c.Work.Delay.Max < c.Work.Delay.Min {
+		bad("work.delay", "invalid range %s", c.Work.Delay)
+	} else if c.Work.Delay.Max > maxWorkDelay {
+		bad("work.delay", "must not exceed %s (it is spent holding the lock), got %s", maxWorkDelay, c.Work.Delay)
+	}
+	// A sale waits for the lock, then works: it must be answered before
+	// the write deadline cuts its connection (and the proxy's read timeout,
+	// which http.write_timeout must not exceed, answers 504 instead).
+	// Reading and writing may each be retried until stock.confirm_timeout.
+	// The witness's wait, after the lock, is bounded by stock.confirm_timeout too.
+	confirms := 2
+	if c.Stock.Witness != "none" {
+		confirms = 3
+	}
+	if sale := c.Lock.WaitTimeout + c.Work.Delay.Max + time.Duration(confirms)*c.Stock.ConfirmTimeout; c.Lock.WaitTimeout > 0 && sale >= c.HTTP.WriteTimeout {
+		bad("lock.wait_timeout", "lock.wait_timeout + work.delay + %d x stock.confirm_timeout (%s) must stay below http.write_timeout (%s)", confirms, sale, c.HTTP.WriteTimeout)
+	}
+
+	oneOf("election.backend", c.Election.Backend, electionBackends, "backend")
+	znodePath("election.path", c.Election.Path)
+	between("election.job_interval", c.Election.JobInterval, 100*time.Millisecond, time.Hour)
+
+	validateLab(c, bad)
+
+	return errors.Join(errs...)
+}
+
+// minAdminTokenLen is the shortest admin.token accepted, in characters:
+// long enough that guessing it through the per-source back-off is hopeless
+// (16 random hex digits are 2^64 guesses).
+const minAdminTokenLen = 16
+
+// placeholderTokens are refused whatever their length: they are what the
+// examples and the defaults of other tools say, so the first thing guessed.
+var placeholderTokens = []string{
+	"changeme", "changeit", "replaceme", "password", "secret", "admin", "token",
+	"default", "example", "test", "todo", "xxx", "adminadmin", "admintoken", "secrettoken",
+	"pleasechangeme", "changemeplease", "changethis", "yourtoken", "yourtokenhere", "mysecret",
+}
+
+// adminToken refuses an empty, short or placeholder admin.token; with
+// allowInsecure (admin.allow_insecure_token, for demos) only an empty one.
+// Placeholders are matched without case, separators or digits: "Change-Me",
+// "change_me1" and "CHANGEME-123456" are all changeme.
+func adminToken(tok string, allowInsecure bool, bad func(key, format string, args ...any)) {
+	norm := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + 'a' - 'A'
+		}
+		return -1
+	}, tok)
+	const optOut = " (or set admin.allow_insecure_token: true, for a demo)"
+	switch n := utf8.RuneCountInString(tok); {
+	case tok == "":
+		bad("admin.token", "must be set (%d+ characters; it guards POST /stock/reset)", minAdminTokenLen)
+	case allowInsecure:
+	case slices.Contains(placeholderTokens, norm):
+		bad("admin.token", "is a well-known placeholder; set a random one (e.g. openssl rand -hex 16)"+optOut)
+	case n < minAdminTokenLen:
+		bad("admin.token", "too short: want at least %d characters, got %d"+optOut, minAdminTokenLen, n)
+	}
+}
+
+// insecureAdminToken reports whether tok is accepted only because of
+// admin.allow_insecure_token, so that stockd can say so loudly.
+func insecureAdminToken(tok string) bool {
+	var errs int
+	adminToken(tok, false, func(string, string, ...any) { errs++ })
+	return errs > 0
+}
+
+// validateAuth checks the auth section: each mode has what it needs, and
+// nothing is configured that the mode would silently ignore.
+func validateAuth(c *Config, bad func(key, format string, args ...any)) {
+	a := c.Auth
+	if !slices.Contains(auth.Modes, a.Buyers) {
+		bad("auth.buyers", "unknown mode %q (want one of %s)", a.Buyers, strings.Join(auth.Modes, ", "))
+		return
+	}
+	jwtKeys := a.JWTSecret != "" || a.JWTKeys != "" || a.JWTIssuer != "" || a.JWTAudience != ""
+	switch a.Buyers {
+	case auth.ModeJWT:
+		if a.JWTSecret == "" && a.JWTKeys == "" {
+			bad("auth.jwt_secret", "auth.buyers jwt needs auth.jwt_secret (HS256) or auth.jwt_keys (RS256/ES256)")
+		}
+		if a.JWTSecret != "" && len(a.JWTSecret) < auth.MinSecretLen {
+			bad("auth.jwt_secret", "too short: want at least %d bytes, got %d (e.g. openssl rand -hex 32)", auth.MinSecretLen, len(a.JWTSecret))
+		}
+		nonEmptyKey(bad, "auth.jwt_issuer", a.JWTIssuer, "the one issuer accepted: a buyer is (iss, sub)")
+		nonEmptyKey(bad, "auth.jwt_audience", a.JWTAudience, "tokens for another service must not buy here")
+		if a.JWTLeeway < 0 || a.JWTLeeway > auth.MaxLeeway {
+			bad("auth.jwt_leeway", "must be between 0s and %s, got %s", auth.MaxLeeway, a.JWTLeeway)
+		}
+	case auth.ModeProxy:
+		if len(c.HTTP.TrustedProxies) == 0 {
+			bad("http.trusted_proxies", "auth.buyers proxy needs the gateway's addresses here: X-User from anyone else is refused")
+		}
+		if jwtKeys {
+			bad("auth.buyers", "proxy ignores the auth.jwt_* keys that are set; use jwt, or clear them")
+		}
+	case auth.ModeNone:
+		if jwtKeys {
+			bad("auth.buyers", "none ignores the auth.jwt_* keys that are set; set jwt")
+		}
+		if a.Required {
+			bad("auth.required", "with auth.buyers none no buyer can ever authenticate: nothing could be sold")
+		}
+		if c.Stock.PerUserLimit > 0 {
+			bad("stock.per_user_limit", "binds named buyers, and auth.buyers none names none; set auth.buyers jwt or proxy")
+		}
+	}
+}
+
+func nonEmptyKey(bad func(key, format string, args ...any), key, val, why string) {
+	if val == "" {
+		bad(key, "required with auth.buyers jwt (%s)", why)
+	}
+}

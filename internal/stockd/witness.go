@@ -1,0 +1,103 @@
+package stockd
+
+import (
+	"context"
+	"log/slog"
+	"path"
+	"sync"
+
+	"github.com/go-sql-driver/mysql"
+
+	"seckill/internal/stock"
+	"seckill/internal/witness"
+)
+
+// witness.go: stock.witness, where the sale's epoch and the least stock a
+// sale was answered sold with are kept outside the stock Redis, so that a
+// Redis that went back in time is caught even when every stockd restarted
+// with it (package stock, witness.go). etcd and MySQL are the servers the
+// deployment may already run for its lock or its durable orders.
+
+// witnessPrefix is the etcd directory of the witness records, one per
+// sale (stock.key).
+const witnessPrefix = "/seckill/witness"
+
+// buildWitness returns the register stock.witness names, or nil for none.
+// Neither server is required to answer now: an unreachable one shows in
+// /readyz ("witness") and makes sales unconfirmed until it answers.
+func buildWitness(ctx context.Context, w *wiring) (stock.Register, error) {
+	cfg := w.cfg
+	switch cfg.Stock.Witness {
+	case "etcd":
+		mgr, err := w.etcdSession()
+		if err != nil {
+			return nil, err
+		}
+		return witness.NewEtcd(mgr.Client(), path.Join(witnessPrefix, cfg.Stock.Key)), nil
+	case "mysql":
+		db, err := openMySQL(w, 4, func(dsn *mysql.Config) {
+			if dsn.Timeout == 0 {
+				dsn.Timeout = cfg.Stock.WitnessTimeout
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &initFirst{MySQL: witness.NewMySQL(db, cfg.Stock.Key)}, nil
+	default:
+		return nil, nil
+	}
+}
+
+// initFirst creates the MySQL register's table before its first use,
+// trying again on each use until it is made: a MySQL down at start gets
+// its table once it answers, without holding stockd's start.
+type initFirst struct {
+	*witness.MySQL
+	mu   sync.Mutex
+	done bool
+}
+
+func (r *initFirst) ready(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return nil
+	}
+	if err := r.MySQL.Init(ctx); err != nil {
+		return err
+	}
+	r.done = true
+	return nil
+}
+
+func (r *initFirst) Get(ctx context.Context) ([]byte, int64, error) {
+	if err := r.ready(ctx); err != nil {
+		return nil, 0, err
+	}
+	return r.MySQL.Get(ctx)
+}
+
+func (r *initFirst) Put(ctx context.Context, v []byte, version int64) (int64, error) {
+	if err := r.ready(ctx); err != nil {
+		return 0, err
+	}
+	return r.MySQL.Put(ctx, v, version)
+}
+
+// checkWitness logs what catches a rewound stock Redis, and whether the
+// witness answers now (an unreachable one is not fatal: /readyz says so).
+func checkWitness(ctx context.Context, log *slog.Logger, store *stock.Store) {
+	if store.Witness() == "" {
+		log.Warn("stock.witness is none: a stock Redis that goes back in time is caught only while a stockd that sold keeps running",
+			"rewind", store.Rewind())
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, stock.DefaultWitnessTimeout)
+	defer cancel()
+	if err := store.PingWitness(cctx); err != nil {
+		log.Warn("the witness does not answer yet: sales stay unconfirmed until it does", "witness", store.Witness(), "err", err)
+		return
+	}
+	log.Info("witness", "register", store.Witness(), "rewind", store.Rewind())
+}

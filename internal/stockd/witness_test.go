@@ -1,0 +1,97 @@
+package stockd
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/api"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
+)
+
+// sellOnce posts one sale and returns its status and answer.
+func sellOnce(t *testing.T, p *servers.Process) (int, api.Sale) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+p.Addr()+"/stock/reduce", nil)
+	code, body := send(t, req)
+	var s api.Sale
+	if err := json.Unmarshal(body, &s); err != nil {
+		t.Fatalf("sale: %d %s: %v", code, body, err)
+	}
+	return code, s
+}
+
+// The stock Redis restarted from an older snapshot while the only stockd
+// restarted too, so no running process remembers the sales it lost. With
+// stock.witness etcd the new stockd learns from etcd how low the stock
+// went and refuses to sell (503 store_lost, went back in time; /readyz says store_rewound); with
+// none, the control, it believes the snapshot and sells its units again.
+func TestBinaryWitnessCatchesRewindAcrossRestarts(t *testing.T) {
+	etcd := servertest.Etcd(t)
+	maria := servertest.MariaDB(t)
+	for _, tc := range []struct {
+		witness string
+		caught  bool
+		where   string
+	}{
+		{"etcd", true, "etcd /seckill/witness/stock-etcd"},
+		{"mysql", true, "mysql stock_witness/stock-mysql"},
+		{"none", false, ""},
+	} {
+		t.Run(tc.witness, func(t *testing.T) {
+			srv := servertest.Redis(t)
+			env := []string{"STOCKD_STOCK_MODE=atomic", "STOCKD_STOCK_WITNESS=" + tc.witness,
+				"STOCKD_ETCD_ENDPOINTS=http://" + etcd.Addr(), "STOCKD_STOCK_KEY=stock-" + tc.witness,
+				"STOCKD_MYSQL_DSN=" + servers.MariaDBDSN(maria.Addr())}
+			p := stockdOn(t, srv.Addr(), env...)
+			resetStock(t, p.Addr(), 50)
+			sell := func(n int) {
+				for range n {
+					if code, s := sellOnce(t, p); code != http.StatusOK {
+						t.Fatalf("sale: %d %+v", code, s)
+					}
+				}
+			}
+			sell(3)
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+			defer rdb.Close()
+			if err := rdb.Save(t.Context()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			sell(4) // answered 200, lost with the snapshot
+			if err := p.Stop(5 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			p = stockdOn(t, srv.Addr(), env...)
+			code, s := sellOnce(t, p)
+			if !tc.caught {
+				if code != http.StatusOK || s.Stock == nil || *s.Stock != 46 {
+					t.Fatalf("control: sale on the rewound Redis %d %+v; want 200 stock 46, a unit sold twice", code, s)
+				}
+				return
+			}
+			if code != http.StatusServiceUnavailable || s.Result != api.StoreLost || !strings.Contains(s.Error, "went back in time") {
+				t.Fatalf("sale on the rewound Redis: %d %+v; want 503 %s, went back in time", code, s, api.StoreLost)
+			}
+			st, ready, raw := readyz(t, p)
+			if st != http.StatusServiceUnavailable || !strings.HasPrefix(ready.Stock, string(api.StoreRewound)) || ready.Witness != api.OK {
+				t.Fatalf("/readyz %d %s; want 503, stock %s, witness ok", st, raw, api.StoreRewound)
+			}
+			i, raw := info(t, p)
+			if i.Durability == nil || !strings.Contains(i.Durability.Rewind, tc.where) {
+				t.Fatalf("GET /info: %s; want durability.rewind naming the witness", raw)
+			}
+		})
+	}
+}
