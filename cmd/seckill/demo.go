@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +21,8 @@ import (
 	"seckill/internal/lab"
 	"seckill/internal/loadgen"
 	"seckill/internal/localcluster"
+	"seckill/internal/stock"
+	"seckill/internal/stockd"
 )
 
 // Backends lists every lock backend the demo knows, in table order: the two
@@ -56,10 +57,10 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	replicas := fs.Int("replicas", 3, "stockd replicas behind nginx")
 	requests := fs.Int("requests", 500, "reduce requests per backend")
 	concurrency := fs.Int("concurrency", 50, "requests in flight at once")
-	stock := fs.Int("stock", 300, "initial stock")
+	initial := fs.Int("stock", 300, "initial stock")
 	delay := fs.String("delay", "5ms", `stockd work.delay: business work inside the critical section ("5ms" or "2ms-10ms")`)
 	asJSON := fs.Bool("json", false, "print one JSON object per backend per line instead of the table")
-	stockd := fs.String("stockd", "", "stockd binary (default: stockd next to this binary, else built from source)")
+	stockdBin := fs.String("stockd", "", "stockd binary (default: stockd next to this binary, else built from source)")
 	dir := fs.String("dir", "", "keep the cluster's logs and data here (default: a temp dir, removed)")
 	timeout := fs.Duration("timeout", 60*time.Second, "bound on each backend's firing phase")
 	dash := fs.String("dashboard", "", `serve the live dashboard of the demo's cluster on this address ("127.0.0.1:0": a free port; the URL is printed)`)
@@ -78,7 +79,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitFailure
 		}
 	}
-	if len(list) == 0 || *replicas <= 0 || *requests <= 0 || *concurrency <= 0 || *stock <= 0 {
+	if len(list) == 0 || *replicas <= 0 || *requests <= 0 || *concurrency <= 0 || *initial <= 0 {
 		fmt.Fprintln(stderr, "seckill demo: need at least one backend and positive --replicas, --requests, --concurrency, --stock")
 		return exitFailure
 	}
@@ -87,19 +88,26 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 
+	work, err := stock.ParseDelay(*delay)
+	if err != nil {
+		fmt.Fprintf(stderr, "seckill demo: --delay: %v\n", err)
+		return exitFailure
+	}
+
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	env := map[string]string{
-		"work.delay": *delay,
+	base := func(c *stockd.Config) {
+		c.Work.Delay = work
 		// Long enough that a correct backend queues every buyer rather
 		// than answering "busy": the demo is about correctness, not shedding.
-		"lock.wait_timeout": "60s",
+		c.Lock.WaitTimeout = time.Minute
 	}
+	env := stockd.Overrides(base)
 	log.Info("starting local cluster", "replicas", *replicas)
 	// Boot on "none" (it needs nothing and is always built); every row then
 	// switches the replicas to its own backend.
 	c, err := localcluster.Start(ctx, localcluster.Config{
 		Replicas: *replicas, Backend: "none", Env: env, Dir: *dir,
-		Stockd: findStockd(*stockd), Logger: log,
+		Stockd: findStockd(*stockdBin), Logger: log,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "seckill demo: start cluster: %v\n", err)
@@ -147,19 +155,18 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		row := demoRow{Backend: r.backend, Sale: r.sale, WithBuyers: r.buyers, ExpectedSafe: !unsafeBackend(r.backend, *replicas)}
 		cfg := loadgen.Config{
 			URL: c.URL(), AdminToken: c.AdminToken(), Minter: c.Minter(), Requests: *requests,
-			Concurrency: *concurrency, Stock: *stock, Timeout: *timeout,
+			Concurrency: *concurrency, Stock: *initial, Timeout: *timeout,
 			// A violation's picture (none's, local's) outlives the cluster.
 			HistoryDir: os.TempDir(),
 		}
 		if i > 0 || r.backend != c.Backend() {
 			log.Info("switching replicas", "backend", r.backend, "sale", r.sale, "buyers", r.buyers)
-			renv := maps.Clone(env)
-			maps.Copy(renv, lab.SaleEnv(r.sale))
+			edits := []stockd.Edit{base, lab.SaleEnv(r.sale)}
 			if r.buyers {
-				maps.Copy(renv, buyersEnv(*limit))
+				edits = append(edits, buyersEnv(*limit))
 				cfg.Users, cfg.RetryRate = *buyers, *retryRate
 			}
-			err = c.SetBackend(ctx, r.backend, renv)
+			err = c.SetBackend(ctx, r.backend, stockd.Overrides(edits...))
 		}
 		if err == nil {
 			row.Report, err = loadgen.Run(ctx, cfg)
@@ -266,11 +273,9 @@ func writeTable(w io.Writer, rows []demoRow, withSale bool) {
 // buyersEnv is the stockd configuration of the buyers row: every sale
 // leaves an order in the ledger, limit units per buyer, and the orders are
 // stored in MySQL (localcluster starts MariaDB for orders.durable).
-func buyersEnv(limit int) map[string]string {
-	return map[string]string{
-		"stock.ledger":         "true",
-		"stock.per_user_limit": strconv.Itoa(limit),
-		"orders.durable":       "true",
+func buyersEnv(limit int) stockd.Edit {
+	return func(c *stockd.Config) {
+		c.Stock.Ledger, c.Stock.PerUserLimit, c.Orders.Durable = true, limit, true
 	}
 }
 

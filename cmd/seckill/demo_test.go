@@ -10,6 +10,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/loadgen"
 	"seckill/internal/localcluster"
+	"seckill/internal/stockd"
 )
 
 func TestJudge(t *testing.T) {
@@ -68,8 +69,8 @@ func TestDemoBackends(t *testing.T) {
 // The buyers row fails the demo on a failed buyers' check, and its table
 // shows what the ledger and MySQL hold.
 func TestBuyersRow(t *testing.T) {
-	env := buyersEnv(1)
-	if env["stock.ledger"] != "true" || env["stock.per_user_limit"] != "1" || env["orders.durable"] != "true" {
+	env := stockd.Overrides(buyersEnv(1))
+	if env["STOCKD_STOCK_LEDGER"] != "true" || env["STOCKD_STOCK_PER_USER_LIMIT"] != "1" || env["STOCKD_ORDERS_DURABLE"] != "true" {
 		t.Fatalf("buyersEnv(1) = %v, want the ledger, limit 1 and durable orders", env)
 	}
 	rows := 300

@@ -2,9 +2,10 @@ package bench
 
 import (
 	"context"
-	"seckill/internal/servers"
 	"strings"
 	"sync/atomic"
+
+	"seckill/internal/servers"
 
 	"github.com/redis/go-redis/v9"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"

@@ -10,6 +10,8 @@ import (
 
 	"seckill/internal/loadgen"
 	"seckill/internal/localcluster"
+	"seckill/internal/stock"
+	"seckill/internal/stockd"
 )
 
 // E2EConfig is the end-to-end part: loadgen through nginx.
@@ -85,12 +87,13 @@ func (c *E2EConfig) defaults(quick bool) {
 // env is the replicas' configuration: no work delay (the lock is what is
 // measured), and a wait timeout long enough that every buyer queues rather
 // than being turned away as busy.
-func (c E2EConfig) env(atomic bool) map[string]string {
-	env := map[string]string{"work.delay": "0s", "lock.wait_timeout": "60s"}
-	if atomic {
-		env["stock.mode"] = "atomic"
+func (c E2EConfig) env(atomic bool) stockd.Edit {
+	return func(c *stockd.Config) {
+		c.Work.Delay, c.Lock.WaitTimeout = stock.Delay{}, time.Minute
+		if atomic {
+			c.Stock.Mode = "atomic"
+		}
 	}
-	return env
 }
 
 // E2ERow is one end-to-end row: one run (RowsBackends), or the median of
@@ -191,7 +194,7 @@ func runE2E(ctx context.Context, cl *localcluster.Cluster, cfg E2EConfig, log *s
 			row.Mode = "atomic"
 		}
 		log.Info("end to end: switching replicas", "backend", rn.backend, "mode", row.Mode)
-		err := cl.SetBackend(ctx, rn.backend, cfg.env(rn.atomic))
+		err := cl.SetBackend(ctx, rn.backend, stockd.Overrides(cfg.env(rn.atomic)))
 		var rep *loadgen.Report
 		if err == nil {
 			before := sampleCPU(cl)

@@ -83,16 +83,16 @@ func TestLedgerVariants(t *testing.T) {
 		case LedgerDurable:
 			wantDurable = "true"
 		}
-		if env["stock.ledger"] != wantLedger || env["orders.durable"] != wantDurable {
-			t.Errorf("%s: stock.ledger %q, orders.durable %q; want %q, %q", v.label, env["stock.ledger"], env["orders.durable"], wantLedger, wantDurable)
+		if env["STOCKD_STOCK_LEDGER"] != wantLedger || env["STOCKD_ORDERS_DURABLE"] != wantDurable {
+			t.Errorf("%s: stock.ledger %q, orders.durable %q; want %q, %q", v.label, env["STOCKD_STOCK_LEDGER"], env["STOCKD_ORDERS_DURABLE"], wantLedger, wantDurable)
 		}
-		if wantMode := map[bool]string{true: "atomic"}[wantAtomic]; env["stock.mode"] != wantMode {
-			t.Errorf("%s: stock.mode %q, want %q", v.label, env["stock.mode"], wantMode)
+		if wantMode := map[bool]string{true: "atomic"}[wantAtomic]; env["STOCKD_STOCK_MODE"] != wantMode {
+			t.Errorf("%s: stock.mode %q, want %q", v.label, env["STOCKD_STOCK_MODE"], wantMode)
 		}
 	}
 	// The scaling rows keep stockd's default ledger: none of them sets it.
 	for _, v := range scalingVariants() {
-		if env := v.env(E2EConfig{}); env["stock.ledger"] != "" || env["orders.durable"] != "" {
+		if env := v.env(E2EConfig{}); env["STOCKD_STOCK_LEDGER"] != "" || env["STOCKD_ORDERS_DURABLE"] != "" {
 			t.Errorf("scaling row %s sets the ledger: %v", v.label, env)
 		}
 	}
@@ -293,7 +293,7 @@ type fakeReplicas struct {
 }
 
 func (f *fakeReplicas) SetBackend(_ context.Context, backend string, env map[string]string) error {
-	sw := fmt.Sprintf("%s ledger=%s durable=%s", cmp.Or(env["stock.mode"], "locked"), env["stock.ledger"], env["orders.durable"])
+	sw := fmt.Sprintf("%s ledger=%s durable=%s", cmp.Or(env["STOCKD_STOCK_MODE"], "locked"), env["STOCKD_STOCK_LEDGER"], env["STOCKD_ORDERS_DURABLE"])
 	f.switches = append(f.switches, sw)
 	if sw == f.failOn {
 		return errors.New("replica exited: orders.durable refused")

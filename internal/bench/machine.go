@@ -7,9 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"seckill/internal/servers"
 	"strings"
 	"time"
+
+	"seckill/internal/servers"
 
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"

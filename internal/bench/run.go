@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/localcluster"
+	"seckill/internal/stockd"
 )
 
 // Config describes a benchmark run. Zero values are the documented defaults.
@@ -159,7 +160,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	log.Info("starting local cluster (redis, etcd, zookeeper, stockd replicas, nginx)")
 	ccfg := localcluster.Config{
-		Replicas: cfg.E2E.Replicas, Backend: "none", Env: cfg.E2E.env(false),
+		Replicas: cfg.E2E.Replicas, Backend: "none", Env: stockd.Overrides(cfg.E2E.env(false)),
 		Etcd: true, ZooKeeper: true, Stockd: cfg.Stockd, Logger: log,
 	}
 	cl, err := localcluster.Start(ctx, ccfg)

@@ -13,6 +13,7 @@ import (
 	"seckill/internal/auth"
 	"seckill/internal/loadgen"
 	"seckill/internal/localcluster"
+	"seckill/internal/stockd"
 )
 
 // scaling.go: the end-to-end rows of issue 12, which sell one hot item past
@@ -98,18 +99,17 @@ func scalingVariants() []variant {
 
 // env is the variant's replica configuration on top of E2EConfig.env.
 func (v variant) env(c E2EConfig) map[string]string {
-	env := c.env(v.atomic)
-	env["stock.segments"] = strconv.Itoa(max(v.segments, 1))
-	env["stock.combine"] = strconv.FormatBool(v.combine)
-	switch v.ledger {
-	case LedgerOff:
-		env["stock.ledger"] = "false"
-	case LedgerAnonymous, LedgerBuyers:
-		env["stock.ledger"] = "true"
-	case LedgerDurable:
-		env["stock.ledger"], env["orders.durable"] = "true", "true"
-	}
-	return env
+	return stockd.Overrides(c.env(v.atomic), func(c *stockd.Config) {
+		c.Stock.Segments, c.Stock.Combine = max(v.segments, 1), v.combine
+		switch v.ledger {
+		case LedgerOff:
+			c.Stock.Ledger = false
+		case LedgerAnonymous, LedgerBuyers:
+			c.Stock.Ledger = true
+		case LedgerDurable:
+			c.Stock.Ledger, c.Orders.Durable = true, true
+		}
+	})
 }
 
 // E2ERun is one run of a scaling row.

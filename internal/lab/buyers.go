@@ -7,13 +7,13 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"seckill/internal/api"
 	"seckill/internal/auth"
 	"seckill/internal/loadgen"
+	"seckill/internal/stockd"
 )
 
 // buyers.go: the buyers' cells. Their load is named buyers
@@ -46,11 +46,9 @@ const (
 // buyerLimit is the buyers' cells' per-user limit.
 const buyerLimit = 1
 
-var buyerEnv = map[string]string{
-	"stock.ledger":         "true",
-	"stock.per_user_limit": strconv.Itoa(buyerLimit),
-	"orders.durable":       "true",
-	"orders.claim_idle":    "1s",
+func buyerEnv(c *stockd.Config) {
+	c.Stock.Ledger, c.Stock.PerUserLimit = true, buyerLimit
+	c.Orders.Durable, c.Orders.ClaimIdle = true, time.Second
 }
 
 // buyerScenarios are the scenarios run with named buyers, on redis: three

@@ -15,6 +15,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/loadgen"
 	"seckill/internal/servers"
+	"seckill/internal/stockd"
 )
 
 // failover.go: the stock Redis fails over. The cells run the
@@ -119,11 +120,8 @@ func failoverCells(b string, backends, scenarios []string) []Cell {
 // failoverEnv is a failover cell's stockd configuration beyond the
 // Sentinel addresses: the replica acks, and the Redis locks in the stock
 // Redis (not the lab's lock Redis), so their token counter fails over too.
-func failoverEnv(c Cell) map[string]string {
-	return map[string]string{
-		"stock.min_replica_acks": fmt.Sprint(c.Acks),
-		"lock.redis_addr":        "",
-	}
+func failoverEnv(cell Cell) stockd.Edit {
+	return func(c *stockd.Config) { c.Stock.MinReplicaAcks, c.Lock.RedisAddr = cell.Acks, "" }
 }
 
 // Failover is a failover cell's own measure.

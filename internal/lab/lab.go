@@ -33,6 +33,8 @@ import (
 	"seckill/internal/loadgen"
 	"seckill/internal/localcluster"
 	"seckill/internal/servers"
+	"seckill/internal/stock"
+	"seckill/internal/stockd"
 )
 
 // ErrUnknown: no such scenario; returned errors wrap it.
@@ -129,14 +131,25 @@ var Sales = []string{"combine", "segments8"}
 var saleScenarios = []string{"pause", "kill", "latency"}
 
 // SaleEnv is the stockd configuration of a Sale ("" needs none).
-func SaleEnv(sale string) map[string]string {
+func SaleEnv(sale string) stockd.Edit {
 	switch sale {
 	case "combine":
-		return map[string]string{"stock.combine": "true"}
+		return func(c *stockd.Config) { c.Stock.Combine = true }
 	case "segments8":
-		return map[string]string{"stock.segments": "8"}
+		return func(c *stockd.Config) { c.Stock.Segments = 8 }
 	}
 	return nil
+}
+
+// always is a scenario's settings that do not depend on the lease.
+func always(e stockd.Edit) func(time.Duration) stockd.Edit {
+	return func(time.Duration) stockd.Edit { return e }
+}
+
+// workDelay sets the business time inside the critical section: what
+// widens the window a fault must land in.
+func workDelay(d time.Duration) stockd.Edit {
+	return func(c *stockd.Config) { c.Work.Delay = stock.FixedDelay(d) }
 }
 
 // Correct lists the backends that must survive every scenario.
@@ -374,17 +387,34 @@ func lease(backend string) time.Duration {
 // baseEnv is every cell's stockd configuration: short leases so faults
 // resolve quickly, and a lock wait long enough that queueing, not shedding,
 // is what buyers see.
-func baseEnv(c Cell) map[string]string {
-	return map[string]string{
-		"lock.ttl":                  "1s",
-		"redisson.watchdog":         "1500ms",
-		"etcd.session_ttl":          "2s",
-		"zookeeper.session_timeout": "2s",
-		"mysql.session_ttl":         "2s",
-		"lock.wait_timeout":         "10s",
-		"stock.fencing":             fmt.Sprint(c.Fencing),
-		"log.level":                 "info",
+func baseEnv(cell Cell) stockd.Edit {
+	return func(c *stockd.Config) {
+		c.Lock.TTL, c.Lock.WaitTimeout = time.Second, 10*time.Second
+		c.Redisson.Watchdog = 1500 * time.Millisecond
+		c.Etcd.SessionTTL, c.ZooKeeper.SessionTimeout, c.MySQL.SessionTTL = 2*time.Second, 2*time.Second, 2*time.Second
+		c.Stock.Fencing = cell.Fencing
+		c.Log.Level = "info"
 	}
+}
+
+// cellEnv is a cell's stockd settings, over the cluster's: the base, the
+// buyers', the scenario's, the sale's, the failover's and the election's.
+func cellEnv(cell Cell) map[string]string {
+	sc := scenarios[cell.Scenario]
+	edits := []stockd.Edit{baseEnv(cell)}
+	if cell.Buyers {
+		edits = append(edits, buyerEnv)
+	}
+	edits = append(edits, sc.env(lease(cell.Backend)), SaleEnv(cell.Sale))
+	if sc.failover {
+		edits = append(edits, failoverEnv(cell))
+	}
+	if sc.election && elects(cell.Backend) {
+		edits = append(edits, func(c *stockd.Config) {
+			c.Election.Backend, c.Election.JobInterval = cell.Backend, jobInterval
+		})
+	}
+	return stockd.Overrides(edits...)
 }
 
 // Run runs one cell on c, which must have been started with the fault layer
@@ -404,16 +434,7 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (_ Result, err
 		Backend: cell.Backend, Scenario: cell.Scenario, Fencing: cell.Fencing, Sale: cell.Sale, Buyers: cell.Buyers,
 		Expect: cell.Expect(), Initial: cell.initial(), RecoveryMS: -1,
 	}
-	env := baseEnv(cell)
-	if cell.Buyers {
-		maps.Copy(env, buyerEnv)
-	}
-	for k, v := range sc.env(lease(cell.Backend)) {
-		env[k] = v
-	}
-	for k, v := range SaleEnv(cell.Sale) {
-		env[k] = v
-	}
+	env := cellEnv(cell)
 	var sentinelSet *servers.SentinelSet
 	if sc.failover {
 		// A fresh replicated stock Redis per cell: the last failover left
@@ -425,12 +446,7 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (_ Result, err
 			return res, fmt.Errorf("lab: %s: %w", cell, err)
 		}
 		maps.Copy(env, localcluster.SentinelEnv(set))
-		maps.Copy(env, failoverEnv(cell))
 		sentinelSet = set
-	}
-	if sc.election && elects(cell.Backend) {
-		env["election.backend"] = cell.Backend
-		env["election.job_interval"] = jobInterval.String()
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	err = c.SetBackend(sctx, cell.Backend, env)

@@ -14,6 +14,8 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/localcluster"
 	"seckill/internal/metrics"
+	"seckill/internal/stock"
+	"seckill/internal/stockd"
 )
 
 // scenario is one fault and how to stage it.
@@ -22,7 +24,7 @@ type scenario struct {
 	concurrency int  // buyers through nginx
 	noWarmup    bool // do not wait for a first sale before the fault
 	// env adds stockd settings for the cell, given the backend's lease.
-	env func(lease time.Duration) map[string]string
+	env func(lease time.Duration) stockd.Edit
 	// run stages the fault while the load runs. It sets faultEnd when the
 	// fault has an end to recover from.
 	run func(x *run) error
@@ -54,7 +56,7 @@ var scenarios = map[string]scenario{
 	"kill": {
 		summary:     "kill -9 the replica that just read the stock (the holder, mid critical section)",
 		concurrency: 6,
-		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "300ms"} },
+		env:         always(workDelay(300 * time.Millisecond)),
 		run:         runKill,
 	},
 	"pause": {
@@ -62,8 +64,11 @@ var scenarios = map[string]scenario{
 		concurrency: 6,
 		// A long client timeout so the resumed replica reads the store's
 		// answer to its write (fenced or not) instead of timing out.
-		env: func(time.Duration) map[string]string {
-			return map[string]string{"work.delay": "50ms", "redis.timeout": "30s", "stock.confirm_timeout": "30s"}
+		env: func(time.Duration) stockd.Edit {
+			return func(c *stockd.Config) {
+				c.Work.Delay = stock.FixedDelay(50 * time.Millisecond)
+				c.Redis.Timeout, c.Stock.ConfirmTimeout = 30*time.Second, 30*time.Second
+			}
 		},
 		run: runPause,
 		check: func(x *run) {
@@ -85,8 +90,8 @@ var scenarios = map[string]scenario{
 	"slowwork": {
 		summary:     "business time 1.5x the lease: renewal must keep the lock",
 		concurrency: 3,
-		env: func(lease time.Duration) map[string]string {
-			return map[string]string{"work.delay": (lease * 3 / 2).String()}
+		env: func(lease time.Duration) stockd.Edit {
+			return workDelay(lease * 3 / 2)
 		},
 		run: runSlowWork,
 		check: func(x *run) {
@@ -100,43 +105,50 @@ var scenarios = map[string]scenario{
 		concurrency: 3,
 		// Every sale takes 1.5 leases, so the restored replica's own sale may
 		// queue behind all the buyers: wait for the lock rather than shed.
-		env: func(lease time.Duration) map[string]string {
-			return map[string]string{"work.delay": (lease * 3 / 2).String(), "lock.wait_timeout": "30s"}
+		env: func(lease time.Duration) stockd.Edit {
+			return func(c *stockd.Config) {
+				c.Work.Delay, c.Lock.WaitTimeout = stock.FixedDelay(lease*3/2), 30*time.Second
+			}
 		},
 		run: runPartition,
 	},
 	"lockrestart": {
 		summary:     "restart the lock server (lock Redis, etcd, ZooKeeper) under load",
 		concurrency: 6,
-		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runLockRestart,
 	},
 	"stockdown": {
 		summary:     "cut every replica off from the stock Redis for 2x the lease, then restore",
 		concurrency: 6,
-		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "100ms"} },
+		env:         always(workDelay(100 * time.Millisecond)),
 		run:         runStockDown,
 	},
 	"latency": {
 		summary:     "delay everything the holder sends (stock and lock) by 2x the lease",
 		concurrency: 6,
-		env: func(lease time.Duration) map[string]string {
-			slow := (2*lease + 5*time.Second).String()
-			return map[string]string{"work.delay": "100ms", "redis.timeout": slow, "stock.confirm_timeout": slow}
+		env: func(lease time.Duration) stockd.Edit {
+			slow := 2*lease + 5*time.Second
+			return func(c *stockd.Config) {
+				c.Work.Delay = stock.FixedDelay(100 * time.Millisecond)
+				c.Redis.Timeout, c.Stock.ConfirmTimeout = slow, slow
+			}
 		},
 		run: runLatency,
 	},
 	"lostreply": {
 		summary:     "lose 2% of the servers' replies (the command ran, the answer is cut) on every link for 5s",
 		concurrency: 6,
-		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runLostReply,
 	},
 	"slowreply": {
 		summary:     "delay the replies on a quarter of every link's connections past the Redis read timeout for 5s",
 		concurrency: 6,
-		env: func(time.Duration) map[string]string {
-			return map[string]string{"work.delay": "20ms", "redis.timeout": slowReplyTimeout.String()}
+		env: func(time.Duration) stockd.Edit {
+			return func(c *stockd.Config) {
+				c.Work.Delay, c.Redis.Timeout = stock.FixedDelay(20*time.Millisecond), slowReplyTimeout
+			}
 		},
 		run: runSlowReply,
 	},
@@ -145,8 +157,11 @@ var scenarios = map[string]scenario{
 		concurrency: 6,
 		// A long read timeout, as in pause: the held write's own answer
 		// (fenced or sold) is what the cell is about.
-		env: func(time.Duration) map[string]string {
-			return map[string]string{"work.delay": "20ms", "redis.timeout": "30s", "stock.confirm_timeout": "30s"}
+		env: func(time.Duration) stockd.Edit {
+			return func(c *stockd.Config) {
+				c.Work.Delay = stock.FixedDelay(20 * time.Millisecond)
+				c.Redis.Timeout, c.Stock.ConfirmTimeout = 30*time.Second, 30*time.Second
+			}
 		},
 		run: runLockForget,
 	},
@@ -154,7 +169,7 @@ var scenarios = map[string]scenario{
 		summary:     "cut the lock link for a third of the lease, 6 times (one replica each, then all), election on; the sale must finish",
 		concurrency: 6,
 		// Slow enough sales that the blips land mid-sale, not after it.
-		env:      func(time.Duration) map[string]string { return map[string]string{"work.delay": "50ms"} },
+		env:      always(workDelay(50 * time.Millisecond)),
 		run:      runBlip,
 		check:    checkBlip,
 		election: true,
@@ -162,13 +177,13 @@ var scenarios = map[string]scenario{
 	"netsplit": {
 		summary:     "the holder's every link (stock and lock) silently drops packets for 2x the lease + 1s, then heals",
 		concurrency: 6,
-		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runNetsplit,
 	},
 	"evict": {
 		summary:     "turn the stock Redis to allkeys-lru (every replica must go unready, then ready again), then fill it to its maxmemory under noeviction for 2x the lease: definite 503s, books exact",
 		concurrency: 6,
-		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runEvict,
 	},
 	"wipe": {
@@ -210,7 +225,7 @@ var scenarios = map[string]scenario{
 		summary:     "cut a replica from MariaDB until its orders consumer holds entries pending, then kill -9 it: the others' XAUTOCLAIM stores them (named buyers)",
 		concurrency: 6,
 		buyers:      true,
-		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runConsumerKill,
 	},
 	"mysqldown": {
@@ -219,21 +234,21 @@ var scenarios = map[string]scenario{
 		buyers:      true,
 		// Slow enough sales that the 100 units outlast the outage: the
 		// cell must see sales after it too.
-		env: func(time.Duration) map[string]string { return map[string]string{"work.delay": "50ms"} },
+		env: always(workDelay(50 * time.Millisecond)),
 		run: runMySQLDown,
 	},
 	"replayrace": {
 		summary:     "one purchase (buyer and key) sent to two replicas at once, 20 times mid-sale: one order, the other send replays it (named buyers)",
 		concurrency: 6,
 		buyers:      true,
-		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runReplayRace,
 	},
 	"failover-kill": {
 		summary:     "kill -9 the stock Redis primary mid-sale; Sentinel promotes the replica, the old primary rejoins as its replica (acks 1, and the acks-0 control)",
 		concurrency: 4,
 		failover:    true,
-		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runFailoverKill,
 		check:       checkFailover,
 	},
@@ -241,7 +256,7 @@ var scenarios = map[string]scenario{
 		summary:     "starve the stock Redis replica of the replication stream for 1s of sales, then kill -9 the primary: the control must lose those sales, acks 1 none",
 		concurrency: 4,
 		failover:    true,
-		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runFailoverLag,
 		check:       checkFailover,
 	},
@@ -249,7 +264,7 @@ var scenarios = map[string]scenario{
 		summary:     "cut the stock Redis primary off from the Sentinels and its replica mid-sale, not from stockd; heal after the switch: acks 1 with min-replicas-to-write loses nothing, the acks-0 control must lose",
 		concurrency: 4,
 		failover:    true,
-		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runSplit,
 		check:       checkFailover,
 	},
@@ -257,7 +272,7 @@ var scenarios = map[string]scenario{
 		summary:     "SIGSTOP the stock Redis primary mid-sale until every Sentinel has switched, then SIGCONT it (it becomes a replica)",
 		concurrency: 4,
 		failover:    true,
-		env:         func(time.Duration) map[string]string { return map[string]string{"work.delay": "20ms"} },
+		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runFailoverStop,
 		check:       checkFailover,
 	},
@@ -265,8 +280,10 @@ var scenarios = map[string]scenario{
 		summary:     "a broken build (failpoint stock/falseSoldOut): each replica's first 10 buyers are told sold_out without a look; the sums balance, the history check must fail it",
 		concurrency: 6,
 		noWarmup:    true,
-		env: func(time.Duration) map[string]string {
-			return map[string]string{"SECKILL_FAILPOINTS": "stock/falseSoldOut=10*return", "work.delay": "5ms"}
+		env: func(time.Duration) stockd.Edit {
+			return func(c *stockd.Config) {
+				c.Lab.Failpoints, c.Work.Delay = stock.FailpointFalseSoldOut+"=10*return", stock.FixedDelay(5*time.Millisecond)
+			}
 		},
 		run: runFalseSoldOut,
 	},
@@ -274,11 +291,10 @@ var scenarios = map[string]scenario{
 		summary:     "crash between SETNX and EXPIRE (failpoint setnx/afterSetNX=exit)",
 		concurrency: 4,
 		noWarmup:    true,
-		env: func(time.Duration) map[string]string {
-			return map[string]string{
-				"SECKILL_FAILPOINTS": "setnx/afterSetNX=1*exit",
-				"lock.wait_timeout":  "1s",
-				"work.delay":         "20ms",
+		env: func(time.Duration) stockd.Edit {
+			return func(c *stockd.Config) {
+				c.Lab.Failpoints = "setnx/afterSetNX=1*exit"
+				c.Lock.WaitTimeout, c.Work.Delay = time.Second, stock.FixedDelay(20*time.Millisecond)
 			}
 		},
 		run:   runCrash,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,6 +11,8 @@ import (
 
 	"seckill/internal/loadgen"
 	"seckill/internal/localcluster"
+	"seckill/internal/stock"
+	"seckill/internal/stockd"
 )
 
 // SoakFaults are the lab's scenarios a soak draws its faults from, in
@@ -58,14 +59,11 @@ type SoakLatency struct {
 // and read timeouts long enough that a paused or delayed holder reads its
 // write's own answer (pause, latency).
 func SoakEnv(backend string) map[string]string {
-	env := baseEnv(Cell{Backend: backend, Fencing: true})
-	maps.Copy(env, map[string]string{
-		"work.delay":            "50ms",
-		"redis.timeout":         "30s",
-		"stock.confirm_timeout": "30s",
-		"log.level":             "warn",
+	return stockd.Overrides(baseEnv(Cell{Backend: backend, Fencing: true}), func(c *stockd.Config) {
+		c.Work.Delay = stock.FixedDelay(50 * time.Millisecond)
+		c.Redis.Timeout, c.Stock.ConfirmTimeout = 30*time.Second, 30*time.Second
+		c.Log.Level = "warn"
 	})
-	return env
 }
 
 // Soak switches c to cfg.Backend once (the replicas then live through the

@@ -20,6 +20,8 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/localcluster"
 	"seckill/internal/servers"
+	"seckill/internal/stock"
+	"seckill/internal/stockd"
 )
 
 // storeloss.go: the stock Redis loses the sale. wipe starts it again empty
@@ -105,7 +107,7 @@ func checkWitnessDown(x *run) {
 }
 
 // witnessEnv is the witness scenarios' setting.
-var witnessEnv = map[string]string{"stock.witness": "etcd"}
+func witnessEnv(c *stockd.Config) { c.Stock.Witness = "etcd" }
 
 // losesStore reports whether scenario takes the sale out of the stock Redis.
 func losesStore(scenario string) bool { return slices.Contains(storeLossScenarios, scenario) }
@@ -476,10 +478,13 @@ func removeSnapshot(p *servers.Process) error {
 }
 
 // storeLossEnv is the store-loss cells' settings, with extra.
-func storeLossEnv(extra map[string]string) func(time.Duration) map[string]string {
-	return func(time.Duration) map[string]string {
-		env := map[string]string{"work.delay": "20ms"}
-		maps.Copy(env, extra)
-		return env
+func storeLossEnv(extra stockd.Edit) func(time.Duration) stockd.Edit {
+	return func(time.Duration) stockd.Edit {
+		return func(c *stockd.Config) {
+			c.Work.Delay = stock.FixedDelay(20 * time.Millisecond)
+			if extra != nil {
+				extra(c)
+			}
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"seckill/internal/servers"
+	"seckill/internal/stockd"
 )
 
 // replicaReadyTimeout bounds a replica's start: connecting to a lock server
@@ -180,40 +181,42 @@ func rotateLog(dir, name string) {
 	}
 }
 
+// Defaults are the settings every replica of a local cluster starts with,
+// beside its servers' addresses and the cluster's secrets; the cluster's
+// Env and SetBackend's env go over them.
+func Defaults(c *stockd.Config) {
+	// Buyers are named by tokens the cluster's Minter signs, as a login
+	// would; no client names one by a header.
+	c.Auth.Buyers, c.Auth.JWTIssuer, c.Auth.JWTAudience = "jwt", JWTIssuer, JWTAudience
+	// The lab, demo, bench and tests wait up to a minute for the lock
+	// (queueing, not shedding, is what they measure); a sale must be
+	// answered before stockd's write deadline.
+	c.HTTP.WriteTimeout = 5 * time.Minute
+	// The cluster is the lab: it runs the backends that oversell on
+	// purpose, unfenced writes and failpoints, which stockd refuses
+	// without lab.unsafe.
+	c.Lab.Unsafe = true
+}
+
 // replicaEnv is replica i's environment, as KEY=VALUE lines in a stable
 // order: cluster defaults, then the user's env, then what must not be
 // overridden (the replica's name and address, the backend).
 func (c *Cluster) replicaEnv(i int) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	env := map[string]string{
-		"STOCKD_REDIS_ADDR":      c.redis.Addr(),
-		"STOCKD_LOCK_REDIS_ADDR": c.redis.Addr(),
-		"STOCKD_ADMIN_TOKEN":     c.cfg.AdminToken,
-		// Buyers are named by tokens the cluster's Minter signs, as a
-		// login would; no client names one by a header.
-		"STOCKD_AUTH_BUYERS":       "jwt",
-		"STOCKD_AUTH_JWT_SECRET":   c.jwtSecret,
-		"STOCKD_AUTH_JWT_ISSUER":   JWTIssuer,
-		"STOCKD_AUTH_JWT_AUDIENCE": JWTAudience,
-		// The lab, demo, bench and tests wait up to a minute for the lock
-		// (queueing, not shedding, is what they measure); a sale must be
-		// answered before stockd's write deadline.
-		"STOCKD_HTTP_WRITE_TIMEOUT": "5m",
-		// The cluster is the lab: it runs the backends that oversell on
-		// purpose, unfenced writes and failpoints, which stockd refuses
-		// without lab.unsafe.
-		"STOCKD_LAB_UNSAFE": "true",
-	}
-	if c.etcd != nil {
-		env["STOCKD_ETCD_ENDPOINTS"] = "http://" + c.etcd.Addr()
-	}
-	if c.zookeeper != nil {
-		env["STOCKD_ZOOKEEPER_SERVERS"] = c.zookeeper.Addr()
-	}
-	if c.mariadb != nil {
-		env["STOCKD_MYSQL_DSN"] = servers.MariaDBDSN(c.mariadb.Addr())
-	}
+	env := stockd.Overrides(Defaults, func(cfg *stockd.Config) {
+		cfg.Redis.Addr, cfg.Lock.RedisAddr = c.redis.Addr(), c.redis.Addr()
+		cfg.Admin.Token, cfg.Auth.JWTSecret = c.cfg.AdminToken, c.jwtSecret
+		if c.etcd != nil {
+			cfg.Etcd.Endpoints = []string{"http://" + c.etcd.Addr()}
+		}
+		if c.zookeeper != nil {
+			cfg.ZooKeeper.Servers = []string{c.zookeeper.Addr()}
+		}
+		if c.mariadb != nil {
+			cfg.MySQL.DSN = servers.MariaDBDSN(c.mariadb.Addr())
+		}
+	})
 	if err := c.faultEnv(i, env); err != nil {
 		// The replica then talks to its servers directly: faults aimed at
 		// it will not land, which the fault tests notice.
@@ -240,14 +243,15 @@ func normalizeEnv(in map[string]string) map[string]string {
 	return out
 }
 
-// EnvName maps a stockd config key to its environment variable:
-// "lock.wait_timeout" → "STOCKD_LOCK_WAIT_TIMEOUT". Names already starting
-// with STOCKD_ or SECKILL_ (SECKILL_FAILPOINTS) are returned unchanged.
+// EnvName maps a stockd config key to its environment variable, as stockd
+// does: "lock.wait_timeout" → "STOCKD_LOCK_WAIT_TIMEOUT". Names already
+// starting with STOCKD_ or SECKILL_ (SECKILL_FAILPOINTS) are returned
+// unchanged.
 func EnvName(key string) string {
 	if strings.HasPrefix(key, "STOCKD_") || strings.HasPrefix(key, "SECKILL_") {
 		return key
 	}
-	return "STOCKD_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+	return stockd.EnvName(key)
 }
 
 func needsEtcd(backend string, env map[string]string) bool {

@@ -54,3 +54,6 @@ func (d Delay) String() string {
 	}
 	return d.Min.String() + "-" + d.Max.String()
 }
+
+// FixedDelay is a Delay of exactly d.
+func FixedDelay(d time.Duration) Delay { return Delay{Min: d, Max: d} }
