@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"seckill/internal/backoff"
 )
 
 // Job is leader-only work. It runs every interval while the Runner leads,
@@ -85,7 +87,7 @@ const (
 // Run campaigns and leads until ctx ends, then returns nil (or ErrClosed if
 // the Elector was closed under it).
 func (r *Runner) Run(ctx context.Context) error {
-	backoff := minBackoff
+	retry := backoff.Backoff{Initial: minBackoff, Max: maxBackoff}
 	for {
 		l, err := r.cfg.Elector.Campaign(ctx)
 		if ctx.Err() != nil {
@@ -98,16 +100,14 @@ func (r *Runner) Run(ctx context.Context) error {
 			return err
 		}
 		if err != nil {
-			r.log.Warn("campaign failed; retrying", "err", err, "backoff", backoff)
-			select {
-			case <-ctx.Done():
+			delay := retry.Next()
+			r.log.Warn("campaign failed; retrying", "err", err, "backoff", delay)
+			if backoff.Sleep(ctx, delay) != nil {
 				return nil
-			case <-time.After(backoff):
 			}
-			backoff = min(backoff*2, maxBackoff)
 			continue
 		}
-		backoff = minBackoff
+		retry.Reset()
 		r.lead(ctx, l)
 		if ctx.Err() != nil {
 			r.resign(ctx, l)

@@ -9,6 +9,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"seckill/internal/backoff"
 )
 
 // Sweep timing. An orphan is retried with a backoff from sweepMinBackoff
@@ -40,7 +42,7 @@ type Key struct {
 	rev       int64
 	abandoned time.Time // zero while an acquisition or a lease owns the key
 	next      time.Time // next attempt
-	backoff   time.Duration
+	retry     backoff.Backoff
 	deleted   bool // a delete by name went through (rev 0 only)
 }
 
@@ -127,7 +129,7 @@ func (sw *Sweeper) Abandon(k *Key) {
 	if k.abandoned.IsZero() {
 		k.abandoned = sw.now()
 		k.next = k.abandoned
-		k.backoff = sweepMinBackoff
+		k.retry = backoff.Backoff{Initial: sweepMinBackoff, Max: sweepMaxBackoff}
 		sw.keys[k] = struct{}{}
 	}
 	if !sw.started {
@@ -252,8 +254,7 @@ func (sw *Sweeper) sweep(k *Key, rev int64, final bool) {
 	}
 	overdue := err != nil && !k.deleted && (final || age >= sw.bound)
 	if !overdue {
-		k.next = sw.now().Add(k.backoff)
-		k.backoff = min(2*k.backoff, sweepMaxBackoff)
+		k.next = sw.now().Add(k.retry.Next())
 	}
 	sw.mu.Unlock()
 	if !overdue {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/internal/api"
+	"seckill/internal/backoff"
 	"seckill/internal/localcluster"
 )
 
@@ -101,16 +102,13 @@ func checkBlip(x *run) {
 	defer cancel()
 	var left []string
 	var err error
-	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+	poll := backoff.Backoff{Initial: 50 * time.Millisecond, Max: time.Second}
+	for {
 		if left, err = x.lockArtefacts(ctx); err == nil && len(left) == 0 {
 			x.notef("no lock artefact left once idle")
 			return
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if poll.Wait(ctx) != nil {
 			if err != nil {
 				x.problemf("could not list lock artefacts: %v", err)
 			} else {
@@ -192,7 +190,8 @@ func (x *run) checkElection() {
 	defer cancel()
 	var last string
 	agreedAt := time.Time{}
-	for backoff := 50 * time.Millisecond; agreedAt.IsZero(); backoff = min(2*backoff, 500*time.Millisecond) {
+	poll := backoff.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}
+	for agreedAt.IsZero() {
 		views, err := x.leaders(ctx)
 		if err == nil {
 			last = fmt.Sprint(views)
@@ -208,11 +207,7 @@ func (x *run) checkElection() {
 				break
 			}
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if poll.Wait(ctx) != nil {
 			x.problemf("no single agreed leader within %v of the last blip: %s", x.lease+5*time.Second, last)
 			return
 		}
@@ -253,7 +248,8 @@ func (x *run) leaders(ctx context.Context) ([]api.Leader, error) {
 func (x *run) auditSince(ctx context.Context, since time.Time) (time.Time, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: x.c.Redis().Addr()})
 	defer rdb.Close()
-	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, 500*time.Millisecond) {
+	poll := backoff.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}
+	for {
 		msgs, err := rdb.XRevRangeN(ctx, "seckill:audit", "+", "-", 1).Result()
 		if err == nil && len(msgs) == 1 {
 			msStr, _, _ := strings.Cut(msgs[0].ID, "-")
@@ -261,12 +257,8 @@ func (x *run) auditSince(ctx context.Context, since time.Time) (time.Time, error
 				return time.UnixMilli(n), nil
 			}
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return time.Time{}, fmt.Errorf("no audit entry after %s: %w", since.Format(time.TimeOnly), ctx.Err())
+		if err := poll.Wait(ctx); err != nil {
+			return time.Time{}, fmt.Errorf("no audit entry after %s: %w", since.Format(time.TimeOnly), err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/auth"
+	"seckill/internal/backoff"
 	"seckill/internal/loadgen"
 	"seckill/internal/stockd"
 )
@@ -249,16 +250,12 @@ func (l *load) settle(ctx context.Context) []response {
 	l.mu.Unlock()
 	for _, i := range l.plan.unsettled(sent) {
 		p := l.plan.purchase(i)
-		backoff := 20 * time.Millisecond
+		poll := backoff.Backoff{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}
 		for ctx.Err() == nil {
 			if settled(l.sendAt(ctx, l.url, i, p, true)) {
 				break
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 500*time.Millisecond)
+			_ = poll.Wait(ctx) // an ended ctx ends the loop
 		}
 	}
 	l.mu.Lock()

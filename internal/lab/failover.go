@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
+	"seckill/internal/backoff"
 	"seckill/internal/loadgen"
 	"seckill/internal/servers"
 	"seckill/internal/stockd"
@@ -384,18 +385,15 @@ func lostSales(ctx context.Context, client *http.Client, base string, resps []re
 // receiptSold reads a receipt, asking again while stockd answers that it
 // cannot settle it yet (a replica still catching up answers 503).
 func receiptSold(ctx context.Context, client *http.Client, base, attempt string) (bool, error) {
-	backoff := 20 * time.Millisecond
+	poll := backoff.Backoff{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}
 	for {
 		sold, err := loadgen.ReceiptSold(ctx, client, base, attempt)
 		if err == nil {
 			return sold, nil
 		}
-		select {
-		case <-ctx.Done():
-			return false, fmt.Errorf("%w (last: %w)", ctx.Err(), err)
-		case <-time.After(backoff):
+		if werr := poll.Wait(ctx); werr != nil {
+			return false, fmt.Errorf("%w (last: %w)", werr, err)
 		}
-		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
+	"seckill/internal/backoff"
 	"seckill/internal/localcluster"
 )
 
@@ -42,7 +43,7 @@ func (x *run) stockRedis() *redis.Client {
 func (x *run) pendingOf(rdb *redis.Client, consumer string, ok func(int64) bool, bound time.Duration) (int64, error) {
 	ctx, cancel := x.within(bound)
 	defer cancel()
-	backoff := 10 * time.Millisecond
+	poll := backoff.Backoff{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond}
 	var n int64
 	for {
 		p, err := rdb.XPending(ctx, ordersStream, ordersGroup).Result()
@@ -57,12 +58,9 @@ func (x *run) pendingOf(rdb *redis.Client, consumer string, ok func(int64) bool,
 		if ok(n) {
 			return n, nil
 		}
-		select {
-		case <-ctx.Done():
-			return n, ctx.Err()
-		case <-time.After(backoff):
+		if err := poll.Wait(ctx); err != nil {
+			return n, err
 		}
-		backoff = min(2*backoff, 200*time.Millisecond)
 	}
 }
 
@@ -71,7 +69,7 @@ func (x *run) pendingOf(rdb *redis.Client, consumer string, ok func(int64) bool,
 func (x *run) consuming(rdb *redis.Client, consumer string, bound time.Duration) error {
 	ctx, cancel := x.within(bound)
 	defer cancel()
-	backoff := 10 * time.Millisecond
+	poll := backoff.Backoff{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond}
 	var last error
 	for {
 		cs, err := rdb.XInfoConsumers(ctx, ordersStream, ordersGroup).Result()
@@ -81,12 +79,9 @@ func (x *run) consuming(rdb *redis.Client, consumer string, bound time.Duration)
 				return nil
 			}
 		}
-		select {
-		case <-ctx.Done():
+		if poll.Wait(ctx) != nil {
 			return fmt.Errorf("%s's orders consumer did not join group %s within %v (last: %v)", consumer, ordersGroup, bound, last)
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 200*time.Millisecond)
 	}
 }
 

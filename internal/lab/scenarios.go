@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
+	"seckill/internal/backoff"
 	"seckill/internal/localcluster"
 	"seckill/internal/metrics"
 	"seckill/internal/stock"
@@ -562,7 +563,7 @@ func (x *run) sellOn(i int, readyBound, sellBound time.Duration) (readyAt, soldA
 	ctx, cancel2 := x.within(sellBound)
 	defer cancel2()
 	base := x.c.ReplicaURL(i)
-	backoff := 20 * time.Millisecond
+	poll := backoff.Backoff{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}
 	var last string
 	for {
 		wait := rctx
@@ -581,12 +582,9 @@ func (x *run) sellOn(i int, readyBound, sellBound time.Duration) (readyAt, soldA
 			}
 			last = fmt.Sprintf("reduce: %d %s %s", r.Status, r.Result, r.Error)
 		}
-		select {
-		case <-wait.Done():
-			return readyAt, time.Time{}, fmt.Errorf("%w (last: %s)", wait.Err(), last)
-		case <-time.After(backoff):
+		if err := poll.Wait(wait); err != nil {
+			return readyAt, time.Time{}, fmt.Errorf("%w (last: %s)", err, last)
 		}
-		backoff = min(backoff*2, 500*time.Millisecond)
 	}
 }
 

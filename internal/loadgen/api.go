@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
+	"seckill/internal/backoff"
 )
 
 // Sentinel errors of the admin and read calls; returned errors wrap them.
@@ -33,7 +34,7 @@ var (
 // safe.
 func Reset(ctx context.Context, client *http.Client, base, token string, n int) error {
 	body, _ := json.Marshal(api.Reset{Stock: int64(n)})
-	pause := resetPause
+	pause := backoff.Backoff{Initial: resetPause}
 	for sent := 1; ; sent++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/stock/reset", bytes.NewReader(body))
 		if err != nil {
@@ -46,14 +47,9 @@ func Reset(ctx context.Context, client *http.Client, base, token string, n int) 
 		if err == nil || sent == resetSends || !errors.As(err, &se) || se.status != http.StatusServiceUnavailable {
 			return err
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if pause.Wait(ctx) != nil {
 			return err
-		case <-t.C:
 		}
-		pause *= 2
 	}
 }
 

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/backoff"
 )
 
 // Timing of the loop. A read blocks at most readBlock so that a cancelled
@@ -59,26 +60,21 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer c.running.Store(false)
 	l := loop{c: c, own: true}
-	delay := backoffMin
+	// Jitter keeps replicas that failed together from retrying in step.
+	retry := backoff.Backoff{Initial: backoffMin, Max: backoffMax, Jitter: 0.5}
 	for ctx.Err() == nil {
 		err := l.step(ctx)
 		if err == nil {
-			delay = backoffMin
+			retry.Reset()
 			continue
 		}
 		if ctx.Err() != nil {
 			break
 		}
 		c.stats.errors.Add(1)
+		delay := retry.Next()
 		c.log.Warn("orders: retrying", "err", err, "in", delay)
-		// Jitter keeps replicas that failed together from retrying in step.
-		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-		delay = min(2*delay, backoffMax)
+		_ = backoff.Sleep(ctx, delay) // an ended ctx ends the loop
 	}
 	return nil
 }

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"seckill/internal/backoff"
 )
 
 // ErrNotInstalled is returned when a server binary is missing from PATH.
@@ -122,7 +124,7 @@ func (p *Process) start(ctx context.Context) error {
 func (p *Process) waitReady(ctx context.Context, exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, p.spec.ReadyTimeout)
 	defer cancel()
-	backoff := 10 * time.Millisecond
+	poll := backoff.Backoff{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond}
 	for {
 		probeCtx, probeCancel := context.WithTimeout(ctx, time.Second)
 		err := p.spec.Ready(probeCtx, p.spec.Addr)
@@ -137,9 +139,8 @@ func (p *Process) waitReady(ctx context.Context, exited <-chan struct{}) error {
 			return fmt.Errorf("exited during start-up (last probe: %v)", err)
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last probe: %v)", ctx.Err(), err)
-		case <-time.After(backoff):
+		case <-time.After(poll.Next()):
 		}
-		backoff = min(backoff*2, 200*time.Millisecond)
 	}
 }
 

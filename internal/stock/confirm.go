@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"seckill/internal/backoff"
 )
 
 // confirm.go: the service's side of exactly-once (see the package doc).
@@ -39,7 +41,7 @@ func (e *UnconfirmedError) Unwrap() []error { return []error{ErrUnconfirmed, e.E
 func (s *Service) confirm(ctx context.Context, op func(context.Context) error) (tries int, err error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ConfirmTimeout)
 	defer cancel()
-	backoff := confirmMinBackoff
+	retry := backoff.Backoff{Initial: confirmMinBackoff, Max: confirmMaxBackoff}
 	for {
 		tries++
 		err = op(cctx)
@@ -52,13 +54,8 @@ func (s *Service) confirm(ctx context.Context, op func(context.Context) error) (
 		if err == nil || !errors.Is(err, ErrUnavailable) {
 			return tries, err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-cctx.Done():
-			t.Stop()
+		if retry.Wait(cctx) != nil {
 			return tries, err
 		}
-		backoff = min(2*backoff, confirmMaxBackoff)
 	}
 }

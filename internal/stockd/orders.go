@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"seckill/internal/backoff"
 	"seckill/internal/metrics"
 	"seckill/internal/orders"
 )
@@ -138,7 +139,7 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 // ensureOrdersSchema creates the orders table, retrying with a backoff
 // until it succeeds (true) or ctx ends (false).
 func ensureOrdersSchema(ctx context.Context, log *slog.Logger, db *sql.DB, uniqueBuyer bool) bool {
-	delay := ordersRetryMin
+	retry := backoff.Backoff{Initial: ordersRetryMin, Max: ordersRetryMax}
 	for {
 		sctx, cancel := context.WithTimeout(ctx, ordersSchemaTimeout)
 		err := orders.EnsureSchema(sctx, db, orders.DefaultTable, uniqueBuyer)
@@ -149,15 +150,11 @@ func ensureOrdersSchema(ctx context.Context, log *slog.Logger, db *sql.DB, uniqu
 		if ctx.Err() != nil {
 			return false
 		}
+		delay := retry.Next()
 		log.Warn("durable orders: MySQL not ready; orders wait in the ledger stream", "err", err, "retry_in", delay)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if backoff.Sleep(ctx, delay) != nil {
 			return false
-		case <-t.C:
 		}
-		delay = min(2*delay, ordersRetryMax)
 	}
 }
 

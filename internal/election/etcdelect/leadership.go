@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"seckill/internal/backoff"
 	"seckill/internal/election"
 	"seckill/internal/lock"
 )
@@ -106,7 +107,7 @@ func (l *leadership) watch(cli *clientv3.Client) {
 // while etcd does not answer (the session's end stops it if that lasts).
 // It reports whether the tenure goes on; l.seen is then the read's revision.
 func (l *leadership) reread(ctx context.Context) bool {
-	wait := rereadMin
+	retry := backoff.Backoff{Initial: rereadMin, Max: rereadMax}
 	for {
 		rctx, cancel := context.WithTimeout(ctx, closeTimeout)
 		err := l.Check(rctx)
@@ -125,9 +126,8 @@ func (l *leadership) reread(ctx context.Context) bool {
 			return false
 		case <-ctx.Done():
 			return false
-		case <-time.After(wait):
+		case <-time.After(retry.Next()):
 		}
-		wait = min(2*wait, rereadMax)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"seckill/internal/backoff"
 	"seckill/internal/lock"
 	"seckill/internal/lock/cohort"
 )
@@ -97,7 +98,7 @@ func (l *Locker) contendRedis(ctx context.Context, key string) (*hold, error) {
 			timer.Stop()
 		}
 	}()
-	backoff := minRetry
+	retry := backoff.Backoff{Initial: minRetry, Max: maxRetry}
 	for {
 		sent := time.Now()
 		res, err := l.runAcquire(ctx, k, owner)
@@ -117,7 +118,7 @@ func (l *Locker) contendRedis(ctx context.Context, key string) (*hold, error) {
 			return l.got(key, k, owner, res.token, sent.Add(res.pttl))
 		}
 
-		wait := backoff
+		wait := retry.Next()
 		if res.pttl > 0 && res.pttl+time.Millisecond < wait {
 			wait = res.pttl + time.Millisecond // the holder may have died: look again as it expires
 		}
@@ -131,7 +132,6 @@ func (l *Locker) contendRedis(ctx context.Context, key string) (*hold, error) {
 			l.handedOver.Add(1)
 			return l.got(key, k, owner, token, time.Now().Add(l.ttl))
 		case <-timer.C:
-			backoff = min(2*backoff, maxRetry)
 		case <-ctx.Done():
 			l.withdraw(k, owner)
 			return nil, ctx.Err()
