@@ -391,7 +391,7 @@ func (a *Aggregator) books(b Books, reads []replicaRead) Books {
 		}
 		b.Initial = a.learned
 	}
-	b.Excess = b.Stock + b.Lucky - b.Initial
+	b.Excess = api.Books{Stock: b.Stock, Lucky: b.Lucky, Initial: b.Initial}.Excess()
 	b.Oversold = b.Excess != 0 || b.Stock < 0
 	return b
 }

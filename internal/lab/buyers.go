@@ -315,7 +315,7 @@ func (x *run) buyerBooks(ctx context.Context, client *http.Client, st api.Stock,
 	}
 	r := x.res
 	r.Orders = v.Buyers
-	r.Consistent = st.Stock+st.Lucky == int64(r.Initial) && st.Lucky == int64(v.Orders)
+	r.Consistent = api.Books{Stock: st.Stock, Lucky: st.Lucky, Initial: int64(r.Initial)}.Balanced() && st.Lucky == int64(v.Orders)
 	x.problems = append(x.problems, v.problems...)
 	x.notef("orders %d, ledger %d, MySQL %s; %d buyers, %d replayed, %d limit_reached, %d re-sent (%d after no verdict)",
 		v.Orders, v.Ledger.Orders, durableText(v.Ledger), v.BuyersWithOrders, v.Replayed, v.LimitReached, v.resent, v.unknown)

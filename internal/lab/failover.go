@@ -405,7 +405,7 @@ func receiptSold(ctx context.Context, client *http.Client, base, attempt string)
 func failoverConsistent(r *Result) (ok bool, extra int64) {
 	held := int64(r.Sold - r.Failover.Lost + r.UnconfirmedSold)
 	extra = r.Lucky - held
-	ok = r.Stock+r.Lucky == int64(r.Initial) && extra >= 0 && extra <= int64(r.Errors)
+	ok = r.books().Balanced() && extra >= 0 && extra <= int64(r.Errors)
 	return ok, extra
 }
 

@@ -237,6 +237,12 @@ type Result struct {
 	Note       string `json:"note,omitempty"`
 }
 
+// books are the cell's stock and lucky as read back, over its initial
+// stock.
+func (r Result) books() api.Books {
+	return api.Books{Stock: r.Stock, Lucky: r.Lucky, Initial: int64(r.Initial)}
+}
+
 // Passed reports whether the cell showed what it must.
 func (r Result) Passed() bool { return r.Status == "pass" }
 
@@ -599,7 +605,7 @@ func (x *run) books(client *http.Client, resps []response) error {
 		return fmt.Errorf("read stock back: %w", err)
 	}
 	r.Stock, r.Lucky = st.Stock, st.Lucky
-	r.Oversold = max(0, st.Stock+st.Lucky-int64(r.Initial))
+	r.Oversold = r.books().Oversold()
 	// A segment below zero sold units it did not have, even when another
 	// segment's leftovers make the sum balance.
 	for i, n := range st.Segments {
@@ -639,7 +645,7 @@ func (x *run) books(client *http.Client, resps []response) error {
 			}
 		}
 	}
-	r.Consistent = st.Stock+st.Lucky == int64(r.Initial) && st.Lucky >= answered && st.Lucky <= answered+unanswered
+	r.Consistent = r.books().Balanced() && st.Lucky >= answered && st.Lucky <= answered+unanswered
 	if r.Consistent && st.Lucky > answered {
 		x.notef("%d sale(s) of the killed replica took effect with their answer lost (502)", st.Lucky-answered)
 	}

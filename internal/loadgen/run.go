@@ -295,7 +295,8 @@ func Summarize(backend string, initial int, responses []Response, elapsed time.D
 			}
 		}
 	}
-	r.Oversold = max(0, r.Stock+r.Lucky-want, told-want)
+	books := api.Books{Stock: r.Stock, Lucky: r.Lucky, Initial: want}
+	r.Oversold = max(books.Oversold(), told-want)
 	if len(s.Segments) > 0 {
 		r.Segments = slices.Clone(s.Segments)
 	}
@@ -304,7 +305,7 @@ func Summarize(backend string, initial int, responses []Response, elapsed time.D
 			r.NegativeSegments++
 		}
 	}
-	r.Consistent = r.Stock+r.Lucky == want && told == r.Lucky && r.Stock >= 0 &&
+	r.Consistent = books.Balanced() && told == r.Lucky && r.Stock >= 0 &&
 		r.NegativeSegments == 0
 	r.FalseSoldOut = falseSoldOuts(responses)
 	r.DurationMS = ms(elapsed)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/api"
 	"seckill/internal/election"
 	"seckill/internal/stock"
 )
@@ -192,9 +193,9 @@ func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
 	if r.Stock < 0 {
 		bad = append(bad, fmt.Sprintf("stock is negative: %d", r.Stock))
 	}
-	if r.Stock+r.Lucky != initial {
+	if books := (api.Books{Stock: r.Stock, Lucky: r.Lucky, Initial: initial}); !books.Balanced() {
 		bad = append(bad, fmt.Sprintf("stock+lucky = %d+%d = %d, want initial %d (oversold by %d)",
-			r.Stock, r.Lucky, r.Stock+r.Lucky, initial, r.Stock+r.Lucky-initial))
+			r.Stock, r.Lucky, r.Stock+r.Lucky, initial, books.Excess()))
 	}
 	if a.cfg.Ledger != nil {
 		more, err := a.checkLedger(ctx, &r)
