@@ -160,7 +160,8 @@ type Leader struct {
 	Self     string `json:"self"`
 	IsLeader bool   `json:"is_leader"`
 	Term     uint64 `json:"term"`
-	// Backend is "none" when the election is off; empty otherwise.
+	// Backend is the election's backend ("etcd", "zookeeper"), "none" when
+	// the election is off.
 	Backend string `json:"backend,omitempty"`
 	Error   string `json:"error,omitempty"`
 }

@@ -20,6 +20,9 @@ type LeaderStatus interface {
 	// Leader reads who leads now from the coordination server
 	// (election.ErrNoLeader when nobody does).
 	Leader(ctx context.Context) (election.Leader, error)
+	// Backend names the election's implementation ("etcd", "zookeeper"),
+	// which /leader reports: terms compare only within one backend.
+	Backend() string
 }
 
 // leaderReadTimeout bounds the fresh read: /leader is polled by
@@ -27,8 +30,8 @@ type LeaderStatus interface {
 // prompt 503, not a hung request.
 const leaderReadTimeout = 2 * time.Second
 
-// leader answers GET /leader. Without an election (Deps.Leader nil) it says
-// backend "none".
+// leader answers GET /leader, naming the election's backend; without an
+// election (Deps.Leader nil) that is "none".
 func (a *server) leader(c *gin.Context) {
 	v := api.Leader{Self: a.cfg.Replica}
 	ls := a.deps.Leader
@@ -37,6 +40,7 @@ func (a *server) leader(c *gin.Context) {
 		c.JSON(http.StatusOK, v)
 		return
 	}
+	v.Backend = ls.Backend()
 	ctx, cancel := context.WithTimeout(c.Request.Context(), leaderReadTimeout)
 	defer cancel()
 	v.IsLeader = ls.Status().Leading

@@ -26,6 +26,8 @@ type fakeLeader struct {
 
 func (f *fakeLeader) Status() election.Status { return election.Status{Leading: f.leading} }
 
+func (f *fakeLeader) Backend() string { return "etcd" }
+
 func (f *fakeLeader) Leader(ctx context.Context) (election.Leader, error) {
 	_, f.sawDeadline = ctx.Deadline()
 	return f.read, f.err
@@ -60,17 +62,17 @@ func TestLeader(t *testing.T) {
 		{"backend none", nil, http.StatusOK,
 			api.Leader{Self: replica, Backend: "none"}},
 		{"leader", &fakeLeader{leading: true, read: election.Leader{ID: replica, Term: 7}}, http.StatusOK,
-			api.Leader{Self: replica, Leader: replica, IsLeader: true, Term: 7}},
+			api.Leader{Self: replica, Leader: replica, IsLeader: true, Term: 7, Backend: "etcd"}},
 		{"not leader", &fakeLeader{read: election.Leader{ID: "r-other", Term: 8}}, http.StatusOK,
-			api.Leader{Self: replica, Leader: "r-other", Term: 8}},
+			api.Leader{Self: replica, Leader: "r-other", Term: 8, Backend: "etcd"}},
 		// Paused past its session: the local flag is still set, the server
 		// already names a successor. The fresh read wins.
 		{"stale local flag", &fakeLeader{leading: true, read: election.Leader{ID: "r-other", Term: 9}}, http.StatusOK,
-			api.Leader{Self: replica, Leader: "r-other", Term: 9}},
+			api.Leader{Self: replica, Leader: "r-other", Term: 9, Backend: "etcd"}},
 		{"no leader", &fakeLeader{leading: true, err: fmt.Errorf("etcdelect: %w", election.ErrNoLeader)}, http.StatusOK,
-			api.Leader{Self: replica}},
+			api.Leader{Self: replica, Backend: "etcd"}},
 		{"read fails", &fakeLeader{leading: true, err: errDown}, http.StatusServiceUnavailable,
-			api.Leader{Self: replica, Error: errDown.Error()}},
+			api.Leader{Self: replica, Error: errDown.Error(), Backend: "etcd"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,8 +99,8 @@ func TestLeaderReadIsBounded(t *testing.T) {
 	}
 	start := time.Now()
 	code, got := getLeader(t, blockingLeader{})
-	if code != http.StatusServiceUnavailable || got.Error == "" || got.IsLeader {
-		t.Fatalf("got %d %+v, want 503 with an error and is_leader false", code, got)
+	if code != http.StatusServiceUnavailable || got.Error == "" || got.IsLeader || got.Backend != "zookeeper" {
+		t.Fatalf("got %d %+v, want 503 with an error, is_leader false and the backend", code, got)
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("answered after %v", d)
@@ -108,6 +110,8 @@ func TestLeaderReadIsBounded(t *testing.T) {
 type blockingLeader struct{}
 
 func (blockingLeader) Status() election.Status { return election.Status{Leading: true} }
+
+func (blockingLeader) Backend() string { return "zookeeper" }
 
 func (blockingLeader) Leader(ctx context.Context) (election.Leader, error) {
 	<-ctx.Done()

@@ -46,6 +46,10 @@ func TestLockAndElectionShareTheSession(t *testing.T) {
 			if tc.session(w) != sess || len(w.closers) != clients {
 				t.Fatalf("the election built clients of its own: %d closers, want %d", len(w.closers), clients)
 			}
+			// GET /leader names the election's backend through the status.
+			if got := (leaderStatus{Elector: el}).Backend(); got != tc.backend {
+				t.Fatalf("the status names backend %q, want %q", got, tc.backend)
+			}
 		})
 	}
 }
