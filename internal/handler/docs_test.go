@@ -1,0 +1,207 @@
+package handler_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"seckill/internal/election"
+	"seckill/internal/handler"
+	"seckill/internal/metrics"
+	"seckill/internal/stock"
+)
+
+// The README's "API" section against the router: every route documented,
+// the replica named as the section says, and the admin back-off's 429 on
+// exactly the rows whose routes answer it.
+
+// readmeAPI is the README's "## API" section.
+func readmeAPI(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## API\n")
+	if !ok {
+		t.Fatal(`README: no "## API" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	return section
+}
+
+// apiRows maps "GET /orders/:id" to the rows of the README's API table whose
+// request column starts with it (a query string left out).
+func apiRows(t *testing.T) map[string][]string {
+	t.Helper()
+	request := regexp.MustCompile("^\\| `([A-Z]+) (/[^`?\\s]*)")
+	rows := map[string][]string{}
+	for line := range strings.SplitSeq(readmeAPI(t), "\n") {
+		if m := request.FindStringSubmatch(line); m != nil {
+			rows[m[1]+" "+m[2]] = append(rows[m[1]+" "+m[2]], line)
+		}
+	}
+	if len(rows) == 0 {
+		t.Fatal("README: no rows in the API table")
+	}
+	return rows
+}
+
+// docsAPI is the whole API over fakes, with an order sold by another
+// replica ("r2") and an election.
+func docsAPI(t *testing.T) (http.Handler, gin.RoutesInfo) {
+	t.Helper()
+	sold := sellerFunc(func(context.Context) (stock.Sale, error) {
+		return stock.Sale{StockAfter: 4, Token: 7, Attempt: "a1"}, nil
+	})
+	h := handler.New(handler.Config{Replica: replica, Backend: "local", Mode: "locked", AdminToken: token},
+		handler.Deps{
+			Seller: sold, Inventory: &cannedInventory{status: stock.Status{Stock: 5}},
+			Orders: &fakeOrders{
+				orders: map[string]stock.Order{"p-1": order1}, byUser: []stock.Order{order1}, total: 1,
+				stats: stock.LedgerStats{Sale: "s1", Orders: 1, Buyers: 1, Lucky: 1},
+			},
+			Leader:  &fakeLeader{read: election.Leader{ID: "r2", Term: 3}},
+			Metrics: metrics.New(prometheus.Labels{"replica": replica}),
+			Logger:  slog.New(slog.DiscardHandler),
+		})
+	engine, ok := h.(*gin.Engine)
+	if !ok {
+		t.Fatalf("handler.New returned a %T, not the gin engine", h)
+	}
+	return h, engine.Routes()
+}
+
+// call sends method path to h from peer with admin token tok, filling the
+// route's parameters.
+func call(h http.Handler, method, path, peer, tok string) *httptest.ResponseRecorder {
+	path = strings.NewReplacer(":attempt", "a1", ":id", "p-1").Replace(path)
+	if path == "/orders" {
+		path += "?user=alice"
+	}
+	var req *http.Request
+	if method == http.MethodPost && path == "/stock/reset" {
+		req = httptest.NewRequest(method, path, strings.NewReader(`{"stock":5}`))
+	} else {
+		req = httptest.NewRequest(method, path, nil)
+	}
+	req.RemoteAddr = peer + ":4321"
+	req.Header.Set("X-Admin-Token", tok)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// Every route has its row in the README's API table.
+func TestReadmeAPIDocumentsEveryRoute(t *testing.T) {
+	rows := apiRows(t)
+	_, routes := docsAPI(t)
+	for _, r := range routes {
+		if len(rows[r.Method+" "+r.Path]) == 0 {
+			t.Errorf("README's API table has no row for %s %s", r.Method, r.Path)
+		}
+	}
+}
+
+// The README says which answers do not carry the answering replica as
+// "replica" in a JSON body; every other answer does, and every answer has
+// the X-Replica header.
+func TestReadmeReplicaInEveryAnswer(t *testing.T) {
+	// The exceptions, and how each one shows it.
+	exceptions := map[string]func(rec *httptest.ResponseRecorder) bool{
+		"GET /metrics": func(rec *httptest.ResponseRecorder) bool {
+			return !strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json")
+		},
+		"GET /leader": func(rec *httptest.ResponseRecorder) bool {
+			var v map[string]any
+			if json.Unmarshal(rec.Body.Bytes(), &v) != nil {
+				return false
+			}
+			_, has := v["replica"]
+			return !has && v["self"] == replica
+		},
+		"GET /orders/:id": func(rec *httptest.ResponseRecorder) bool {
+			var v map[string]any
+			return json.Unmarshal(rec.Body.Bytes(), &v) == nil && v["replica"] == order1.Replica
+		},
+	}
+	h, routes := docsAPI(t)
+	for _, r := range append(routes,
+		gin.RouteInfo{Method: http.MethodGet, Path: "/no-such-route"},
+		gin.RouteInfo{Method: http.MethodGet, Path: "/stock/reduce"}) {
+		name := r.Method + " " + r.Path
+		rec := call(h, r.Method, r.Path, "192.0.2.1", token)
+		if got := rec.Header().Get("X-Replica"); got != replica {
+			t.Errorf("%s: X-Replica %q, want %q", name, got, replica)
+		}
+		if is, ok := exceptions[name]; ok {
+			if !is(rec) {
+				t.Errorf("%s: answered %d %s, which is no longer the exception the README names", name, rec.Code, rec.Body)
+			}
+			continue
+		}
+		var v struct {
+			Replica *string `json:"replica"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || v.Replica == nil || *v.Replica != replica {
+			t.Errorf("%s: answered %d %s: want JSON with \"replica\":%q, as the README says", name, rec.Code, rec.Body, replica)
+		}
+	}
+	_, statement, ok := strings.Cut(readmeAPI(t), "Every answer of stockd's routes")
+	statement, _, _ = strings.Cut(statement, "\n")
+	if !ok {
+		t.Fatal(`README: the API section's "Every answer of stockd's routes…" statement is gone`)
+	}
+	for name := range exceptions {
+		_, path, _ := strings.Cut(name, " ")
+		if !strings.Contains(statement, path+"`") {
+			t.Errorf("README's statement of the replica does not name the exception %s:\n%s", name, statement)
+		}
+	}
+}
+
+// A source shut out by the admin back-off is answered 429 with Retry-After
+// on exactly the routes whose README rows say so.
+func TestReadmeAdminShutOutRoutes(t *testing.T) {
+	clock := time.Unix(1_700_000_000, 0)
+	defer handler.SetNow(func() time.Time { return clock })()
+	const peer = "198.51.100.7"
+	h, routes := docsAPI(t)
+	shutOut := false
+	for range 20 {
+		if rec := call(h, http.MethodPost, "/stock/reset", peer, "wrong-token-0000"); rec.Code == http.StatusTooManyRequests {
+			shutOut = true
+			break
+		}
+	}
+	if !shutOut {
+		t.Fatal("20 wrong admin tokens never shut the source out")
+	}
+	rows := apiRows(t)
+	const says = "`429` with `Retry-After`"
+	for _, r := range routes {
+		name := r.Method + " " + r.Path
+		rec := call(h, r.Method, r.Path, peer, "wrong-token-0000")
+		got := rec.Code == http.StatusTooManyRequests
+		if got && rec.Header().Get("Retry-After") == "" {
+			t.Errorf("%s: 429 without Retry-After", name)
+		}
+		documented := false
+		for _, row := range rows[name] {
+			documented = documented || strings.Contains(row, says)
+		}
+		if got != documented {
+			t.Errorf("%s: answers a shut-out source 429: %v; its README row says %s: %v", name, got, says, documented)
+		}
+	}
+}

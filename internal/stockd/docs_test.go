@@ -1,0 +1,262 @@
+package stockd
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"seckill/internal/stock"
+)
+
+// The README and docs/ state what the configuration accepts; these tests
+// hold them to the validator, so that a rule changed on one side and not the
+// other fails here.
+
+const readmeFile = "../../README.md"
+
+// docFiles are the README and every page in docs/.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("docs/*.md: %v (%d pages)", err, len(pages))
+	}
+	return append([]string{readmeFile}, pages...)
+}
+
+func readDoc(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// readmeConfigRows maps each key to the row of the README's configuration
+// table whose first column names it.
+func readmeConfigRows(t *testing.T) map[string]string {
+	t.Helper()
+	_, section, ok := strings.Cut(readDoc(t, readmeFile), "\n## Configuration\n")
+	if !ok {
+		t.Fatal(`README: no "## Configuration" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	rows := map[string]string{}
+	keyName := regexp.MustCompile("`([a-z_.]+)`")
+	for line := range strings.SplitSeq(section, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		first, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " | ")
+		for _, m := range keyName.FindAllStringSubmatch(first, -1) {
+			rows[m[1]] = line
+		}
+	}
+	if len(rows) == 0 {
+		t.Fatal("README: no rows in the configuration table")
+	}
+	return rows
+}
+
+// Every key has a row of its own in the README's configuration table.
+func TestReadmeConfigTableNamesEveryKey(t *testing.T) {
+	rows := readmeConfigRows(t)
+	for _, k := range keys {
+		if _, ok := rows[k.name]; !ok {
+			t.Errorf("README's configuration table has no row for %s", k.name)
+		}
+	}
+	for name := range rows {
+		if !knownKey(name) {
+			t.Errorf("README's configuration table has a row for %s, which is no key", name)
+		}
+	}
+}
+
+// probeEnv is a configuration on which every range is checked: a mysql
+// lock (mysql.*) and JWT buyers (auth.jwt_leeway).
+var probeEnv = []string{
+	"STOCKD_REPLICA=r1",
+	"STOCKD_ADMIN_TOKEN=" + testAdminToken,
+	"STOCKD_LOCK_BACKEND=mysql",
+	"STOCKD_MYSQL_DSN=seckill:secret@tcp(mysql:3306)/seckill",
+	"STOCKD_AUTH_BUYERS=jwt",
+	"STOCKD_AUTH_JWT_SECRET=0123456789abcdef0123456789abcdef",
+	"STOCKD_AUTH_JWT_ISSUER=shop",
+	"STOCKD_AUTH_JWT_AUDIENCE=seckill",
+}
+
+var betweenMsg = regexp.MustCompile(`^config: ([a-z_.]+): must be between (\S+) and ([^,\s]+)`)
+
+// validatedRanges finds every range the validator enforces by setting each
+// key, one at a time, far below and far above anything sensible: the key
+// maps to its "lo..hi" as the docs write it (durations short: 10m, not
+// 10m0s).
+func validatedRanges(t *testing.T) map[string]string {
+	t.Helper()
+	base, err := Load("", probeEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(base); err != nil {
+		t.Fatalf("the probe's base configuration does not validate: %v", err)
+	}
+	ranges := map[string]string{}
+	for _, k := range keys {
+		for _, v := range []string{"1ns", "1000000h", "-2000000000", "2000000000"} {
+			c, err := Load("", append(slices.Clone(probeEnv), envName(k.name)+"="+v))
+			if err != nil {
+				continue // not this key's type
+			}
+			err = Validate(c)
+			if err == nil {
+				continue
+			}
+			for line := range strings.SplitSeq(err.Error(), "\n") {
+				m := betweenMsg.FindStringSubmatch(line)
+				if m == nil || m[1] != k.name {
+					continue
+				}
+				r := shortBound(m[2]) + ".." + shortBound(m[3])
+				if prev, ok := ranges[k.name]; ok && prev != r {
+					t.Fatalf("%s: two ranges, %s and %s", k.name, prev, r)
+				}
+				ranges[k.name] = r
+			}
+		}
+	}
+	// A probe that finds (almost) nothing has stopped working, not proved
+	// the docs right.
+	if len(ranges) < 25 {
+		t.Fatalf("found only %d validated ranges: %v", len(ranges), ranges)
+	}
+	return ranges
+}
+
+// shortBound writes a bound as the docs do: an integer as is, a duration
+// without its zero minutes and seconds (1h0m0s is 1h).
+func shortBound(s string) string {
+	if _, err := strconv.Atoi(s); err == nil {
+		return s
+	}
+	if _, err := time.ParseDuration(s); err != nil {
+		return s
+	}
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// Every range Validate enforces is written in its key's row of the README's
+// configuration table, as lo..hi.
+func TestReadmeConfigRanges(t *testing.T) {
+	rows := readmeConfigRows(t)
+	for key, r := range validatedRanges(t) {
+		row, ok := rows[key]
+		if !ok {
+			t.Errorf("%s (validated %s) has no row in README's configuration table", key, r)
+			continue
+		}
+		if !strings.Contains(row, r) {
+			t.Errorf("README's row for %s does not state the range Validate enforces, %s:\n%s", key, r, row)
+		}
+	}
+}
+
+// The rule that ties http.write_timeout to the sale's longest answer is
+// stated as Validate applies it: lock.wait_timeout + work.delay +
+// n × stock.confirm_timeout, n one more with a witness. The README's
+// factors are checked at the boundary (equal is refused, 1ms more passes),
+// and every other statement of the sum in the docs must carry them too.
+func TestDocsWriteTimeoutRule(t *testing.T) {
+	rule := regexp.MustCompile("lock\\.wait_timeout \\+ work\\.delay( \\+ (\\d) [×x] stock\\.confirm_timeout \\((\\d) [×x] with stock\\.witness)?")
+	var plain, witness int
+	for _, f := range append(docFiles(t), shippedFile) {
+		text := strings.ReplaceAll(readDoc(t, f), "`", "")
+		for _, m := range rule.FindAllStringSubmatch(text, -1) {
+			if m[1] == "" {
+				t.Errorf("%s: %q leaves out the confirm timeouts Validate adds (+ 2 × stock.confirm_timeout, 3 × with stock.witness)", f, m[0])
+				continue
+			}
+			p, _ := strconv.Atoi(m[2])
+			w, _ := strconv.Atoi(m[3])
+			if plain == 0 {
+				plain, witness = p, w
+			} else if p != plain || w != witness {
+				t.Errorf("%s: %q: the docs disagree on the factors (%d, %d elsewhere)", f, m[0], plain, witness)
+			}
+		}
+	}
+	if plain == 0 {
+		t.Fatal("no statement of the http.write_timeout rule found in the docs")
+	}
+	for _, tc := range []struct {
+		witness  string
+		confirms int
+	}{{"none", plain}, {"etcd", witness}} {
+		c, err := Load("", []string{"STOCKD_REPLICA=r1", "STOCKD_ADMIN_TOKEN=" + testAdminToken})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Stock.Witness = tc.witness
+		c.Lock.WaitTimeout = time.Second
+		c.Work.Delay = stock.Delay{Max: 500 * time.Millisecond}
+		c.Stock.ConfirmTimeout = time.Second
+		c.HTTP.WriteTimeout = c.Lock.WaitTimeout + c.Work.Delay.Max + time.Duration(tc.confirms)*c.Stock.ConfirmTimeout
+		if err := Validate(c); err == nil || !strings.Contains(err.Error(), "config: lock.wait_timeout: ") {
+			t.Errorf("witness %s: write_timeout %s, exactly the documented sum, was not refused: %v", tc.witness, c.HTTP.WriteTimeout, err)
+		}
+		c.HTTP.WriteTimeout += time.Millisecond
+		if err := Validate(c); err != nil {
+			t.Errorf("witness %s: write_timeout %s, just above the documented sum, was refused: %v", tc.witness, c.HTTP.WriteTimeout, err)
+		}
+	}
+}
+
+// A compose command that asks for a lab-only setting says LAB_UNSAFE=true
+// too: without it every stockd exits 2 and `up --wait` fails.
+func TestDocsComposeLabOnlyCommands(t *testing.T) {
+	labOnly := regexp.MustCompile(`\b(LOCK_BACKEND=([a-z-]+)|STOCK_FENCING=false)\b`)
+	found := 0
+	for _, f := range docFiles(t) {
+		for i, line := range strings.Split(readDoc(t, f), "\n") {
+			if !strings.Contains(line, "docker compose") && !strings.Contains(line, "docker-compose ") {
+				continue
+			}
+			for _, m := range labOnly.FindAllStringSubmatch(line, -1) {
+				if m[2] != "" && !slices.Contains(labBackends, m[2]) {
+					continue
+				}
+				found++
+				if !strings.Contains(line, "LAB_UNSAFE=true") {
+					t.Errorf("%s:%d: %s without LAB_UNSAFE=true (stockd refuses it):\n%s", f, i+1, m[1], line)
+				}
+			}
+		}
+	}
+	if found == 0 {
+		t.Error("no compose command with a lab-only setting found: the docs should show one")
+	}
+}
+
+// Issue numbers mean nothing to a reader of the docs.
+func TestDocsNameNoIssueNumbers(t *testing.T) {
+	issue := regexp.MustCompile(`(?i)\bissues? #?\d+|(^|[\s(])#\d+\b`)
+	for _, f := range docFiles(t) {
+		for i, line := range strings.Split(readDoc(t, f), "\n") {
+			if m := issue.FindString(line); m != "" {
+				t.Errorf("%s:%d: names an issue (%q):\n%s", f, i+1, strings.TrimSpace(m), line)
+			}
+		}
+	}
+}
