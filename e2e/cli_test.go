@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/localcluster"
-	"seckill/internal/servers"
+	"seckill/internal/lab/localcluster"
+	"seckill/internal/lab/servers"
 )
 
 var seckillBin struct {

@@ -16,11 +16,11 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/dashboard"
-	"seckill/internal/loadgen"
-	"seckill/internal/localcluster"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/dashboard"
+	"seckill/internal/lab/loadgen"
+	"seckill/internal/lab/localcluster"
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
 )
 
 // dashEnv slows the critical section enough that a locked sale of 200 units

@@ -12,8 +12,8 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/election/audit"
-	"seckill/internal/localcluster"
-	"seckill/internal/servers"
+	"seckill/internal/lab/localcluster"
+	"seckill/internal/lab/servers"
 )
 
 // Election settings of the replicas: short enough for quick failovers.

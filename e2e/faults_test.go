@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"seckill/internal/lab"
-	"seckill/internal/localcluster"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/localcluster"
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
 )
 
 // TestFaultMatrix runs every cell of the fault matrix (package lab) on its

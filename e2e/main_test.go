@@ -1,6 +1,6 @@
 // Package e2e runs seckill end to end from real processes: redis-server,
 // stockd replicas built from this module, and nginx in front of them, all
-// started by internal/localcluster. One cluster serves every test in the
+// started by internal/lab/localcluster. One cluster serves every test in the
 // package; each test switches the replicas to the backend it needs, so the
 // tests must not run in parallel with each other.
 package e2e
@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/localcluster"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/localcluster"
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
 )
 
 // testEnv is every test's stockd configuration: a business delay inside

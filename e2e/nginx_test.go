@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/loadgen"
+	"seckill/internal/lab/loadgen"
 )
 
 // A reduce that reached a replica which then dies must fail at the client

@@ -3,7 +3,7 @@ package e2e
 import (
 	"testing"
 
-	"seckill/internal/loadgen"
+	"seckill/internal/lab/loadgen"
 )
 
 // sale runs the article's flash sale: 500 buyers, 50 at a time, 300 units.

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"seckill/internal/lab"
-	"seckill/internal/loadgen"
-	"seckill/internal/localcluster"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/loadgen"
+	"seckill/internal/lab/localcluster"
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
 )
 
 // shutdownTimeout is stockd's http.shutdown_timeout in these tests, and

@@ -17,9 +17,9 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"seckill/internal/localcluster"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/localcluster"
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
 )
 
 // upstream stands in for a stockd replica: it answers every request 200

@@ -13,7 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"seckill/internal/bench"
+	"seckill/internal/lab/bench"
 )
 
 // benchCmd is `seckill bench`: start a local cluster, run the lock

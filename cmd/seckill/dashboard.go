@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/dashboard"
+	"seckill/internal/lab/dashboard"
 )
 
 // dashboardCmd is `seckill dashboard`: serve the live dashboard of a running
@@ -22,7 +22,7 @@ import (
 // the per-replica numbers need each one's own /metrics) and, with --redis,
 // reads the books straight from Redis. It listens on loopback with a free
 // port unless told otherwise, and prints the URL. Why a command and not a
-// stockd route: see internal/dashboard's package doc.
+// stockd route: see internal/lab/dashboard's package doc.
 func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dashboard", flag.ContinueOnError)
 	replicas := fs.String("replicas", "http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083", "stockd replica base URLs, comma-separated")

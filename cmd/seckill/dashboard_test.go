@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/dashboard"
+	"seckill/internal/lab/dashboard"
 )
 
 // lockedBuffer is an io.Writer the command and the test share.

@@ -17,10 +17,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/dashboard"
 	"seckill/internal/lab"
-	"seckill/internal/loadgen"
-	"seckill/internal/localcluster"
+	"seckill/internal/lab/dashboard"
+	"seckill/internal/lab/loadgen"
+	"seckill/internal/lab/localcluster"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"
 )

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"seckill/internal/api"
-	"seckill/internal/loadgen"
-	"seckill/internal/localcluster"
+	"seckill/internal/lab/loadgen"
+	"seckill/internal/lab/localcluster"
 	"seckill/internal/stockd"
 )
 

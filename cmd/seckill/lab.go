@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"seckill/internal/lab"
-	"seckill/internal/localcluster"
+	"seckill/internal/lab/localcluster"
 )
 
 // labCmd runs the fault-injection matrix: every scenario on every lock

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"seckill/internal/auth"
-	"seckill/internal/loadgen"
+	"seckill/internal/lab/loadgen"
 )
 
 // runCmd is `seckill run`: one verified flash sale against a running cluster.

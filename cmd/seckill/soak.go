@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"seckill/internal/lab"
-	"seckill/internal/localcluster"
+	"seckill/internal/lab/localcluster"
 	"seckill/internal/metrics"
 )
 

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/stockd"
 	"seckill/internal/stockd/stockdtest"
 )

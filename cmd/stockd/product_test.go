@@ -31,6 +31,11 @@ func TestProductBuildHasNoLab(t *testing.T) {
 		return string(out)
 	}
 	product, lab := deps(""), deps("lab")
+	for _, build := range []string{product, lab} {
+		if strings.Contains(build, "seckill/internal/lab") {
+			t.Errorf("stockd links a package of the lab's tools (internal/lab/...):\n%s", build)
+		}
+	}
 	for _, p := range labPackages {
 		if strings.Contains(product, p+"\n") {
 			t.Errorf("the product build links %s", p)

@@ -1,6 +1,6 @@
 // Package api is stockd's HTTP contract: the result labels of a sale and the
 // JSON body of every answer, declared once and imported by the server
-// (internal/handler, internal/stockd) and by its clients (internal/loadgen,
+// (internal/handler, internal/stockd) and by its clients (internal/lab/loadgen,
 // internal/lab, seckill leader, the e2e tests).
 //
 // The field names and values are stable: scripts and other tools parse

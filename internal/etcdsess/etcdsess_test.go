@@ -11,8 +11,8 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"seckill/internal/etcdsess"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
 )
 
 func leaseTTL(t *testing.T, cli *clientv3.Client, id clientv3.LeaseID) int64 {

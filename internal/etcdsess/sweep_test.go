@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"seckill/internal/etcdsess"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/servers/servertest"
 )
 
 // commitKV tells, on commits, when a Txn sent through it has been answered.

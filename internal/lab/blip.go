@@ -17,7 +17,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/backoff"
-	"seckill/internal/localcluster"
+	"seckill/internal/lab/localcluster"
 )
 
 // A blip is a partition shorter than the session: nothing expires, so

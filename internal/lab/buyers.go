@@ -13,7 +13,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/auth"
 	"seckill/internal/backoff"
-	"seckill/internal/loadgen"
+	"seckill/internal/lab/loadgen"
 	"seckill/internal/stockd"
 )
 

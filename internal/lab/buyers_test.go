@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"seckill/internal/api"
-	"seckill/internal/loadgen"
+	"seckill/internal/lab/loadgen"
 )
 
 // fakeLedger is a stockd that answers GET /info, /ledger and /orders from

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"seckill/internal/localcluster"
+	"seckill/internal/lab/localcluster"
 	"seckill/internal/stockd"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
-	"seckill/internal/localcluster"
+	"seckill/internal/lab/localcluster"
 	"seckill/internal/stock"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/backoff"
-	"seckill/internal/loadgen"
-	"seckill/internal/servers"
+	"seckill/internal/lab/loadgen"
+	"seckill/internal/lab/servers"
 	"seckill/internal/stockd"
 )
 

@@ -30,9 +30,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
-	"seckill/internal/loadgen"
-	"seckill/internal/localcluster"
-	"seckill/internal/servers"
+	"seckill/internal/lab/loadgen"
+	"seckill/internal/lab/localcluster"
+	"seckill/internal/lab/servers"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"
 )

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/history"
+	"seckill/internal/lab/history"
 )
 
 // linear.go: every cell's answers checked as a history (package history),

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/loadgen"
+	"seckill/internal/lab/loadgen"
 )
 
 // response is one reduce answer as the load saw it.

@@ -11,7 +11,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/backoff"
-	"seckill/internal/localcluster"
+	"seckill/internal/lab/localcluster"
 )
 
 // orderfaults.go: the faults of the durable orders path: a

@@ -13,7 +13,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/backoff"
-	"seckill/internal/localcluster"
+	"seckill/internal/lab/localcluster"
 	"seckill/internal/metrics"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"

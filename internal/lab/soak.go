@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"seckill/internal/loadgen"
-	"seckill/internal/localcluster"
+	"seckill/internal/lab/loadgen"
+	"seckill/internal/lab/localcluster"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"
 )

@@ -18,8 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
-	"seckill/internal/localcluster"
-	"seckill/internal/servers"
+	"seckill/internal/lab/localcluster"
+	"seckill/internal/lab/servers"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"
 )

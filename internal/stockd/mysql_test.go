@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
 )
 
 // switchable is a TCP front for a MySQL server that first stalls (accepts

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
 )
 
 // stockdCall sends one request to a stockd and decodes its JSON answer.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/servers/servertest"
 )
 
 // The README's recipe for a test token, run as written (bash, openssl,

@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
 )
 
 // sellOnce posts one sale and returns its status and answer.

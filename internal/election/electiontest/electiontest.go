@@ -17,7 +17,7 @@ import (
 
 	"seckill/internal/election"
 	"seckill/internal/election/audit"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/servers/servertest"
 )
 
 // Candidate is one candidate process as the suite sees it.

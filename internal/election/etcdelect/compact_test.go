@@ -13,7 +13,7 @@ import (
 	"seckill/internal/election"
 	"seckill/internal/election/etcdelect"
 	"seckill/internal/etcdsess"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/zksess/zksesstest"
 )
 

@@ -11,8 +11,8 @@ import (
 	"seckill/internal/election/electiontest"
 	"seckill/internal/election/etcdelect"
 	"seckill/internal/etcdsess"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/zksess/zksesstest"
 )
 

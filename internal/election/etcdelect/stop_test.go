@@ -14,7 +14,7 @@ import (
 	"seckill/internal/election"
 	"seckill/internal/election/etcdelect"
 	"seckill/internal/etcdsess"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/servers/servertest"
 )
 
 // A follower waiting in its campaign must stop while etcd is unreachable:

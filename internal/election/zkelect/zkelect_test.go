@@ -7,8 +7,8 @@ import (
 
 	"seckill/internal/election/electiontest"
 	"seckill/internal/election/zkelect"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/zksess/zksesstest"
 )
 

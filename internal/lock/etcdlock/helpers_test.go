@@ -11,9 +11,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"seckill/internal/etcdsess"
+	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/etcdlock"
-	"seckill/internal/servers/servertest"
 )
 
 // cluster is one real etcd plus the clients its lockers were made with, so

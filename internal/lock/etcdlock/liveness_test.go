@@ -10,9 +10,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/etcdlock"
-	"seckill/internal/servers/servertest"
 )
 
 // queuedRun is a batch of Acquires queued on one key behind a holder whose

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/cohort"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
 )
 
 // server is a real MariaDB for one test, with an admin connection pool

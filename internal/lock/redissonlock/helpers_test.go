@@ -8,9 +8,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
 )
 
 // startRedis runs a real redis-server for the test and returns its address.

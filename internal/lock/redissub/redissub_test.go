@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/servers/servertest"
+	"seckill/internal/lab/servers/servertest"
 )
 
 type event struct{ channel, payload string }

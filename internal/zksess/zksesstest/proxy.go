@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/servers"
+	"seckill/internal/lab/servers"
 	"seckill/internal/zksess"
 )
 

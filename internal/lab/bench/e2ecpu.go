@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"seckill/internal/lab/servers"
+)
+
+// procSource is what the CPU split of a long run needs of the cluster
+// (*localcluster.Cluster): the replicas' and Redis's processes.
+type procSource interface {
+	Replicas() int
+	Replica(i int) *servers.Process
+	Redis() *servers.Process
+}
+
+// RunCPU is where a long run's CPU went, per unit sold: on two cores the
+// end-to-end rows are bounded by the machine, not by the lock, when
+// CoresBusy nears 2.
+type RunCPU struct {
+	// CoresBusy is the whole machine's non-idle CPU time over the run's
+	// wall time (/proc/stat): 2 is every core of this machine busy.
+	CoresBusy float64 `json:"cores_busy"`
+	// Per unit sold, in µs: the stockd replicas together, the stock's
+	// Redis, this process (the load generator), and everything else
+	// (nginx, the lock server, other work on the machine).
+	Stockd  float64 `json:"stockd_us_per_sale"`
+	Redis   float64 `json:"redis_us_per_sale"`
+	Loadgen float64 `json:"loadgen_us_per_sale"`
+	Other   float64 `json:"other_us_per_sale"`
+}
+
+// cpuSample is one reading of the counters RunCPU is made of.
+type cpuSample struct {
+	at                           time.Time
+	machine, self, stockd, redis time.Duration
+}
+
+func sampleCPU(ps procSource) cpuSample {
+	s := cpuSample{at: time.Now(), machine: machineBusy(), self: selfCPU()}
+	if ps != nil {
+		for i := range ps.Replicas() {
+			if p := ps.Replica(i); p != nil {
+				s.stockd += procCPU(p.Pid())
+			}
+		}
+		if p := ps.Redis(); p != nil {
+			s.redis = procCPU(p.Pid())
+		}
+	}
+	return s
+}
+
+// split is the CPU between a and b per unit of sold.
+func (b cpuSample) split(a cpuSample, sold int) RunCPU {
+	wall := b.at.Sub(a.at)
+	if wall <= 0 || sold <= 0 {
+		return RunCPU{}
+	}
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(sold) }
+	machine, self, stockd, redis := b.machine-a.machine, b.self-a.self, b.stockd-a.stockd, b.redis-a.redis
+	return RunCPU{
+		CoresBusy: machine.Seconds() / wall.Seconds(),
+		Stockd:    per(stockd), Redis: per(redis), Loadgen: per(self),
+		Other: per(max(machine-stockd-redis-self, 0)),
+	}
+}
+
+// machineBusy is the machine's non-idle CPU time so far, all cores
+// summed: /proc/stat's first line less idle and iowait.
+func machineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 || i >= 7 { // idle, iowait; guest time is in user already
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		busy += n
+	}
+	return time.Duration(busy) * servers.ClockTick
+}

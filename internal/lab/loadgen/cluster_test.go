@@ -1,0 +1,73 @@
+package loadgen_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"seckill/internal/lab/loadgen"
+	"seckill/internal/lab/localcluster"
+	"seckill/internal/lab/servers"
+	"seckill/internal/lab/servers/servertest"
+)
+
+// A buyer-aware sale against real replicas (redis lock, the ledger, limit
+// 1, durable orders in MariaDB): every check of the verdict passes, with
+// cut, answered and racing re-sends all in the mix, and MySQL ends with
+// one row per unit sold.
+func TestBuyersOnLocalCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a local cluster with MariaDB")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	c, err := localcluster.Start(ctx, localcluster.Config{
+		Replicas: 2, Backend: "redis", Stockd: os.Getenv("SECKILL_STOCKD"),
+		Env: map[string]string{
+			"work.delay":           "1ms",
+			"lock.wait_timeout":    "60s",
+			"stock.ledger":         "true",
+			"stock.per_user_limit": "1",
+			"orders.durable":       "true",
+		},
+	})
+	if errors.Is(err, servers.ErrNotInstalled) {
+		servertest.SkipOrFail(t, err, "redis-server nginx-light mariadb-server")
+	}
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if c.MariaDB() == nil {
+		t.Fatal("orders.durable did not start MariaDB")
+	}
+
+	r, err := loadgen.Run(ctx, loadgen.Config{
+		URL: c.URL(), AdminToken: c.AdminToken(), Minter: c.Minter(), Requests: 200, Concurrency: 20, Stock: 100,
+		Users: 150, RetryRate: 0.3, RetryTimeout: 5 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, c.Logs(20))
+	}
+	var text strings.Builder
+	_ = r.WriteText(&text)
+	b := r.Buyers
+	if !r.OK() || b == nil {
+		t.Fatalf("verdict %q, want consistent:\n%s\n%s", r.Verdict(), text.String(), c.Logs(20))
+	}
+	durable := int64(-1)
+	if b.Ledger.Durable != nil {
+		durable = *b.Ledger.Durable
+	}
+	if b.Orders != 100 || b.Ledger.Orders != 100 || b.Ledger.Buyers != 100 || durable != 100 || b.Duplicates != 0 {
+		t.Fatalf("got %d orders answered, ledger %d by %d buyers, MySQL %d, %d duplicates; want 100, 100, 100, 100, 0:\n%s",
+			b.Orders, b.Ledger.Orders, b.Ledger.Buyers, durable, b.Duplicates, text.String())
+	}
+	if b.Resent["timeout"] == 0 || b.Resent["after"] == 0 || b.Resent["race"] == 0 || b.Replayed == 0 {
+		t.Fatalf("got resent %v and %d replays, want all three kinds and some replays:\n%s", b.Resent, b.Replayed, text.String())
+	}
+	t.Logf("\n%s", text.String())
+}
