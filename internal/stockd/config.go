@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/viper"
 
 	"seckill/internal/failpoint"
+	"seckill/internal/replicaname"
 	"seckill/internal/stock"
 )
 
@@ -24,7 +25,7 @@ import (
 // variables, over the defaults. Validate checks it; internal packages
 // receive plain values derived from it, never the Config or viper.
 type Config struct {
-	Replica string `mapstructure:"replica" default:""` // "" = stockd-<n> in compose, else the host name (replica.go)
+	Replica string `mapstructure:"replica" default:""` // "" = stockd-<n> in compose, else the host name (package replicaname)
 	HTTP    struct {
 		Addr            string        `mapstructure:"addr" default:":8080"`
 		ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" default:"10s"`
@@ -202,8 +203,8 @@ func Load(path string, env []string) (*Config, error) {
 	}
 	c.Lab.Failpoints = lookupEnv(env, failpoint.EnvVar)
 	if c.Replica == "" {
-		// Bounded inside (replicaLookupTimeout): Load has no caller's context.
-		c.Replica = defaultReplica(context.Background())
+		// Bounded inside: Load has no caller's context.
+		c.Replica = replicaname.Default(context.Background())
 	}
 	return &c, nil
 }

@@ -3,9 +3,7 @@ package stockd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -46,14 +44,11 @@ func mysqlSessionTTL(c *Config) time.Duration {
 func mysqlBackend(open func(context.Context, mysqllock.Config) (*mysqllock.Locker, error)) func(context.Context, *wiring) (lock.Locker, error) {
 	return func(ctx context.Context, w *wiring) (lock.Locker, error) {
 		cfg := mysqlConfig(w)
-		z := &lazyMySQL{
-			info: lock.Info{Name: w.cfg.Lock.Backend, Safe: true},
-			open: func(ctx context.Context) (*mysqllock.Locker, error) { return open(ctx, cfg) },
-			sem:  make(chan struct{}, 1),
-		}
+		z := mysqllock.NewLazy(lock.Info{Name: w.cfg.Lock.Backend, Safe: true},
+			func(ctx context.Context) (*mysqllock.Locker, error) { return open(ctx, cfg) })
 		sctx, cancel := context.WithTimeout(ctx, mysqlStartTimeout)
 		defer cancel()
-		if _, err := z.get(sctx); err != nil {
+		if _, err := z.Open(sctx); err != nil {
 			// A bad DSN is caught by Validate; what is left is the server.
 			if !errors.Is(err, lock.ErrUnavailable) {
 				return nil, err
@@ -62,105 +57,6 @@ func mysqlBackend(open func(context.Context, mysqllock.Config) (*mysqllock.Locke
 		}
 		return z, nil
 	}
-}
-
-// lazyMySQL is a mysqllock.Locker opened on first successful use.
-type lazyMySQL struct {
-	info lock.Info
-	open func(context.Context) (*mysqllock.Locker, error)
-	sem  chan struct{} // one open at a time, waited for under the caller's ctx
-
-	mu     sync.Mutex
-	lk     *mysqllock.Locker
-	closed bool
-}
-
-var (
-	_ lock.Locker        = (*lazyMySQL)(nil)
-	_ lock.Pinger        = (*lazyMySQL)(nil)
-	_ lock.Closer        = (*lazyMySQL)(nil)
-	_ lock.Describer     = (*lazyMySQL)(nil)
-	_ lock.TokenAdvancer = (*lazyMySQL)(nil)
-)
-
-func (z *lazyMySQL) current() (*mysqllock.Locker, error) {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if z.closed {
-		return nil, fmt.Errorf("mysql: %w", lock.ErrClosed)
-	}
-	return z.lk, nil
-}
-
-// get returns the open locker, opening it if needed. Errors wrap
-// lock.ErrUnavailable (the server, or ctx ending first) or lock.ErrClosed.
-func (z *lazyMySQL) get(ctx context.Context) (*mysqllock.Locker, error) {
-	if lk, err := z.current(); lk != nil || err != nil {
-		return lk, err
-	}
-	select {
-	case z.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("mysql: connect: %w: %w", lock.ErrUnavailable, ctx.Err())
-	}
-	defer func() { <-z.sem }()
-	if lk, err := z.current(); lk != nil || err != nil {
-		return lk, err
-	}
-	lk, err := z.open(ctx)
-	if err != nil {
-		if !errors.Is(err, lock.ErrUnavailable) && ctx.Err() != nil {
-			err = fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
-		}
-		return nil, err
-	}
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if z.closed {
-		_ = lk.Close()
-		return nil, fmt.Errorf("mysql: %w", lock.ErrClosed)
-	}
-	z.lk = lk
-	return lk, nil
-}
-
-func (z *lazyMySQL) Acquire(ctx context.Context, key string) (lock.Lease, error) {
-	lk, err := z.get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return lk.Acquire(ctx, key)
-}
-
-func (z *lazyMySQL) Ping(ctx context.Context) error {
-	lk, err := z.get(ctx)
-	if err != nil {
-		return err
-	}
-	return lk.Ping(ctx)
-}
-
-func (z *lazyMySQL) AdvanceTokens(ctx context.Context, key string, above uint64) error {
-	lk, err := z.get(ctx)
-	if err != nil {
-		return err
-	}
-	return lk.AdvanceTokens(ctx, key, above)
-}
-
-func (z *lazyMySQL) Describe() lock.Info { return z.info }
-
-// Close closes the locker if it was ever opened; an open in flight closes
-// what it opens.
-func (z *lazyMySQL) Close() error {
-	z.mu.Lock()
-	lk := z.lk
-	z.closed, z.lk = true, nil
-	z.mu.Unlock()
-	if lk == nil {
-		return nil
-	}
-	return lk.Close()
 }
 
 // validateMySQL checks the mysql.* keys for the mysql backends.

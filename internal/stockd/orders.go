@@ -4,13 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
-	"seckill/internal/backoff"
 	"seckill/internal/metrics"
 	"seckill/internal/orders"
 )
@@ -54,13 +52,11 @@ func validateLedger(c *Config, bad func(key, format string, args ...any)) {
 	}
 }
 
-// Timing of the durable orders' start: each schema attempt is bounded, and
-// failed ones back off up to a minute (a MySQL down for long is retried,
-// not hammered; sales go on meanwhile, their orders waiting in the stream).
+// Timing of the durable orders' connections.
 const (
-	ordersSchemaTimeout = 5 * time.Second
-	ordersRetryMin      = time.Second
-	ordersRetryMax      = time.Minute
+	// ordersConnectTimeout bounds a connection attempt whose mysql.dsn
+	// sets none.
+	ordersConnectTimeout = 5 * time.Second
 	// ordersIOTimeout bounds one read or write on an orders connection
 	// whose mysql.dsn sets none.
 	ordersIOTimeout = 30 * time.Second
@@ -85,7 +81,7 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 	db, err := openMySQL(w, 4, func(dsn *mysql.Config) {
 		dsn.ClientFoundRows = false
 		if dsn.Timeout == 0 {
-			dsn.Timeout = ordersSchemaTimeout
+			dsn.Timeout = ordersConnectTimeout
 		}
 		if dsn.ReadTimeout == 0 {
 			dsn.ReadTimeout = ordersIOTimeout
@@ -98,14 +94,13 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 		return nil, err
 	}
 
-	uniqueBuyer := cfg.Stock.PerUserLimit == 1
 	c, err := orders.New(orders.Config{
 		Redis:       w.stockRedis(),
 		Stream:      ordersKey(cfg),
 		Group:       cfg.Orders.Group,
 		Consumer:    cfg.Replica,
 		DB:          db,
-		UniqueBuyer: uniqueBuyer,
+		UniqueBuyer: cfg.Stock.PerUserLimit == 1,
 		ClaimIdle:   cfg.Orders.ClaimIdle,
 		Logger:      w.log,
 	})
@@ -116,12 +111,7 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if !ensureOrdersSchema(rctx, w.log, db, uniqueBuyer) {
-			return
-		}
-		w.log.Info("durable orders: storing the ledger in MySQL", "table", orders.DefaultTable,
-			"group", cfg.Orders.Group, "consumer", cfg.Replica)
-		if err := c.Run(rctx); err != nil {
+		if err := c.Serve(rctx); err != nil {
 			w.log.Error("durable orders stopped", "err", err)
 		}
 	})
@@ -134,28 +124,6 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 		return nil
 	})
 	return c, nil
-}
-
-// ensureOrdersSchema creates the orders table, retrying with a backoff
-// until it succeeds (true) or ctx ends (false).
-func ensureOrdersSchema(ctx context.Context, log *slog.Logger, db *sql.DB, uniqueBuyer bool) bool {
-	retry := backoff.Backoff{Initial: ordersRetryMin, Max: ordersRetryMax}
-	for {
-		sctx, cancel := context.WithTimeout(ctx, ordersSchemaTimeout)
-		err := orders.EnsureSchema(sctx, db, orders.DefaultTable, uniqueBuyer)
-		cancel()
-		if err == nil {
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		delay := retry.Next()
-		log.Warn("durable orders: MySQL not ready; orders wait in the ledger stream", "err", err, "retry_in", delay)
-		if backoff.Sleep(ctx, delay) != nil {
-			return false
-		}
-	}
 }
 
 // openMySQL is a pool of at most maxOpen connections to mysql.dsn, as

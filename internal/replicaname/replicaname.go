@@ -1,4 +1,7 @@
-package stockd
+// Package replicaname names a replica that was not given a name: in a
+// compose container, the "<service>-<n>" compose numbers it by, learned
+// from Docker's DNS; elsewhere the host name.
+package replicaname
 
 import (
 	"context"
@@ -17,11 +20,11 @@ import (
 // user-defined network (every compose network) has as its only nameserver.
 const dockerDNS = "127.0.0.11:53"
 
-// replicaLookupTimeout bounds the whole reverse lookup at start-up: a
+// lookupTimeout bounds the whole reverse lookup at start-up: a
 // replica must not hang on a slow resolver to learn a cosmetic name.
-const replicaLookupTimeout = 2 * time.Second
+const lookupTimeout = 2 * time.Second
 
-// defaultReplica is the replica name when replica is not configured: in a
+// Default is the replica name when none is configured: in a
 // compose container, "<service>-<n>" (stockd-1, stockd-2, …) as compose
 // numbers its containers; elsewhere, or when that fails within the timeout,
 // the host name (a container id under plain Docker, the pod name in
@@ -31,12 +34,12 @@ const replicaLookupTimeout = 2 * time.Second
 // per-replica hostname, so the name comes from Docker's DNS: the PTR record
 // of the container's own address is "<container>.<network>", and compose's
 // container names end in the service and the replica number.
-func defaultReplica(ctx context.Context) string {
+func Default(ctx context.Context) string {
 	host, _ := os.Hostname()
 	if !usesDockerDNS("/etc/resolv.conf") {
 		return host
 	}
-	ctx, cancel := context.WithTimeout(ctx, replicaLookupTimeout)
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	for _, ip := range ownAddrs() {
 		names, err := lookupPTR(ctx, dockerDNS, ip)

@@ -1,4 +1,4 @@
-package stockd
+package replicaname
 
 import (
 	"context"
