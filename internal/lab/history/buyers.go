@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"math"
 )
 
 // buyers.go: the sale to named buyers (the order ledger on): the counter,
@@ -14,11 +15,12 @@ import (
 // limit_reached at the per-user limit (which the model accepts at sold out
 // too); else a sale, which records the key.
 
-// buyersState is the stock, the units each named buyer bought, and each
-// purchase's (buyer and key's) sale. Its maps are never changed once made: a step that changes
-// one copies it.
+// buyersState is the stock (with the unanswered sales placed where they
+// were sent, as in the counter), the units each named buyer bought, and
+// each purchase's (buyer and key's) sale. Its maps are never changed once
+// made: a step that changes one copies it.
 type buyersState struct {
-	stock  int64
+	c      counterState
 	bought map[string]int
 	keys   map[purchase]keySale
 }
@@ -29,27 +31,42 @@ type keySale struct{ order string }
 // limit (0: none). checkAfter as in Counter. A replay must name its key's
 // sale (the order, when both are known); a sale's order is unknown when
 // it was settled by its receipt, or never answered.
+//
+// An unanswered send that Check's strip left with no buyer and no key
+// (its buyer's only send) is a plain unit that may have gone, placed
+// where it was sent as in Counter; one that other sends of its buyer
+// could see branches, sold or not. Without that, a run with dozens of
+// cut purchases, each its buyer's only one, branched on every one of them
+// and ran out of its minute.
 func Buyers(initial int64, limit int, checkAfter bool) Model {
-	sell := func(s buyersState, op Op) (buyersState, bool) {
-		if s.stock <= 0 || (op.Key != "" && hasKey(s, op)) {
-			return s, false
+	sell := func(s buyersState, op Op) []buyersState {
+		if op.Key != "" && hasKey(s, op) {
+			return nil
 		}
 		if limit > 0 && op.User != "" && s.bought[op.User] >= limit {
-			return s, false
+			return nil
 		}
-		if checkAfter && op.Outcome == Sold && op.After >= 0 && op.After != s.stock-1 {
-			return s, false
+		var out []buyersState
+		for _, c := range s.c.sell(op, checkAfter) {
+			n := buyersState{c: c, bought: s.bought, keys: s.keys}
+			if op.User != "" {
+				n.bought = maps.Clone(s.bought)
+				n.bought[op.User]++
+			}
+			if op.Key != "" {
+				n.keys = maps.Clone(s.keys)
+				n.keys[purchase{op.User, op.Key}] = keySale{order: op.Order}
+			}
+			out = append(out, n)
 		}
-		n := buyersState{stock: s.stock - 1, bought: s.bought, keys: s.keys}
-		if op.User != "" {
-			n.bought = maps.Clone(s.bought)
-			n.bought[op.User]++
+		return out
+	}
+	with := func(s buyersState, cs []counterState) []any {
+		out := make([]any, len(cs))
+		for i, c := range cs {
+			out[i] = buyersState{c: c, bought: s.bought, keys: s.keys}
 		}
-		if op.Key != "" {
-			n.keys = maps.Clone(s.keys)
-			n.keys[purchase{op.User, op.Key}] = keySale{order: op.Order}
-		}
-		return n, true
+		return out
 	}
 	step := func(state, _, output any) []any {
 		s, op := state.(buyersState), output.(Op)
@@ -57,16 +74,19 @@ func Buyers(initial int64, limit int, checkAfter bool) Model {
 		keyed = keyed && op.Key != ""
 		switch op.Outcome {
 		case Sold, SoldSometime:
-			if n, ok := sell(s, op); ok {
-				return []any{n}
+			sold := sell(s, op)
+			out := make([]any, len(sold))
+			for i, n := range sold {
+				out[i] = n
 			}
+			return out
 		case Replay:
 			if keyed && (ks.order == "" || op.Order == "" || ks.order == op.Order) {
 				return []any{s}
 			}
 		case SoldOut:
-			if !keyed && s.stock == 0 {
-				return []any{s}
+			if !keyed {
+				return with(s, s.c.take(s.c.stock, false))
 			}
 		case LimitReached:
 			// Not held to the stock: the script says sold_out first, but
@@ -77,35 +97,44 @@ func Buyers(initial int64, limit int, checkAfter bool) Model {
 		case NoChange:
 			return []any{s}
 		case Unknown:
-			if n, ok := sell(s, op); ok {
-				return []any{s, n}
-			}
-			return []any{s}
-		case Read:
-			if op.After == s.stock {
+			if op.User == "" && op.Key == "" {
+				s.c.maybe++
 				return []any{s}
 			}
+			out := []any{s}
+			for _, n := range sell(s, op) {
+				out = append(out, n)
+			}
+			return out
+		case Read:
+			return with(s, s.c.take(s.c.stock-op.After, true))
 		}
 		return nil
 	}
-	return newModel(initial, checkAfter, buyersState{stock: initial, bought: map[string]int{}, keys: map[purchase]keySale{}},
+	m := newModel(initial, checkAfter, buyersState{c: counterState{stock: initial, budget: math.MaxInt64}, bought: map[string]int{}, keys: map[purchase]keySale{}},
 		step, buyersEqual, buyersHash, func(s any) string {
 			b := s.(buyersState)
-			return fmt.Sprintf("stock %d, %d buyers, %d keys", b.stock, len(b.bought), len(b.keys))
+			return fmt.Sprintf("stock %d (%d that may have gone), %d buyers, %d keys", b.c.stock, b.c.maybe, len(b.bought), len(b.keys))
 		})
+	m.pinned, m.strip = true, true
+	m.pin = func(op Op) bool { return op.Outcome == Unknown && op.User == "" && op.Key == "" }
+	m.wrap = func(c counterState) any {
+		return buyersState{c: c, bought: map[string]int{}, keys: map[purchase]keySale{}}
+	}
+	return m
 }
 
 func hasKey(s buyersState, op Op) bool { _, ok := s.keys[purchase{op.User, op.Key}]; return ok }
 
 func buyersEqual(a, b any) bool {
 	x, y := a.(buyersState), b.(buyersState)
-	return x.stock == y.stock && maps.Equal(x.bought, y.bought) && maps.Equal(x.keys, y.keys)
+	return x.c == y.c && maps.Equal(x.bought, y.bought) && maps.Equal(x.keys, y.keys)
 }
 
 // buyersHash does not depend on the maps' order: an XOR of each entry's.
 func buyersHash(s any) uint64 {
 	b := s.(buyersState)
-	h := uint64(b.stock) * 0x9e3779b97f4a7c15
+	h := b.c.hash() * 0x9e3779b97f4a7c15
 	entry := func(parts ...string) uint64 {
 		f := fnv.New64a()
 		for _, p := range parts {

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -124,8 +125,17 @@ type Model struct {
 	initial    int64
 	checkAfter bool
 	// pinned: the model keeps an unanswered (or receipt-settled) sale as
-	// a unit to take later, so Check places it where it was sent.
+	// a unit to take later, so Check places it where it was sent; pin
+	// says which ops are kept so (nil: every unanswered and receipt-settled
+	// one).
 	pinned bool
+	pin    func(Op) bool
+	// wrap makes the model's initial state from the counter's (nil: the
+	// counter's is the model's).
+	wrap func(counterState) any
+	// strip, before the search, clears what no other op can consult:
+	// the buyer and key of a buyer's only op, the key of a key's only op.
+	strip bool
 	// from builds the model from another initial state (Check's budget).
 	from func(init any) porcupine.Model
 }
@@ -154,20 +164,7 @@ func Counter(initial int64, checkAfter bool) Model {
 		s, op := state.(counterState), output.(Op)
 		switch op.Outcome {
 		case Sold:
-			if checkAfter && op.After >= 0 {
-				var out []any
-				for _, n := range s.take(s.stock-1-op.After, false) {
-					if n.stock > 0 {
-						n.stock--
-						out = append(out, n)
-					}
-				}
-				return out
-			}
-			if s.stock > 0 {
-				s.stock--
-				return []any{s}
-			}
+			return asAny(s.sell(op, checkAfter))
 		case SoldOut:
 			return asAny(s.take(s.stock, false))
 		case NoChange, Replay, LimitReached:
@@ -185,10 +182,7 @@ func Counter(initial int64, checkAfter bool) Model {
 	}
 	m := newModel(initial, checkAfter, counterState{stock: initial, budget: math.MaxInt64}, step,
 		func(a, b any) bool { return a.(counterState) == b.(counterState) },
-		func(s any) uint64 {
-			c := s.(counterState)
-			return uint64(c.stock)*1_000_003 + uint64(c.maybe)*1_009 + uint64(c.sure)*31 + uint64(c.budget)
-		},
+		func(s any) uint64 { return s.(counterState).hash() },
 		func(s any) string {
 			c := s.(counterState)
 			if c.maybe == 0 && c.sure == 0 {
@@ -209,6 +203,30 @@ type counterState struct {
 	// a check; nil: none known). The unit that left one of them was that
 	// answer's, so no placed sale may take it.
 	named *map[int64]bool
+}
+
+// sell is a sale answered now: one unit, leaving op.After when checkAfter
+// and the answer says (the placed sales taking the units between).
+func (s counterState) sell(op Op, checkAfter bool) []counterState {
+	if checkAfter && op.After >= 0 {
+		var out []counterState
+		for _, n := range s.take(s.stock-1-op.After, false) {
+			if n.stock > 0 {
+				n.stock--
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	if s.stock > 0 {
+		s.stock--
+		return []counterState{s}
+	}
+	return nil
+}
+
+func (s counterState) hash() uint64 {
+	return uint64(s.stock)*1_000_003 + uint64(s.maybe)*1_009 + uint64(s.sure)*31 + uint64(s.budget)
 }
 
 // take has n of the placed sales take their unit now, in every split
@@ -284,12 +302,19 @@ func buildModel(init any, step func(state, input, output any) []any,
 // as name.html.
 func Check(m Model, ops []Op, timeout time.Duration, dir, name string) (Result, error) {
 	ops = resolveKeyed(ops)
+	if m.strip {
+		ops = strip(ops)
+	}
 	model := m.porcupine
 	named, reason := m.named(ops)
 	if m.pinned {
+		pin := m.pin
+		if pin == nil {
+			pin = func(op Op) bool { return op.Outcome == Unknown || op.Outcome == SoldSometime }
+		}
 		ops = slices.Clone(ops)
 		for i, op := range ops {
-			if op.Outcome == Unknown || op.Outcome == SoldSometime {
+			if pin(op) {
 				ops[i].Return = op.Call + 1
 			}
 		}
@@ -308,7 +333,11 @@ func Check(m Model, ops []Op, timeout time.Duration, dir, name string) (Result, 
 		if named != nil {
 			init.named = &named
 		}
-		model = m.from(init)
+		if m.wrap != nil {
+			model = m.from(m.wrap(init))
+		} else {
+			model = m.from(init)
+		}
 	}
 	pops := make([]porcupine.Operation, len(ops))
 	for i, op := range ops {
@@ -444,6 +473,47 @@ func resolveKeyed(ops []Op) []Op {
 		}
 	}
 	return out
+}
+
+// strip clears what no other operation can consult, so that states which
+// differ only there are one: the buyer and key of an operation that is
+// its buyer's only one, the key of one that is its key's only one. A
+// model asks a buyer's count and a key's sale only of that buyer's and
+// that key's other operations, and none comes before this one, so the
+// answers it may give are the same. An unanswered send so stripped is a
+// plain unit that may have gone, which the buyers' model then places
+// where it was sent, as the counter does.
+func strip(ops []Op) []Op {
+	users, keys := map[string]int{}, map[purchase]int{}
+	for _, op := range ops {
+		if op.User != "" {
+			users[op.User]++
+		}
+		if op.Key != "" {
+			keys[purchase{op.User, op.Key}]++
+		}
+	}
+	out := slices.Clone(ops)
+	for i, op := range out {
+		switch {
+		case op.User != "" && users[op.User] == 1:
+			out[i].User, out[i].Key, out[i].Note = "", "", joinNote(op.Note, op.User, op.Key)
+		case op.Key != "" && keys[purchase{op.User, op.Key}] == 1:
+			out[i].Key, out[i].Note = "", joinNote(op.Note, op.Key)
+		}
+	}
+	return out
+}
+
+// joinNote keeps what strip cleared in the picture's label.
+func joinNote(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // unansweredBudget is how many units the unanswered requests took, by the

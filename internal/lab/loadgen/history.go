@@ -65,7 +65,8 @@ func CheckHistory(responses []Response, initial int, st api.Stock, readAt time.T
 	}
 	// The counter's search is one pass however many are in flight (its
 	// unanswered requests are placed where they were sent); the buyers'
-	// model branches on each, hence the bound.
+	// model does the same for a buyer's only send and branches on the
+	// rest, hence the bound.
 	if n := history.InFlight(ops); buyers && n > HistoryMaxInFlight {
 		h.InFlight, h.Skipped = n, "more requests in flight than the checker's bound"
 		return h
