@@ -9,17 +9,17 @@ import (
 	"time"
 )
 
-// The README's "Admin" paragraph states the back-off as the constants here
+// docs/buyers.md's "Admin" paragraph states the back-off as the constants here
 // make it: the free attempts, the first shut-out and its doubling to the cap.
 func TestReadmeAdminBackoff(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/buyers.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, para, ok := strings.Cut(string(b), "**Admin.**")
 	para, _, _ = strings.Cut(para, "\n\n")
 	if !ok {
-		t.Fatal(`README: no "**Admin.**" paragraph`)
+		t.Fatal(`docs/buyers.md: no "**Admin.**" paragraph`)
 	}
 	para = strings.Join(strings.Fields(para), " ") // line breaks are spaces
 	cardinals := []string{"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"}
@@ -43,7 +43,7 @@ func TestReadmeAdminBackoff(t *testing.T) {
 		"`429` with `Retry-After`",
 	} {
 		if !strings.Contains(para, want) {
-			t.Errorf("README's Admin paragraph does not say %q:\n%s", want, para)
+			t.Errorf("docs/buyers.md's Admin paragraph does not say %q:\n%s", want, para)
 		}
 	}
 }

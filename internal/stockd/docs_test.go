@@ -38,13 +38,16 @@ func readDoc(t *testing.T, path string) string {
 	return string(b)
 }
 
-// readmeConfigRows maps each key to the row of the README's configuration
-// table whose first column names it.
+// configFile is the configuration reference.
+const configFile = "../../docs/config.md"
+
+// readmeConfigRows maps each key to the row of the configuration
+// reference's table whose first column names it.
 func readmeConfigRows(t *testing.T) map[string]string {
 	t.Helper()
-	_, section, ok := strings.Cut(readDoc(t, readmeFile), "\n## Configuration\n")
+	_, section, ok := strings.Cut(readDoc(t, configFile), "\n## Configuration\n")
 	if !ok {
-		t.Fatal(`README: no "## Configuration" section`)
+		t.Fatal(`docs/config.md: no "## Configuration" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	rows := map[string]string{}
@@ -59,22 +62,22 @@ func readmeConfigRows(t *testing.T) map[string]string {
 		}
 	}
 	if len(rows) == 0 {
-		t.Fatal("README: no rows in the configuration table")
+		t.Fatal("docs/config.md: no rows in the configuration table")
 	}
 	return rows
 }
 
-// Every key has a row of its own in the README's configuration table.
+// Every key has a row of its own in the docs/config.md's configuration table.
 func TestReadmeConfigTableNamesEveryKey(t *testing.T) {
 	rows := readmeConfigRows(t)
 	for _, k := range keys {
 		if _, ok := rows[k.name]; !ok {
-			t.Errorf("README's configuration table has no row for %s", k.name)
+			t.Errorf("docs/config.md's configuration table has no row for %s", k.name)
 		}
 	}
 	for name := range rows {
 		if !knownKey(name) {
-			t.Errorf("README's configuration table has a row for %s, which is no key", name)
+			t.Errorf("docs/config.md's configuration table has a row for %s, which is no key", name)
 		}
 	}
 }
@@ -157,18 +160,18 @@ func shortBound(s string) string {
 	return s
 }
 
-// Every range Validate enforces is written in its key's row of the README's
+// Every range Validate enforces is written in its key's row of docs/config.md's
 // configuration table, as lo..hi.
 func TestReadmeConfigRanges(t *testing.T) {
 	rows := readmeConfigRows(t)
 	for key, r := range validatedRanges(t) {
 		row, ok := rows[key]
 		if !ok {
-			t.Errorf("%s (validated %s) has no row in README's configuration table", key, r)
+			t.Errorf("%s (validated %s) has no row in docs/config.md's configuration table", key, r)
 			continue
 		}
 		if !strings.Contains(row, r) {
-			t.Errorf("README's row for %s does not state the range Validate enforces, %s:\n%s", key, r, row)
+			t.Errorf("docs/config.md's row for %s does not state the range Validate enforces, %s:\n%s", key, r, row)
 		}
 	}
 }
@@ -259,4 +262,61 @@ func TestDocsNameNoIssueNumbers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Every relative link in the README and docs/ reaches a file that exists
+// and, with a #fragment, a heading of that file: the reference moved into
+// docs/ without leaving links behind.
+func TestDocsLinksResolve(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, from := range docFiles(t) {
+		text := readDoc(t, from)
+		for _, m := range link.FindAllStringSubmatch(stripFences(text), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, frag, _ := strings.Cut(target, "#")
+			path := from
+			if file != "" {
+				path = filepath.Join(filepath.Dir(from), file)
+			}
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("%s: link %s: %v", from, target, err)
+				continue
+			}
+			if frag != "" && strings.HasSuffix(path, ".md") && !slices.Contains(anchors(readDoc(t, path)), frag) {
+				t.Errorf("%s: link %s: no heading #%s in %s", from, target, frag, path)
+			}
+		}
+	}
+}
+
+// stripFences drops fenced code blocks, whose brackets are not links.
+func stripFences(text string) string {
+	var out []string
+	fence := false
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.HasPrefix(line, "```") {
+			fence = !fence
+			continue
+		}
+		if !fence {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// anchors are a Markdown file's heading anchors, as GitHub makes them:
+// lower case, punctuation dropped, spaces as dashes.
+func anchors(text string) []string {
+	drop := regexp.MustCompile(`[^\p{L}\p{N}\- _]`)
+	var out []string
+	for line := range strings.SplitSeq(stripFences(text), "\n") {
+		if h, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " "); ok && strings.HasPrefix(line, "#") {
+			out = append(out, strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(strings.TrimSpace(h)), ""), " ", "-"))
+		}
+	}
+	return out
 }

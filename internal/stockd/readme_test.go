@@ -10,24 +10,24 @@ import (
 	"seckill/internal/lab/servers/servertest"
 )
 
-// The README's recipe for a test token, run as written (bash, openssl,
+// The recipe for a test token (docs/buyers.md), run as written (bash, openssl,
 // basenc) against the real binary: the token it makes buys as alice.
 func TestReadmeTokenRecipe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/buyers.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(readme), "**A token for a test.**")
 	if !ok {
-		t.Fatal(`README: no "**A token for a test.**" paragraph`)
+		t.Fatal(`docs/buyers.md: no "**A token for a test.**" paragraph`)
 	}
 	_, block, ok := strings.Cut(after, "```\n")
 	block, _, ok2 := strings.Cut(block, "```")
 	if !ok || !ok2 || !strings.Contains(block, "http://127.0.0.1:8080/stock/reduce") {
-		t.Fatalf("README: the token recipe's code block is not where the test looks:\n%s", block)
+		t.Fatalf("docs/buyers.md: the token recipe's code block is not where the test looks:\n%s", block)
 	}
 	for _, tool := range []string{"bash", "openssl", "basenc", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
