@@ -26,6 +26,11 @@
 // fail-over delay and an election dependency to a path that the unique key
 // already makes safe, and would stop the drain whenever there is no leader.
 //
+// Design notes follow the package clause.
+package orders
+
+// Design notes.
+//
 // # Resets
 //
 // stock's Reset deletes the stream, and the group with it. Every command
@@ -89,4 +94,3 @@
 // are counted instead. No stream: 0. A stream without the group (just after
 // a reset): its length. A batch held in memory across a reset is not
 // counted.
-package orders

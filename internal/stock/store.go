@@ -26,6 +26,11 @@
 // answers sold out only when one read of every segment finds them all empty
 // (segmented.go).
 //
+// Design notes follow the package clause.
+package stock
+
+// Design notes.
+//
 // The order ledger (Keys.Orders) is written by the same script that
 // takes the unit — the fenced write, or the atomic sale — never by a
 // second call, so a unit sold without its order, or an order without its
@@ -39,7 +44,6 @@
 // wait for replicas with WAIT on the same connection, so a sale answered
 // sold survives a failover to a replica that acknowledged it; one not
 // acknowledged in time is unconfirmed, never sold (replicas.go).
-package stock
 
 import (
 	"context"

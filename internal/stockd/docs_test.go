@@ -1,6 +1,9 @@
 package stockd
 
 import (
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -319,4 +322,39 @@ func anchors(text string) []string {
 		}
 	}
 	return out
+}
+
+// Every package doc says what and why in at most 30 lines; the rest of a
+// package's design lives below its package clause, or in docs/.
+func TestPackageDocsAreShort(t *testing.T) {
+	n := 0
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != "../.." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		if f.Doc == nil {
+			return nil
+		}
+		n++
+		if lines := len(strings.Split(strings.TrimSpace(f.Doc.Text()), "\n")); len(f.Doc.List) > 30 {
+			t.Errorf("%s: the package doc is %d lines (%d of text), want at most 30", path, len(f.Doc.List), lines)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 30 {
+		t.Fatalf("found %d package docs; the walk missed the tree", n)
+	}
 }

@@ -3,6 +3,11 @@
 // servers, and writes the report (docs/benchmarks.md) and chart
 // (docs/bench.svg).
 //
+// Design notes follow the package clause.
+package bench
+
+// Design notes.
+//
 // A run has three parts, all against one set of real servers started by a
 // localcluster (redis, etcd, ZooKeeper, stockd replicas behind nginx), plus
 // a MariaDB the run starts itself for the mysql subjects:
@@ -31,4 +36,3 @@
 //
 // Goals are ratios within the run, never absolute numbers, because the lab
 // runs on two shared cores.
-package bench

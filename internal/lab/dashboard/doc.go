@@ -27,6 +27,11 @@
 // the admin token and POSTs to this handler, which forwards the call to a
 // replica's POST /stock/reset with the token; the token is never stored.
 //
+// Design notes follow the package clause.
+package dashboard
+
+// Design notes.
+//
 // # Why a separate command, not stockd's /dashboard
 //
 // `seckill dashboard` serves it, not stockd: a replica sees only itself, and
@@ -37,4 +42,3 @@
 // The command listens on 127.0.0.1 with a free port by default and prints
 // the URL, because the reset forwards an admin token and the page reads
 // /metrics, which nginx keeps private.
-package dashboard

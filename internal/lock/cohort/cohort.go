@@ -21,6 +21,11 @@
 // waiter becomes the front and acquires anew; its request may overlap the
 // release, which the server orders.
 //
+// Design notes follow the package clause.
+package cohort
+
+// Design notes.
+//
 // # Token
 //
 // A lease's token is Base<<16 | passes: the hold's base (strictly greater
@@ -32,7 +37,6 @@
 // A hold whose server records its holder (a Transferer) is instead passed
 // by a server step that makes a new hold per lease, and a lease's token is
 // its hold's Base as is: the server mints one per lease.
-package cohort
 
 import (
 	"context"

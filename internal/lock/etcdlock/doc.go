@@ -22,6 +22,11 @@
 // keeps waiting after its session expired, and Mutex.Unlock deletes without
 // checking it still owns the key.
 //
+// Design notes follow the package clause.
+package etcdlock
+
+// Design notes.
+//
 // # One etcd contender per process, cohorts
 //
 // Goroutines of one Locker share one session, so they are first serialised
@@ -90,4 +95,3 @@
 // feed.go the prefix watch per contended name, etcdlock.go the Locker.
 // Keys whose put or delete went unconfirmed go to the etcdsess.Sweeper;
 // the session and its validity are etcdsess's.
-package etcdlock

@@ -5,6 +5,11 @@
 // stockd logs a warning at startup for them, and the stock service does not
 // apply fencing to them, so the overselling they cause is visible.
 //
+// Design notes follow the package clause.
+package flawedlock
+
+// Design notes.
+//
 // # The backends and their flaws
 //
 // "setnx" (NewSetNX), after the Jedis article: SETNX key owner, then EXPIRE
@@ -67,4 +72,3 @@
 // A lock named K of backend B lives at "B:lock:K" (RedisKey), with its
 // token counter at "B:token:K". The prefix keeps the backends apart, so a
 // setnx lock left without a TTL by one demo does not block a demo of another.
-package flawedlock

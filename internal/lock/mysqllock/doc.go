@@ -18,6 +18,11 @@
 // server costs the next process a wake-up and an fsynced token commit
 // (DefaultHandoffs says why and what it does to fairness).
 //
+// Design notes follow the package clause.
+package mysqllock
+
+// Design notes.
+//
 // # Waiting
 //
 // A server-side wait (GET_LOCK's timeout, innodb_lock_wait_timeout) is one
@@ -123,4 +128,3 @@
 //   - hold.go: a server hold, its keep-alive, release and loss.
 //   - pool.go: the bounded pool of pinned lock sessions.
 //   - schema.go: the tables, the token mint and advance, the row insert.
-package mysqllock

@@ -14,6 +14,11 @@
 //
 // {K}:fence never expires, so tokens keep increasing across idle periods.
 //
+// Design notes follow the package clause.
+package redislock
+
+// Design notes.
+//
 // # Why hand-off instead of a broadcast
 //
 // A release that publishes "free" to every waiter wakes all of them; all but
@@ -116,4 +121,3 @@
 // fallback retry, withdrawal), hold.go the cohort.Hold (release.lua, the
 // watchdog), redislock.go the Locker and its subscription, advance.go
 // AdvanceTokens. The local queue and passing are the cohort package's.
-package redislock

@@ -23,6 +23,11 @@
 // zero; a Release beyond the count returns lock.ErrNotHeld. Reacquire never
 // takes a lock the owner no longer holds, so a lost lease stays lost.
 //
+// Design notes follow the package clause.
+package redissonlock
+
+// Design notes.
+//
 // # Local queue and hand-off: the cohort package
 //
 // The goroutines of one Locker queue per key in the cohort package, which
@@ -104,4 +109,3 @@
 // locker.go the Locker, ForceUnlock and Close, advance.go AdvanceTokens.
 // Shared with redislock: the renewal timer (watchdog), the pub/sub
 // connection (redissub) and the fencing counter's advance (rediscounter).
-package redissonlock

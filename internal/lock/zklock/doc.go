@@ -21,6 +21,11 @@
 // uncontended sale (663 against raw zk.Lock's 531), for a deletion that
 // fencing makes harmless anyway.
 //
+// Design notes follow the package clause.
+package zklock
+
+// Design notes.
+//
 // # Cohort: one node per process, bounded local hand-off
 //
 // The local half is the cohort package: goroutines of one Locker queue
@@ -88,4 +93,3 @@
 // loss on session events, orphan deletes), zklock.go the Locker and its
 // session subscription. The session, protected creates and their sweep
 // are zksess's.
-package zklock
