@@ -52,7 +52,7 @@ func TestJudge(t *testing.T) {
 }
 
 // The demo shows every backend stockd wires for the sale, the database
-// locks of issue 11 included, each expected to be safe across replicas.
+// MySQL locks included, each expected to be safe across replicas.
 func TestDemoBackends(t *testing.T) {
 	for _, b := range []string{"none", "local", "redis", "redisson", "etcd", "zookeeper", "mysql", "mysql-row"} {
 		if !slices.Contains(Backends, b) {

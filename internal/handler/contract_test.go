@@ -84,7 +84,7 @@ func TestResponseBodiesExact(t *testing.T) {
 			`{"error":"attempt id too long","replica":"r-test"}`},
 		{"reset", nil, &cannedInventory{}, "POST", "/stock/reset", `{"stock":300}`, 200,
 			`{"lucky":0,"replica":"r-test","stock":300}`},
-		// Added with the reset's replica wait (issue 15): the admin is
+		// Added with the reset's replica wait : the admin is
 		// told what the 503 means and what to do.
 		{"reset not replicated", nil, &cannedInventory{err: fmt.Errorf("%w: %w", stock.ErrUnavailable, stock.ErrNotReplicated)},
 			"POST", "/stock/reset", `{"stock":300}`, 503,
@@ -95,7 +95,7 @@ func TestResponseBodiesExact(t *testing.T) {
 			`{"replica":"r-test","status":"ok"}`},
 		{"readyz", nil, &cannedInventory{}, "GET", "/readyz", "", 200,
 			`{"fence":"ok","lock":"ok","redis":"ok","replica":"r-test"}`},
-		// Added with the counter check (issue 15): "stock" comes after the
+		// Added with the counter check: "stock" comes after the
 		// existing fields, which are unchanged.
 		{"readyz, counters checked", nil, &checkedInventory{}, "GET", "/readyz", "", 200,
 			`{"fence":"ok","lock":"ok","redis":"ok","replica":"r-test","stock":"ok"}`},

@@ -226,11 +226,11 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{"string", "POST", "/stock/reset", `{"stock":"300"}`, auth, 400, "integer"},
 		{"overflow", "POST", "/stock/reset", `{"stock":99999999999999999999}`, auth, 400, "integer"},
 		{"unknown field", "POST", "/stock/reset", `{"stock":1,"lucky":5}`, auth, 400, "unknown field"},
-		// Was accepted, the last one winning (issue 15).
+		// Was accepted, the last one winning.
 		{"duplicate field", "POST", "/stock/reset", `{"stock":5,"stock":7}`, auth, 400, `duplicate field "stock"`},
 		{"trailing data", "POST", "/stock/reset", `{"stock":1} {"stock":2}`, auth, 400, "after the JSON"},
 		{"array", "POST", "/stock/reset", `[300]`, auth, 400, "JSON object"},
-		// 413 since issue 15 (was 400: too large is not malformed).
+		// 413 (was 400: too large is not malformed).
 		{"huge body", "POST", "/stock/reset", `{"stock":1,"x":"` + strings.Repeat("a", 8<<10) + `"}`, auth, 413, "larger than"},
 		{"form post", "POST", "/stock/reset", `stock=1`, append([]string{"Content-Type", "application/x-www-form-urlencoded"}, auth...), 415, "Content-Type"},
 		{"text/plain", "POST", "/stock/reset", `{"stock":1}`, append([]string{"Content-Type", "text/plain"}, auth...), 415, "Content-Type"},

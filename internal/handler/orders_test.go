@@ -220,7 +220,7 @@ func TestInfoReportsLedger(t *testing.T) {
 	}
 }
 
-// /info shows the replica wait in effect (issue 15): the acks, their
+// /info shows the replica wait in effect: the acks, their
 // timeout only when they are on, and whether Sentinel is used.
 func TestInfoReportsReplicaAcks(t *testing.T) {
 	for _, tc := range []struct {

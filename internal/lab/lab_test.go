@@ -91,7 +91,7 @@ func TestMatrixBuyers(t *testing.T) {
 	}
 }
 
-// The mysql backends' cells: what issue 11 asks for by default (mysql-row a
+// The mysql backends' cells: what runs by default (mysql-row a
 // smaller set), the rest of mysql-row's by name, and never a scenario the
 // lab cannot stage on MySQL.
 func TestMatrixMySQL(t *testing.T) {

@@ -58,7 +58,7 @@ func TestValidate(t *testing.T) {
 		{"placeholder changeme", func(c *Config) { c.Admin.Token = "changeme" }, "admin.token"},
 		{"placeholder change-me", func(c *Config) { c.Admin.Token = "change-me" }, "admin.token"},
 		{"long placeholder", func(c *Config) { c.Admin.Token = "CHANGE_ME-1234567890" }, "admin.token"},
-		// 16 since issue 15 (was 12).
+		// 16 (was 12).
 		{"15-character token", func(c *Config) { c.Admin.Token = "k3Y!x9-q7Lm2Vb0" }, "admin.token: too short"},
 		{"16-character token", func(c *Config) { c.Admin.Token = "k3Y!x9-q7Lm2Vb0Z" }, ""},
 		{"15 characters, 30 bytes", func(c *Config) { c.Admin.Token = "ééééééééééééééé" }, "admin.token: too short"},
@@ -103,7 +103,7 @@ func TestValidate(t *testing.T) {
 		{"relative zk root", func(c *Config) { c.ZooKeeper.Root = "seckill" }, "zookeeper.root"},
 		{"relative election path", func(c *Config) { c.Election.Path = "leader" }, "election.path"},
 		{"inverted delay", func(c *Config) { c.Work.Delay = stock.Delay{Min: 2, Max: 1} }, "work.delay"},
-		// Ranges: each finding of issue 19 started a broken stockd.
+		// Ranges: each of these once started a broken stockd.
 		{"nanosecond ttl", func(c *Config) { c.Lock.TTL = time.Nanosecond }, "lock.ttl"},
 		{"ten-year wait", func(c *Config) { c.Lock.WaitTimeout = 87600 * time.Hour }, "lock.wait_timeout"},
 		{"wait above write timeout", func(c *Config) { c.Lock.WaitTimeout = 40 * time.Second }, "lock.wait_timeout"},
@@ -124,7 +124,7 @@ func TestValidate(t *testing.T) {
 		{"1 MB headers", func(c *Config) { c.HTTP.MaxHeaderBytes = 2 << 20 }, "http.max_header_bytes"},
 		{"tiny body limit", func(c *Config) { c.HTTP.MaxBodyBytes = 10 }, "http.max_body_bytes"},
 		{"no connections", func(c *Config) { c.HTTP.MaxConns = 0 }, "http.max_conns"},
-		// mysql.* (issue 11): checked only for the mysql backends.
+		// mysql.*: checked only for the mysql backends.
 		{"mysql", mysqlConfigured, ""},
 		{"mysql-row", func(c *Config) { mysqlConfigured(c); c.Lock.Backend = "mysql-row" }, ""},
 		{"mysql without dsn", func(c *Config) { mysqlConfigured(c); c.MySQL.DSN = "" }, "mysql.dsn"},

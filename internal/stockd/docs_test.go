@@ -258,7 +258,24 @@ func TestDocsComposeLabOnlyCommands(t *testing.T) {
 // Issue numbers mean nothing to a reader of the docs.
 func TestDocsNameNoIssueNumbers(t *testing.T) {
 	issue := regexp.MustCompile(`(?i)\bissues? #?\d+|(^|[\s(])#\d+\b`)
-	for _, f := range docFiles(t) {
+	files := docFiles(t)
+	// And the Go code's comments and strings, which a reader meets too.
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && path != "../.." {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "docs_test.go") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
 		for i, line := range strings.Split(readDoc(t, f), "\n") {
 			if m := issue.FindString(line); m != "" {
 				t.Errorf("%s:%d: names an issue (%q):\n%s", f, i+1, strings.TrimSpace(m), line)

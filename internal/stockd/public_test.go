@@ -19,7 +19,7 @@ import (
 )
 
 // These tests hold the public surface of a real stockd (the binary, against
-// a real Redis) to the limits of issue 19: idle and capped connections,
+// a real Redis) to its limits: idle and capped connections,
 // header and body bounds.
 
 const testAdminToken = stockdtest.AdminToken

@@ -12,7 +12,7 @@ import (
 	"seckill/internal/lab/loadgen"
 )
 
-// ledger.go: the end-to-end rows of issue 13's benchmark, the cost of the
+// ledger.go: the end-to-end rows of the ledger's benchmark, the cost of the
 // order ledger. The same long rows as the scaling set (calibrated, the
 // median of Runs runs), on the locked path (redis backend) and in atomic
 // mode, each with the ledger off, on with anonymous sales, on with named
@@ -271,7 +271,7 @@ func (r *Report) writeLedger(p func(string, ...any)) {
 		return
 	}
 	p("\n## End to end: the order ledger's cost (loadgen → nginx → 3 stockd replicas)\n\n")
-	p("Issue 13's ledger: every sale appends its order to a Redis stream in the same script that\n")
+	p("The ledger: every sale appends its order to a Redis stream in the same script that\n")
 	p("takes the unit. *locked* is lock backend `redis` (the ledger written by the fenced write),\n")
 	p("*atomic* is `stock.mode: atomic` (by the sale's one script); `work.delay` 0, %d in flight.\n", r.ledgerConcurrency())
 	p("Ledger *off* is `stock.ledger: false`; *anonymous* is the ledger on with requests that carry\n")

@@ -16,7 +16,7 @@ import (
 	"seckill/internal/stockd"
 )
 
-// scaling.go: the end-to-end rows of issue 12, which sell one hot item past
+// scaling.go: the end-to-end rows that sell one hot item past
 // the one-lock bound — request combining (stock.combine) and segmented
 // stock (stock.segments) — against the locked path and the atomic ceiling,
 // through nginx with the same replicas.
@@ -457,7 +457,7 @@ func usableE2E(e E2ERow, ok bool) string {
 	return ""
 }
 
-// scalingGoals are issue 12's goals, ratios of scaling rows of this run.
+// scalingGoals are the scaling goals, ratios of scaling rows of this run.
 func (r *Report) scalingGoals() []Goal {
 	ratio := func(name, a, b string, want float64, pct bool) Goal {
 		g := Goal{Name: name}

@@ -206,7 +206,7 @@ func TestNoKeyLeftAfterCancelledWaits(t *testing.T) {
 
 // A waiter whose session expires while it is queued must not get the lock
 // while the holder is still there and never released: it queues again on a
-// new session (issue 15: it waits for its turn rather than fail at once)
+// new session (it waits for its turn rather than fail at once)
 // and ends at its deadline, not obtained.
 func TestSessionExpiredWhileQueued(t *testing.T) {
 	c := newCluster(t)

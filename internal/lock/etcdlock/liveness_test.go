@@ -16,7 +16,7 @@ import (
 )
 
 // queuedRun is a batch of Acquires queued on one key behind a holder whose
-// session is about to go; it checks what issue 15 item 4 asks of them: each
+// session is about to go; it checks what is asked of them: each
 // gets the lock, one at a time, with tokens strictly above the lost lease's
 // and strictly increasing, only once the lost lease's Done is closed, and
 // never on the lost session's lease.

@@ -56,7 +56,7 @@ func BenchmarkContended50(b *testing.B) {
 }
 
 // BenchmarkRedsyncContended50 is the same sale through redsync with its
-// default polling retry, the bar issue 7 sets.
+// default polling retry, the bar to clear.
 func BenchmarkRedsyncContended50(b *testing.B) {
 	addr := startRedis(b)
 	var rss []*redsync.Redsync

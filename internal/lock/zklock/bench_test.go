@@ -17,7 +17,7 @@ import (
 // Contended benchmarks use the same shape for zklock and the raw zk.Lock
 // baseline: benchContenders goroutines spread over benchSessions sessions
 // ("processes"), all on one key, each doing its share of b.N
-// acquire/release cycles. lock/s is the figure to compare (issue 7 asks for
+// acquire/release cycles. lock/s is the figure to compare (the goal asks for
 // ≥1.5× raw zk.Lock).
 const (
 	benchSessions   = 4

@@ -84,7 +84,7 @@ func (r *queuedRun) check(t *testing.T, n int) {
 	}
 }
 
-// Issue 15 item 4: requests queued in a process whose session expires wait
+// Requests queued in a process whose session expires wait
 // for the next session and take their turn, within their deadline, instead
 // of failing at once with "zookeeper unavailable".
 func TestQueuedSurviveSessionExpiry(t *testing.T) {
