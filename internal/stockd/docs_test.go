@@ -375,3 +375,71 @@ func TestPackageDocsAreShort(t *testing.T) {
 		t.Fatalf("found %d package docs; the walk missed the tree", n)
 	}
 }
+
+// Every default in docs/config.md's table is the one Config's tag gives
+// (none or empty for an empty one; replica's is worked out at start).
+func TestConfigTableDefaults(t *testing.T) {
+	defaults := map[string]string{}
+	for _, k := range keys {
+		defaults[k.name] = k.def
+	}
+	keyName := regexp.MustCompile("`([a-z_.]+)`")
+	seen := map[string]bool{}
+	for _, row := range readmeConfigRows(t) {
+		cells := strings.Split(row, " | ")
+		if len(cells) < 3 || seen[row] {
+			continue
+		}
+		seen[row] = true
+		var names []string
+		for _, m := range keyName.FindAllStringSubmatch(cells[0], -1) {
+			names = append(names, m[1])
+		}
+		if names[0] == "replica" {
+			continue
+		}
+		items := splitTop(cells[1])
+		if len(items) == 1 && len(names) > 1 && items[0] == "none" {
+			items = slices.Repeat([]string{"none"}, len(names))
+		}
+		if len(items) != len(names) {
+			t.Errorf("%v: %d defaults for %d keys: %q", names, len(items), len(names), cells[1])
+			continue
+		}
+		for i, name := range names {
+			got := items[i]
+			switch {
+			case got == "none" || strings.HasPrefix(got, "empty"):
+				got = ""
+			case strings.HasPrefix(got, "`"):
+				got, _, _ = strings.Cut(strings.TrimPrefix(got, "`"), "`")
+			default:
+				t.Errorf("%s: default %q is neither `value`, none nor empty", name, items[i])
+				continue
+			}
+			if got != defaults[name] {
+				t.Errorf("%s: docs/config.md says the default is %q, Config's tag %q", name, got, defaults[name])
+			}
+		}
+	}
+}
+
+// splitTop splits a table cell at ", " outside parentheses.
+func splitTop(cell string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(cell); i++ {
+		switch cell[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 && strings.HasPrefix(cell[i:], ", ") {
+				out = append(out, strings.TrimSpace(cell[start:i]))
+				start = i + 2
+			}
+		}
+	}
+	return append(out, strings.TrimSpace(cell[start:]))
+}
