@@ -558,10 +558,10 @@ scenarios_single() {
 # containers: the ledger stream's entries (XLEN stock:orders), its buyers
 # (HLEN stock:orders:buyers), MySQL's rows and distinct users of this sale
 # (seckill.orders, the sale id from GET stock:orders:sale) all == lucky.
-# scenario_auth VARIANT BACKEND: who a buyer is, through nginx (README
+# scenario_auth VARIANT BACKEND: who a buyer is, through nginx (docs/buyers.md
 # "Buyers"): a forged token and an X-User-only request are answered as
 # they must be, the ledger is the operator's, and a token signed with the
-# compose secret (the README's recipe, openssl) buys as its sub.
+# compose secret (the documented recipe, openssl) buys as its sub.
 scenario_auth() {
 	local code order forged h p s note="" bad=0
 	token() { # sub secret -> a one-hour HS256 token for iss/aud "seckill"
