@@ -18,9 +18,12 @@ import (
 // who should not be arming failpoints at all. Both are refused at start.
 var knownFailpoints = []string{stock.FailpointFalseSoldOut}
 
+// productBuild ends every refusal of the lab by a product build.
+const productBuild = "this stockd is a product build without the lab (build it with go build -tags lab)"
+
 // errNotLabBuild is the refusal of a lab backend by a product build.
 func errNotLabBuild(backend string) error {
-	return fmt.Errorf("%q is lab-only and this stockd is a product build without the lab (build it with go build -tags lab)", backend)
+	return fmt.Errorf("%q is lab-only and %s", backend, productBuild)
 }
 
 // failpointNames lists the names in a SECKILL_FAILPOINTS spec
@@ -46,13 +49,13 @@ func validateLab(c *Config, bad func(key, format string, args ...any)) {
 		bad("lock.backend", "%q is lab-only: it oversells across replicas%s", c.Lock.Backend, hint)
 	}
 	if !c.Stock.Fencing && c.Stock.Mode == "locked" && !LabBuild {
-		bad("stock.fencing", "false is lab-only and this stockd is a product build without the lab (build it with go build -tags lab)")
+		bad("stock.fencing", "false is lab-only and %s", productBuild)
 	} else if !c.Stock.Fencing && c.Stock.Mode == "locked" && !c.Lab.Unsafe {
 		bad("stock.fencing", "false is lab-only: a paused lock holder then oversells%s", hint)
 	}
 	names := failpointNames(c.Lab.Failpoints)
 	if len(names) > 0 && !LabBuild {
-		bad(failpoint.EnvVar, "failpoints are lab-only and this stockd is a product build without them (build it with go build -tags lab)")
+		bad(failpoint.EnvVar, "failpoints are lab-only and %s", productBuild)
 		return
 	}
 	if len(names) > 0 && !c.Lab.Unsafe {
