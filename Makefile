@@ -5,6 +5,7 @@
 #   make test          vet, gofmt check, and every test with -race against real servers
 #   make test-stress   make test STRESS_RUNS times (3) while stress-ng loads the machine
 #   make compose-test  the docker-compose cluster end to end
+#   make docs          regenerate configs/stockd.yaml and docs/config.md's table from Config
 #   make bench         backends vs peer libraries vs ceilings, combining and segments end to end;
 #                      writes docs/benchmarks.md, docs/bench.svg and docs/bench-segments.svg
 #                      (BENCH_FLAGS='--e2e-rows backends,scaling,ledger' adds the order ledger's
@@ -21,10 +22,15 @@ SOAK_DURATION ?= 10m
 SOAK_BACKENDS ?= redis,redisson,etcd,zookeeper,mysql
 SOAK_FLAGS ?=
 
-.PHONY: deps build demo test test-stress vet fmt-check compose-test bench soak clean
+.PHONY: deps build demo test test-stress vet fmt-check compose-test bench soak clean docs
 
 deps:
 	scripts/install-deps.sh
+
+# The configuration's references are generated from stockd's Config; a test
+# fails when a committed copy differs.
+docs:
+	UPDATE_DOCS=1 $(GO) test -count=1 -run TestConfigReferencesAreGenerated ./internal/stockd
 
 # bin/stockd is the product; bin/stockd-lab has the lab's backends and
 # failpoints too (-tags lab), and is what the demo and the lab run.

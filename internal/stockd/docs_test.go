@@ -44,47 +44,6 @@ func readDoc(t *testing.T, path string) string {
 // configFile is the configuration reference.
 const configFile = "../../docs/config.md"
 
-// readmeConfigRows maps each key to the row of the configuration
-// reference's table whose first column names it.
-func readmeConfigRows(t *testing.T) map[string]string {
-	t.Helper()
-	_, section, ok := strings.Cut(readDoc(t, configFile), "\n## Configuration\n")
-	if !ok {
-		t.Fatal(`docs/config.md: no "## Configuration" section`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	rows := map[string]string{}
-	keyName := regexp.MustCompile("`([a-z_.]+)`")
-	for line := range strings.SplitSeq(section, "\n") {
-		if !strings.HasPrefix(line, "| `") {
-			continue
-		}
-		first, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " | ")
-		for _, m := range keyName.FindAllStringSubmatch(first, -1) {
-			rows[m[1]] = line
-		}
-	}
-	if len(rows) == 0 {
-		t.Fatal("docs/config.md: no rows in the configuration table")
-	}
-	return rows
-}
-
-// Every key has a row of its own in the docs/config.md's configuration table.
-func TestReadmeConfigTableNamesEveryKey(t *testing.T) {
-	rows := readmeConfigRows(t)
-	for _, k := range keys {
-		if _, ok := rows[k.name]; !ok {
-			t.Errorf("docs/config.md's configuration table has no row for %s", k.name)
-		}
-	}
-	for name := range rows {
-		if !knownKey(name) {
-			t.Errorf("docs/config.md's configuration table has a row for %s, which is no key", name)
-		}
-	}
-}
-
 // probeEnv is a configuration on which every range is checked: a mysql
 // lock (mysql.*) and JWT buyers (auth.jwt_leeway).
 var probeEnv = []string{
@@ -161,22 +120,6 @@ func shortBound(s string) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-// Every range Validate enforces is written in its key's row of docs/config.md's
-// configuration table, as lo..hi.
-func TestReadmeConfigRanges(t *testing.T) {
-	rows := readmeConfigRows(t)
-	for key, r := range validatedRanges(t) {
-		row, ok := rows[key]
-		if !ok {
-			t.Errorf("%s (validated %s) has no row in docs/config.md's configuration table", key, r)
-			continue
-		}
-		if !strings.Contains(row, r) {
-			t.Errorf("docs/config.md's row for %s does not state the range Validate enforces, %s:\n%s", key, r, row)
-		}
-	}
 }
 
 // The rule that ties http.write_timeout to the sale's longest answer is
@@ -374,72 +317,4 @@ func TestPackageDocsAreShort(t *testing.T) {
 	if n < 30 {
 		t.Fatalf("found %d package docs; the walk missed the tree", n)
 	}
-}
-
-// Every default in docs/config.md's table is the one Config's tag gives
-// (none or empty for an empty one; replica's is worked out at start).
-func TestConfigTableDefaults(t *testing.T) {
-	defaults := map[string]string{}
-	for _, k := range keys {
-		defaults[k.name] = k.def
-	}
-	keyName := regexp.MustCompile("`([a-z_.]+)`")
-	seen := map[string]bool{}
-	for _, row := range readmeConfigRows(t) {
-		cells := strings.Split(row, " | ")
-		if len(cells) < 3 || seen[row] {
-			continue
-		}
-		seen[row] = true
-		var names []string
-		for _, m := range keyName.FindAllStringSubmatch(cells[0], -1) {
-			names = append(names, m[1])
-		}
-		if names[0] == "replica" {
-			continue
-		}
-		items := splitTop(cells[1])
-		if len(items) == 1 && len(names) > 1 && items[0] == "none" {
-			items = slices.Repeat([]string{"none"}, len(names))
-		}
-		if len(items) != len(names) {
-			t.Errorf("%v: %d defaults for %d keys: %q", names, len(items), len(names), cells[1])
-			continue
-		}
-		for i, name := range names {
-			got := items[i]
-			switch {
-			case got == "none" || strings.HasPrefix(got, "empty"):
-				got = ""
-			case strings.HasPrefix(got, "`"):
-				got, _, _ = strings.Cut(strings.TrimPrefix(got, "`"), "`")
-			default:
-				t.Errorf("%s: default %q is neither `value`, none nor empty", name, items[i])
-				continue
-			}
-			if got != defaults[name] {
-				t.Errorf("%s: docs/config.md says the default is %q, Config's tag %q", name, got, defaults[name])
-			}
-		}
-	}
-}
-
-// splitTop splits a table cell at ", " outside parentheses.
-func splitTop(cell string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(cell); i++ {
-		switch cell[i] {
-		case '(':
-			depth++
-		case ')':
-			depth--
-		case ',':
-			if depth == 0 && strings.HasPrefix(cell[i:], ", ") {
-				out = append(out, strings.TrimSpace(cell[start:i]))
-				start = i + 2
-			}
-		}
-	}
-	return append(out, strings.TrimSpace(cell[start:]))
 }
