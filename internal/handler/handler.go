@@ -271,6 +271,9 @@ func (a *server) reduce(c *gin.Context) {
 	if errors.As(err, &ue) {
 		body.Attempt = ue.Attempt
 	}
+	if result == api.Busy {
+		c.Header("Retry-After", strconv.Itoa(stock.RetryAfterSeconds(err)))
+	}
 	// One WARN per result kind per second: under load every busy or
 	// failed sale would otherwise log (the counts are in the metrics).
 	if status >= http.StatusInternalServerError || result == api.Fenced || result == api.MixedBackends {

@@ -172,6 +172,27 @@ func TestReduceErrorStatuses(t *testing.T) {
 	}
 }
 
+// A busy answer says when to come back: a shed buyer the estimated wait,
+// rounded up to whole seconds; a wait that ran out 1 s. Other answers
+// carry no Retry-After.
+func TestBusyCarriesRetryAfter(t *testing.T) {
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{&stock.BusyError{Queued: 90, RetryAfter: 2300 * time.Millisecond, Wait: time.Second}, "3"},
+		{fmt.Errorf("%w: %w", stock.ErrBusy, lock.ErrNotObtained), "1"},
+		{fmt.Errorf("x: %w", stock.ErrSoldOut), ""},
+	}
+	for _, tc := range cases {
+		e := newEnv(t, 5, sellerFunc(func(context.Context) (stock.Sale, error) { return stock.Sale{}, tc.err }), nil)
+		r := e.do(t, http.MethodPost, "/stock/reduce", "")
+		if got := r.header.Get("Retry-After"); got != tc.want {
+			t.Errorf("%v: Retry-After %q, want %q (%d %s)", tc.err, got, tc.want, r.code, r.raw)
+		}
+	}
+}
+
 func TestPanicIsA500JSON(t *testing.T) {
 	e := newEnv(t, 5, sellerFunc(func(context.Context) (stock.Sale, error) { panic("boom") }), nil)
 	r := e.do(t, http.MethodPost, "/stock/reduce", "")

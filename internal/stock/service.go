@@ -59,6 +59,12 @@ const (
 	// EventFenceRestarted: the fence had refused every token for LockTTL and
 	// restarted at this sale's token (Fence.Quiet).
 	EventFenceRestarted Event = "fence_restarted"
+	// EventSoldOutUnlocked: a buyer was answered sold out from a read
+	// without the lock (peek.go).
+	EventSoldOutUnlocked Event = "sold_out_unlocked"
+	// EventShed: a buyer was answered busy at once, the lock's queue being
+	// too long to serve it within the wait timeout (shed.go).
+	EventShed Event = "shed"
 )
 
 // ServiceConfig wires a Service. Zero durations get the documented defaults.
@@ -110,6 +116,11 @@ type ServiceConfig struct {
 	// CombineMax bounds a batch, the request holding the lock included;
 	// default 64.
 	CombineMax int
+	// Shed answers ErrBusy at once (a *BusyError with a RetryAfter) to a
+	// buyer whom the lock's queue in this process could not serve within
+	// WaitTimeout, instead of holding it for the whole wait (shed.go).
+	// Locked mode only.
+	Shed bool
 
 	// PerUserLimit bounds the units one named buyer may buy in a sale (the
 	// ledger's buyer count, checked by the script that sells); 0, the
@@ -151,6 +162,7 @@ type segment struct {
 	// busy counts this process's requests on the segment, for the choice
 	// between two (pick).
 	busy atomic.Int64
+	adm  admission // the bound on its lock's queue (shed.go)
 }
 
 // mixedNote is kept so /readyz can say why every sale is refused.
@@ -319,7 +331,25 @@ func (s *Service) sellIn(ctx context.Context, seg *segment, b Buyer) (Sale, erro
 	switch {
 	case s.cfg.Mode == ModeAtomic:
 		return s.sellAtomic(ctx, seg, b)
-	case seg.comb != nil:
+	}
+	// The articles' unfenced sale (the lab's control) reads as they do.
+	if s.cfg.Fencing {
+		if err := s.soldOutEarly(ctx, seg, b); err != nil {
+			return Sale{}, err
+		}
+	}
+	if s.cfg.Shed {
+		perLock := 1
+		if seg.comb != nil {
+			perLock = s.cfg.CombineMax
+		}
+		if err := seg.adm.enter(perLock, s.cfg.WaitTimeout); err != nil {
+			s.cfg.OnEvent(EventShed)
+			return Sale{}, err
+		}
+		defer seg.adm.leave()
+	}
+	if seg.comb != nil {
 		return s.combined(ctx, seg, b)
 	}
 	lease, err := s.acquire(ctx, seg, time.Now())
@@ -353,6 +383,9 @@ func (s *Service) acquire(ctx context.Context, seg *segment, since time.Time) (l
 	}
 	switch {
 	case err == nil:
+		if s.cfg.Shed {
+			seg.adm.acquired(time.Now())
+		}
 		return lease, nil
 	case errors.Is(err, lock.ErrUnavailable):
 		return nil, fmt.Errorf("stock: acquire %q: %w", seg.lockKey, err)

@@ -254,10 +254,18 @@ func TestServiceAcquireFailures(t *testing.T) {
 	}
 }
 
+// Sold out found under the lock (the last unit went between the read
+// without the lock and the lock): nothing written, the lease released.
 func TestServiceSoldOutWritesNothing(t *testing.T) {
-	s, _ := newStore(t, 0)
+	s, rdb := newStore(t, 1)
 	l := newFakeLease(1)
-	svc := newService(s, one(l), func(c *stock.ServiceConfig) { c.Fencing = true })
+	svc := newService(s, fakeLocker(func(ctx context.Context) (lock.Lease, error) {
+		// Another replica sells the last unit while this one waits.
+		if err := rdb.Set(ctx, "stock", 0, 0).Err(); err != nil {
+			return nil, err
+		}
+		return l, nil
+	}), func(c *stock.ServiceConfig) { c.Fencing = true })
 	if _, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrSoldOut) {
 		t.Fatalf("got %v, want ErrSoldOut", err)
 	}

@@ -74,6 +74,8 @@ var (
 	ledgerSrc string
 	//go:embed lua/orders.lua
 	ordersSrc string
+	//go:embed lua/peek.lua
+	peekSrc string
 
 	// The scripts that read a counter share int.lua's readInt; the two that
 	// sell share ledger.lua's sellTo for their ledger form.
@@ -82,6 +84,7 @@ var (
 	sellAtomic   = redis.NewScript(intSrc + guardSrc + ledgerSrc + sellAtomicSrc)
 	snapshot     = redis.NewScript(snapshotSrc)
 	ordersScript = redis.NewScript(ordersSrc)
+	peekScript   = redis.NewScript(intSrc + guardSrc + peekSrc)
 )
 
 // Script status codes shared by fenced_read.lua and fenced_write.lua.
@@ -239,7 +242,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Optional: a script missing later (a restarted Redis) is sent again by
 // go-redis; tests use it so a fault lands on the script itself.
 func (s *Store) LoadScripts(ctx context.Context) error {
-	for _, sc := range []*redis.Script{fencedRead, fencedWrite, sellAtomic, snapshot, ordersScript} {
+	for _, sc := range []*redis.Script{fencedRead, fencedWrite, sellAtomic, snapshot, ordersScript, peekScript} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return wrapRedis(ctx, "load scripts", err)
 		}

@@ -82,6 +82,7 @@ type Config struct {
 		Key         string        `mapstructure:"key" default:"seckill:lock" doc:"the lock's name, not empty (lock.key:N per segment)"`
 		TTL         time.Duration `mapstructure:"ttl" default:"10s" doc:"the Redis locks' lease, renewed every ttl/3 while held"`
 		WaitTimeout time.Duration `mapstructure:"wait_timeout" default:"5s" doc:"longest wait for the lock, then 503 busy (see http.write_timeout)"`
+		Shed        bool          `mapstructure:"shed" default:"true" doc:"answer 503 busy at once, with a Retry-After, to a buyer whom the lock's queue in this replica could not serve within lock.wait_timeout (estimated from how often the lock comes back), instead of holding its connection for the whole wait; locked mode"`
 		RedisAddr   string        `mapstructure:"redis_addr" default:"" doc:"a Redis of its own for the lock, host:port; empty: the stock Redis"` // lock Redis, when it differs from Redis.Addr
 	} `mapstructure:"lock"`
 	Redisson struct {

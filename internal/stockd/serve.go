@@ -98,6 +98,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		Combine:        cfg.Stock.Combine,
 		CombineMax:     cfg.Stock.CombineMax,
 		WaitTimeout:    cfg.Lock.WaitTimeout,
+		Shed:           cfg.Lock.Shed,
 		Delay:          cfg.Work.Delay,
 		OnLockWait:     m.ObserveLockWait,
 		OnEvent:        func(e stock.Event) { m.CountEvent(string(e)) },

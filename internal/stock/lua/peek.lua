@@ -1,0 +1,38 @@
+-- peek.lua: the stock read without the lock, so that a buyer of a sold-out
+-- sale is answered "sold out" at the speed of a read instead of queueing
+-- on the lock to learn it (Service.soldOutEarly). It records nothing in
+-- the fence: it sells nothing, and a reader that will not write must not
+-- become the fence's current reader.
+--
+-- KEYS[1] stock key            (missing = the sale is lost, status 5: never "0 left")
+-- KEYS[2], KEYS[3], ARGV[1], ARGV[2]: the epoch key, the halt key, the
+--                              caller's epoch and ceiling (guard.lua)
+-- KEYS[4] the buyer's idempotency record, when it sent a key (optional)
+--
+-- Returns {status, stock, record}: status 0 = ok, 4 = the stock key holds a
+-- non-integer, 5 = the stock key is missing, 6 = the sale is halted, 7 =
+-- the caller's epoch is not the sale's (fenced_read.lua's codes). record
+-- is 1 when KEYS[4] exists: a replay the sale script must answer, since
+-- only it knows whether the record is this sale's and this buyer's.
+--
+-- Within one epoch the stock only falls, so 0 read here stays 0 until a
+-- reset, and a reset moves the epoch: a sold-out answer given on it is
+-- linearizable, placed at this read.
+local stock = readInt(KEYS[1], 'lost')
+if stock == 'lost' then
+  return {5, 0, 0}
+end
+if not stock then
+  return {4, 0, 0}
+end
+local refused = guard(stock, KEYS[2], KEYS[3], ARGV[1], ARGV[2])
+if refused == 'halted' then
+  return {6, 0, 0}
+elseif refused == 'epoch' then
+  return {7, 0, 0}
+end
+local record = 0
+if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then
+  record = 1
+end
+return {0, stock, record}

@@ -1,0 +1,79 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// peek.go: losers answered without the lock.
+//
+// After the last unit, a locked sale would still make every buyer take the
+// lock to read a 0: a queue of buyers waiting two round trips each to be
+// told "sold out". So a locked sale first reads the stock without the lock
+// (peek.lua). A 0 there is final until a reset (within a sale the stock
+// only falls, and a reset moves the sale's epoch, which the read checks),
+// so "sold out" is answered at once. The read checks what the fenced read
+// checks before it: a missing stock key is a lost sale, never "0 left"; a
+// halted or rewound sale is refused; an epoch this process has not seen is
+// learnt first (Store.guarded). A buyer whose idempotency key has a record
+// still takes the lock: only the sale script can tell a replay of this
+// sale, which must answer its original order. A peek that gets no answer
+// decides nothing: the sale goes on as before and its own read settles it.
+
+// Peek returns the stock without the lock, and whether idem (the buyer's
+// idempotency record, "" for none) exists. It writes nothing unless it
+// finds a rewound sale, which it halts as any guarded read does.
+func (s *Store) Peek(ctx context.Context, idem string) (stock int64, record bool, err error) {
+	err = s.guarded(ctx, func(gkeys []string, gargs []any, _ string) error {
+		keys := append([]string{s.keys.Stock}, gkeys...)
+		if idem != "" {
+			keys = append(keys, idem)
+		}
+		res, err := peekScript.Run(ctx, s.rdb, keys, gargs...).Slice()
+		if err != nil {
+			return wrapRedis(ctx, "peek", err)
+		}
+		if len(res) != 3 {
+			return fmt.Errorf("stock: peek: unexpected reply %v", res)
+		}
+		code, _ := res[0].(int64)
+		n, _ := res[1].(int64)
+		rec, _ := res[2].(int64)
+		switch code {
+		case statusNotInt:
+			return fmt.Errorf("stock: peek: %w", notInt(s.keys.Stock))
+		case statusLost:
+			return fmt.Errorf("stock: peek: %w", lost(s.keys.Stock))
+		case statusHalted:
+			return s.halted(ctx, "peek")
+		case statusEpoch:
+			return errEpochMoved
+		}
+		stock, record = n, rec == 1
+		return nil
+	})
+	return stock, record, err
+}
+
+// soldOutEarly answers b from a read without the lock when that read is
+// final: ErrSoldOut for a sold-out segment (and a buyer without a record
+// to replay), or the definite refusal the fenced read would give (a lost,
+// broken or halted sale). nil means the sale goes on under the lock.
+func (s *Service) soldOutEarly(ctx context.Context, seg *segment, b Buyer) error {
+	idem := ""
+	if b.Key != "" && s.ledger() {
+		idem = seg.store.idemKey(b.User, b.Key)
+	}
+	n, record, err := seg.store.Peek(ctx, idem)
+	switch {
+	case errors.Is(err, ErrStoreLost), errors.Is(err, ErrNotInteger), errors.Is(err, ErrStoreRewound):
+		return err
+	case err != nil:
+		return nil // no answer is no decision: the fenced read will tell
+	case n <= 0 && !record:
+		s.cfg.OnEvent(EventSoldOutUnlocked)
+		return fmt.Errorf("%w: read without the lock", ErrSoldOut)
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"seckill/internal/lock"
+	"seckill/internal/lock/locallock"
+	"seckill/internal/stock"
+)
+
+// countingLocker counts Acquire calls and hands out fresh leases.
+type countingLocker struct {
+	calls atomic.Int64
+	next  atomic.Uint64
+}
+
+func (c *countingLocker) Acquire(context.Context, string) (lock.Lease, error) {
+	c.calls.Add(1)
+	return newFakeLease(c.next.Add(1)), nil
+}
+
+// A sold-out sale answers its losers from a read, without taking the lock;
+// the event counts them.
+func TestSoldOutAnsweredWithoutTheLock(t *testing.T) {
+	for _, m := range ledgerModes {
+		if m.name == "atomic" {
+			continue // no lock to skip
+		}
+		t.Run(m.name, func(t *testing.T) {
+			s, _ := ledgerStore(t, 0, m.segments)
+			lk := &countingLocker{}
+			var early atomic.Int64
+			svc := newService(s, lk, func(c *stock.ServiceConfig) {
+				m.cfg(c)
+				c.OnEvent = func(e stock.Event) {
+					if e == stock.EventSoldOutUnlocked {
+						early.Add(1)
+					}
+				}
+			})
+			for _, b := range []stock.Buyer{{}, {User: "ann"}, {User: "bob", Key: "never-sold"}} {
+				if _, err := svc.ReduceFor(t.Context(), b); !errors.Is(err, stock.ErrSoldOut) {
+					t.Fatalf("%+v: got %v, want ErrSoldOut", b, err)
+				}
+			}
+			if n := lk.calls.Load(); n != 0 {
+				t.Errorf("the lock was taken %d times for a sold-out sale", n)
+			}
+			if early.Load() == 0 {
+				t.Error("no sold_out_unlocked event")
+			}
+		})
+	}
+}
+
+// A buyer whose key has a record still takes the lock after the sell-out,
+// and is answered its original order (TestReplayAfterSoldOut checks the
+// answer in every mode; this checks it is not decided by the read).
+func TestReplayAfterSoldOutTakesTheLock(t *testing.T) {
+	s, _ := ledgerStore(t, 1, 1)
+	lk := &countingLocker{}
+	svc := newService(s, lk, func(c *stock.ServiceConfig) { c.Fencing = true })
+	first, err := svc.ReduceFor(t.Context(), stock.Buyer{User: "erin", Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := svc.ReduceFor(t.Context(), stock.Buyer{User: "erin", Key: "k"})
+	if err != nil || !again.Replayed || again.OrderID != first.OrderID {
+		t.Fatalf("replay: got %+v, %v; want a replay of %s", again, err, first.OrderID)
+	}
+	if n := lk.calls.Load(); n != 2 {
+		t.Errorf("lock taken %d times, want 2 (the sale and the replay)", n)
+	}
+}
+
+// A stock key that is gone is a lost sale, never "0 left": the read
+// without the lock says so too, and takes no lock to say it.
+func TestPeekNeverReadsALostSaleAsSoldOut(t *testing.T) {
+	s, rdb := ledgerStore(t, 3, 1)
+	lk := &countingLocker{}
+	svc := newService(s, lk, func(c *stock.ServiceConfig) { c.Fencing = true })
+	if err := rdb.Del(t.Context(), "stock").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := svc.Reduce(t.Context())
+	if !errors.Is(err, stock.ErrStoreLost) || errors.Is(err, stock.ErrSoldOut) {
+		t.Fatalf("got %v, want ErrStoreLost", err)
+	}
+	if n := lk.calls.Load(); n != 0 {
+		t.Errorf("lock taken %d times for a lost sale", n)
+	}
+}
+
+// A reset by another replica after this one saw the sale sold out is
+// seen by the next read: no false sold out.
+func TestPeekSeesAResetByAnotherReplica(t *testing.T) {
+	s, rdb := ledgerStore(t, 1, 1)
+	svc := newService(s, &countingLocker{}, func(c *stock.ServiceConfig) { c.Fencing = true })
+	if _, err := svc.Reduce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrSoldOut) {
+		t.Fatalf("got %v, want ErrSoldOut", err)
+	}
+	other := stock.NewStore(rdb, ledgerKeys(1))
+	if err := other.Reset(t.Context(), 2); err != nil {
+		t.Fatal(err)
+	}
+	if sale, err := svc.Reduce(t.Context()); err != nil || sale.StockAfter != 1 {
+		t.Fatalf("after another replica's reset: got %+v, %v; want a sale leaving 1", sale, err)
+	}
+}
+
+// With Shed, a flood the lock cannot serve within the wait is answered busy
+// at once (a *BusyError with its estimate), not after the whole wait; the
+// books stay exact. Without it, every busy is a wait that ran out.
+func TestShedBuyersTheLockCannotServeInTime(t *testing.T) {
+	for _, shed := range []bool{true, false} {
+		s, _ := newStore(t, 1000)
+		svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) {
+			c.Fencing = true
+			c.Shed = shed
+			c.WaitTimeout = 100 * time.Millisecond
+			c.Delay = stock.FixedDelay(20 * time.Millisecond)
+		})
+		var sold, shedN, waited atomic.Int64
+		var wg sync.WaitGroup
+		for range 40 {
+			wg.Go(func() {
+				for range 5 {
+					_, err := svc.Reduce(t.Context())
+					var be *stock.BusyError
+					switch {
+					case err == nil:
+						sold.Add(1)
+					case errors.As(err, &be):
+						if !errors.Is(err, stock.ErrBusy) || be.RetryAfter <= be.Wait {
+							t.Errorf("shed answer %v: want ErrBusy with an estimate above the wait", err)
+						}
+						shedN.Add(1)
+					case errors.Is(err, stock.ErrBusy):
+						waited.Add(1)
+					default:
+						t.Errorf("unexpected %v", err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		st, err := s.Status(t.Context())
+		if err != nil || st.Stock+st.Lucky != 1000 || st.Lucky != sold.Load() {
+			t.Fatalf("shed=%v: books %+v (%v), %d sold", shed, st, err, sold.Load())
+		}
+		t.Logf("shed=%v: %d sold, %d shed, %d busy after the wait", shed, sold.Load(), shedN.Load(), waited.Load())
+		if shed && shedN.Load() == 0 {
+			t.Error("40 buyers on a lock held 20ms with a 100ms wait: none shed")
+		}
+		if !shed && shedN.Load() != 0 {
+			t.Errorf("%d shed with Shed off", shedN.Load())
+		}
+	}
+}
