@@ -1,6 +1,7 @@
 // Command seckill drives the flash-sale lab from the outside.
 //
 //	seckill run  --url URL [--requests 500] [--concurrency 50] [--stock 300] [--admin-token T] [--json] [--timeout 30s] [--users U [--retry-rate R]]
+//	seckill run  --url URL --rate R [--duration 10s] [--request-timeout 10s] [--stock 300] [--users U] [--json]
 //	seckill demo [--backends none,local,redis,...] [--replicas 3] [--requests 500] [--concurrency 50] [--stock 300] [--delay 5ms] [--buyers 500] [--json]
 //	seckill lab [--backends ...] [--scenarios ...] [--json]
 //	seckill leader --url URL[,URL...] [--duration 30s] [--interval 200ms]
@@ -9,7 +10,9 @@
 // run resets the stock of a running cluster, fires the requests, reads the
 // stock back and verifies it; with --users the requests are purchases by
 // named buyers, some re-sent with the same Idempotency-Key, and the order
-// ledger is checked too (no buyer over the limit, one order per key).
+// ledger is checked too (no buyer over the limit, one order per key);
+// with --rate buyers arrive at that rate for --duration, answered or not
+// (an open loop), and the report adds the buyers left unanswered.
 // demo starts a local cluster (redis-server, etcd/ZooKeeper when needed,
 // stockd replicas behind nginx), does one run per lock backend and prints
 // a table, then the redis row again past the one-lock bound and with
@@ -44,6 +47,7 @@ var errUsage = errors.New("usage")
 
 const usage = `usage:
   seckill run    --url URL [--requests N] [--concurrency C] [--stock S] [--admin-token T] [--json] [--timeout D] [--users U [--retry-rate R]]
+  seckill run    --url URL --rate R [--duration D] [--request-timeout D] [--stock S] [--admin-token T] [--json] [--users U]
   seckill demo   [--backends a,b,...] [--replicas N] [--requests N] [--concurrency C] [--stock S] [--delay D] [--buyers U] [--json]
   seckill lab    [--backends a,b,...] [--scenarios a,b,...] [--json]
   seckill leader --url URL[,URL...] [--duration 30s] [--interval 200ms]

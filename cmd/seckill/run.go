@@ -15,7 +15,9 @@ import (
 	"seckill/internal/lab/loadgen"
 )
 
-// runCmd is `seckill run`: one verified flash sale against a running cluster.
+// runCmd is `seckill run`: one verified flash sale against a running
+// cluster, closed loop (--requests at --concurrency) or open (--rate for
+// --duration).
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var cfg loadgen.Config
@@ -24,7 +26,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Concurrency, "concurrency", 50, "requests in flight at once")
 	fs.IntVar(&cfg.Stock, "stock", 300, "initial stock to reset to")
 	fs.StringVar(&cfg.AdminToken, "admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "X-Admin-Token for the reset (default $SECKILL_ADMIN_TOKEN)")
-	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "bound on the firing phase")
+	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "bound on the firing phase (with --rate: default --duration + --request-timeout + 5s)")
+	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Second, "bound on each request, its answer read included (with --rate: a buyer past it is unanswered)")
+	fs.IntVar(&cfg.Rate, "rate", 0, "open loop: buyers arriving per second, answered or not (vegeta's pacer), instead of --requests and --concurrency")
+	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, fmt.Sprintf("with --rate: how long buyers arrive (at most %v)", loadgen.MaxDuration))
 	fs.IntVar(&cfg.Users, "users", 0, `buyers "u1".."uU": every request a purchase by one of them with its own Idempotency-Key, verified against the ledger (0: anonymous sales)`)
 	jwtSecret := fs.String("jwt-secret", "", "with --users: sign each buyer's token (HS256) with this secret, the replicas' auth.jwt_secret (default $SECKILL_JWT_SECRET); without one, buyers are sent as X-User (for replicas behind a gateway that trusts this client, auth.buyers proxy)")
 	jwtIssuer := fs.String("jwt-issuer", "seckill", "the tokens' iss: the replicas' auth.jwt_issuer")
@@ -55,6 +60,14 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "seckill run: --users must be >= 0, --retry-rate in [0, 1] and only with --users, --retry-timeout and --drain positive")
 		return exitFailure
 	}
+	if cfg.RequestTimeout <= 0 {
+		fmt.Fprintln(stderr, "seckill run: --request-timeout must be positive")
+		return exitFailure
+	}
+	if msg := openFlags(fs, &cfg); msg != "" {
+		fmt.Fprintln(stderr, "seckill run: "+msg)
+		return exitFailure
+	}
 
 	// Progress only for a person watching: never with --json or when the
 	// output goes to a pipe or a file.
@@ -80,6 +93,38 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// openFlags checks the open loop's flags (--rate, --duration) against the
+// closed loop's and returns what is wrong, or "". With --rate and no
+// --timeout it leaves the fire phase's bound to loadgen (past the open
+// loop's own end).
+func openFlags(fs *flag.FlagSet, cfg *loadgen.Config) string {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["rate"] {
+		if set["duration"] {
+			return "--duration is the open loop's: give it with --rate"
+		}
+		return ""
+	}
+	open := loadgen.OpenConfig{Rate: cfg.Rate, Duration: cfg.Duration}
+	switch {
+	case set["requests"] || set["concurrency"]:
+		return "--rate/--duration (open loop: buyers arrive at a fixed rate) and --requests/--concurrency (closed loop: a fixed number in flight) are two modes; give one"
+	case cfg.Rate <= 0 || cfg.Rate > loadgen.MaxRate:
+		return fmt.Sprintf("--rate must be 1..%d buyers per second", loadgen.MaxRate)
+	case cfg.Duration <= 0 || cfg.Duration > loadgen.MaxDuration:
+		return fmt.Sprintf("--duration must be positive and at most %v", loadgen.MaxDuration)
+	case open.Planned() > loadgen.MaxBuyers:
+		return fmt.Sprintf("--rate %d for --duration %v is %d buyers, more than %d", cfg.Rate, cfg.Duration, open.Planned(), loadgen.MaxBuyers)
+	case cfg.RetryRate > 0:
+		return "--retry-rate re-sends a purchase, and an open-loop arrival is one send: use it with --requests/--concurrency"
+	}
+	if !set["timeout"] {
+		cfg.Timeout = 0
+	}
+	return ""
 }
 
 func printReport(w io.Writer, r *loadgen.Report, asJSON bool) error {

@@ -65,3 +65,59 @@ func TestRunBuyersExitStatus(t *testing.T) {
 		t.Fatalf("--retry-rate without --users: got exit %d, want %d", code, exitFailure)
 	}
 }
+
+// The open loop's flags: refused with the closed loop's, out of bounds,
+// or with what only the closed loop does; each refusal names its flags.
+func TestRunOpenLoopFlags(t *testing.T) {
+	srv := httptest.NewServer(lostLedger())
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rate", "100", "--requests", "10"}, "--rate/--duration (open loop"},
+		{[]string{"--rate", "100", "--duration", "2s", "--concurrency", "5"}, "--requests/--concurrency (closed loop"},
+		{[]string{"--rate", "0"}, "--rate must be 1..1000000"},
+		{[]string{"--rate", "-5"}, "--rate must be"},
+		{[]string{"--rate", "100", "--duration", "11m"}, "--duration must be positive and at most 10m"},
+		{[]string{"--rate", "100", "--duration", "0s"}, "--duration must be"},
+		{[]string{"--duration", "5s"}, "--duration is the open loop's: give it with --rate"},
+		{[]string{"--rate", "1000000", "--duration", "10m"}, "more than 2000000"},
+		{[]string{"--rate", "100", "--users", "10", "--retry-rate", "0.2"}, "--retry-rate re-sends a purchase"},
+		{[]string{"--rate", "100", "--request-timeout", "0s"}, "--request-timeout must be positive"},
+	} {
+		var out, errOut strings.Builder
+		args := append([]string{"run", "--url", srv.URL}, tc.args...)
+		if code := run(t.Context(), args, &out, &errOut); code != exitFailure || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut.String(), exitFailure, tc.want)
+		}
+	}
+}
+
+// A short open-loop run: its JSON carries the rate, the buyers sent and
+// answered, and the answers per result.
+func TestRunOpenLoop(t *testing.T) {
+	srv := httptest.NewServer(lostLedger())
+	t.Cleanup(srv.Close)
+	var out, errOut strings.Builder
+	code := run(t.Context(), []string{"run", "--url", srv.URL, "--rate", "100", "--duration", "500ms", "--stock", "20", "--json"}, &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s%s", code, out.String(), errOut.String())
+	}
+	var r struct {
+		Open struct {
+			Rate, Planned, Sent, Answered, Unanswered int
+			Results                                   []struct {
+				Result string
+				Count  int
+			}
+		} `json:"open_loop"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
+		t.Fatal(err)
+	}
+	o := r.Open
+	if o.Rate != 100 || o.Planned != 50 || o.Sent != 50 || o.Answered != 50 || o.Unanswered != 0 || fmt.Sprint(o.Results) != "[{sold 20} {sold_out 30}]" {
+		t.Fatalf("open_loop %+v, want 50 of 50 sent and answered, 20 sold, 30 sold out:\n%s", o, out.String())
+	}
+}

@@ -71,3 +71,37 @@ func TestBuyersOnLocalCluster(t *testing.T) {
 	}
 	t.Logf("\n%s", text.String())
 }
+
+// An open-loop sale against real replicas (redis lock, nginx): 200 buyers
+// a second for 2 s, 100 units. The books are exact and every buyer is
+// answered.
+func TestOpenLoopOnLocalCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a local cluster")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	c, err := localcluster.Start(ctx, localcluster.Config{Replicas: 2, Backend: "redis", Stockd: os.Getenv("SECKILL_STOCKD")})
+	if errors.Is(err, servers.ErrNotInstalled) {
+		servertest.SkipOrFail(t, err, "redis-server nginx-light")
+	}
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+
+	r, err := loadgen.Run(ctx, loadgen.Config{URL: c.URL(), AdminToken: c.AdminToken(), Stock: 100, Rate: 200, Duration: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, c.Logs(20))
+	}
+	var text strings.Builder
+	_ = r.WriteText(&text)
+	o := r.Open
+	if !r.OK() || r.Sold != 100 || r.Lucky != 100 || r.Stock != 0 || r.Oversold != 0 {
+		t.Fatalf("verdict %q, sold %d, lucky %d, stock %d; want consistent, 100, 100, 0:\n%s\n%s", r.Verdict(), r.Sold, r.Lucky, r.Stock, text.String(), c.Logs(20))
+	}
+	if o.Sent != 400 || o.Answered != 400 || o.Unanswered != 0 || r.Sold+r.SoldOut+r.Busy != 400 {
+		t.Fatalf("sent %d, answered %d, unanswered %d; want 400, 400, 0, each one sold, sold out or busy:\n%s", o.Sent, o.Answered, o.Unanswered, text.String())
+	}
+	t.Logf("\n%s", text.String())
+}

@@ -1,14 +1,15 @@
-// Package loadgen fires a fixed number of stock reductions at a seckill
-// cluster with fixed concurrency, then reads the stock back and checks that
-// nothing was oversold — the JMeter run of the original articles, as a
-// library behind `seckill run` and `seckill demo`.
+// Package loadgen fires stock reductions at a seckill cluster, then reads
+// the stock back and checks that nothing was oversold — the JMeter run of
+// the original articles, as a library behind `seckill run` and `seckill
+// demo`.
 //
-// It is a bounded worker pool over net/http rather than a load library such
-// as vegeta: vegeta is built around a target *rate* for a *duration*, while
-// a flash sale is N requests at C in flight, and we need every response body
-// (result, replica) for the verdict. A pool of C goroutines draining a
-// counter of N is a few dozen lines, stops by itself, and keeps every
-// request bounded by the client timeout and the run's context.
+// A closed loop (Fire, FireBuyers) is N requests at C in flight: a bounded
+// worker pool over net/http, a few dozen lines that stop by themselves,
+// every request bounded by the client timeout and the run's context. An
+// open loop (FireOpen) is buyers arriving at a fixed rate for a duration,
+// however slowly the cluster answers, as a flash sale's buyers do; vegeta's
+// attacker, built for a rate and a duration, paces and sends them. Both
+// keep every response body (result, replica) for the verdict.
 package loadgen
 
 import (
@@ -129,13 +130,21 @@ func reduce(ctx context.Context, client *http.Client, url string, p Purchase) Re
 		return Response{Err: err, Latency: end.Sub(start), Sent: start, Received: end}
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	end := time.Now()
-	r := Response{Status: resp.StatusCode, Latency: end.Sub(start), Sent: start, Received: end, Left: -1}
 	if err != nil {
-		r.Err = err
-		return r
+		return Response{Status: resp.StatusCode, Latency: end.Sub(start), Sent: start, Received: end, Left: -1, Err: err}
 	}
+	return answer(resp.StatusCode, raw, start, end)
+}
+
+// maxAnswer bounds the bytes of an answer read.
+const maxAnswer = 64 << 10
+
+// answer classifies one answer to a sale: status and body (stockd's
+// api.Sale), sent at start and read by end.
+func answer(status int, raw []byte, start, end time.Time) Response {
+	r := Response{Status: status, Latency: end.Sub(start), Sent: start, Received: end, Left: -1}
 	var body api.Sale
 	if err := json.Unmarshal(raw, &body); err != nil {
 		r.Err = errors.Join(ErrBadResponse, err)
@@ -145,7 +154,7 @@ func reduce(ctx context.Context, client *http.Client, url string, p Purchase) Re
 	if body.Stock != nil {
 		r.Left = *body.Stock
 	}
-	r.Outcome = classify(resp.StatusCode, body.Result)
+	r.Outcome = classify(status, body.Result)
 	if r.Outcome == OutcomeSold && body.Replayed {
 		r.Outcome = OutcomeReplayed
 	}

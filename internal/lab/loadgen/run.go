@@ -33,10 +33,22 @@ type Config struct {
 	Stock int
 	// AdminToken authorises the reset.
 	AdminToken string
-	// Timeout bounds the firing phase. The default is 30s.
+	// Timeout bounds the firing phase. The default is 30s; with Rate,
+	// Duration + RequestTimeout + 5s, past the open loop's own end.
 	Timeout time.Duration
 	// RequestTimeout bounds each HTTP request. The default is 10s.
 	RequestTimeout time.Duration
+
+	// Rate, when positive, makes the run an open loop (open.go): Rate
+	// buyers a second arrive for Duration, each one request, answered or
+	// not, instead of Requests at Concurrency in flight (both ignored).
+	// With Users each arrival is the next buyer's purchase; RetryRate is
+	// refused (an arrival is one send).
+	Rate     int
+	Duration time.Duration
+	// MaxInFlight caps the open loop's requests in flight. The default is
+	// DefaultMaxInFlight.
+	MaxInFlight int
 
 	// Users, when positive, makes the run buyer-aware: each request is a
 	// purchase by one of Users buyers ("u1".."u<Users>", X-User) with its
@@ -77,11 +89,14 @@ func (c *Config) defaults() {
 	if c.Stock == 0 {
 		c.Stock = 300
 	}
-	if c.Timeout == 0 {
-		c.Timeout = 30 * time.Second
-	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 10 * time.Second
+	}
+	if c.Timeout == 0 && c.Rate > 0 {
+		c.Timeout = c.Duration + c.RequestTimeout + 5*time.Second
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 30 * time.Second
 	}
 	if c.RetryTimeout == 0 {
 		c.RetryTimeout = 50 * time.Millisecond
@@ -89,11 +104,16 @@ func (c *Config) defaults() {
 	c.URL = strings.TrimRight(c.URL, "/")
 }
 
+// open is the open loop's pacing, from the Config.
+func (c *Config) open() OpenConfig {
+	return OpenConfig{Rate: c.Rate, Duration: c.Duration, MaxInFlight: c.MaxInFlight, RequestTimeout: c.RequestTimeout}
+}
+
 // Report is the outcome of one run; its JSON form is `seckill run --json`.
 type Report struct {
 	Backend     string `json:"backend"`
-	Requests    int    `json:"requests"` // responses received (== Config.Requests unless cut short, plus re-sends with buyers)
-	Concurrency int    `json:"concurrency"`
+	Requests    int    `json:"requests"`    // responses received (== Config.Requests unless cut short, plus re-sends with buyers); with Rate, buyers sent
+	Concurrency int    `json:"concurrency"` // 0 with Rate: not fixed (OpenLoop.PeakInFlight)
 	Sold        int    `json:"sold"`
 	SoldOut     int    `json:"sold_out"`
 	Busy        int    `json:"busy"`
@@ -103,7 +123,7 @@ type Report struct {
 	// by their receipts, read after the run.
 	Unconfirmed     int   `json:"unconfirmed"`
 	UnconfirmedSold int   `json:"unconfirmed_sold"`
-	Errors          int   `json:"errors"`
+	Errors          int   `json:"errors"` // with Rate, HTTP answers only: the unanswered are OpenLoop.Unanswered
 	Stock           int64 `json:"stock"`
 	Lucky           int64 `json:"lucky"`
 	Initial         int   `json:"initial"`
@@ -146,14 +166,28 @@ type Report struct {
 	// History is the check of every answer as a history against the
 	// sale's model (history.go); nil when Config.NoHistory.
 	History *History `json:"history,omitempty"`
+	// Open is the open loop's rate, buyers sent and unanswered, and its
+	// answers per result with their latencies; nil for a closed loop.
+	Open *OpenLoop `json:"open_loop,omitempty"`
 }
 
-// Run resets the stock, fires the requests, reads the stock back and
-// verifies it. A reset, info or read-back failure is an error (wrapping
-// ErrUnreachable, ErrUnauthorized or ErrBadResponse) with a nil Report; a
-// run cut short by Timeout returns its Report and ErrTimeout.
+// Run resets the stock, fires the requests (a closed loop, or with
+// Config.Rate an open one), reads the stock back and verifies it. A
+// reset, info or read-back failure is an error (wrapping ErrUnreachable,
+// ErrUnauthorized or ErrBadResponse) with a nil Report, and so is an
+// unusable open loop (ErrConfig); a run cut short by Timeout returns its
+// Report and ErrTimeout.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
+	open := cfg.Rate != 0
+	if open {
+		if err := cfg.open().validate(); err != nil {
+			return nil, err
+		}
+		if cfg.RetryRate > 0 {
+			return nil, fmt.Errorf("%w: a retry rate with an open loop (an arrival is one send)", ErrConfig)
+		}
+	}
 	client := NewClient(cfg.Concurrency, cfg.RequestTimeout)
 	defer client.CloseIdleConnections()
 
@@ -173,7 +207,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if seed == 0 {
 			seed = rand.Uint64()
 		}
-		purchases = Plan(cfg.Requests, cfg.Users, cfg.RetryRate, RunID(), rand.New(rand.NewPCG(seed, seed>>1)))
+		n := cfg.Requests
+		if open {
+			n = cfg.open().Planned()
+		}
+		purchases = Plan(n, cfg.Users, cfg.RetryRate, RunID(), rand.New(rand.NewPCG(seed, seed>>1)))
 		if cfg.Minter != nil {
 			Sign(purchases, cfg.Minter)
 		}
@@ -182,9 +220,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	fireCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	start := time.Now()
 	var responses []Response
-	if purchases != nil {
+	switch {
+	case open:
+		responses = FireOpen(fireCtx, cfg.URL+"/stock/reduce", purchases, cfg.open())
+	case purchases != nil:
 		responses = FireBuyers(fireCtx, client, cfg.URL+"/stock/reduce", purchases, cfg.Concurrency, cfg.RetryTimeout)
-	} else {
+	default:
 		responses = Fire(fireCtx, client, cfg.URL+"/stock/reduce", cfg.Requests, cfg.Concurrency)
 	}
 	elapsed := time.Since(start)
@@ -207,6 +248,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.History = CheckHistory(responses, cfg.Stock, stock, readAt, purchases != nil, info.PerUserLimit, cfg.HistoryDir, "run-"+info.Backend)
 	}
 	r.Concurrency = cfg.Concurrency
+	if open {
+		r.Open = SummarizeOpen(responses, cfg.open())
+		r.Errors -= r.Open.Unanswered // counted apart: Summarize's Errors has them
+		r.Concurrency = 0
+	}
 	if purchases != nil {
 		if r.Buyers, err = Verify(ctx, client, cfg.URL, VerifyConfig{Info: info, Drain: cfg.Drain, AdminToken: cfg.AdminToken}, responses); err != nil {
 			return nil, err
@@ -217,6 +263,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if l, err := GetLedger(ctx, client, cfg.URL, cfg.AdminToken); err == nil {
 			r.Ledger = &l
 		}
+	}
+	if timedOut && open {
+		r.TimedOut = true
+		return r, fmt.Errorf("%w after %v: %d of %d buyers sent, %d unanswered", ErrTimeout, cfg.Timeout, r.Open.Sent, r.Open.Planned, r.Open.Unanswered)
 	}
 	if timedOut {
 		r.TimedOut = true
@@ -361,10 +411,14 @@ func ms(d time.Duration) float64 {
 // WriteText prints the report for a human.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "backend %s: %d requests, %d in flight, initial stock %d\n", r.Backend, r.Requests, r.Concurrency, r.Initial)
-	fmt.Fprintf(&b, "  sold %d  sold out %d  busy %d  fenced %d  lock lost %d  errors %d\n",
-		r.Sold, r.SoldOut, r.Busy, r.Fenced, r.LockLost, r.Errors)
-	if r.Buyers != nil {
+	if r.Open != nil {
+		r.Open.writeText(&b, r)
+	} else {
+		fmt.Fprintf(&b, "backend %s: %d requests, %d in flight, initial stock %d\n", r.Backend, r.Requests, r.Concurrency, r.Initial)
+		fmt.Fprintf(&b, "  sold %d  sold out %d  busy %d  fenced %d  lock lost %d  errors %d\n",
+			r.Sold, r.SoldOut, r.Busy, r.Fenced, r.LockLost, r.Errors)
+	}
+	if r.Buyers != nil && r.Open == nil {
 		fmt.Fprintf(&b, "  replayed %d  limit reached %d  cut by the client %d\n",
 			r.Replayed, r.LimitReached, r.Cut)
 	}
@@ -396,7 +450,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, e := range r.ErrorSample {
 		fmt.Fprintf(&b, "  error: %s\n", e)
 	}
-	if r.TimedOut {
+	switch {
+	case r.TimedOut && r.Open != nil:
+		b.WriteString("  TIMED OUT before every buyer was sent and answered\n")
+	case r.TimedOut:
 		b.WriteString("  TIMED OUT before every request was sent\n")
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
