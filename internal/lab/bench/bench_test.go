@@ -114,7 +114,17 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("hold %s %gms: invariant %v, %d sales, %.0f/s, bound %.0f: %s", h.Subject, h.HoldMs, h.InvariantOK, h.Sales, h.SalesPerSec, h.BoundPerSec, h.Error)
 		}
 	}
-	if got, want := len(rep.Goals), 11; got != want {
+	// The floods: every mode under every flood answered every buyer and
+	// kept its books.
+	if got, want := len(rep.Flood), len(floods(true))*len(floodModes); got != want {
+		t.Fatalf("got %d flood rows, want %d", got, want)
+	}
+	for _, f := range rep.Flood {
+		if !f.Consistent || f.Error != "" || f.Sold != f.Stock || f.Sent != f.Planned || f.Unanswered != 0 || f.SellOutMS <= 0 {
+			t.Errorf("flood %s %s: %+v", f.Flood, f.Mode, f)
+		}
+	}
+	if got, want := len(rep.Goals), 11+2*len(floods(true)); got != want {
 		t.Errorf("got %d goals, want %d", got, want)
 	}
 	if rep.RTT.Mean <= 0 || rep.SerialBound <= 0 {

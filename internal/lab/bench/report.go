@@ -38,8 +38,10 @@ type Report struct {
 	// LedgerCost is every ledger row's ratios to its mode's ledger-off
 	// row (LedgerCosts), filled by evaluate.
 	LedgerCost []LedgerCost `json:"ledger_cost,omitempty"`
-	Goals      []Goal       `json:"goals"`
-	Notes      []string     `json:"notes,omitempty"`
+	// Flood are the open-loop floods (RowsFlood).
+	Flood []FloodRow `json:"e2e_flood,omitempty"`
+	Goals []Goal     `json:"goals"`
+	Notes []string   `json:"notes,omitempty"`
 }
 
 // Goal is one ratio the run is judged by.
@@ -162,6 +164,9 @@ func (r *Report) evaluate() {
 	}
 	r.Goals = append(r.Goals, g)
 	r.Goals = append(r.Goals, r.scalingGoals()...)
+	if len(r.Flood) > 0 {
+		r.Goals = append(r.Goals, r.floodGoals()...)
+	}
 	r.LedgerCost = r.LedgerCosts()
 }
 
@@ -185,6 +190,11 @@ func (r *Report) OK() bool {
 	// that sold nothing) also fails: its goals and ratios cannot be judged.
 	for _, e := range slices.Concat(r.Scaling, r.Ledger) {
 		if !e.Unavailable && (!e.Consistent || e.Error != "") {
+			return false
+		}
+	}
+	for _, f := range r.Flood {
+		if !f.Consistent || f.Error != "" {
 			return false
 		}
 	}
@@ -327,6 +337,7 @@ func (r *Report) WriteMarkdown(w io.Writer, charts Charts) error {
 
 	r.writeScaling(p, charts.Segments)
 	r.writeLedger(p)
+	r.writeFlood(p)
 
 	p("\n## What was run\n\n| subject | kind | what |\n|---|---|---|\n")
 	for _, s := range Subjects() {

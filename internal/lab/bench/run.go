@@ -291,6 +291,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, ctx.Err()
 		}
 	}
+	if !cfg.E2E.Skip && cfg.E2E.runs(RowsFlood) {
+		rep.Flood = runFlood(ctx, cl, cfg.E2E, cfg.Quick, log)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
 	rep.Machine.LoadEnd = loadAvg()
 	rep.Finished = time.Now().UTC()
 	rep.evaluate()

@@ -336,6 +336,11 @@ type OpenLoop struct {
 	// in a fixed order ("unanswered" last: the time until the buyer was
 	// given up).
 	Results []ResultStats `json:"results"`
+	// SellOutMS is from the first arrival to the answer of the last unit
+	// sold (0 when none sold); BusyAfterSellOut the busy answers to buyers
+	// who arrived after that: turned away with nothing left to wait for.
+	SellOutMS        float64 `json:"sell_out_ms"`
+	BusyAfterSellOut int     `json:"busy_after_sell_out"`
 }
 
 // ResultStats is one result's answers and their latencies.
@@ -412,6 +417,20 @@ func SummarizeOpen(responses []Response, cfg OpenConfig) *OpenLoop {
 		o.Results = append(o.Results, ResultStats{Result: name, Count: len(lat), P50ms: ms(percentile(lat, 50)), P99ms: ms(percentile(lat, 99))})
 	}
 	o.PeakInFlight = peakInFlight(responses)
+	var lastSold time.Time
+	for _, r := range responses {
+		if end := r.Sent.Add(r.Latency); r.Outcome == OutcomeSold && !r.Unanswered() && end.After(lastSold) {
+			lastSold = end
+		}
+	}
+	if !lastSold.IsZero() {
+		o.SellOutMS = ms(lastSold.Sub(first))
+		for _, r := range responses {
+			if r.Outcome == OutcomeBusy && !r.Unanswered() && r.Sent.After(lastSold) {
+				o.BusyAfterSellOut++
+			}
+		}
+	}
 	return o
 }
 
