@@ -384,7 +384,7 @@ func (s *Service) acquire(ctx context.Context, seg *segment, since time.Time) (l
 	switch {
 	case err == nil:
 		if s.cfg.Shed {
-			seg.adm.acquired(time.Now())
+			seg.adm.acquired(time.Now(), s.cfg.WaitTimeout)
 		}
 		return lease, nil
 	case errors.Is(err, lock.ErrUnavailable):

@@ -63,12 +63,14 @@ func (a *admission) leave() {
 	a.mu.Unlock()
 }
 
-// acquired records an acquisition of the segment's lock at now.
-func (a *admission) acquired(now time.Time) {
+// acquired records an acquisition of the segment's lock at now. A gap
+// longer than the wait timeout is a stall (a paused holder's lease running
+// out), not the lock's pace, and is not sampled: the buyers queued through
+// it timed out anyway, and counting it would shed the queue for long after.
+func (a *admission) acquired(now time.Time, wait time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.queued && !a.last.IsZero() {
-		d := now.Sub(a.last)
+	if d := now.Sub(a.last); a.queued && !a.last.IsZero() && d <= wait {
 		if a.interval == 0 {
 			a.interval = d
 		} else {

@@ -22,7 +22,7 @@ func TestAdmissionLearnsOnlyUnderAQueue(t *testing.T) {
 		if err := b.enter(1, time.Second); err != nil {
 			t.Fatal(err)
 		}
-		b.acquired(t0.Add(time.Duration(i) * time.Minute))
+		b.acquired(t0.Add(time.Duration(i)*time.Minute), time.Hour)
 		b.leave()
 	}
 	if b.interval != 0 {
@@ -42,10 +42,15 @@ func TestAdmissionShedsWhatCannotBeServedInTime(t *testing.T) {
 	}
 	// The lock comes back every 10ms while 3 wait.
 	for i := range 5 {
-		a.acquired(t0.Add(time.Duration(i) * 10 * time.Millisecond))
+		a.acquired(t0.Add(time.Duration(i)*10*time.Millisecond), time.Second)
 	}
 	if a.interval != 10*time.Millisecond {
 		t.Fatalf("interval %v, want 10ms", a.interval)
+	}
+	// A stall longer than the wait (a paused holder) is not the pace.
+	a.acquired(t0.Add(time.Hour), time.Second)
+	if a.interval != 10*time.Millisecond {
+		t.Fatalf("a one-hour stall moved the interval to %v", a.interval)
 	}
 	// 3 here: a fourth waits 4 turns, 40ms.
 	if err := a.enter(1, 40*time.Millisecond); err != nil {
