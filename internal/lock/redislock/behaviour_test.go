@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +39,27 @@ func TestContendedHandoff(t *testing.T) {
 			for i := range lks {
 				lks[i], _ = newLockerOpts(t, srv, redislock.Options{TTL: 5 * time.Second, LocalHandoffs: tc.localHandoffs})
 			}
+			// Warm up on a key of its own: each locker's connections dialled
+			// and scripts loaded, so that on a busy machine a locker's first
+			// dial does not look like a lock that starved it.
+			var warm sync.WaitGroup
+			warmKey := locktest.Key(t) + ":warm"
+			for g := range lockers * perLocker {
+				warm.Go(func() {
+					l, err := lks[g%lockers].Acquire(t.Context(), warmKey)
+					if err == nil {
+						err = l.Release(t.Context())
+					}
+					if err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			warm.Wait()
+			before := make([]redislock.Stats, lockers)
+			for i, lk := range lks {
+				before[i] = lk.Stats()
+			}
 			key := locktest.Key(t)
 			var (
 				wg     sync.WaitGroup
@@ -45,10 +67,17 @@ func TestContendedHandoff(t *testing.T) {
 				who    []int    // locker of each acquisition, in lock order
 				tokens []uint64 // token of each acquisition, in lock order
 			)
+			// Every goroutine is running before any acquires: on a busy
+			// machine a late-scheduled locker would otherwise look starved.
+			var ready sync.WaitGroup
+			start := make(chan struct{})
 			for g := range lockers * perLocker {
 				wg.Add(1)
+				ready.Add(1)
 				go func() {
 					defer wg.Done()
+					ready.Done()
+					<-start
 					for range rounds {
 						l, err := lks[g%lockers].Acquire(t.Context(), key)
 						if err != nil {
@@ -66,15 +95,17 @@ func TestContendedHandoff(t *testing.T) {
 					}
 				}()
 			}
+			ready.Wait()
+			close(start)
 			wg.Wait()
 
 			var total redislock.Stats
-			for _, lk := range lks {
-				s := lk.Stats()
-				total.Acquired += s.Acquired
-				total.AcquireCalls += s.AcquireCalls
-				total.Handoffs += s.Handoffs
-				total.LocalHandoffs += s.LocalHandoffs
+			for i, lk := range lks {
+				s, b := lk.Stats(), before[i]
+				total.Acquired += s.Acquired - b.Acquired
+				total.AcquireCalls += s.AcquireCalls - b.AcquireCalls
+				total.Handoffs += s.Handoffs - b.Handoffs
+				total.LocalHandoffs += s.LocalHandoffs - b.LocalHandoffs
 			}
 			n := uint64(lockers * perLocker * rounds)
 			if total.Acquired != n {
@@ -99,19 +130,49 @@ func TestContendedHandoff(t *testing.T) {
 			case tc.localHandoffs >= 0 && total.LocalHandoffs < n/2:
 				t.Errorf("%d of %d acquisitions were local passes, want most of them", total.LocalHandoffs, n)
 			}
-			// Processes take turns: while all of them still have work (the
-			// first half), each gets about a third, not one after another.
-			firstHalf := make([]int, lockers)
-			for _, w := range who[:n/2] {
-				firstHalf[w]++
+			// Processes take turns: while all of them compete — from the
+			// acquisition by which each has had one to the first that
+			// finishes its work — each gets about a third, not one after
+			// another. A locker that never gets in before another is done
+			// is starved.
+			from, to := contended(who, lockers, perLocker*rounds)
+			if from < 0 || to-from < int(n)/3 {
+				t.Fatalf("no stretch where all %d lockers competed (%d..%d of %d): one was starved", lockers, from, to, n)
 			}
-			for i, got := range firstHalf {
-				if want := int(n) / 2 / lockers; got <= want/2 || got >= 2*want {
-					t.Errorf("locker %d made %d of the first %d acquisitions, want about %d", i, got, n/2, want)
+			share := make([]int, lockers)
+			for _, w := range who[from:to] {
+				share[w]++
+			}
+			for i, got := range share {
+				if want := (to - from) / lockers; got <= want/2 || got >= 2*want {
+					t.Errorf("locker %d made %d of the %d acquisitions while all competed, want about %d", i, got, to-from, want)
 				}
 			}
 		})
 	}
+}
+
+// contended is the stretch of who (the locker of each acquisition, in lock
+// order) in which every one of lockers competes: from the first index by
+// which each has appeared to the first at which one has made all of its
+// work; from is -1 when one finished before another appeared.
+func contended(who []int, lockers, work int) (from, to int) {
+	seen, done := make([]int, lockers), -1
+	from = -1
+	for i, w := range who {
+		seen[w]++
+		if from < 0 && !slices.Contains(seen, 0) {
+			from = i
+		}
+		if seen[w] == work {
+			done = i
+			break
+		}
+	}
+	if from < 0 || done < 0 {
+		return -1, 0
+	}
+	return from, done
 }
 
 // waitFor polls cond: queue lengths have no event to wait on from outside.
