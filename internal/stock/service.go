@@ -121,6 +121,9 @@ type ServiceConfig struct {
 	// WaitTimeout, instead of holding it for the whole wait (shed.go).
 	// Locked mode only.
 	Shed bool
+	// MaxQueue bounds, with Shed, the requests of this process queued for
+	// one segment's lock (the holder's included); 0: no bound but the wait.
+	MaxQueue int
 
 	// PerUserLimit bounds the units one named buyer may buy in a sale (the
 	// ledger's buyer count, checked by the script that sells); 0, the
@@ -343,7 +346,7 @@ func (s *Service) sellIn(ctx context.Context, seg *segment, b Buyer) (Sale, erro
 		if seg.comb != nil {
 			perLock = s.cfg.CombineMax
 		}
-		if err := seg.adm.enter(perLock, s.cfg.WaitTimeout); err != nil {
+		if err := seg.adm.enter(perLock, s.cfg.MaxQueue, s.cfg.WaitTimeout); err != nil {
 			s.cfg.OnEvent(EventShed)
 			return Sale{}, err
 		}

@@ -10,6 +10,12 @@ import (
 
 // shed.go: a bounded queue for the lock, per segment and process.
 //
+// The queue is bounded twice. First by size (MaxQueue): the lock sells no
+// faster for a longer queue — a few waiters per replica keep it busy, and
+// with combining a batch's worth — while every request queued holds a
+// connection through the proxy, whose connections are finite; past them
+// the proxy drops buyers unanswered. Then by time, below.
+//
 // Before the sale sells out, a flood of buyers queues on the lock. A buyer
 // the lock cannot serve within the wait timeout would hold its connection
 // for the whole wait only to be told "busy", and enough of them exhaust
@@ -42,15 +48,19 @@ type admission struct {
 // the last ten acquisitions count.
 const shedWeight = 0.1
 
-// enter admits a request, or returns the *BusyError that sheds it.
-func (a *admission) enter(perLock int, wait time.Duration) error {
+// enter admits a request, or returns the *BusyError that sheds it: when
+// maxQueue requests are already queued (0: no bound), or when the queue
+// ahead of it could not be served within wait.
+func (a *admission) enter(perLock, maxQueue int, wait time.Duration) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.interval > 0 {
-		turns := (a.n + perLock) / perLock // ceil((n+1)/perLock)
-		if est := time.Duration(turns) * a.interval; est > wait {
-			return &BusyError{Queued: a.n, RetryAfter: est, Wait: wait}
-		}
+	turns := (a.n + perLock) / perLock // ceil((n+1)/perLock)
+	est := time.Duration(turns) * a.interval
+	switch {
+	case maxQueue > 0 && a.n >= maxQueue:
+		return &BusyError{Queued: a.n, RetryAfter: est, Wait: wait, Full: true}
+	case a.interval > 0 && est > wait:
+		return &BusyError{Queued: a.n, RetryAfter: est, Wait: wait}
 	}
 	a.n++
 	return nil
@@ -85,11 +95,16 @@ func (a *admission) acquired(now time.Time, wait time.Duration) {
 // wraps ErrBusy; nothing was sold.
 type BusyError struct {
 	Queued     int           // requests of this process ahead of it
-	RetryAfter time.Duration // the estimated wait: when a retry may be served
-	Wait       time.Duration // the wait timeout it would have exceeded
+	RetryAfter time.Duration // the estimated wait: when a retry may be served (0: not yet measured)
+	Wait       time.Duration // the wait timeout
+	Full       bool          // the queue was at its bound (ServiceConfig.MaxQueue)
 }
 
 func (e *BusyError) Error() string {
+	if e.Full {
+		return fmt.Sprintf("%v: shed: the queue for the lock here is full (%d), about %s to serve",
+			ErrBusy, e.Queued, e.RetryAfter.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("%v: shed: %d queued here, about %s to serve, above the %s wait",
 		ErrBusy, e.Queued, e.RetryAfter.Round(time.Millisecond), e.Wait)
 }

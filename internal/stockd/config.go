@@ -83,6 +83,7 @@ type Config struct {
 		TTL         time.Duration `mapstructure:"ttl" default:"10s" doc:"the Redis locks' lease, renewed every ttl/3 while held"`
 		WaitTimeout time.Duration `mapstructure:"wait_timeout" default:"5s" doc:"longest wait for the lock, then 503 busy (see http.write_timeout)"`
 		Shed        bool          `mapstructure:"shed" default:"true" doc:"answer 503 busy at once, with a Retry-After, to a buyer whom the lock's queue in this replica could not serve within lock.wait_timeout (estimated from how often the lock comes back), instead of holding its connection for the whole wait; locked mode"`
+		MaxQueue    int           `mapstructure:"max_queue" default:"256" doc:"with lock.shed, most requests of one replica queued for one lock (per segment), the holder included; the next is answered 503 busy at once. A longer queue sells no faster and holds a proxy connection each: past the proxy's connections buyers are dropped unanswered. Keep it at least stock.combine_max"`
 		RedisAddr   string        `mapstructure:"redis_addr" default:"" doc:"a Redis of its own for the lock, host:port; empty: the stock Redis"` // lock Redis, when it differs from Redis.Addr
 	} `mapstructure:"lock"`
 	Redisson struct {

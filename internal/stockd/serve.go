@@ -99,6 +99,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		CombineMax:     cfg.Stock.CombineMax,
 		WaitTimeout:    cfg.Lock.WaitTimeout,
 		Shed:           cfg.Lock.Shed,
+		MaxQueue:       cfg.Lock.MaxQueue,
 		Delay:          cfg.Work.Delay,
 		OnLockWait:     m.ObserveLockWait,
 		OnEvent:        func(e stock.Event) { m.CountEvent(string(e)) },

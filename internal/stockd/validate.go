@@ -173,6 +173,11 @@ func Validate(c *Config) error {
 	oneOf("stock.mode", c.Stock.Mode, stockModes, "mode")
 	between("stock.confirm_timeout", c.Stock.ConfirmTimeout, 10*time.Millisecond, 10*time.Minute)
 	intBetween("stock.combine_max", c.Stock.CombineMax, 1, 4096)
+	intBetween("lock.max_queue", c.Lock.MaxQueue, 1, 1<<20)
+	if c.Stock.Combine && c.Lock.Shed && c.Lock.MaxQueue < c.Stock.CombineMax {
+		// A batch could never fill: the queue would shed what it would sell.
+		bad("lock.max_queue", "%d is below stock.combine_max (%d): a combined batch could never fill", c.Lock.MaxQueue, c.Stock.CombineMax)
+	}
 	intBetween("stock.segments", c.Stock.Segments, 1, 256)
 	intBetween("stock.min_replica_acks", c.Stock.MinReplicaAcks, -1, 16)
 	between("stock.replica_ack_timeout", c.Stock.ReplicaAckTimeout, time.Millisecond, time.Minute)
