@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -79,6 +80,69 @@ var (
 	// reply, this call is known not to have sold.
 	ErrOutOfMemory = errors.New("stock: redis out of memory")
 )
+
+// Errors of items (items.go).
+var (
+	// ErrNoItem: no item of that id exists (in the registry).
+	ErrNoItem = errors.New("stock: no such item")
+	// ErrItemExists: an item of that id exists already; reset it instead.
+	ErrItemExists = errors.New("stock: the item exists")
+	// ErrBadItem: an item id or settings that cannot be used; the error
+	// says what is wrong, and nothing was written.
+	ErrBadItem = errors.New("stock: bad item")
+	// ErrItemsUnsupported: this configuration cannot sell items (the error
+	// says why); nothing was written or sold.
+	ErrItemsUnsupported = errors.New("stock: items are not supported with this configuration")
+	// errItemChanged: the item was reset since its service was built; the
+	// script wrote nothing, and Items sells again with a new service.
+	errItemChanged = errors.New("stock: the item was reset during the sale")
+)
+
+// Refusals of a sale outside its window (Keys.Window, window.lua), by
+// Redis's clock; nothing was written. Errors that wrap them are a
+// *WindowError, which carries the window's bounds.
+var (
+	// ErrNotStarted: the sale's window opens later (WindowError.StartsAt).
+	ErrNotStarted = errors.New("stock: the sale has not started")
+	// ErrEnded: the sale's window has closed (WindowError.EndsAt).
+	ErrEnded = errors.New("stock: the sale has ended")
+)
+
+// WindowError is a sale refused outside its window. It wraps ErrNotStarted
+// or ErrEnded; the bound the sale was refused by is set (unix ms), the
+// other is 0 when not known.
+type WindowError struct {
+	StartsAt, EndsAt int64
+	Err              error // ErrNotStarted or ErrEnded
+}
+
+func (e *WindowError) Error() string {
+	if errors.Is(e.Err, ErrNotStarted) {
+		return fmt.Sprintf("%v: it starts at %s", e.Err, unixMS(e.StartsAt))
+	}
+	return fmt.Sprintf("%v: it ended at %s", e.Err, unixMS(e.EndsAt))
+}
+
+// Unwrap lets errors.Is see ErrNotStarted or ErrEnded.
+func (e *WindowError) Unwrap() error { return e.Err }
+
+// windowRefusal is the error of a script that found the window closed:
+// not started yet (early) or ended, at bound.
+func windowRefusal(early bool, bound int64) *WindowError {
+	if early {
+		return &WindowError{StartsAt: bound, Err: ErrNotStarted}
+	}
+	return &WindowError{EndsAt: bound, Err: ErrEnded}
+}
+
+// isWindowRefusal reports a sale refused by its window.
+func isWindowRefusal(err error) bool {
+	return errors.Is(err, ErrNotStarted) || errors.Is(err, ErrEnded)
+}
+
+func unixMS(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
+}
 
 // FencedError is the store refusing a read or write under a lease that is no
 // longer (or never was) the fence's current one. It wraps ErrFenced, and

@@ -78,7 +78,8 @@ func (n KeyName) String() string {
 
 // All lists every Redis key a sale of k touches, by the names the Store
 // uses (withDefaults): the stock and fence of every segment, lucky, the
-// receipts, and, when set, the initial stock and the order ledger's keys.
+// receipts, and, when set, the initial stock, the order ledger's keys and
+// the window.
 // Segments are listed by number up to k.Segments.
 func (k Keys) All() []KeyName {
 	k = k.withDefaults()
@@ -101,6 +102,9 @@ func (k Keys) All() []KeyName {
 	}
 	add(k.Epoch, "Stock", "the sale's epoch")
 	add(k.Halt, "Stock", "the sale's halt mark")
+	if k.Window != "" {
+		add(k.Window, "Stock", "the sale's window")
+	}
 	add(k.Lucky, "Lucky", "the units sold")
 	add(k.Fence, "Fence", "the fence")
 	for i := 1; i < k.Segments; i++ {
@@ -156,4 +160,51 @@ func HashTag(key string) string {
 		return ""
 	}
 	return key[open+1 : open+1+end]
+}
+
+// Items: sales beside the default one, each named by an id (ItemKeys).
+const (
+	// ItemKeyPrefix starts every key of every item: the family that no
+	// configured key may enter (stockd checks it at start).
+	ItemKeyPrefix = "{item:"
+	// ItemRegistry is the hash of items, id -> settings (Item, as JSON),
+	// which every replica reads: items are created through the API, not
+	// configured.
+	ItemRegistry = "seckill:items"
+	// MaxItemIDLen bounds an item id (CheckItemID).
+	MaxItemIDLen = 32
+)
+
+// ItemKeys names item id's keys by the rule of Derive, from base names
+// that carry one hash tag of their own, so that a Redis Cluster can place
+// the whole item on one slot: stock "{item:<id>}:stock", lucky
+// "{item:<id>}:lucky", fence "{item:<id>}:stock:fence", and its window
+// "{item:<id>}:stock:window". They do not depend on the default sale's
+// names, nor on a hash tag those carry ("{s1}:stock" gives the same item
+// keys as "stock"): base gives only whether the order ledger is on
+// (base.Orders set). An item is one segment. id must pass CheckItemID.
+func ItemKeys(base Keys, id string) Keys {
+	tag := ItemKeyPrefix + id + "}"
+	return Keys{
+		Stock: tag + ":stock", Lucky: tag + ":lucky", Fence: tag + ":stock:fence", Window: tag + ":stock:window",
+	}.Derive(base.Orders != "")
+}
+
+// ItemLockKey is the lock key of item id's sale, under the default sale's
+// lock key: "<lock.key>:item:<id>".
+func ItemLockKey(lockKey, id string) string { return lockKey + ":item:" + id }
+
+// CheckItemID refuses an item id that is not 1..32 characters of a-z, 0-9
+// and '-', starting with a letter or digit: ids name Redis keys and URL
+// paths, and never need escaping in either. The error wraps ErrBadItem.
+func CheckItemID(id string) error {
+	ok := id != "" && len(id) <= MaxItemIDLen && id[0] != '-'
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'
+	}
+	if !ok {
+		return fmt.Errorf("%w: id %q: want 1..%d of a-z, 0-9 and '-', not starting with '-'", ErrBadItem, truncate(id, 40), MaxItemIDLen)
+	}
+	return nil
 }

@@ -50,6 +50,7 @@ const (
 	verdictReplay  = "replay"
 	verdictLimit   = "limit"
 	verdictSoldOut = "soldout"
+	verdictEnded   = "ended" // the sale's window ended (window.lua)
 )
 
 // verdict is one member's outcome of a ledger write.
@@ -58,6 +59,7 @@ type verdict struct {
 	order string // sold, replay: the order id (the original one for a replay)
 	after int64  // sold, replay: the stock after that order
 	token uint64 // sold, replay: that order's fencing token
+	ends  int64  // ended: the window's ends_at, unix ms
 }
 
 // member is one buyer of a ledger write and the order id its unit gets.
@@ -127,17 +129,20 @@ func memberArgs(args []any, members []member) []any {
 // each got. Exactly-once per lease like Write: a retry returns the first
 // run's verdicts.
 func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []member, la ledgerArgs) ([]verdict, error) {
-	keys := s.ledgerKeys([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}, members)
+	keys := s.windowed(s.ledgerKeys([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}, members))
 	args := []any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, read, ReceiptTTL.Milliseconds(), len(members)}
 	args = memberArgs(append(args, la.argv()...), members)
-	cmd, wait := s.eval(ctx, fencedWrite, keys, args...)
+	cmd, wait := s.eval(ctx, s.scripts().write, keys, args...)
 	res, err := cmd.Slice()
 	if err != nil {
 		return nil, wrapRedis(ctx, "fenced write", err)
 	}
-	code, outcomes, err := ledgerReply(res)
+	code, outcomes, bound, err := ledgerReply(res)
 	if err != nil {
 		return nil, fmt.Errorf("stock: fenced write: %w", err)
+	}
+	if code == statusEarly || code == statusEnded {
+		return nil, fmt.Errorf("stock: fenced write: %w", windowRefusal(code == statusEarly, bound))
 	}
 	if code == statusNotInt {
 		return nil, fmt.Errorf("stock: fenced write: %w", notInt(s.keys.Lucky))
@@ -187,19 +192,20 @@ func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArg
 		epoch    string
 	)
 	err := s.guarded(ctx, func(gkeys []string, gargs []any, e string) error {
-		keys := s.ledgerKeys(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...), members)
+		keys := s.windowed(s.ledgerKeys(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...), members))
 		args := memberArgs(append(append([]any{ReceiptTTL.Milliseconds()}, gargs...), la.argv()...), members)
 		var cmd *redis.Cmd
-		cmd, wait = s.eval(ctx, sellAtomic, keys, args...)
+		cmd, wait = s.eval(ctx, s.scripts().atomic, keys, args...)
 		res, err := cmd.Slice()
 		if err != nil {
 			return wrapRedis(ctx, "atomic sell", err)
 		}
-		if code, outcomes, err = ledgerReply(res); err != nil {
+		var bound int64
+		if code, outcomes, bound, err = ledgerReply(res); err != nil {
 			return fmt.Errorf("stock: atomic sell: %w", err)
 		}
 		epoch = e
-		return s.atomicRefusal(ctx, code)
+		return s.atomicRefusal(ctx, code, bound)
 	})
 	switch {
 	case err != nil:
@@ -236,17 +242,22 @@ func anonymous(lease string, n int) []member {
 	return ms
 }
 
-// ledgerReply splits a ledger script's {status, outcomes} reply.
-func ledgerReply(res []any) (int64, string, error) {
-	if len(res) != 2 {
-		return 0, "", fmt.Errorf("unexpected reply %v", res)
+// ledgerReply splits a ledger script's {status, outcomes} reply, or the
+// {status, "", bound} of a closed window (window.lua).
+func ledgerReply(res []any) (code int64, outcomes string, bound int64, err error) {
+	if len(res) != 2 && len(res) != 3 {
+		return 0, "", 0, fmt.Errorf("unexpected reply %v", res)
 	}
 	code, ok1 := res[0].(int64)
 	outcomes, ok2 := res[1].(string)
-	if !ok1 || !ok2 {
-		return 0, "", fmt.Errorf("unexpected reply %v", res)
+	ok3 := true
+	if len(res) == 3 {
+		bound, ok3 = res[2].(int64)
 	}
-	return code, outcomes, nil
+	if !ok1 || !ok2 || !ok3 {
+		return 0, "", 0, fmt.Errorf("unexpected reply %v", res)
+	}
+	return code, outcomes, bound, nil
 }
 
 // parseVerdicts reads ledger.lua's outcomes, n of them.
@@ -276,6 +287,13 @@ func parseVerdict(p string) (verdict, error) {
 	case verdictLimit, verdictSoldOut:
 		if len(f) == 1 {
 			return v, nil
+		}
+	case verdictEnded:
+		if len(f) == 2 {
+			var err error
+			if v.ends, err = strconv.ParseInt(f[1], 10, 64); err == nil {
+				return v, nil
+			}
 		}
 	case verdictSold, verdictReplay:
 		if len(f) == 4 {

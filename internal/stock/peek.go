@@ -20,17 +20,22 @@ import (
 // still takes the lock: only the sale script can tell a replay of this
 // sale, which must answer its original order. A peek that gets no answer
 // decides nothing: the sale goes on as before and its own read settles it.
+// An item's window (Keys.Window) is checked here too: before it every
+// buyer is refused at once; after it every buyer but one whose key has a
+// record, which the sale script answers (ledger.lua).
 
 // Peek returns the stock without the lock, and whether idem (the buyer's
 // idempotency record, "" for none) exists. It writes nothing unless it
-// finds a rewound sale, which it halts as any guarded read does.
+// finds a rewound sale, which it halts as any guarded read does. Outside
+// the sale's window (Keys.Window) it returns a *WindowError, with record
+// set all the same.
 func (s *Store) Peek(ctx context.Context, idem string) (stock int64, record bool, err error) {
 	err = s.guarded(ctx, func(gkeys []string, gargs []any, _ string) error {
 		keys := append([]string{s.keys.Stock}, gkeys...)
 		if idem != "" {
 			keys = append(keys, idem)
 		}
-		res, err := peekScript.Run(ctx, s.rdb, keys, gargs...).Slice()
+		res, err := s.scripts().peek.Run(ctx, s.rdb, s.windowed(keys), gargs...).Slice()
 		if err != nil {
 			return wrapRedis(ctx, "peek", err)
 		}
@@ -49,6 +54,9 @@ func (s *Store) Peek(ctx context.Context, idem string) (stock int64, record bool
 			return s.halted(ctx, "peek")
 		case statusEpoch:
 			return errEpochMoved
+		case statusEarly, statusEnded:
+			record = rec == 1
+			return fmt.Errorf("stock: peek: %w", windowRefusal(code == statusEarly, n))
 		}
 		stock, record = n, rec == 1
 		return nil
@@ -67,7 +75,13 @@ func (s *Service) soldOutEarly(ctx context.Context, seg *segment, b Buyer) error
 	}
 	n, record, err := seg.store.Peek(ctx, idem)
 	switch {
-	case errors.Is(err, ErrStoreLost), errors.Is(err, ErrNotInteger), errors.Is(err, ErrStoreRewound):
+	case errors.Is(err, ErrStoreLost), errors.Is(err, ErrNotInteger), errors.Is(err, ErrStoreRewound),
+		errors.Is(err, ErrNotStarted), errors.Is(err, errItemChanged):
+		return err
+	case errors.Is(err, ErrEnded):
+		if record {
+			return nil // a key sold before the end: the write answers its replay
+		}
 		return err
 	case err != nil:
 		return nil // no answer is no decision: the fenced read will tell

@@ -130,6 +130,11 @@ func (s *Store) learnEpoch(ctx context.Context) error {
 	if err != nil {
 		return wrapRedis(ctx, "read epoch", err)
 	}
+	if s.pin != "" && v != s.pin {
+		// An item reset since its service was built: the service's
+		// settings (the per-user limit) are of the old sale.
+		return errItemChanged
+	}
 	if s.wit == nil {
 		s.mark.reset(v)
 		return nil
@@ -204,4 +209,13 @@ func (s *Store) halted(ctx context.Context, op string) error {
 		why = "key " + s.keys.Halt + " is set"
 	}
 	return fmt.Errorf("stock: %s: %w: %s", op, ErrStoreRewound, why)
+}
+
+// pinEpoch binds the store to the sale of epoch: a script that finds
+// another (a reset since) answers errItemChanged rather than learning it,
+// so that an item's service, built with the settings of that sale, never
+// sells in the next one (items.go).
+func (s *Store) pinEpoch(epoch string) {
+	s.pin = epoch
+	s.mark.reset(epoch)
 }

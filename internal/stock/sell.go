@@ -71,6 +71,8 @@ func (v verdict) sale(id string) (Sale, error) {
 		return Sale{StockAfter: v.after, Token: v.token, Attempt: id, OrderID: v.order, Replayed: v.kind == verdictReplay}, nil
 	case verdictLimit:
 		return Sale{}, ErrLimitReached
+	case verdictEnded:
+		return Sale{}, windowRefusal(false, v.ends)
 	default:
 		return Sale{}, ErrSoldOut
 	}
@@ -84,11 +86,11 @@ func (v verdict) sale(id string) (Sale, error) {
 func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, buyers []Buyer) batch {
 	n := len(buyers)
 	b := batch{n: n, f: Fence{Lock: seg.ident, Token: lease.Token(), Lease: NewAttemptID(), Quiet: s.cfg.LockTTL}}
-	b.cur, b.err = s.read(ctx, seg, lease, b.f)
+	ledger := s.ledger()
+	b.cur, b.err = s.read(ctx, seg, lease, b.f, ledger && anyKey(buyers))
 	if b.err != nil {
 		return b
 	}
-	ledger := s.ledger()
 	if b.cur <= 0 && !(ledger && anyKey(buyers)) {
 		// Sold out, and no key whose earlier sale a replay would answer.
 		b.err = ErrSoldOut
@@ -125,14 +127,15 @@ func anyKey(buyers []Buyer) bool {
 	return false
 }
 
-// read is the fenced read (or the articles' plain GET without fencing).
-func (s *Service) read(ctx context.Context, seg *segment, lease lock.Lease, f Fence) (int64, error) {
+// read is the fenced read (or the articles' plain GET without fencing);
+// replays says a buyer's key may be replayed by the write (Store.read).
+func (s *Service) read(ctx context.Context, seg *segment, lease lock.Lease, f Fence, replays bool) (int64, error) {
 	if !s.cfg.Fencing {
 		return seg.store.ReadUnfenced(ctx)
 	}
 	var rd Reading
 	tries, err := s.confirm(ctx, func(ctx context.Context) (err error) {
-		rd, err = seg.store.Read(ctx, f)
+		rd, err = seg.store.read(ctx, f, replays)
 		return err
 	})
 	s.countRetries(tries)
@@ -196,9 +199,10 @@ func (s *Service) fencedCall(ctx context.Context, lease lock.Lease, f Fence, n i
 		return nil
 	case errors.Is(err, ErrFenced), errors.Is(err, ErrMixedBackends), errors.Is(err, ErrNotInteger):
 		return err // a definite refusal: nothing was written
-	case errors.Is(err, ErrOutOfMemory) && tries == 1:
+	case (errors.Is(err, ErrOutOfMemory) || isWindowRefusal(err)) && tries == 1:
 		// Definite only when no earlier try went unanswered: such a try
-		// may still run, and sell, once memory frees up.
+		// may still run, and sell, once memory frees up (or, in its
+		// window, once it opens).
 		return err
 	default:
 		s.cfg.OnEvent(EventUnconfirmed)
@@ -230,9 +234,11 @@ func (s *Service) sellAtomic(ctx context.Context, seg *segment, b Buyer) (Sale, 
 		return Sale{StockAfter: after, Attempt: id}, nil
 	case errors.Is(err, ErrSoldOut), errors.Is(err, ErrNotInteger):
 		return Sale{}, err // definite: nothing was written
-	case (errors.Is(err, ErrOutOfMemory) || errors.Is(err, ErrStoreLost)) && tries == 1:
+	case (errors.Is(err, ErrOutOfMemory) || errors.Is(err, ErrStoreLost) || isWindowRefusal(err) ||
+		errors.Is(err, errItemChanged)) && tries == 1:
 		// Definite, as in fencedCall: the script refused before writing
-		// (a lost or halted sale), and no earlier try is left to run.
+		// (a lost or halted sale, a closed window, an item reset since its
+		// service was built), and no earlier try is left to run.
 		return Sale{}, err
 	default:
 		s.cfg.OnEvent(EventUnconfirmed)

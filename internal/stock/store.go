@@ -40,6 +40,12 @@ package stock
 // the limit or a key sell twice (ledger.lua, ledger.go). The unfenced
 // write, the articles' oversell kept as the lab's control, writes none.
 //
+// Items (items.go) are sales beside the default one, each with keys of
+// its own under one hash tag (ItemKeys), settings in a registry every
+// replica reads, and a window the selling scripts check by Redis's clock
+// (window.lua); the default sale has no window, and its scripts read no
+// key for one.
+//
 // Replica acks (Store.WithReplicaAcks) make the selling scripts
 // wait for replicas with WAIT on the same connection, so a sale answered
 // sold survives a failover to a replica that acknowledged it; one not
@@ -76,16 +82,52 @@ var (
 	ordersSrc string
 	//go:embed lua/peek.lua
 	peekSrc string
+	//go:embed lua/window.lua
+	windowSrc string
 
 	// The scripts that read a counter share int.lua's readInt; the two that
-	// sell share ledger.lua's sellTo for their ledger form.
-	fencedRead   = redis.NewScript(intSrc + guardSrc + fencedReadSrc)
-	fencedWrite  = redis.NewScript(intSrc + ledgerSrc + fencedWriteSrc)
-	sellAtomic   = redis.NewScript(intSrc + guardSrc + ledgerSrc + sellAtomicSrc)
-	snapshot     = redis.NewScript(snapshotSrc)
-	ordersScript = redis.NewScript(ordersSrc)
-	peekScript   = redis.NewScript(intSrc + guardSrc + peekSrc)
+	// sell share ledger.lua's sellTo for their ledger form; the four that
+	// sell or read to sell share window.lua, in two variants (scriptSet).
+	plainScripts    = newScriptSet(false)
+	windowedScripts = newScriptSet(true)
+	snapshot        = redis.NewScript(snapshotSrc)
+	ordersScript    = redis.NewScript(ordersSrc)
 )
+
+// scriptSet is the scripts that check a sale's window (window.lua): the
+// plain variant, for a sale without one (Keys.Window empty, the default
+// sale, whose scripts read no window key), or the windowed one, which
+// takes the window key last of its KEYS.
+type scriptSet struct {
+	read, write, atomic, peek *redis.Script
+}
+
+func newScriptSet(windowed bool) scriptSet {
+	win := "local windowed = " + strconv.FormatBool(windowed) + "\n" + windowSrc
+	return scriptSet{
+		read:   redis.NewScript(intSrc + guardSrc + win + fencedReadSrc),
+		write:  redis.NewScript(intSrc + ledgerSrc + win + fencedWriteSrc),
+		atomic: redis.NewScript(intSrc + guardSrc + ledgerSrc + win + sellAtomicSrc),
+		peek:   redis.NewScript(intSrc + guardSrc + win + peekSrc),
+	}
+}
+
+// scripts is the variant of s's sale.
+func (s *Store) scripts() scriptSet {
+	if s.keys.Window != "" {
+		return windowedScripts
+	}
+	return plainScripts
+}
+
+// windowed appends the window key to a script's keys when the sale has one
+// (window.lua: it is the last).
+func (s *Store) windowed(keys []string) []string {
+	if s.keys.Window != "" {
+		return append(keys, s.keys.Window)
+	}
+	return keys
+}
 
 // Script status codes shared by fenced_read.lua and fenced_write.lua.
 const (
@@ -97,6 +139,8 @@ const (
 	statusLost      = 5 // the stock key is missing (read): see ErrStoreLost
 	statusHalted    = 6 // the sale is halted (read): see ErrStoreRewound
 	statusEpoch     = 7 // the caller's epoch is not the sale's (read): rewind.go
+	statusEarly     = 8 // the sale's window has not started (window.lua)
+	statusEnded     = 9 // the sale's window has ended (window.lua)
 )
 
 // sell_atomic.lua's answers besides the stock after a sale.
@@ -107,6 +151,8 @@ const (
 	atomicLost        = -4 // the stock key is missing: see ErrStoreLost
 	atomicHalted      = -5 // the sale is halted: see ErrStoreRewound
 	atomicEpoch       = -6 // the caller's epoch is not the sale's: rewind.go
+	atomicEarly       = -7 // the sale's window has not started (window.lua)
+	atomicEnded       = -8 // the sale's window has ended (window.lua)
 )
 
 // ReceiptTTL is how long a write's receipt outlives it: far longer than any
@@ -139,6 +185,14 @@ type Keys struct {
 	// Initial, if set, receives the stock each Reset starts from, so an
 	// auditor can check stock + lucky == initial.
 	Initial string
+	// Window, if set, is the sale's window: a hash of starts_at and
+	// ends_at (unix ms, 0 = no bound) that the selling scripts check by
+	// Redis's clock, refusing a sale outside it (ErrNotStarted, ErrEnded;
+	// window.lua). A missing key is always open; Store.Reset leaves it as
+	// it is. Empty, as for the default sale: no window, and the scripts
+	// read no key for it. Items have one (ItemKeys), written with their
+	// reset (Items.Create, Items.Reset).
+	Window string
 	// Segments splits the stock over that many keys, each with its own
 	// fence (and, in the Service, its own lock key); 0 means 1. Segment 0
 	// is Stock and Fence themselves, so one segment is exactly the
@@ -214,6 +268,8 @@ type Store struct {
 	// wit, if set, keeps the sale's epoch and ceilings where they do not
 	// roll back with Redis (witness.go), shared by the segments.
 	wit *witness
+	// pin, if set, is the only epoch the store sells in (pinEpoch).
+	pin string
 }
 
 // NewStore returns a Store over rdb using keys. The caller owns rdb.
@@ -242,7 +298,8 @@ func (s *Store) Ping(ctx context.Context) error {
 // Optional: a script missing later (a restarted Redis) is sent again by
 // go-redis; tests use it so a fault lands on the script itself.
 func (s *Store) LoadScripts(ctx context.Context) error {
-	for _, sc := range []*redis.Script{fencedRead, fencedWrite, sellAtomic, snapshot, ordersScript, peekScript} {
+	sc := s.scripts()
+	for _, sc := range []*redis.Script{sc.read, sc.write, sc.atomic, snapshot, ordersScript, sc.peek} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return wrapRedis(ctx, "load scripts", err)
 		}
@@ -262,46 +319,14 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 // reset returns only once the replicas hold it, else ErrNotReplicated (and
 // ErrUnavailable: reset again), see resetAcked.
 func (s *Store) Reset(ctx context.Context, n int64) error {
-	if n < 0 || n > MaxStock {
-		return fmt.Errorf("%w: %d", ErrStockRange, n)
-	}
-	// A halted sale lost acknowledged sales: a reset would start the next
-	// one over them as if nothing happened. The operator reconciles first
-	// and removes the halt (the README's runbook).
-	if why, err := s.Halted(ctx); err != nil {
-		return err
-	} else if why != "" {
-		return fmt.Errorf("stock: reset: %w: %s (reconcile the acknowledged orders, then DEL %s)", ErrStoreRewound, why, s.keys.Halt)
-	}
-	if err := s.sweepIdempotency(ctx); err != nil {
+	epoch, err := s.beginReset(ctx, n)
+	if err != nil {
 		return err
 	}
-	epoch := newSaleID()
-	if s.wit != nil {
-		// First, so that Redis never holds an epoch the witness does not
-		// know: a reset that fails after this leaves the old sale in Redis,
-		// whose epoch the witness still keeps.
-		if err := s.wit.begin(ctx, epoch, len(s.segs)); err != nil {
-			return err
-		}
-	}
-	shares := SegmentShares(n, len(s.segs))
 	tx := func(p redis.Pipeliner) error {
-		s.resetLedger(ctx, p)
-		for i, seg := range s.segs {
-			p.Set(ctx, seg.keys.Stock, shares[i], 0)
-		}
-		p.Set(ctx, s.keys.Lucky, 0, 0)
-		for _, seg := range s.segs {
-			p.Del(ctx, seg.keys.Fence)
-		}
-		if s.keys.Initial != "" {
-			p.Set(ctx, s.keys.Initial, n, 0)
-		}
-		p.Set(ctx, s.keys.Epoch, epoch, 0)
+		s.queueReset(ctx, p, n, epoch)
 		return nil
 	}
-	var err error
 	if s.acks.Replicas > 0 {
 		err = s.resetAcked(ctx, tx)
 	} else {
@@ -312,6 +337,54 @@ func (s *Store) Reset(ctx context.Context, n int64) error {
 		s.mark.reset(epoch)
 	}
 	return err
+}
+
+// beginReset is what a reset to n does before its MULTI: it checks n and
+// that the sale is not halted, sweeps the idempotency records, and names
+// the new sale's epoch (recorded in the witness, if any).
+func (s *Store) beginReset(ctx context.Context, n int64) (epoch string, err error) {
+	if n < 0 || n > MaxStock {
+		return "", fmt.Errorf("%w: %d", ErrStockRange, n)
+	}
+	// A halted sale lost acknowledged sales: a reset would start the next
+	// one over them as if nothing happened. The operator reconciles first
+	// and removes the halt (the README's runbook).
+	if why, err := s.Halted(ctx); err != nil {
+		return "", err
+	} else if why != "" {
+		return "", fmt.Errorf("stock: reset: %w: %s (reconcile the acknowledged orders, then DEL %s)", ErrStoreRewound, why, s.keys.Halt)
+	}
+	if err := s.sweepIdempotency(ctx); err != nil {
+		return "", err
+	}
+	epoch = newSaleID()
+	if s.wit != nil {
+		// First, so that Redis never holds an epoch the witness does not
+		// know: a reset that fails after this leaves the old sale in Redis,
+		// whose epoch the witness still keeps.
+		if err := s.wit.begin(ctx, epoch, len(s.segs)); err != nil {
+			return "", err
+		}
+	}
+	return epoch, nil
+}
+
+// queueReset queues the reset's MULTI body on p: the new sale of n units
+// in epoch.
+func (s *Store) queueReset(ctx context.Context, p redis.Pipeliner, n int64, epoch string) {
+	shares := SegmentShares(n, len(s.segs))
+	s.resetLedger(ctx, p)
+	for i, seg := range s.segs {
+		p.Set(ctx, seg.keys.Stock, shares[i], 0)
+	}
+	p.Set(ctx, s.keys.Lucky, 0, 0)
+	for _, seg := range s.segs {
+		p.Del(ctx, seg.keys.Fence)
+	}
+	if s.keys.Initial != "" {
+		p.Set(ctx, s.keys.Initial, n, 0)
+	}
+	p.Set(ctx, s.keys.Epoch, epoch, 0)
 }
 
 // Status reads stock (the sum of the segments) and lucky in one round trip;
@@ -342,12 +415,24 @@ func (s *Store) StatusBySegment(ctx context.Context) (Status, []int64, error) {
 // equal to it under another lease (a collision: both are then refused), and
 // with ErrMixedBackends when the fence belongs to another lock — unless the
 // fence has been quiet for f.Quiet, when it restarts at f (Reading.Restarted).
-// A second Read of the same lease answers as the first did.
+// A second Read of the same lease answers as the first did. Outside the
+// sale's window (Keys.Window) it is refused with a *WindowError.
 func (s *Store) Read(ctx context.Context, f Fence) (Reading, error) {
+	return s.read(ctx, f, false)
+}
+
+// read is Read; replays says a buyer of the sale has an idempotency key
+// the ledger may replay, so a sale whose window ended is read as usual and
+// its write answers each buyer (fenced_read.lua's ARGV[7]).
+func (s *Store) read(ctx context.Context, f Fence, replays bool) (Reading, error) {
 	var out Reading
 	err := s.guarded(ctx, func(gkeys []string, gargs []any, _ string) error {
-		res, err := fencedRead.Run(ctx, s.rdb, append([]string{s.keys.Stock, s.keys.Fence}, gkeys...),
-			append([]any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, f.Quiet.Milliseconds()}, gargs...)...).Slice()
+		args := append([]any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, f.Quiet.Milliseconds()}, gargs...)
+		if s.keys.Window != "" {
+			args = append(args, boolArg(replays))
+		}
+		res, err := s.scripts().read.Run(ctx, s.rdb, s.windowed(append([]string{s.keys.Stock, s.keys.Fence}, gkeys...)),
+			args...).Slice()
 		if err != nil {
 			return wrapRedis(ctx, "fenced read", err)
 		}
@@ -367,6 +452,8 @@ func (s *Store) Read(ctx context.Context, f Fence) (Reading, error) {
 			return s.halted(ctx, "fenced read")
 		case statusEpoch:
 			return errEpochMoved
+		case statusEarly, statusEnded:
+			return fmt.Errorf("stock: fenced read: %w", windowRefusal(code == statusEarly, stock))
 		}
 		if err := fenceStatus(code, f, highest); err != nil {
 			return fmt.Errorf("stock: fenced read: %w", err)
@@ -383,7 +470,9 @@ func (s *Store) Read(ctx context.Context, f Fence) (Reading, error) {
 // returned. It is exactly-once per lease: a second Write of the same lease
 // (a retry whose first reply was lost) finds the first one's receipt and
 // returns nil without selling again. With the ledger on, the unit gets an
-// anonymous order whose id is f.Lease.
+// anonymous order whose id is f.Lease. Outside the sale's window
+// (Keys.Window) it is refused with a *WindowError: the window is checked
+// here, where the unit is taken, not only at the read.
 func (s *Store) Write(ctx context.Context, f Fence, newStock int64) error {
 	if s.Ledger() {
 		return s.writeAnonymous(ctx, f, newStock+1, 1)
@@ -418,11 +507,17 @@ func (s *Store) writeAnonymous(ctx context.Context, f Fence, read int64, units i
 // (omitted for one unit, as every single sale has always sent it).
 func (s *Store) write(ctx context.Context, f Fence, newStock int64, extra ...any) error {
 	args := append([]any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, newStock, ReceiptTTL.Milliseconds()}, extra...)
-	cmd, wait := s.eval(ctx, fencedWrite,
-		[]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}, args...)
-	code, err := cmd.Int64()
+	cmd, wait := s.eval(ctx, s.scripts().write,
+		s.windowed([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}), args...)
+	code, bound, rerr, err := codeReply(cmd)
+	if rerr != nil {
+		return wrapRedis(ctx, "fenced write", rerr)
+	}
 	if err != nil {
-		return wrapRedis(ctx, "fenced write", err)
+		return fmt.Errorf("stock: fenced write: %w", err)
+	}
+	if code == statusEarly || code == statusEnded {
+		return fmt.Errorf("stock: fenced write: %w", windowRefusal(code == statusEarly, bound))
 	}
 	if code == statusNotInt {
 		return fmt.Errorf("stock: fenced write: %w", notInt(s.keys.Lucky))
@@ -597,14 +692,19 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 	)
 	err := s.guarded(ctx, func(gkeys []string, gargs []any, e string) error {
 		var cmd *redis.Cmd
-		cmd, wait = s.eval(ctx, sellAtomic, append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...),
+		cmd, wait = s.eval(ctx, s.scripts().atomic, s.windowed(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...)),
 			append([]any{ReceiptTTL.Milliseconds()}, gargs...)...)
-		var err error
-		if after, err = cmd.Int64(); err != nil {
-			return wrapRedis(ctx, "atomic sell", err)
+		var (
+			bound     int64
+			rerr, err error
+		)
+		if after, bound, rerr, err = codeReply(cmd); rerr != nil {
+			return wrapRedis(ctx, "atomic sell", rerr)
+		} else if err != nil {
+			return fmt.Errorf("stock: atomic sell: %w", err)
 		}
 		epoch = e
-		return s.atomicRefusal(ctx, after)
+		return s.atomicRefusal(ctx, after, bound)
 	})
 	if err != nil {
 		return 0, err
@@ -620,9 +720,11 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 }
 
 // atomicRefusal is the error of sell_atomic.lua's answer code (both
-// forms), nil for a sale or sold out (-1).
-func (s *Store) atomicRefusal(ctx context.Context, code int64) error {
+// forms), nil for a sale or sold out (-1); bound is a closed window's.
+func (s *Store) atomicRefusal(ctx context.Context, code, bound int64) error {
 	switch code {
+	case atomicEarly, atomicEnded:
+		return fmt.Errorf("stock: atomic sell: %w", windowRefusal(code == atomicEarly, bound))
 	case atomicStockNotInt:
 		return fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Stock))
 	case atomicLuckyNotInt:
@@ -653,6 +755,36 @@ func fenceStatus(code int64, f Fence, highest string) error {
 	default:
 		return fmt.Errorf("unexpected script status %d", code)
 	}
+}
+
+// codeReply reads a script's integer answer, or the {code, bound} a
+// closed window answers with (window.lua). A Redis error is the first
+// error (for wrapRedis), a reply of another shape the second.
+func codeReply(cmd *redis.Cmd) (code, bound int64, rerr, err error) {
+	v, rerr := cmd.Result()
+	if rerr != nil {
+		return 0, 0, rerr, nil
+	}
+	switch v := v.(type) {
+	case int64:
+		return v, 0, nil, nil
+	case []any:
+		if len(v) == 2 {
+			code, ok1 := v[0].(int64)
+			bound, ok2 := v[1].(int64)
+			if ok1 && ok2 {
+				return code, bound, nil, nil
+			}
+		}
+	}
+	return 0, 0, nil, fmt.Errorf("unexpected reply %v", v)
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // checkInt is int.lua's readInt in Go: the value of a counter key, which

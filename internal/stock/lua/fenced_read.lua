@@ -10,6 +10,9 @@
 -- ARGV[4] quiet period in ms   (0 = never; see "Restarting the fence")
 -- KEYS[3], KEYS[4], ARGV[5], ARGV[6]: the epoch key, the halt key, the
 --                              caller's epoch and ceiling (guard.lua)
+-- ARGV[7] '1' when a buyer of the sale has an idempotency key the ledger
+--                              may replay (optional): see status 9
+-- Last of all KEYS, an item's window key (window.lua, windowed variant).
 --
 -- Returns {status, stock, highest, restarted}: status 0 = ok, 1 = stale (a higher token
 -- was already seen; highest says which, so the caller can move a lock that
@@ -19,8 +22,12 @@
 -- 4 = the stock key holds a non-integer (int.lua's readInt), 5 = the stock
 -- key is missing: Redis lost the sale or it was never reset (int.lua),
 -- 6 = the sale is halted (guard.lua), 7 = the caller's epoch is not the
--- sale's (guard.lua).
--- On status 1, 2, 4, 5, 6 or 7 the fence is left untouched.
+-- sale's (guard.lua), 8 = the sale's window has not started (stock is then
+-- its starts_at), 9 = it has ended (stock is its ends_at; window.lua). An
+-- ended sale is read as usual when ARGV[7] is '1': only the write's ledger
+-- can tell a replay of a key sold before the end, which it answers
+-- (ledger.lua), from a new sale, which it refuses.
+-- On status 1, 2, 4, 5, 6, 7, 8 or 9 the fence is left untouched.
 --
 -- restarted is 1 when this read restarted the fence (below).
 --
@@ -61,6 +68,12 @@ if refused == 'halted' then
   return {6, 0, '', 0}
 elseif refused == 'epoch' then
   return {7, 0, '', 0}
+end
+local closed, bound = window()
+if closed == 'not_started' then
+  return {8, bound, '', 0}
+elseif closed == 'ended' and ARGV[7] ~= '1' then
+  return {9, bound, '', 0}
 end
 
 local fence = redis.call('HMGET', KEYS[2], 'lock', 'token', 'lease', 'at')

@@ -12,6 +12,7 @@
 -- ARGV[5] receipt TTL in ms    (longer than any retry of this write)
 -- ARGV[6] units sold           (optional, default 1: a combined sale of a
 --                               batch of buyers, Store.WriteBatch)
+-- Last of all KEYS, an item's window key (window.lua, windowed variant).
 --
 -- The ledger form (Keys.Orders set), told apart by its extra keys:
 -- KEYS[5..] and ARGV[7..] as ledger.lua's sellTo reads them (kb = 5,
@@ -31,6 +32,13 @@
 -- would leave a unit gone and no sale counted). Nothing is written unless
 -- it returns 0.
 --
+-- An item's window (window.lua) is checked here, at the write, where the
+-- unit is taken: a sale that read inside it and writes after it is
+-- refused. Not started: {8, starts_at} ({8, '', starts_at} in the ledger
+-- form); ended: {9, ends_at}, while the ledger form answers each member
+-- (ledger.lua: a replayed key its original sale, the others 'ended'). A
+-- receipt found first still answers: that write was made in time.
+--
 -- "Still the current reader" means lock, token and lease all equal what the
 -- writer's own fenced read recorded: every accepted read records its own
 -- unique lease, so anything else means another reader came in between (A
@@ -44,12 +52,19 @@
 -- new stock, and for a batch ":units" after it, so that each member of the
 -- batch can learn whether it was among the units sold.
 
-local ledger = #KEYS > 4
+local ledger = nkeys > 4
 local function answer(status, outcomes)
   if ledger then
     return {status, outcomes or ''}
   end
   return status
+end
+-- refuse answers a closed window: its code and the bound it passed.
+local function refuse(status, bound)
+  if ledger then
+    return {status, '', bound}
+  end
+  return {status, bound}
 end
 
 local done = redis.call('GET', KEYS[4])
@@ -78,15 +93,26 @@ if not lucky then
   return answer(4)
 end
 
+local closed, bound = window()
+if closed == 'not_started' then
+  return refuse(8, bound)
+end
 if ledger then
   local read = tonumber(ARGV[4])
-  local sold, outcomes = sellTo(read, 5, 7, ARGV[2], tonumber(ARGV[6]), lucky)
+  local ended = nil
+  if closed == 'ended' then
+    ended = 'ended ' .. string.format('%d', bound)
+  end
+  local sold, outcomes = sellTo(read, 5, 7, ARGV[2], tonumber(ARGV[6]), lucky, ended)
   if sold > 0 then
     redis.call('SET', KEYS[1], string.format('%d', read - sold))
     redis.call('INCRBY', KEYS[2], sold)
     redis.call('SET', KEYS[4], outcomes, 'PX', ARGV[5])
   end
   return {0, outcomes}
+end
+if closed == 'ended' then
+  return refuse(9, bound)
 end
 
 local units = tonumber(ARGV[6] or '1')

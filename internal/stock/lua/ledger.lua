@@ -2,7 +2,7 @@
 -- int.lua) for their ledger form, used when the order ledger is on
 -- (Keys.Orders). Not a script on its own.
 --
--- sellTo(stock, kb, ab, token, n, lucky) decides, for n members in order, what
+-- sellTo(stock, kb, ab, token, n, lucky, closed) decides, for n members in order, what
 -- each gets out of stock units, and writes the ledger of every unit it
 -- sells: buyer count, stream entry, index, per-user list and idempotency
 -- record. The caller takes the units from the stock and counts them in
@@ -30,6 +30,8 @@
 -- Member i's outcome, in order:
 --   its key has a record of this sale -> 'replay <id> <after> <token>', the
 --       original sale's;
+--   closed given (the sale's window has ended: window.lua) -> closed,
+--       'ended <ends_at>': a key sold before the end is still answered;
 --   no unit left                      -> 'soldout';
 --   limit > 0, named user, count >= limit -> 'limit';
 --   otherwise it sells: 'sold <id> <after> <token>'.
@@ -49,7 +51,7 @@
 -- Returns the units sold and the outcomes joined with ',' (what the
 -- receipt keeps, so a retry answers every member as the first run did).
 
-local function sellTo(stock, kb, ab, token, n, lucky)
+local function sellTo(stock, kb, ab, token, n, lucky, closed)
   local orders, saleKey, buyers, index, byUser = KEYS[kb], KEYS[kb + 1], KEYS[kb + 2], KEYS[kb + 3], KEYS[kb + 4]
   local limit = tonumber(ARGV[ab])
   local ttl, replica, now = ARGV[ab + 1], ARGV[ab + 2], ARGV[ab + 3]
@@ -76,6 +78,8 @@ local function sellTo(stock, kb, ab, token, n, lucky)
     end
     if outcome then
       -- decided by the key's record
+    elseif closed then
+      outcome = closed
     elseif stock - sold <= 0 then
       outcome = 'soldout'
     elseif limit > 0 and user ~= '' and (tonumber(redis.call('HGET', buyers, user)) or 0) >= limit then

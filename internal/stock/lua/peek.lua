@@ -8,12 +8,15 @@
 -- KEYS[2], KEYS[3], ARGV[1], ARGV[2]: the epoch key, the halt key, the
 --                              caller's epoch and ceiling (guard.lua)
 -- KEYS[4] the buyer's idempotency record, when it sent a key (optional)
+-- Last of all KEYS, an item's window key (window.lua, windowed variant).
 --
 -- Returns {status, stock, record}: status 0 = ok, 4 = the stock key holds a
 -- non-integer, 5 = the stock key is missing, 6 = the sale is halted, 7 =
--- the caller's epoch is not the sale's (fenced_read.lua's codes). record
--- is 1 when KEYS[4] exists: a replay the sale script must answer, since
--- only it knows whether the record is this sale's and this buyer's.
+-- the caller's epoch is not the sale's, 8 = the window has not started
+-- and 9 = it has ended, stock then being starts_at or ends_at
+-- (fenced_read.lua's codes). record is 1 when KEYS[4] exists: a replay the
+-- sale script must answer, since only it knows whether the record is this
+-- sale's and this buyer's (after the end too: ledger.lua).
 --
 -- Within one epoch the stock only falls, so 0 read here stays 0 until a
 -- reset, and a reset moves the epoch: a sold-out answer given on it is
@@ -32,7 +35,13 @@ elseif refused == 'epoch' then
   return {7, 0, 0}
 end
 local record = 0
-if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then
+if nkeys >= 4 and redis.call('EXISTS', KEYS[4]) == 1 then
   record = 1
+end
+local closed, bound = window()
+if closed == 'not_started' then
+  return {8, bound, record}
+elseif closed == 'ended' then
+  return {9, bound, record}
 end
 return {0, stock, record}

@@ -8,6 +8,7 @@
 -- KEYS[4] epoch key, KEYS[5] halt key (guard.lua)
 -- ARGV[1] receipt TTL in ms    (longer than any retry of this attempt)
 -- ARGV[2] the caller's epoch, ARGV[3] its ceiling (guard.lua)
+-- Last of all KEYS, an item's window key (window.lua, windowed variant).
 --
 -- Returns the stock after the sale, or -1 when sold out, -2 when the stock
 -- key and -3 when the lucky key holds a non-integer (int.lua's readInt),
@@ -24,11 +25,16 @@
 -- receipt (the outcomes) is written only when the unit sold; a run that
 -- sold nothing wrote nothing, and its retry answers the same.
 --
+-- An item's window (window.lua) refuses a sale before it with {-7,
+-- starts_at} ({-7, '', starts_at} in the ledger form) and after it with
+-- {-8, ends_at}; the ledger form answers an ended sale's member as
+-- ledger.lua does (a replayed key its original sale, else 'ended').
+--
 -- Idempotent per attempt: a second run (a retry after a lost reply) returns
 -- the first run's stock-after from the receipt and sells nothing more.
 
 local done = redis.call('GET', KEYS[3])
-if #KEYS > 5 then
+if nkeys > 5 then
   if done then
     return {0, done}
   end
@@ -49,7 +55,15 @@ if #KEYS > 5 then
   if not lucky then
     return {-3, ''}
   end
-  local sold, outcomes = sellTo(stock, 6, 4, '0', 1, lucky)
+  local closed, bound = window()
+  if closed == 'not_started' then
+    return {-7, '', bound}
+  end
+  local ended = nil
+  if closed == 'ended' then
+    ended = 'ended ' .. string.format('%d', bound)
+  end
+  local sold, outcomes = sellTo(stock, 6, 4, '0', 1, lucky, ended)
   if sold > 0 then
     redis.call('INCRBY', KEYS[2], sold)
     redis.call('DECRBY', KEYS[1], sold)
@@ -72,6 +86,12 @@ if refused == 'halted' then
   return -5
 elseif refused == 'epoch' then
   return -6
+end
+local closed, bound = window()
+if closed == 'not_started' then
+  return {-7, bound}
+elseif closed == 'ended' then
+  return {-8, bound}
 end
 if stock <= 0 then
   return -1

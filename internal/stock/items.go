@@ -1,0 +1,395 @@
+package stock
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// items.go: sales beside the default one, each an item with an id, keys
+// of its own (ItemKeys), a window and a per-user limit.
+//
+// An item lives in Redis, so every replica agrees on it without any
+// configuration: its settings in the registry (ItemRegistry), its sale in
+// its own keys, both written in one MULTI by Create and Reset (a new
+// epoch, the ledger cleared, the window set). Items builds each item's
+// Service from the default sale's settings (a template) and keeps it; the
+// service's store is pinned to the epoch of the reset its settings come
+// from (pinEpoch), so a sale that finds the item reset since, by any
+// replica, writes nothing, and Items sells again with a service built
+// from the new settings: a per-user limit never applies to another sale
+// than its own. The window is not a setting of the service: the scripts
+// read it from Redis (window.lua).
+
+// MaxItems bounds the registry: Create refuses an item beyond it, so the
+// list and the services kept stay bounded.
+const MaxItems = 1000
+
+// maxWindowMS is the latest bound a window may have, 9999-12-31 (unix ms).
+const maxWindowMS = 253402300799999
+
+// Item states, by Redis's clock (ItemStatus.State).
+const (
+	ItemUpcoming = "upcoming" // before starts_at
+	ItemOpen     = "open"
+	ItemEnded    = "ended" // from ends_at on
+)
+
+// Item is an item's settings, as Create and Reset take them and the
+// registry keeps them.
+type Item struct {
+	ID    string `json:"id"`
+	Stock int64  `json:"stock"` // units the sale starts with
+	// StartsAt and EndsAt bound the sale's window, unix ms by Redis's
+	// clock; 0 is no bound. EndsAt, when both are set, is after StartsAt.
+	StartsAt int64 `json:"starts_at"`
+	EndsAt   int64 `json:"ends_at"`
+	// PerUserLimit is the most units one named buyer may buy in the sale;
+	// 0 is no limit. Needs the order ledger.
+	PerUserLimit int `json:"per_user_limit"`
+}
+
+// Check refuses settings no sale can use; the error wraps ErrBadItem.
+func (it Item) Check() error {
+	if err := CheckItemID(it.ID); err != nil {
+		return err
+	}
+	switch {
+	case it.Stock < 0 || it.Stock > MaxStock:
+		return fmt.Errorf("%w: stock %d: want 0..%d (2^53-1)", ErrBadItem, it.Stock, int64(MaxStock))
+	case it.StartsAt < 0 || it.EndsAt < 0 || it.StartsAt > maxWindowMS || it.EndsAt > maxWindowMS:
+		return fmt.Errorf("%w: starts_at %d, ends_at %d: want unix ms up to 9999-12-31, or 0 for no bound", ErrBadItem, it.StartsAt, it.EndsAt)
+	case it.StartsAt > 0 && it.EndsAt > 0 && it.EndsAt <= it.StartsAt:
+		return fmt.Errorf("%w: ends_at %d is not after starts_at %d", ErrBadItem, it.EndsAt, it.StartsAt)
+	case it.PerUserLimit < 0 || int64(it.PerUserLimit) > MaxStock:
+		return fmt.Errorf("%w: per_user_limit %d: want 0 (no limit) or more", ErrBadItem, it.PerUserLimit)
+	}
+	return nil
+}
+
+// itemRecord is an item's registry entry: its settings and the epoch of
+// the reset that wrote them.
+type itemRecord struct {
+	Item
+	Epoch string `json:"epoch"`
+}
+
+// ItemStatus is an item's sale at one instant, by Redis's clock.
+type ItemStatus struct {
+	Item    Item  // its settings, as created or last reset
+	Stock   int64 // units left
+	Lucky   int64 // units sold
+	Initial int64 // the stock of its last reset
+	// StartsAt and EndsAt are the window Redis holds (unix ms, 0: none).
+	StartsAt, EndsAt int64
+	State            string // ItemUpcoming, ItemOpen or ItemEnded
+	SoldOut          bool   // no unit left
+	Now              int64  // Redis's clock at the read, unix ms
+}
+
+// ItemsConfig wires Items.
+type ItemsConfig struct {
+	Redis redis.UniversalClient
+	// Base is the default sale's keys: items have the order ledger when
+	// it has (Base.Orders set), and none when it is segmented.
+	Base Keys
+	// Acks makes items' sales and resets wait for replicas, as the
+	// default sale's (Store.WithReplicaAcks).
+	Acks ReplicaAcks
+	// Service is the template of every item's service, as the default
+	// sale's is built; Items sets Store, LockKey (ItemLockKey of the
+	// template's) and PerUserLimit (the item's).
+	Service ServiceConfig
+	// Unsupported lists what else in the configuration items do not
+	// support yet (a witness, durable orders): Create and every sale are
+	// then refused with ErrItemsUnsupported naming it.
+	Unsupported []string
+}
+
+// Items is the items of one stock Redis: their registry, their sales,
+// and a Service kept per item. It is safe for concurrent use.
+type Items struct {
+	cfg         ItemsConfig
+	unsupported error
+	mu          sync.Mutex
+	sales       map[string]*itemSale
+}
+
+// itemSale is an item's service, built from rec.
+type itemSale struct {
+	rec   itemRecord
+	store *Store
+	svc   *Service
+}
+
+// NewItems returns the items of cfg.Redis. Segmented stock and unfenced
+// locked sales (the lab's control, whose plain write checks no window)
+// are refused, besides cfg.Unsupported.
+func NewItems(cfg ItemsConfig) *Items {
+	why := slices.Clone(cfg.Unsupported)
+	if cfg.Base.Segments > 1 {
+		why = append(why, fmt.Sprintf("segmented stock (%d segments)", cfg.Base.Segments))
+	}
+	if cmp.Or(cfg.Service.Mode, ModeLocked) == ModeLocked && !cfg.Service.Fencing {
+		why = append(why, "unfenced sales (their write checks no window)")
+	}
+	m := &Items{cfg: cfg, sales: map[string]*itemSale{}}
+	if len(why) > 0 {
+		m.unsupported = fmt.Errorf("%w: %s", ErrItemsUnsupported, strings.Join(why, ", "))
+	}
+	return m
+}
+
+// Unsupported says why this configuration cannot sell items, or is nil.
+func (m *Items) Unsupported() error { return m.unsupported }
+
+// LoadScripts loads the scripts of items' sales (Store.LoadScripts).
+func (m *Items) LoadScripts(ctx context.Context) error {
+	st := NewStore(m.cfg.Redis, ItemKeys(m.cfg.Base, "x"))
+	if err := st.LoadScripts(ctx); err != nil {
+		return err
+	}
+	return wrapRedis(ctx, "load scripts", itemScript.Load(ctx, m.cfg.Redis).Err())
+}
+
+// store is item id's store.
+func (m *Items) store(id string) *Store {
+	return NewStore(m.cfg.Redis, ItemKeys(m.cfg.Base, id)).WithReplicaAcks(m.cfg.Acks)
+}
+
+// Create makes item it, with it.Stock units and its window, and returns
+// its status; ErrItemExists if there is one of that id already.
+func (m *Items) Create(ctx context.Context, it Item) (ItemStatus, error) {
+	return m.put(ctx, it, true)
+}
+
+// Reset starts item it.ID's sale over with the settings of it, as
+// Store.Reset does the default sale's (a new epoch, the order ledger
+// cleared), and returns its status; ErrNoItem if there is none of that id.
+func (m *Items) Reset(ctx context.Context, it Item) (ItemStatus, error) {
+	return m.put(ctx, it, false)
+}
+
+func (m *Items) put(ctx context.Context, it Item, create bool) (ItemStatus, error) {
+	if m.unsupported != nil {
+		return ItemStatus{}, m.unsupported
+	}
+	if err := it.Check(); err != nil {
+		return ItemStatus{}, err
+	}
+	if it.PerUserLimit > 0 && m.cfg.Base.Orders == "" {
+		return ItemStatus{}, fmt.Errorf("%w: per_user_limit needs the order ledger, which is off", ErrBadItem)
+	}
+	// Before the reset sweeps anything of a sale: a create of an item
+	// that exists must not touch its idempotency records.
+	_, err := m.record(ctx, it.ID)
+	switch {
+	case create && err == nil:
+		return ItemStatus{}, fmt.Errorf("%w: %s (reset it instead)", ErrItemExists, it.ID)
+	case create && errors.Is(err, ErrNoItem):
+	case err != nil:
+		return ItemStatus{}, err
+	}
+	st := m.store(it.ID)
+	epoch, err := st.beginReset(ctx, it.Stock)
+	if err != nil {
+		return ItemStatus{}, err
+	}
+	meta, err := json.Marshal(itemRecord{Item: it, Epoch: epoch})
+	if err != nil {
+		return ItemStatus{}, err
+	}
+	// WATCH the registry: a create or reset of any item in between makes
+	// this one start over, so two creates of one id cannot both win.
+	for range 10 {
+		err = m.cfg.Redis.Watch(ctx, func(tx *redis.Tx) error {
+			return m.write(ctx, tx, st, it, create, epoch, meta)
+		}, ItemRegistry)
+		if !errors.Is(err, redis.TxFailedErr) {
+			break
+		}
+	}
+	// Whatever the answer, the item may have changed: its next sale
+	// reads the registry again.
+	m.mu.Lock()
+	delete(m.sales, it.ID)
+	m.mu.Unlock()
+	if errors.Is(err, redis.TxFailedErr) {
+		err = fmt.Errorf("%w: the item registry kept changing: %w", ErrUnavailable, err)
+	}
+	if err != nil {
+		return ItemStatus{}, err
+	}
+	return m.Status(ctx, it.ID)
+}
+
+// write is put's transaction on tx, which watches the registry: the sale's
+// reset, its window and its registry entry in one MULTI, then, with
+// replica acks, the wait for the replicas on the same connection.
+func (m *Items) write(ctx context.Context, tx *redis.Tx, st *Store, it Item, create bool, epoch string, meta []byte) error {
+	exists, err := tx.HExists(ctx, ItemRegistry, it.ID).Result()
+	if err != nil {
+		return wrapRedis(ctx, "item registry", err)
+	}
+	switch {
+	case create && exists:
+		return fmt.Errorf("%w: %s (reset it instead)", ErrItemExists, it.ID)
+	case !create && !exists:
+		return fmt.Errorf("%w: %s", ErrNoItem, it.ID)
+	}
+	if create {
+		n, err := tx.HLen(ctx, ItemRegistry).Result()
+		if err != nil {
+			return wrapRedis(ctx, "item registry", err)
+		}
+		if n >= MaxItems {
+			return fmt.Errorf("%w: the registry holds %d items, the most there may be", ErrBadItem, n)
+		}
+	}
+	_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		st.queueReset(ctx, p, it.Stock, epoch)
+		p.Del(ctx, st.keys.Window)
+		if it.StartsAt > 0 || it.EndsAt > 0 {
+			p.HSet(ctx, st.keys.Window, "starts_at", it.StartsAt, "ends_at", it.EndsAt)
+		}
+		p.HSet(ctx, ItemRegistry, it.ID, meta)
+		return nil
+	})
+	if errors.Is(err, redis.TxFailedErr) {
+		return err
+	}
+	if err != nil {
+		return wrapRedis(ctx, "reset item", err)
+	}
+	if st.acks.Replicas <= 0 {
+		return nil
+	}
+	var wait *redis.Cmd
+	if _, err := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
+		wait = st.queueWait(ctx, p)
+		return nil
+	}); err != nil {
+		return wrapRedis(ctx, "reset item: wait for replicas", err)
+	}
+	if err := st.acked(ctx, "reset item", wait); err != nil {
+		if errors.Is(err, ErrNotReplicated) {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// record reads item id's registry entry; ErrNoItem when there is none.
+func (m *Items) record(ctx context.Context, id string) (itemRecord, error) {
+	raw, err := m.cfg.Redis.HGet(ctx, ItemRegistry, id).Result()
+	if err == redis.Nil {
+		return itemRecord{}, fmt.Errorf("%w: %s", ErrNoItem, id)
+	}
+	if err != nil {
+		return itemRecord{}, wrapRedis(ctx, "item registry", err)
+	}
+	return parseRecord(id, raw)
+}
+
+func parseRecord(id, raw string) (itemRecord, error) {
+	var rec itemRecord
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		return itemRecord{}, fmt.Errorf("stock: item %s: registry entry %q: %w", id, truncate(raw, 80), err)
+	}
+	rec.ID = id
+	return rec, nil
+}
+
+// List returns every item's settings, by id (at most MaxItems).
+func (m *Items) List(ctx context.Context) ([]Item, error) {
+	all, err := m.cfg.Redis.HGetAll(ctx, ItemRegistry).Result()
+	if err != nil {
+		return nil, wrapRedis(ctx, "item registry", err)
+	}
+	out := make([]Item, 0, len(all))
+	for id, raw := range all {
+		rec, err := parseRecord(id, raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec.Item)
+	}
+	slices.SortFunc(out, func(a, b Item) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// ReduceFor sells one unit of item id to b, as Service.ReduceFor sells
+// the default sale's, with the same errors, and besides: ErrNoItem, a
+// *WindowError (ErrNotStarted, ErrEnded) outside the item's window,
+// ErrItemsUnsupported, and ErrBadItem for a malformed id.
+func (m *Items) ReduceFor(ctx context.Context, id string, b Buyer) (Sale, error) {
+	if m.unsupported != nil {
+		return Sale{}, m.unsupported
+	}
+	if err := CheckItemID(id); err != nil {
+		return Sale{}, err
+	}
+	fresh := false
+	for {
+		is, err := m.sale(ctx, id, fresh)
+		if err != nil {
+			return Sale{}, err
+		}
+		sale, err := is.svc.ReduceFor(ctx, b)
+		if !errors.Is(err, errItemChanged) || errors.Is(err, ErrUnconfirmed) {
+			return sale, err
+		}
+		// Nothing was written: sell again under the new settings.
+		if fresh {
+			return Sale{}, fmt.Errorf("%w: item %s was reset again during its sale", ErrUnavailable, id)
+		}
+		fresh = true
+	}
+}
+
+// Receipt is Store.Receipt for a sale of item id.
+func (m *Items) Receipt(ctx context.Context, id, attempt string) (stockAfter int64, sold bool, err error) {
+	if err := CheckItemID(id); err != nil {
+		return 0, false, err
+	}
+	is, err := m.sale(ctx, id, false)
+	if err != nil {
+		return 0, false, err
+	}
+	return is.store.Receipt(ctx, attempt)
+}
+
+// sale is item id's service: the one kept, unless fresh or none is, else
+// one built from the registry (kept while its entry stays the same).
+func (m *Items) sale(ctx context.Context, id string, fresh bool) (*itemSale, error) {
+	m.mu.Lock()
+	is := m.sales[id]
+	m.mu.Unlock()
+	if is != nil && !fresh {
+		return is, nil
+	}
+	rec, err := m.record(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if is := m.sales[id]; is != nil && is.rec == rec {
+		return is, nil
+	}
+	st := m.store(id)
+	st.pinEpoch(rec.Epoch)
+	cfg := m.cfg.Service
+	cfg.Store, cfg.LockKey, cfg.PerUserLimit = st, ItemLockKey(m.cfg.Service.LockKey, id), rec.PerUserLimit
+	is = &itemSale{rec: rec, store: st, svc: NewService(cfg)}
+	m.sales[id] = is
+	return is, nil
+}

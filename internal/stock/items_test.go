@@ -1,0 +1,523 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/lock"
+	"seckill/internal/lock/locallock"
+	"seckill/internal/stock"
+)
+
+// The items' rules, on a real redis-server: each item's keys, window,
+// ledger and limit are its own, and the default sale is left as it was.
+
+var defaultBase = stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+
+// itemMode is one way of selling an item.
+type itemMode struct {
+	name string
+	cfg  func(*stock.ServiceConfig)
+}
+
+var itemModes = []itemMode{
+	{"locked", func(c *stock.ServiceConfig) {}},
+	{"atomic", func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }},
+	{"combine", func(c *stock.ServiceConfig) { c.Combine = true }},
+}
+
+// newItems is Items on a fresh redis-server, fenced locked sales over the
+// in-process lock unless mut says otherwise; with ledger, the order
+// ledger is on.
+func newItems(t *testing.T, ledger bool, mut func(*stock.ItemsConfig)) (*stock.Items, *redis.Client) {
+	t.Helper()
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return itemsOver(rdb, ledger, mut), rdb
+}
+
+// itemsOver is another replica's Items over the same Redis.
+func itemsOver(rdb *redis.Client, ledger bool, mut func(*stock.ItemsConfig)) *stock.Items {
+	cfg := stock.ItemsConfig{
+		Redis: rdb,
+		Base:  defaultBase.Derive(ledger),
+		Service: stock.ServiceConfig{
+			Locker: locallock.New(), Backend: "test", LockKey: "seckill:lock", Fencing: true, Replica: "r1",
+		},
+	}
+	if mut != nil {
+		mut(&cfg)
+	}
+	return stock.NewItems(cfg)
+}
+
+// redisNow is the test server's clock, unix ms: windows are set by it.
+func redisNow(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	now, err := rdb.Time(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now.UnixMilli()
+}
+
+func create(t *testing.T, items *stock.Items, it stock.Item) stock.ItemStatus {
+	t.Helper()
+	st, err := items.Create(t.Context(), it)
+	if err != nil {
+		t.Fatalf("create %+v: %v", it, err)
+	}
+	return st
+}
+
+func wantItem(t *testing.T, items *stock.Items, id string, stockLeft, lucky int64) stock.ItemStatus {
+	t.Helper()
+	st, err := items.Status(t.Context(), id)
+	if err != nil {
+		t.Fatalf("status of %s: %v", id, err)
+	}
+	if st.Stock != stockLeft || st.Lucky != lucky || st.Stock+st.Lucky != st.Initial {
+		t.Fatalf("item %s: got stock %d lucky %d initial %d, want stock %d lucky %d summing to the initial",
+			id, st.Stock, st.Lucky, st.Initial, stockLeft, lucky)
+	}
+	return st
+}
+
+func TestItemKeys(t *testing.T) {
+	k := stock.ItemKeys(defaultBase.Derive(true), "x")
+	if k.Stock != "{item:x}:stock" || k.Lucky != "{item:x}:lucky" || k.Fence != "{item:x}:stock:fence" ||
+		k.Window != "{item:x}:stock:window" || k.Orders != "{item:x}:stock:orders" || k.Segments != 1 {
+		t.Fatalf("got %+v", k)
+	}
+	for _, n := range k.All() {
+		if tag := stock.HashTag(n.Name); tag != "item:x" || !strings.HasPrefix(n.Name, stock.ItemKeyPrefix) {
+			t.Errorf("%v: hash tag %q, want item:x, and the item prefix", n, tag)
+		}
+	}
+	if o := stock.Overlaps(k.All()); len(o) != 0 {
+		t.Fatalf("an item's names overlap: %v", o)
+	}
+	// Another item's names, and the default sale's, are apart from x's.
+	other := stock.ItemKeys(defaultBase.Derive(true), "x1")
+	if o := stock.Overlaps(slices.Concat(k.All(), other.All(), defaultBase.Derive(true).All())); len(o) != 0 {
+		t.Fatalf("items x, x1 and the default sale overlap: %v", o)
+	}
+	// The base's hash tag does not reach the item; the ledger does.
+	tagged := stock.Keys{Stock: "{s1}:stock", Lucky: "{s1}:lucky", Fence: "{s1}:stock:fence"}.Derive(true)
+	if got := stock.ItemKeys(tagged, "x"); got != k {
+		t.Fatalf("from a tagged base: got %+v, want %+v", got, k)
+	}
+	if got := stock.ItemKeys(defaultBase.Derive(false), "x"); got.Orders != "" || got.Window == "" {
+		t.Fatalf("without the ledger: got %+v, want no ledger keys and a window", got)
+	}
+	if stock.ItemLockKey("seckill:lock", "x") != "seckill:lock:item:x" {
+		t.Fatalf("got lock key %q", stock.ItemLockKey("seckill:lock", "x"))
+	}
+	if defaultBase.Derive(true).Window != "" {
+		t.Fatal("the default sale has a window key: its scripts would read it")
+	}
+}
+
+func TestCheckItemID(t *testing.T) {
+	for id, ok := range map[string]bool{
+		"x": true, "0": true, "spring-sale-2025": true, strings.Repeat("a", 32): true,
+		"": false, "-x": false, "X": false, "a_b": false, "a b": false, "a}b": false, "é": false,
+		strings.Repeat("a", 33): false, "a:b": false,
+	} {
+		err := stock.CheckItemID(id)
+		if (err == nil) != ok || (err != nil && !errors.Is(err, stock.ErrBadItem)) {
+			t.Errorf("CheckItemID(%q) = %v, want ok %v (else ErrBadItem)", id, err, ok)
+		}
+	}
+}
+
+func TestItemCheck(t *testing.T) {
+	for _, tc := range []struct {
+		it stock.Item
+		ok bool
+	}{
+		{stock.Item{ID: "a", Stock: 5}, true},
+		{stock.Item{ID: "a", Stock: 0, StartsAt: 10, EndsAt: 11, PerUserLimit: 2}, true},
+		{stock.Item{ID: "a", EndsAt: 11}, true},
+		{stock.Item{ID: "A", Stock: 5}, false},
+		{stock.Item{ID: "a", Stock: -1}, false},
+		{stock.Item{ID: "a", Stock: stock.MaxStock + 1}, false},
+		{stock.Item{ID: "a", StartsAt: -1}, false},
+		{stock.Item{ID: "a", StartsAt: 10, EndsAt: 10}, false},
+		{stock.Item{ID: "a", StartsAt: 10, EndsAt: 9}, false},
+		{stock.Item{ID: "a", PerUserLimit: -1}, false},
+		{stock.Item{ID: "a", EndsAt: 1 << 60}, false},
+	} {
+		err := tc.it.Check()
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, stock.ErrBadItem)) {
+			t.Errorf("%+v: got %v, want ok %v (else ErrBadItem)", tc.it, err, tc.ok)
+		}
+	}
+}
+
+// Before starts_at every sale is refused with the start, in every mode,
+// and nothing is written: no unit, no order, no receipt. The status says
+// upcoming by Redis's clock.
+func TestItemNotStarted(t *testing.T) {
+	for _, m := range itemModes {
+		t.Run(m.name, func(t *testing.T) {
+			items, rdb := newItems(t, true, func(c *stock.ItemsConfig) { m.cfg(&c.Service) })
+			starts := redisNow(t, rdb) + time.Hour.Milliseconds()
+			st := create(t, items, stock.Item{ID: "x", Stock: 5, StartsAt: starts})
+			if st.State != stock.ItemUpcoming || st.StartsAt != starts || st.Now >= starts {
+				t.Fatalf("got status %+v, want upcoming until %d", st, starts)
+			}
+			before, _ := rdb.Keys(t.Context(), "*").Result()
+			for _, b := range []stock.Buyer{{}, {User: "ann", Key: "k1"}} {
+				_, err := items.ReduceFor(t.Context(), "x", b)
+				var we *stock.WindowError
+				if !errors.Is(err, stock.ErrNotStarted) || !errors.As(err, &we) || we.StartsAt != starts {
+					t.Fatalf("buyer %+v: got %v, want ErrNotStarted carrying starts_at %d", b, err, starts)
+				}
+			}
+			wantItem(t, items, "x", 5, 0)
+			after, _ := rdb.Keys(t.Context(), "*").Result()
+			slices.Sort(before)
+			slices.Sort(after)
+			if !slices.Equal(before, after) {
+				t.Fatalf("keys went from %v to %v: a refused sale wrote", before, after)
+			}
+		})
+	}
+}
+
+// From ends_at on every sale is refused, in every mode, ledger or not;
+// a key that bought before the end is still answered its sale.
+func TestItemEnded(t *testing.T) {
+	for _, m := range itemModes {
+		for _, ledger := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/ledger %v", m.name, ledger), func(t *testing.T) {
+				items, rdb := newItems(t, ledger, func(c *stock.ItemsConfig) { m.cfg(&c.Service) })
+				create(t, items, stock.Item{ID: "x", Stock: 5, EndsAt: redisNow(t, rdb) + time.Hour.Milliseconds()})
+				ann := stock.Buyer{User: "ann", Key: "k1"}
+				if !ledger {
+					ann = stock.Buyer{}
+				}
+				first, err := items.ReduceFor(t.Context(), "x", ann)
+				if err != nil {
+					t.Fatalf("sale in the window: %v", err)
+				}
+				// The window ends: an item reset to a window already past.
+				ends := redisNow(t, rdb) - 1
+				if err := rdb.HSet(t.Context(), "{item:x}:stock:window", "ends_at", ends).Err(); err != nil {
+					t.Fatal(err)
+				}
+				_, err = items.ReduceFor(t.Context(), "x", stock.Buyer{})
+				var we *stock.WindowError
+				if !errors.Is(err, stock.ErrEnded) || !errors.As(err, &we) || we.EndsAt != ends {
+					t.Fatalf("after the end: got %v, want ErrEnded carrying ends_at %d", err, ends)
+				}
+				if ledger {
+					again, err := items.ReduceFor(t.Context(), "x", ann)
+					if err != nil || !again.Replayed || again.OrderID != first.OrderID {
+						t.Fatalf("ann's key after the end: got %+v, %v; want the replay of %s", again, err, first.OrderID)
+					}
+					if _, err := items.ReduceFor(t.Context(), "x", stock.Buyer{User: "ann", Key: "k2"}); !errors.Is(err, stock.ErrEnded) {
+						t.Fatalf("a new key after the end: got %v, want ErrEnded", err)
+					}
+				}
+				if st := wantItem(t, items, "x", 4, 1); st.State != stock.ItemEnded {
+					t.Fatalf("got state %q, want ended", st.State)
+				}
+			})
+		}
+	}
+}
+
+// A locked sale that read inside the window and writes after its end is
+// refused at the write, where the unit is taken: nothing is sold.
+func TestItemEndsBetweenReadAndWrite(t *testing.T) {
+	for _, ledger := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ledger %v", ledger), func(t *testing.T) {
+			lease := newFakeLease(1)
+			items, rdb := newItems(t, ledger, func(c *stock.ItemsConfig) {
+				c.Service.Locker = one(lease)
+				c.Service.Delay = stock.Delay{Min: time.Millisecond, Max: time.Millisecond}
+			})
+			create(t, items, stock.Item{ID: "x", Stock: 5, EndsAt: redisNow(t, rdb) + time.Hour.Milliseconds()})
+			var ends int64
+			lease.onDone = func() { // after the fenced read, before the write
+				ends = redisNow(t, rdb) - 1
+				if err := rdb.HSet(context.Background(), "{item:x}:stock:window", "ends_at", ends).Err(); err != nil {
+					t.Error(err)
+				}
+			}
+			_, err := items.ReduceFor(t.Context(), "x", stock.Buyer{})
+			var we *stock.WindowError
+			if !errors.Is(err, stock.ErrEnded) || !errors.As(err, &we) || we.EndsAt != ends || errors.Is(err, stock.ErrUnconfirmed) {
+				t.Fatalf("got %v, want a definite ErrEnded at %d", err, ends)
+			}
+			wantItem(t, items, "x", 5, 0)
+			if n, _ := rdb.Exists(t.Context(), "{item:x}:stock:orders").Result(); n != 0 {
+				t.Fatal("the refused write left an order")
+			}
+		})
+	}
+}
+
+// Two items sold at once, each by many buyers, each sell exactly their
+// stock with a ledger of their own; resetting one leaves the other.
+func TestItemsAreIndependent(t *testing.T) {
+	for _, m := range itemModes {
+		t.Run(m.name, func(t *testing.T) {
+			items, _ := newItems(t, true, func(c *stock.ItemsConfig) { m.cfg(&c.Service) })
+			stocks := map[string]int64{"a": 30, "b": 50}
+			for id, n := range stocks {
+				create(t, items, stock.Item{ID: id, Stock: n})
+			}
+			var mu sync.Mutex
+			sold := map[string]int64{}
+			buyer := map[string]string{} // one buyer who bought each item
+			var wg sync.WaitGroup
+			for i := range 160 {
+				id := []string{"a", "b"}[i%2]
+				wg.Go(func() {
+					user := fmt.Sprintf("u%d", i)
+					_, err := items.ReduceFor(t.Context(), id, stock.Buyer{User: user, Key: "k"})
+					switch {
+					case err == nil:
+						mu.Lock()
+						sold[id]++
+						buyer[id] = user
+						mu.Unlock()
+					case !errors.Is(err, stock.ErrSoldOut):
+						t.Errorf("item %s: %v", id, err)
+					}
+				})
+			}
+			wg.Wait()
+			for id, n := range stocks {
+				if sold[id] != n {
+					t.Errorf("item %s: sold %d, want %d", id, sold[id], n)
+				}
+				wantItem(t, items, id, 0, n)
+			}
+			if _, err := items.Reset(t.Context(), stock.Item{ID: "a", Stock: 7}); err != nil {
+				t.Fatal(err)
+			}
+			wantItem(t, items, "a", 7, 0)
+			wantItem(t, items, "b", 0, 50)
+			// a's ledger was cleared, b's kept: a buyer's key buys a
+			// again, and another's replays its b sale.
+			if s, err := items.ReduceFor(t.Context(), "a", stock.Buyer{User: buyer["a"], Key: "k"}); err != nil || s.Replayed {
+				t.Fatalf("%s on the reset item: got %+v, %v; want a new sale", buyer["a"], s, err)
+			}
+			if s, err := items.ReduceFor(t.Context(), "b", stock.Buyer{User: buyer["b"], Key: "k"}); err != nil || !s.Replayed {
+				t.Fatalf("%s on the untouched item: got %+v, %v; want its replay", buyer["b"], s, err)
+			}
+		})
+	}
+}
+
+// Each item has its own per-user limit, and a reset's new limit applies
+// on every replica from the reset on, even one whose service for the item
+// was built before it: the old settings never sell in the new sale.
+func TestItemPerUserLimit(t *testing.T) {
+	for _, m := range itemModes {
+		t.Run(m.name, func(t *testing.T) {
+			items, rdb := newItems(t, true, func(c *stock.ItemsConfig) { m.cfg(&c.Service) })
+			other := itemsOver(rdb, true, func(c *stock.ItemsConfig) { m.cfg(&c.Service) }) // another replica
+			create(t, items, stock.Item{ID: "a", Stock: 100, PerUserLimit: 2})
+			create(t, items, stock.Item{ID: "b", Stock: 100})
+			buy := func(items *stock.Items, id string, n int) (sold int) {
+				for range n {
+					_, err := items.ReduceFor(t.Context(), id, stock.Buyer{User: "ann"})
+					switch {
+					case err == nil:
+						sold++
+					case !errors.Is(err, stock.ErrLimitReached):
+						t.Fatalf("item %s: %v", id, err)
+					}
+				}
+				return sold
+			}
+			if got := buy(items, "a", 5); got != 2 {
+				t.Fatalf("item a, limit 2: ann bought %d", got)
+			}
+			if got := buy(items, "b", 5); got != 5 {
+				t.Fatalf("item b, no limit: ann bought %d", got)
+			}
+			// The other replica resets a with a limit of 3; this one's
+			// service for a was built with 2.
+			if _, err := other.Reset(t.Context(), stock.Item{ID: "a", Stock: 100, PerUserLimit: 3}); err != nil {
+				t.Fatal(err)
+			}
+			if got := buy(items, "a", 5); got != 3 {
+				t.Fatalf("item a after the reset to limit 3: ann bought %d on the other replica", got)
+			}
+			wantItem(t, items, "a", 97, 3)
+		})
+	}
+}
+
+func TestItemsRegistry(t *testing.T) {
+	items, rdb := newItems(t, false, nil)
+	ctx := t.Context()
+	if _, err := items.Status(ctx, "nope"); !errors.Is(err, stock.ErrNoItem) {
+		t.Fatalf("status of an unknown item: got %v, want ErrNoItem", err)
+	}
+	if _, err := items.ReduceFor(ctx, "nope", stock.Buyer{}); !errors.Is(err, stock.ErrNoItem) {
+		t.Fatalf("sale of an unknown item: got %v, want ErrNoItem", err)
+	}
+	if _, err := items.Reset(ctx, stock.Item{ID: "nope", Stock: 1}); !errors.Is(err, stock.ErrNoItem) {
+		t.Fatalf("reset of an unknown item: got %v, want ErrNoItem", err)
+	}
+	if _, err := items.ReduceFor(ctx, "Bad!", stock.Buyer{}); !errors.Is(err, stock.ErrBadItem) {
+		t.Fatalf("sale of a bad id: got %v, want ErrBadItem", err)
+	}
+	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: 1, PerUserLimit: 1}); !errors.Is(err, stock.ErrBadItem) {
+		t.Fatalf("a limit without the ledger: got %v, want ErrBadItem", err)
+	}
+	now := redisNow(t, rdb)
+	st := create(t, items, stock.Item{ID: "b", Stock: 3, StartsAt: now - 1000, EndsAt: now + time.Hour.Milliseconds()})
+	if st.State != stock.ItemOpen || st.Stock != 3 || st.Initial != 3 || st.SoldOut || st.Item.ID != "b" {
+		t.Fatalf("got %+v, want b open with 3 units", st)
+	}
+	if _, err := items.Create(ctx, stock.Item{ID: "b", Stock: 9}); !errors.Is(err, stock.ErrItemExists) {
+		t.Fatalf("create twice: got %v, want ErrItemExists", err)
+	}
+	wantItem(t, items, "b", 3, 0)
+	create(t, items, stock.Item{ID: "a", Stock: 0})
+	if st, _ := items.Status(ctx, "a"); !st.SoldOut || st.State != stock.ItemOpen {
+		t.Fatalf("got %+v, want a sold out and open", st)
+	}
+	if _, err := items.ReduceFor(ctx, "a", stock.Buyer{}); !errors.Is(err, stock.ErrSoldOut) {
+		t.Fatalf("sale of an empty item: got %v, want ErrSoldOut", err)
+	}
+	list, err := items.List(ctx)
+	if err != nil || len(list) != 2 || list[0].ID != "a" || list[1] != st.Item {
+		t.Fatalf("got list %+v, %v; want a then b", list, err)
+	}
+	// A reset to no window opens it: the window key is gone.
+	if st, err := items.Reset(ctx, stock.Item{ID: "b", Stock: 4}); err != nil || st.StartsAt != 0 || st.EndsAt != 0 || st.State != stock.ItemOpen {
+		t.Fatalf("reset to no window: got %+v, %v", st, err)
+	}
+	// Redis lost the item's sale but not its entry: lost, not unknown.
+	if err := rdb.Del(ctx, "{item:b}:stock").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := items.Status(ctx, "b"); !errors.Is(err, stock.ErrStoreLost) {
+		t.Fatalf("status of a lost item: got %v, want ErrStoreLost", err)
+	}
+	if _, err := items.ReduceFor(ctx, "b", stock.Buyer{}); !errors.Is(err, stock.ErrStoreLost) {
+		t.Fatalf("sale of a lost item: got %v, want ErrStoreLost", err)
+	}
+}
+
+// The default sale's keys are not an item's, and items leave the default
+// sale as it was.
+func TestItemsLeaveTheDefaultSale(t *testing.T) {
+	items, rdb := newItems(t, true, nil)
+	def := stock.NewStore(rdb, defaultBase.Derive(true))
+	if err := def.Reset(t.Context(), 10); err != nil {
+		t.Fatal(err)
+	}
+	create(t, items, stock.Item{ID: "x", Stock: 5, EndsAt: redisNow(t, rdb) - 1})
+	svc := newService(def, locallock.New(), func(c *stock.ServiceConfig) { c.Fencing = true })
+	if _, err := svc.Reduce(t.Context()); err != nil {
+		t.Fatalf("the default sale beside an ended item: %v", err)
+	}
+	wantStatus(t, def, stock.Status{Stock: 9, Lucky: 1})
+	if _, err := items.ReduceFor(t.Context(), "x", stock.Buyer{}); !errors.Is(err, stock.ErrEnded) {
+		t.Fatalf("the ended item: got %v, want ErrEnded", err)
+	}
+}
+
+func TestItemsUnsupported(t *testing.T) {
+	for name, mut := range map[string]func(*stock.ItemsConfig){
+		"segments":  func(c *stock.ItemsConfig) { c.Base.Segments = 2 },
+		"unfenced":  func(c *stock.ItemsConfig) { c.Service.Fencing = false },
+		"witness":   func(c *stock.ItemsConfig) { c.Unsupported = []string{"stock.witness etcd"} },
+		"two kinds": func(c *stock.ItemsConfig) { c.Base.Segments, c.Unsupported = 4, []string{"orders.durable"} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			items, _ := newItems(t, true, mut)
+			if _, err := items.Create(t.Context(), stock.Item{ID: "x", Stock: 5}); !errors.Is(err, stock.ErrItemsUnsupported) {
+				t.Fatalf("create: got %v, want ErrItemsUnsupported", err)
+			}
+			if _, err := items.ReduceFor(t.Context(), "x", stock.Buyer{}); !errors.Is(err, stock.ErrItemsUnsupported) {
+				t.Fatalf("sale: got %v, want ErrItemsUnsupported", err)
+			}
+		})
+	}
+	// Atomic sales need no fencing: supported.
+	items, _ := newItems(t, true, func(c *stock.ItemsConfig) { c.Service.Fencing, c.Service.Mode = false, stock.ModeAtomic })
+	if err := items.Unsupported(); err != nil {
+		t.Fatalf("atomic: %v", err)
+	}
+}
+
+// Every key an item's sales write carries the item's one hash tag and is
+// named by ItemKeys(...).All(), besides the registry.
+func TestItemNamesEveryKeyItsSaleWrites(t *testing.T) {
+	var tokens atomic.Uint64
+	locker := fakeLocker(func(context.Context) (lock.Lease, error) { return newFakeLease(tokens.Add(1)), nil })
+	items, rdb := newItems(t, true, func(c *stock.ItemsConfig) { c.Service.Locker = locker })
+	atomicItems := itemsOver(rdb, true, func(c *stock.ItemsConfig) { c.Service.Mode = stock.ModeAtomic })
+	ctx := t.Context()
+	create(t, items, stock.Item{ID: "x", Stock: 20, StartsAt: 1, EndsAt: redisNow(t, rdb) + time.Hour.Milliseconds(), PerUserLimit: 5})
+	for i, m := range []*stock.Items{items, atomicItems} {
+		for j := range 3 {
+			if _, err := m.ReduceFor(ctx, "x", stock.Buyer{User: fmt.Sprintf("u%d", j), Key: fmt.Sprintf("k%d-%d", i, j)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := stock.ItemKeys(defaultBase.Derive(true), "x").All()
+	for _, key := range keys {
+		if key == stock.ItemRegistry {
+			continue
+		}
+		if stock.HashTag(key) != "item:x" || !slices.ContainsFunc(names, func(n stock.KeyName) bool {
+			return key == n.Name || (n.Prefix && strings.HasPrefix(key, n.Name))
+		}) {
+			t.Errorf("Redis holds %q: not one of item x's names, or not in its slot", key)
+		}
+	}
+	if !slices.Contains(keys, "{item:x}:stock:window") || !slices.Contains(keys, "{item:x}:stock:orders") {
+		t.Fatalf("the sales made no window or ledger: %v", keys)
+	}
+}
+
+// With replica acks, an item's reset is answered only once the replicas
+// hold it: none here, so it is ErrNotReplicated (and unavailable: reset
+// again), though the primary holds it.
+func TestItemResetWaitsForReplicas(t *testing.T) {
+	items, _ := newItems(t, true, func(c *stock.ItemsConfig) {
+		c.Acks = stock.ReplicaAcks{Replicas: 1, Timeout: 50 * time.Millisecond}
+	})
+	_, err := items.Create(t.Context(), stock.Item{ID: "x", Stock: 5})
+	if !errors.Is(err, stock.ErrNotReplicated) || !errors.Is(err, stock.ErrUnavailable) {
+		t.Fatalf("got %v, want ErrNotReplicated, unavailable", err)
+	}
+	wantItem(t, items, "x", 5, 0)
+	if _, err := items.Create(t.Context(), stock.Item{ID: "x", Stock: 5}); !errors.Is(err, stock.ErrItemExists) {
+		t.Fatalf("create again: got %v, want ErrItemExists (reset it)", err)
+	}
+	if _, err := items.Reset(t.Context(), stock.Item{ID: "x", Stock: 6}); !errors.Is(err, stock.ErrNotReplicated) {
+		t.Fatalf("reset: got %v, want ErrNotReplicated", err)
+	}
+	if _, err := items.ReduceFor(t.Context(), "x", stock.Buyer{}); !errors.Is(err, stock.ErrUnconfirmed) {
+		t.Fatalf("sale: got %v, want unconfirmed (no replica acknowledged it)", err)
+	}
+}

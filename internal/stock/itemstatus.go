@@ -1,0 +1,104 @@
+package stock
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/item.lua
+var itemSrc string
+
+var itemScript = redis.NewScript(itemSrc)
+
+// Status reads item id: its settings and its sale at one instant, with
+// its state by Redis's clock, in one round trip (the registry's entry and
+// item.lua, pipelined). ErrNoItem when there is none; ErrStoreLost when
+// the registry has it but Redis lost its sale.
+func (m *Items) Status(ctx context.Context, id string) (ItemStatus, error) {
+	if err := CheckItemID(id); err != nil {
+		return ItemStatus{}, err
+	}
+	keys := ItemKeys(m.cfg.Base, id)
+	ks := []string{keys.Stock, keys.Lucky, keys.Initial, keys.Window}
+	run := func(eval func(p redis.Pipeliner) *redis.Cmd) (*redis.StringCmd, *redis.Cmd) {
+		p := m.cfg.Redis.Pipeline()
+		h := p.HGet(ctx, ItemRegistry, id)
+		c := eval(p)
+		_, _ = p.Exec(ctx) // each command carries its own error
+		return h, c
+	}
+	h, c := run(func(p redis.Pipeliner) *redis.Cmd { return itemScript.EvalSha(ctx, p, ks) })
+	if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+		h, c = run(func(p redis.Pipeliner) *redis.Cmd { return itemScript.Eval(ctx, p, ks) })
+	}
+	raw, err := h.Result()
+	if err == redis.Nil {
+		return ItemStatus{}, fmt.Errorf("%w: %s", ErrNoItem, id)
+	}
+	if err != nil {
+		return ItemStatus{}, wrapRedis(ctx, "item registry", err)
+	}
+	rec, err := parseRecord(id, raw)
+	if err != nil {
+		return ItemStatus{}, err
+	}
+	vals, err := c.StringSlice()
+	if err != nil {
+		return ItemStatus{}, wrapRedis(ctx, "item status", err)
+	}
+	if len(vals) != 6 {
+		return ItemStatus{}, fmt.Errorf("stock: item status: unexpected reply %v", vals)
+	}
+	return itemStatus(rec.Item, keys, vals)
+}
+
+// itemStatus reads item.lua's answer vals for item it of keys.
+func itemStatus(it Item, keys Keys, vals []string) (ItemStatus, error) {
+	st := ItemStatus{Item: it}
+	if vals[0] == "" {
+		return ItemStatus{}, fmt.Errorf("stock: item %s: %w", it.ID, lost(keys.Stock))
+	}
+	for i, c := range []struct {
+		dst *int64
+		key string
+	}{{&st.Stock, keys.Stock}, {&st.Lucky, keys.Lucky}, {&st.Initial, keys.Initial}} {
+		if vals[i] == "" {
+			continue // lucky and initial: 0 until written
+		}
+		n, err := checkInt(vals[i])
+		if err != nil {
+			return ItemStatus{}, fmt.Errorf("stock: item %s: %w", it.ID, notInt(c.key))
+		}
+		*c.dst = n
+	}
+	for i, dst := range []*int64{&st.StartsAt, &st.EndsAt, &st.Now} {
+		v := vals[3+i]
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return ItemStatus{}, fmt.Errorf("stock: item %s: window %q holds %q, not unix ms", it.ID, keys.Window, truncate(v, 24))
+		}
+		*dst = n
+	}
+	st.State = windowState(st.StartsAt, st.EndsAt, st.Now)
+	st.SoldOut = st.Stock <= 0
+	return st, nil
+}
+
+// windowState is window.lua's rule: upcoming before starts_at, ended from
+// ends_at on (0: no bound), open between.
+func windowState(starts, ends, now int64) string {
+	switch {
+	case starts > 0 && now < starts:
+		return ItemUpcoming
+	case ends > 0 && now >= ends:
+		return ItemEnded
+	}
+	return ItemOpen
+}

@@ -1,0 +1,30 @@
+-- item.lua: an item's sale at one instant, by Redis's clock (Items.Status).
+--
+-- KEYS[1] stock key, KEYS[2] lucky key, KEYS[3] initial stock key
+-- KEYS[4] window key           (hash starts_at, ends_at; see window.lua)
+--
+-- Returns {stock, lucky, initial, starts_at, ends_at, now}: the three
+-- counters as snapshot.lua gives them ('' missing, '!' not a string,
+-- checked in Go), the window's bounds as stored ('' when unset) and now,
+-- Redis's TIME in unix ms: the clock window.lua decides by.
+
+local out = {}
+for i = 1, 3 do
+  local v = redis.pcall('GET', KEYS[i])
+  if v == false then
+    out[i] = ''
+  elseif type(v) ~= 'string' then
+    out[i] = '!'
+  else
+    out[i] = v
+  end
+end
+local w = redis.pcall('HMGET', KEYS[4], 'starts_at', 'ends_at')
+if type(w) ~= 'table' or w.err then
+  w = {'!', '!'}
+end
+out[4] = w[1] or ''
+out[5] = w[2] or ''
+local t = redis.call('TIME')
+out[6] = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+return out
