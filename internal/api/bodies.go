@@ -29,6 +29,8 @@ type Sale struct {
 	// more was sold.
 	Replayed bool   `json:"replayed,omitempty"`
 	Result   Result `json:"result"`
+	// StartsAt is when an item's window opens (unix ms), on NotStarted.
+	StartsAt *int64 `json:"starts_at,omitempty"`
 	// Stock is what is left after a sale (0 after the last unit), on Sold.
 	Stock *int64 `json:"stock,omitempty"`
 	// Token is the fencing token the sale was made under (0 in atomic
@@ -46,6 +48,44 @@ type Stock struct {
 	// none went negative; absent otherwise.
 	Segments []int64 `json:"segments,omitempty"`
 	Stock    int64   `json:"stock"`
+}
+
+// Item is the answer of GET /items/:id, POST /items and POST
+// /items/:id/reset: an item's sale at one instant, by the stock Redis's
+// clock. Times are unix ms; a bound of 0 is none.
+type Item struct {
+	EndsAt  int64  `json:"ends_at"`
+	ID      string `json:"id"`
+	Initial int64  `json:"initial"` // the stock of its last reset
+	Lucky   int64  `json:"lucky"`   // units sold
+	// Now is the stock Redis's clock when read: what State was decided
+	// by, and what a countdown should count from.
+	Now          int64 `json:"now"`
+	PerUserLimit int   `json:"per_user_limit"` // 0: unlimited
+	From
+	SoldOut  bool  `json:"sold_out"`
+	StartsAt int64 `json:"starts_at"`
+	// State is "upcoming" (before starts_at), "open" or "ended" (from
+	// ends_at on), as the sale scripts decide it.
+	State string `json:"state"`
+	Stock int64  `json:"stock"` // units left
+}
+
+// ItemSettings is the body of POST /items (and, without ID, of POST
+// /items/:id/reset), and an element of Items. Its times are unix ms (the
+// requests also take RFC 3339 strings); 0 or absent is no bound.
+type ItemSettings struct {
+	EndsAt       int64  `json:"ends_at"`
+	ID           string `json:"id,omitempty"`
+	PerUserLimit int    `json:"per_user_limit"`
+	StartsAt     int64  `json:"starts_at"`
+	Stock        int64  `json:"stock"`
+}
+
+// Items is the answer of GET /items: every item's settings, by id.
+type Items struct {
+	Items []ItemSettings `json:"items"`
+	From
 }
 
 // Reset is the body of POST /stock/reset (the admin token goes in

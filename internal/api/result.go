@@ -10,8 +10,9 @@ package api
 
 import "net/http"
 
-// Result is the "result" of POST /stock/reduce, and the result label of the
-// seckill_reduce_total metric.
+// Result is the "result" of POST /stock/reduce (and of an item's POST
+// /items/:id/reduce), and the result label of the seckill_reduce_total
+// metric.
 type Result string
 
 // The results of a sale.
@@ -41,6 +42,11 @@ const (
 	// missing: Redis lost it, or no sale was ever reset there); nothing was
 	// sold, and nothing is until an operator resets the sale.
 	StoreLost Result = "store_lost"
+	// NotStarted: an item's sale before its window opens (the answer
+	// carries starts_at, unix ms); nothing was sold.
+	NotStarted Result = "not_started"
+	// Ended: an item's sale after its window closed; nothing was sold.
+	Ended Result = "ended"
 )
 
 // StoreRewound starts /readyz's "stock" state when the sale is halted
@@ -48,9 +54,11 @@ const (
 const StoreRewound = "store_rewound"
 
 // Results lists every result stockd can answer, for tests and tables.
-// LimitReached comes last but one: it needs a named buyer, and tables of
-// anonymous sales may stop before it.
-var Results = []Result{Sold, SoldOut, Fenced, Busy, LockLost, MixedBackends, Unconfirmed, Error, LimitReached, StoreLost}
+// LimitReached comes after the results of any sale: it needs a named
+// buyer, and tables of anonymous sales may stop before it; NotStarted and
+// Ended come last, answered only by an item's sale (POST /items/:id/reduce).
+var Results = []Result{Sold, SoldOut, Fenced, Busy, LockLost, MixedBackends, Unconfirmed, Error, LimitReached, StoreLost,
+	NotStarted, Ended}
 
 // Status is the HTTP status stockd answers r with, 0 for an unknown result.
 // Error is 500 here; stockd answers it 503 instead when a dependency is
@@ -59,7 +67,7 @@ func (r Result) Status() int {
 	switch r {
 	case Sold:
 		return http.StatusOK
-	case SoldOut, Fenced, MixedBackends, LimitReached:
+	case SoldOut, Fenced, MixedBackends, LimitReached, NotStarted, Ended:
 		return http.StatusConflict
 	case Busy, LockLost, Unconfirmed, StoreLost:
 		return http.StatusServiceUnavailable

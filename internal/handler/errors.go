@@ -22,6 +22,10 @@ func classify(err error) (status int, result api.Result) {
 		// Before the unavailability it wraps: the write may have sold, and
 		// the answer's attempt id lets the buyer find out (GET /stock/receipts/:attempt).
 		result = api.Unconfirmed
+	case errors.Is(err, stock.ErrNotStarted):
+		result = api.NotStarted
+	case errors.Is(err, stock.ErrEnded):
+		result = api.Ended
 	case errors.Is(err, stock.ErrSoldOut):
 		result = api.SoldOut
 	case errors.Is(err, stock.ErrLimitReached):
@@ -58,6 +62,27 @@ func classify(err error) (status int, result api.Result) {
 		result = api.Error // a bug: 500
 	}
 	return result.Status(), result
+}
+
+// itemProblem is the status of an item call's refusal that is no sale's
+// result (its body a problem with the error's text, which names nothing
+// but the item and the settings): a malformed id or settings, an item
+// that does not exist or exists already, or a configuration that sells
+// no items.
+func itemProblem(err error) (status int, ok bool) {
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, stock.ErrBadItem), errors.Is(err, stock.ErrStockRange):
+		return http.StatusBadRequest, true
+	case errors.Is(err, stock.ErrNoItem):
+		return http.StatusNotFound, true
+	case errors.Is(err, stock.ErrItemExists):
+		return http.StatusConflict, true
+	case errors.Is(err, stock.ErrItemsUnsupported):
+		return http.StatusNotImplemented, true
+	}
+	return 0, false
 }
 
 // publicError is the stable, generic text an anonymous client gets for a

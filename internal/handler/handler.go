@@ -1,6 +1,6 @@
 // Package handler is stockd's HTTP API (Gin, JSON everywhere): the sale, the
 // inventory, admin reset, health, readiness, info, the election view and
-// metrics.
+// metrics, and the items (items.go).
 package handler
 
 import (
@@ -125,6 +125,9 @@ type Deps struct {
 	// the sale's epoch and ceilings answers (when there is one), and to
 	// GET /info's durability when a rewound Redis is caught.
 	Witness WitnessCheck
+	// Items, if set, serves the items' routes (items.go); nil answers
+	// them 404.
+	Items Items
 }
 
 // WitnessCheck is the store's witness (stock.witness; stock.Store).
@@ -190,8 +193,8 @@ func New(cfg Config, deps Deps) http.Handler {
 	})
 	r.NoMethod(func(c *gin.Context) {
 		msg := "method " + c.Request.Method + " not allowed on " + c.Request.URL.Path
-		if c.Request.URL.Path == "/stock/reduce" {
-			msg += "; a sale is POST /stock/reduce (no body needed)"
+		if strings.HasSuffix(c.Request.URL.Path, "/reduce") {
+			msg += "; a sale is POST " + c.Request.URL.Path + " (no body needed)"
 		}
 		a.problem(c, http.StatusMethodNotAllowed, msg)
 	})
@@ -211,6 +214,12 @@ func New(cfg Config, deps Deps) http.Handler {
 	r.GET("/orders", a.orders)
 	r.GET("/orders/:id", a.order)
 	r.GET("/ledger", a.ledger)
+	r.GET("/items", a.items)
+	r.POST("/items", a.createItem)
+	r.GET("/items/:id", a.item)
+	r.POST("/items/:id/reset", a.resetItem)
+	r.POST("/items/:id/reduce", a.reduceItem) // POST only, as /stock/reduce
+	r.GET("/items/:id/receipts/:attempt", a.itemReceipt)
 	if deps.Metrics != nil {
 		r.GET("/metrics", gin.WrapH(deps.Metrics.Handler()))
 	}
@@ -232,13 +241,26 @@ func (a *server) problem(c *gin.Context, status int, msg string) {
 }
 
 func (a *server) reduce(c *gin.Context) {
+	a.sell(c, a.deps.Seller.ReduceFor, "")
+}
+
+// sell answers a sale made by reduce: POST /stock/reduce's, or an item's
+// (receipts then names where its receipts are read, for an unconfirmed
+// answer's text).
+func (a *server) sell(c *gin.Context, reduce func(context.Context, stock.Buyer) (stock.Sale, error), receipts string) {
 	start := time.Now()
 	b, status, msg := a.buyer(c)
 	if msg != "" {
 		a.problem(c, status, msg)
 		return
 	}
-	sale, err := a.deps.Seller.ReduceFor(c.Request.Context(), b)
+	sale, err := reduce(c.Request.Context(), b)
+	if status, ok := itemProblem(err); ok {
+		// No item to sell (unknown, a bad id, or items unsupported here):
+		// nothing was sold, and it is no sale result.
+		a.problem(c, status, err.Error())
+		return
+	}
 	if errors.Is(err, stock.ErrNoLedger) {
 		// A buyer or key the service cannot honour is refused, not
 		// ignored: a retry with an ignored key would sell twice. Nothing
@@ -270,6 +292,13 @@ func (a *server) reduce(c *gin.Context) {
 	}
 	if errors.As(err, &ue) {
 		body.Attempt = ue.Attempt
+		if receipts != "" {
+			body.Error = "sale outcome unconfirmed; ask GET " + receipts + "<attempt>"
+		}
+	}
+	var we *stock.WindowError
+	if result == api.NotStarted && errors.As(err, &we) {
+		body.StartsAt = &we.StartsAt
 	}
 	if result == api.Busy {
 		c.Header("Retry-After", strconv.Itoa(stock.RetryAfterSeconds(err)))

@@ -114,6 +114,8 @@ func TestOutcomeMatchesLoadgen(t *testing.T) {
 		api.Unconfirmed: loadgen.OutcomeUnconfirmed, api.Error: loadgen.OutcomeError,
 		api.LimitReached: loadgen.OutcomeLimitReached,
 		api.StoreLost:    loadgen.OutcomeError,
+		api.NotStarted:   loadgen.OutcomeError,
+		api.Ended:        loadgen.OutcomeError,
 	}
 	for _, res := range api.Results {
 		w, ok := want[res]

@@ -37,6 +37,9 @@ func TestHandlerResultsReachTheBooks(t *testing.T) {
 		// would be a server's mistake, so an error.
 		api.LimitReached: {stock.ErrLimitReached, func(r Result) int { return r.Errors }},
 		api.StoreLost:    {stock.ErrStoreLost, func(r Result) int { return r.Errors }},
+		// Only an item's sale has a window; the lab sells the default one.
+		api.NotStarted: {&stock.WindowError{StartsAt: 1, Err: stock.ErrNotStarted}, func(r Result) int { return r.Errors }},
+		api.Ended:      {&stock.WindowError{EndsAt: 1, Err: stock.ErrEnded}, func(r Result) int { return r.Errors }},
 	}
 	for _, result := range api.Results {
 		t.Run(string(result), func(t *testing.T) {

@@ -2,6 +2,8 @@ package stockd
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"seckill/internal/election/audit"
 	"seckill/internal/stock"
@@ -31,6 +33,7 @@ var keyOrigins = map[string]string{
 	"Receipts": "stock.fence_key",
 	"lock":     "lock.key",
 	"audit":    "election.backend",
+	"items":    "the items (docs/items.md)",
 }
 
 // maxKeyCollisions bounds the collisions reported: one bad name with 256
@@ -69,10 +72,16 @@ func validateKeys(c *Config, bad func(key, format string, args ...any)) {
 }
 
 // stockRedisNames lists every key stockd keeps in the stock Redis: the
-// sale's (with the ledger's when stock.ledger is on), a Redis lock's when
-// it lives there too, and the audit's when an election runs it.
+// items' (first, so a configured key that enters their family is the one
+// named), the sale's (with the ledger's when stock.ledger is on), a Redis
+// lock's when it lives there too, the items' locks beside it, and the
+// audit's when an election runs it.
 func stockRedisNames(c *Config) []stock.KeyName {
-	names := saleKeys(c, c.Stock.Ledger).All()
+	names := []stock.KeyName{
+		{Name: stock.ItemKeyPrefix, Prefix: true, Of: "items", What: "the items' keys"},
+		{Name: stock.ItemRegistry, Of: "items", What: "the item registry"},
+	}
+	names = append(names, saleKeys(c, c.Stock.Ledger).All()...)
 	spec, ok := backends[c.Lock.Backend]
 	sameRedis := c.Lock.RedisAddr == "" || (c.Redis.Sentinel.Master == "" && c.Lock.RedisAddr == c.Redis.Addr)
 	if ok && spec.redisKeys != nil && sameRedis && c.Stock.Mode != string(stock.ModeAtomic) {
@@ -93,11 +102,32 @@ func stockRedisNames(c *Config) []stock.KeyName {
 				}
 			}
 		}
+		names = append(names, itemLockNames(c.Lock.Key, c.Lock.Backend, spec.redisKeys)...)
 	}
 	if c.Election.Backend != "none" {
 		names = append(names,
 			stock.KeyName{Name: audit.DefaultStream, Of: "audit", What: "the audit stream"},
 			stock.KeyName{Name: audit.DefaultTermKey, Of: "audit", What: "the audit's terms"})
+	}
+	return names
+}
+
+// itemLockNames are the families of the items' lock keys in the stock
+// Redis (stock.ItemLockKey): "<lock.key>:item:" itself, reserved whatever
+// the backend, and each name the backend derives from it, cut after the
+// ":item:" all ids follow.
+func itemLockNames(lockKey, backend string, derive func(string) []string) []stock.KeyName {
+	p := stock.ItemLockKey(lockKey, "")
+	names := []stock.KeyName{{Name: p, Prefix: true, Of: "lock", What: "the items' lock keys"}}
+	for _, k := range derive(p) {
+		i := strings.Index(k, p)
+		if i < 0 {
+			continue
+		}
+		fam := k[:i+len(p)]
+		if !slices.ContainsFunc(names, func(n stock.KeyName) bool { return n.Name == fam }) {
+			names = append(names, stock.KeyName{Name: fam, Prefix: true, Of: "lock", What: "the items' locks of backend " + backend})
+		}
 	}
 	return names
 }

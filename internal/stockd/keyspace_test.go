@@ -11,6 +11,8 @@ import (
 // then sold with two roles on one key (segments 2 with lucky "stock:1"
 // sold 200 units of a stock of 10). Each is now refused at start, exit
 // status 2, naming both keys; the default sale keeps "stock" and "lucky".
+// The items' family ("{item:"), registry and locks are reserved the same
+// way: no configured key may enter them.
 func TestKeyCollisionsAreRefused(t *testing.T) {
 	cases := []struct {
 		name string
@@ -41,7 +43,17 @@ func TestKeyCollisionsAreRefused(t *testing.T) {
 		{"two hash tags", []string{"STOCKD_STOCK_KEY={s1}:stock", "STOCKD_STOCK_LUCKY_KEY={s1}:lucky", "STOCKD_STOCK_FENCE_KEY={s2}:fence"},
 			`config: stock.fence_key: hash tag {s2} differs from stock.key's {s1}`},
 		{"one hash tag for the sale", []string{"STOCKD_STOCK_KEY={s1}:stock", "STOCKD_STOCK_LUCKY_KEY={s1}:lucky", "STOCKD_STOCK_FENCE_KEY={s1}:stock:fence"}, ""},
+		// The items' keys, their registry and their locks are reserved.
+		{"stock.key in the items' family", []string{"STOCKD_STOCK_KEY={item:x}:stock", "STOCKD_STOCK_LUCKY_KEY={item:x}:lucky", "STOCKD_STOCK_FENCE_KEY={item:x}:stock:fence"},
+			`config: stock.key: Redis key "{item:x}:stock" (the stock) collides with "{item:"* (the items' keys) from the items (docs/items.md)`},
+		{"lucky_key the item registry", []string{"STOCKD_STOCK_LUCKY_KEY=seckill:items"},
+			`config: stock.lucky_key: Redis key "seckill:items" (the units sold) collides with "seckill:items" (the item registry) from the items (docs/items.md)`},
+		{"lock.key item", []string{"STOCKD_LOCK_KEY=item"},
+			`config: lock.key: Redis key "{item:item:"* (the items' locks of backend redis) collides with "{item:"* (the items' keys) from the items (docs/items.md)`},
+		{"stock.key under the items' locks", []string{"STOCKD_STOCK_KEY=seckill:lock:item:a"},
+			`config: lock.key: Redis key "seckill:lock:item:"* (the items' lock keys) collides with "seckill:lock:item:a" (the stock) from stock.key`},
 		// Not in the stock Redis, or not used: no collision.
+		{"etcd lock, stock.key under the items' locks", []string{"STOCKD_LOCK_BACKEND=etcd", "STOCKD_STOCK_KEY=seckill:lock:item:a"}, ""},
 		{"etcd lock, lock.key stock", []string{"STOCKD_LOCK_BACKEND=etcd", "STOCKD_LOCK_KEY=stock"}, ""},
 		{"lock on its own Redis, lock.key stock", []string{"STOCKD_LOCK_REDIS_ADDR=127.0.0.1:6380", "STOCKD_LOCK_KEY=stock"}, ""},
 		{"atomic, lock.key stock", []string{"STOCKD_STOCK_MODE=atomic", "STOCKD_LOCK_KEY=stock"}, ""},

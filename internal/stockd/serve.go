@@ -86,7 +86,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		st, err := store.Status(ctx)
 		return st.Stock, st.Lucky, err
 	}, min(cfg.Redis.Timeout, 250*time.Millisecond)) // within a 1s scrape interval
-	svc := stock.NewService(stock.ServiceConfig{
+	saleCfg := stock.ServiceConfig{
 		Store:          store,
 		Locker:         locker,
 		Mode:           mode,
@@ -107,12 +107,21 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		IdempotencyTTL: cfg.Stock.IdempotencyTTL,
 		Replica:        cfg.Replica,
 		Logger:         log,
-	})
+	}
+	svc := stock.NewService(saleCfg)
+	items := buildItems(cfg, stockRDB, store, saleCfg, ledger, durable)
+	if err := items.Unsupported(); err != nil {
+		log.Info("items are not sold by this configuration: POST /items answers 501", "why", err)
+	}
 	// Best effort: a sale then runs its script at once; a Redis that is down
 	// now shows in /readyz and as 503s, and the scripts load on first use.
 	lctx, cancel := context.WithTimeout(ctx, cfg.Redis.Timeout)
 	if err := store.LoadScripts(lctx); err != nil {
 		log.Warn("could not preload the stock scripts", "err", err)
+	} else if items.Unsupported() == nil {
+		if err := items.LoadScripts(lctx); err != nil {
+			log.Warn("could not preload the items' scripts", "err", err)
+		}
 	}
 	cancel()
 	// Nil interfaces when off (not nil pointers in them): the handler and
@@ -164,6 +173,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		Orders: ledgerReader, Durable: durableOrders, Policies: policies,
 		Durability: &handler.DurabilityCheck{Redis: stockRDB, ReplicaAcks: store.ReplicaAcks().Replicas, Known: durability},
 		Witness:    store,
+		Items:      items,
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
@@ -244,4 +254,22 @@ func newHTTPServer(cfg *Config, h http.Handler, log *slog.Logger) *http.Server {
 		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+}
+
+// buildItems is the items of the stock Redis (docs/items.md), sold as the
+// default sale is (saleCfg, its store's replica acks, its ledger); what
+// they do not support yet is refused when one is created or sold: a
+// witness and durable orders here, segments and unfenced sales in package
+// stock.
+func buildItems(cfg *Config, rdb redis.UniversalClient, store *stock.Store, saleCfg stock.ServiceConfig, ledger, durable bool) *stock.Items {
+	var unsupported []string
+	if store.Witness() != "" {
+		unsupported = append(unsupported, "stock.witness "+cfg.Stock.Witness)
+	}
+	if durable {
+		unsupported = append(unsupported, "orders.durable")
+	}
+	return stock.NewItems(stock.ItemsConfig{
+		Redis: rdb, Base: saleKeys(cfg, ledger), Acks: store.ReplicaAcks(), Service: saleCfg, Unsupported: unsupported,
+	})
 }

@@ -34,6 +34,8 @@ var saleErrors = map[api.Result]error{
 	api.Error:         errors.New("a bug"),
 	api.LimitReached:  stock.ErrLimitReached,
 	api.StoreLost:     fmt.Errorf("stock: atomic sell: %w", stock.ErrStoreLost),
+	api.NotStarted:    &stock.WindowError{StartsAt: 1, Err: stock.ErrNotStarted},
+	api.Ended:         &stock.WindowError{EndsAt: 1, Err: stock.ErrEnded},
 }
 
 // Every result the real handler answers reaches the load tool as the
@@ -52,6 +54,10 @@ func TestHandlerResultsRoundTrip(t *testing.T) {
 		api.LimitReached:  loadgen.OutcomeLimitReached,
 		// A sale that must stop: an error to the books, never a sale.
 		api.StoreLost: loadgen.OutcomeError,
+		// An item's sale outside its window: the load tool sells the
+		// default sale, which has none, so an error.
+		api.NotStarted: loadgen.OutcomeError,
+		api.Ended:      loadgen.OutcomeError,
 	}
 	unavailable := fmt.Errorf("%w: dial tcp: refused", stock.ErrUnavailable) // error, 503 this time
 	for _, result := range append(slices.Clone(api.Results), "error/503") {
