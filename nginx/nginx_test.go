@@ -239,28 +239,30 @@ func TestReduceLimitPerClient(t *testing.T) {
 		{"limits-public.conf", func(ok, limited int) bool { return ok >= 20 && limited > 0 }, "at least the burst of 20 sold, then 429s"},
 		{"limits-off.conf", func(ok, limited int) bool { return ok == n && limited == 0 }, "every request passed"},
 	} {
-		t.Run(tc.limits, func(t *testing.T) {
-			base, _ := startCompose(t, tc.limits, nil)
-			ok, limited := 0, 0
-			for range n {
-				switch code := post(t, base+"/stock/reduce"); code {
-				case http.StatusOK:
-					ok++
-				case http.StatusTooManyRequests:
-					limited++
-				default:
-					t.Fatalf("got %d, want 200 or 429", code)
+		for _, path := range []string{"/stock/reduce", "/items/x/reduce"} {
+			t.Run(tc.limits+path, func(t *testing.T) {
+				base, _ := startCompose(t, tc.limits, nil)
+				ok, limited := 0, 0
+				for range n {
+					switch code := post(t, base+path); code {
+					case http.StatusOK:
+						ok++
+					case http.StatusTooManyRequests:
+						limited++
+					default:
+						t.Fatalf("got %d, want 200 or 429", code)
+					}
 				}
-			}
-			if !tc.want(ok, limited) {
-				t.Fatalf("%d requests from one address: got %d passed, %d limited; want %s", n, ok, limited, tc.what)
-			}
-		})
+				if !tc.want(ok, limited) {
+					t.Fatalf("%d requests from one address: got %d passed, %d limited; want %s", n, ok, limited, tc.what)
+				}
+			})
+		}
 	}
 }
 
-// /stock/reset and /metrics answer the allow list only; the public
-// endpoints answer everyone.
+// /stock/reset, /metrics and the items' admin writes answer the allow
+// list only; the public endpoints answer everyone.
 func TestAdminAllowList(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -275,8 +277,15 @@ func TestAdminAllowList(t *testing.T) {
 			base, _ := startCompose(t, "limits-off.conf", func(s string) string {
 				return strings.Replace(s, "127.0.0.0/8     1;", "127.0.0.0/8     "+tc.loopback+";", 1)
 			})
-			if got := post(t, base+"/stock/reset"); got != tc.wantAdmin {
-				t.Fatalf("POST /stock/reset: got %d, want %d", got, tc.wantAdmin)
+			for _, path := range []string{"/stock/reset", "/items", "/items/x/reset"} {
+				if got := post(t, base+path); got != tc.wantAdmin {
+					t.Fatalf("POST %s: got %d, want %d", path, got, tc.wantAdmin)
+				}
+			}
+			if resp, err := http.Get(base + "/items"); err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET /items, the public list: got %v, %v; want 200", resp, err)
+			} else {
+				resp.Body.Close()
 			}
 			resp, err := http.Get(base + "/metrics")
 			if err != nil {
@@ -286,8 +295,10 @@ func TestAdminAllowList(t *testing.T) {
 			if resp.StatusCode != tc.wantAdmin {
 				t.Fatalf("GET /metrics: got %d, want %d", resp.StatusCode, tc.wantAdmin)
 			}
-			if got := post(t, base+"/stock/reduce"); got != http.StatusOK {
-				t.Fatalf("POST /stock/reduce: got %d, want 200", got)
+			for _, path := range []string{"/stock/reduce", "/items/x/reduce"} {
+				if got := post(t, base+path); got != http.StatusOK {
+					t.Fatalf("POST %s: got %d, want 200", path, got)
+				}
 			}
 		})
 	}
@@ -388,7 +399,7 @@ func TestSaleNeverRetried(t *testing.T) {
 	a, b := twoReplicas(t, true) // b breaks every connection
 	dns := newFakeDNS(t, a.ip(), b.ip())
 	base := startNginx(t, "limits-off.conf", dns, a.port(), nil)
-	for _, path := range []string{"/stock/reduce", "/stock/reset"} {
+	for _, path := range []string{"/stock/reduce", "/stock/reset", "/items/x/reduce", "/items/x/reset", "/items"} {
 		a0, b0 := a.hits.Load(), b.hits.Load()
 		const n = 40
 		failed := 0

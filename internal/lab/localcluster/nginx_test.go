@@ -79,6 +79,9 @@ func TestNginxRetryPolicy(t *testing.T) {
 	}{
 		{"/stock/reduce", http.StatusBadGateway, false},
 		{"/stock/reset", http.StatusBadGateway, false},
+		{"/items/x/reduce", http.StatusBadGateway, false},
+		{"/items/x/reset", http.StatusBadGateway, false},
+		{"/items", http.StatusBadGateway, false},
 		{"/stock", http.StatusOK, true},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
