@@ -55,6 +55,10 @@ type Goal struct {
 	Unmeasured string `json:"unmeasured,omitempty"`
 }
 
+// NotRun reports whether the goal's rows were left out of this run (not
+// failed: left out), so a partial run's report need not list it.
+func (g Goal) NotRun() bool { return strings.HasSuffix(g.Unmeasured, "not run") }
+
 // Verdict is "met", "not met" or "not measured (…)".
 func (g Goal) Verdict() string {
 	switch {
@@ -242,8 +246,16 @@ func (r *Report) WriteMarkdown(w io.Writer, charts Charts) error {
 	p("absolute numbers are noisy; the goals are ratios measured side by side.\n\n")
 
 	p("## Goals\n\n| goal | want | measured | verdict |\n|---|---|---|---|\n")
+	left := 0
 	for _, g := range r.Goals {
+		if g.NotRun() {
+			left++
+			continue
+		}
 		p("| %s | %s | %s | **%s** |\n", g.Name, g.Want, dash(g.Measured), g.Verdict())
+	}
+	if left > 0 {
+		p("\n%d goal%s of rows this run left out (`--skip-micro`, `--e2e-rows`) not listed.\n", left, plural(left))
 	}
 
 	p("\n## Machine and servers\n\n| | |\n|---|---|\n")
