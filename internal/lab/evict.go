@@ -61,7 +61,7 @@ func runEvict(x *run) error {
 	ready := x.everyReplica(ctx, "ready again", func(st int, r api.Ready) bool { return st == http.StatusOK })
 	x.notef("allkeys-lru: %d of %d replicas unready; noeviction again: %d ready", unready, x.c.Replicas(), ready)
 
-	used, err := usedMemory(ctx, rdb)
+	used, err := stock.UsedMemory(ctx, rdb)
 	if err != nil {
 		return err
 	}
@@ -152,19 +152,6 @@ func (x *run) everyReplica(ctx context.Context, what string, ok func(int, api.Re
 		}
 	}
 	return n
-}
-
-// usedMemory is INFO memory's used_memory.
-func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
-	info, err := rdb.Info(ctx, "memory").Result()
-	if err != nil {
-		return 0, fmt.Errorf("INFO memory: %w", err)
-	}
-	v, ok := stock.InfoField(info, "used_memory")
-	if !ok {
-		return 0, errors.New("INFO memory reports no used_memory")
-	}
-	return strconv.ParseInt(v, 10, 64)
 }
 
 func junkKey(i int) string { return "lab:junk:" + strconv.Itoa(i) }

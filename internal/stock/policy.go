@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -62,4 +63,28 @@ func InfoField(info, name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// UsedMemory is INFO memory's used_memory: what the Redis holds, in bytes,
+// allocator overhead included.
+func UsedMemory(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
+	return memoryField(ctx, rdb, "used_memory")
+}
+
+// DatasetMemory is INFO memory's used_memory_dataset: the keys and values
+// alone, without the server's overhead (clients' buffers, replication).
+func DatasetMemory(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
+	return memoryField(ctx, rdb, "used_memory_dataset")
+}
+
+func memoryField(ctx context.Context, rdb redis.UniversalClient, field string) (int64, error) {
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, fmt.Errorf("INFO memory: %w", err)
+	}
+	v, ok := InfoField(info, field)
+	if !ok {
+		return 0, fmt.Errorf("INFO memory reports no %s", field)
+	}
+	return strconv.ParseInt(v, 10, 64)
 }

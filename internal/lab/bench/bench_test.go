@@ -120,7 +120,7 @@ func TestQuickRun(t *testing.T) {
 		t.Fatalf("got %d flood rows, want %d", got, want)
 	}
 	for _, f := range rep.Flood {
-		if !f.Consistent || f.Error != "" || f.Sold != f.Stock || f.Sent != f.Planned || f.Unanswered != 0 || f.SellOutMS <= 0 {
+		if !f.Consistent || f.Error != "" || f.Sold != f.Stock || f.Sent != f.Planned || f.Unanswered != 0 || f.SellOutMS <= 0 || f.RedisBytesPerUnit == 0 {
 			t.Errorf("flood %s %s: %+v", f.Flood, f.Mode, f)
 		}
 	}

@@ -7,8 +7,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"seckill/internal/api"
 	"seckill/internal/lab/loadgen"
+	"seckill/internal/lab/servers"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"
 )
@@ -84,10 +87,15 @@ type FloodRow struct {
 	BusyP99    float64 `json:"busy_p99_ms"`
 	// Consistent: every run's books balanced, no oversale, no false
 	// sold-out; SoldAll: every run sold the whole stock.
-	Consistent bool      `json:"consistent"`
-	SoldAll    bool      `json:"sold_all"`
-	Runs       []float64 `json:"runs_sell_out_ms,omitempty"`
-	Error      string    `json:"error,omitempty"`
+	Consistent bool `json:"consistent"`
+	// RedisBytesPerUnit is what the stock Redis grew by per unit sold
+	// (INFO used_memory_dataset after the run less after its reset; median of the
+	// runs): the ledger's order, index entry and receipt of an anonymous
+	// sale. 0 when not measured.
+	RedisBytesPerUnit float64   `json:"redis_bytes_per_unit,omitempty"`
+	SoldAll           bool      `json:"sold_all"`
+	Runs              []float64 `json:"runs_sell_out_ms,omitempty"`
+	Error             string    `json:"error,omitempty"`
 }
 
 // runFlood runs every flood against every mode on cl. The modes' runs are
@@ -97,6 +105,7 @@ func runFlood(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, log *
 	var rows []FloodRow
 	for _, f := range floods(quick) {
 		reps := make([][]*loadgen.Report, len(floodModes))
+		bytesPerUnit := make([][]float64, len(floodModes))
 		errs := make([]string, len(floodModes))
 		for run := 0; run < cfg.Runs && ctx.Err() == nil; run++ {
 			for i, m := range floodModes {
@@ -115,6 +124,7 @@ func runFlood(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, log *
 					errs[i] = firstLine(err)
 					continue
 				}
+				mem := newMemoryProbe(ctx, cl, f.stock)
 				rep, err := loadgen.Run(ctx, loadgen.Config{
 					URL: cl.URL(), AdminToken: cl.AdminToken(), Stock: f.stock,
 					Rate: f.rate, Duration: f.duration,
@@ -127,11 +137,13 @@ func runFlood(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, log *
 					errs[i] = firstLine(err)
 					continue
 				}
+				bytesPerUnit[i] = append(bytesPerUnit[i], mem.perUnit(ctx, rep.Sold))
 				reps[i] = append(reps[i], rep)
 			}
 		}
 		for i, m := range floodModes {
 			row := floodRow(f, m.label, reps[i])
+			row.RedisBytesPerUnit = median(bytesPerUnit[i])
 			if errs[i] != "" {
 				row.Error, row.Consistent = errs[i], false
 			}
@@ -271,17 +283,68 @@ func (r *Report) writeFlood(p func(string, ...any)) {
 	p("3 replicas behind nginx on stockd's defaults (redis lock, `lock.wait_timeout` 5s, `lock.shed` on).\n")
 	p("Each row is the median of its runs by *sold out in*: from the first arrival to the answer of the\n")
 	p("last unit. p50/p99 are per result, so fast losers cannot hide slow winners. *busy late* are busy\n")
-	p("answers to buyers who arrived after the last unit was sold.\n\n")
-	p("| flood | mode | stock | buyers/s × s | sent | sold | sold out | busy | busy late | errors | unanswered | sold out in | runs (ms) | sold p50 | sold p99 | sold_out p50 | sold_out p99 | books |\n")
-	p("|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|---|\n")
+	p("answers to buyers who arrived after the last unit was sold. *Redis B/unit* is what the stock Redis grew\n")
+	p("by per unit sold (INFO used_memory_dataset, after the run less after its reset): anonymous sales, ledger on.\n\n")
+	p("| flood | mode | stock | buyers/s × s | sent | sold | sold out | busy | busy late | errors | unanswered | sold out in | runs (ms) | sold p50 | sold p99 | sold_out p50 | sold_out p99 | Redis B/unit | books |\n")
+	p("|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|---|\n")
 	for _, row := range r.Flood {
 		books := "exact"
 		if !row.Consistent {
 			books = "**NO** " + cellText(row.Error)
 		}
-		p("| %s | %s | %d | %d × %.0f | %d | %d | %d | %d | %d | %d | %d | %.0f ms | %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %s |\n",
+		p("| %s | %s | %d | %d × %.0f | %d | %d | %d | %d | %d | %d | %d | %.0f ms | %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.0f | %s |\n",
 			row.Flood, row.Mode, row.Stock, row.Rate, row.Seconds, row.Sent, row.Sold, row.SoldOut, row.Busy,
 			row.BusyAfterSellOut, row.Errors, row.Unanswered, row.SellOutMS, runList(row.Runs),
-			row.SoldP50, row.SoldP99, row.SoldOutP50, row.SoldOutP99, books)
+			row.SoldP50, row.SoldP99, row.SoldOutP50, row.SoldOutP99, row.RedisBytesPerUnit, books)
 	}
+}
+
+// memoryProbe reads the stock Redis's used_memory after a reset, so that a
+// run's growth can be told per unit sold.
+type memoryProbe struct {
+	rdb    *redis.Client
+	before int64
+}
+
+// newMemoryProbe resets the sale (the run resets it again: a no-op for
+// memory) and reads used_memory; nil when cl has no Redis to ask.
+func newMemoryProbe(ctx context.Context, cl replicas, stockN int) *memoryProbe {
+	r, ok := cl.(interface{ Redis() *servers.Process })
+	if !ok || r.Redis() == nil {
+		return nil
+	}
+	if err := loadgen.Reset(ctx, loadgen.NewClient(1, 10*time.Second), cl.URL(), cl.AdminToken(), stockN); err != nil {
+		return nil
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: r.Redis().Addr()})
+	before, err := stock.DatasetMemory(ctx, rdb)
+	if err != nil {
+		_ = rdb.Close()
+		return nil
+	}
+	return &memoryProbe{rdb: rdb, before: before}
+}
+
+// perUnit is the growth since the probe per unit sold (0 when unknown),
+// and closes the probe.
+func (m *memoryProbe) perUnit(ctx context.Context, sold int) float64 {
+	if m == nil {
+		return 0
+	}
+	defer m.rdb.Close()
+	after, err := stock.DatasetMemory(ctx, m.rdb)
+	if err != nil || sold <= 0 {
+		return 0
+	}
+	return float64(after-m.before) / float64(sold)
+}
+
+// median of vs, 0 for none (the lower middle of an even count).
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
 }
