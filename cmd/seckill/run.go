@@ -25,6 +25,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Requests, "requests", 500, "reduce requests to send (with --users: purchases; re-sends come on top)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 50, "requests in flight at once")
 	fs.IntVar(&cfg.Stock, "stock", 300, "initial stock to reset to")
+	fs.StringVar(&cfg.Item, "item", "", "sell this item (docs/items.md) instead of the default sale: created, or reset when it exists, with --stock and no window")
 	fs.StringVar(&cfg.AdminToken, "admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "X-Admin-Token for the reset (default $SECKILL_ADMIN_TOKEN)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "bound on the firing phase (with --rate: default --duration + --request-timeout + 5s)")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Second, "bound on each request, its answer read included (with --rate: a buyer past it is unanswered)")
@@ -72,7 +73,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Progress only for a person watching: never with --json or when the
 	// output goes to a pipe or a file.
 	stopProgress := func() {}
-	if !*asJSON && isTerminal(stdout) {
+	if !*asJSON && isTerminal(stdout) && cfg.Item == "" { // it reads the default sale's GET /stock
 		stopProgress = startProgress(ctx, stdout, strings.TrimRight(cfg.URL, "/"), cfg.Stock, 200*time.Millisecond)
 	}
 	report, err := loadgen.Run(ctx, cfg)

@@ -64,6 +64,11 @@ func TestRunBuyersExitStatus(t *testing.T) {
 	if code := run(t.Context(), []string{"run", "--url", srv.URL, "--retry-rate", "0.3"}, io.Discard, io.Discard); code != exitFailure {
 		t.Fatalf("--retry-rate without --users: got exit %d, want %d", code, exitFailure)
 	}
+	errOut.Reset()
+	if code := run(t.Context(), []string{"run", "--url", srv.URL, "--item", "x", "--users", "5"}, io.Discard, &errOut); code != exitFailure ||
+		!strings.Contains(errOut.String(), "named buyers with an item") {
+		t.Fatalf("--item with --users: got exit %d, want %d and why:\n%s", code, exitFailure, errOut.String())
+	}
 }
 
 // The open loop's flags: refused with the closed loop's, out of bounds,

@@ -34,15 +34,53 @@ var (
 // safe.
 func Reset(ctx context.Context, client *http.Client, base, token string, n int) error {
 	body, _ := json.Marshal(api.Reset{Stock: int64(n)})
+	return postAdmin(ctx, client, base+"/stock/reset", token, body, nil)
+}
+
+// ResetItem starts item it.ID's sale with it's settings: POST /items
+// creates it, and when it exists already (409) POST /items/:id/reset
+// starts it over (a new epoch, lucky 0, the new window). A 503 is sent
+// again as Reset's is. It returns the item as the server then holds it
+// (its window, and its clock's "now").
+func ResetItem(ctx context.Context, client *http.Client, base, token string, it api.ItemSettings) (api.Item, error) {
+	var out api.Item
+	body, _ := json.Marshal(it)
+	err := postAdmin(ctx, client, base+"/items", token, body, &out)
+	var se *statusError
+	if !errors.As(err, &se) || se.status != http.StatusConflict {
+		return out, err
+	}
+	id := it.ID
+	it.ID = "" // the path names it
+	body, _ = json.Marshal(it)
+	err = postAdmin(ctx, client, itemURL(base, id)+"/reset", token, body, &out)
+	return out, err
+}
+
+// GetItem reads GET /items/:id: the item's stock, lucky and window, by
+// the stock Redis's clock.
+func GetItem(ctx context.Context, client *http.Client, base, id string) (api.Item, error) {
+	var it api.Item
+	err := get(ctx, client, itemURL(base, id), &it)
+	return it, err
+}
+
+// itemURL is item id's path under base.
+func itemURL(base, id string) string { return base + "/items/" + url.PathEscape(id) }
+
+// postAdmin sends an admin write (a reset) with body, sending it again on
+// a 503 (resetSends in all, resetPause doubled between them), and decodes
+// the answer into into when non-nil.
+func postAdmin(ctx context.Context, client *http.Client, target, token string, body []byte, into any) error {
 	pause := backoff.Backoff{Initial: resetPause}
 	for sent := 1; ; sent++ {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/stock/reset", bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 		if err != nil {
 			return fmt.Errorf("loadgen: reset: %w", err)
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Admin-Token", token)
-		err = do(client, req, nil)
+		err = do(client, req, into)
 		var se *statusError
 		if err == nil || sent == resetSends || !errors.As(err, &se) || se.status != http.StatusServiceUnavailable {
 			return err
@@ -91,7 +129,8 @@ func getAs(ctx context.Context, client *http.Client, url, adminToken string, int
 	return do(client, req, into)
 }
 
-// do sends req and decodes a 200 answer into into (when non-nil).
+// do sends req and decodes a 200 answer (201: POST /items) into into
+// (when non-nil).
 func do(client *http.Client, req *http.Request, into any) error {
 	what := req.Method + " " + req.URL.Path
 	resp, err := client.Do(req)
@@ -106,7 +145,7 @@ func do(client *http.Client, req *http.Request, into any) error {
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized:
 		return fmt.Errorf("%w: %s", ErrUnauthorized, what)
-	case resp.StatusCode != http.StatusOK:
+	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated:
 		return &statusError{what: what, status: resp.StatusCode, body: strings.TrimSpace(string(raw))}
 	case into == nil:
 		return nil
@@ -135,16 +174,22 @@ func (e *statusError) Unwrap() error { return ErrBadResponse }
 // marks the ones that did sell (Response.Settled), so the books can be
 // checked against what buyers were told.
 func Settle(ctx context.Context, client *http.Client, base string, responses []Response) error {
+	return settle(ctx, client, base+"/stock/receipts/", responses)
+}
+
+// settle is Settle with the receipts under receipts (the default sale's,
+// or an item's "/items/:id/receipts/").
+func settle(ctx context.Context, client *http.Client, receipts string, responses []Response) error {
 	for i := range responses {
 		r := &responses[i]
 		if r.Outcome != OutcomeUnconfirmed || r.Attempt == "" {
 			continue
 		}
-		sold, err := ReceiptSold(ctx, client, base, r.Attempt)
-		if err != nil {
+		var rb api.Receipt
+		if err := get(ctx, client, receipts+url.PathEscape(r.Attempt), &rb); err != nil {
 			return err
 		}
-		r.Settled = sold
+		r.Settled = rb.Sold
 	}
 	return nil
 }

@@ -105,3 +105,60 @@ func TestOpenLoopOnLocalCluster(t *testing.T) {
 	}
 	t.Logf("\n%s", text.String())
 }
+
+// An item's sale against real replicas (redis lock, nginx): a closed loop
+// sells it out exactly, then, reset with a window that opens 300 ms after
+// the buyers start and lasts 600 ms by Redis's clock, an open loop finds
+// it not started, open, then ended, every answer where the window puts
+// it; the default sale is untouched by either.
+func TestItemOnLocalCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a local cluster")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	c, err := localcluster.Start(ctx, localcluster.Config{Replicas: 2, Backend: "redis", Stockd: os.Getenv("SECKILL_STOCKD"),
+		Env: map[string]string{"work.delay": "1ms"}})
+	if errors.Is(err, servers.ErrNotInstalled) {
+		servertest.SkipOrFail(t, err, "redis-server nginx-light")
+	}
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	client := loadgen.NewClient(2, 5*time.Second)
+	if err := loadgen.Reset(ctx, client, c.URL(), c.AdminToken(), 7); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := loadgen.Run(ctx, loadgen.Config{URL: c.URL(), AdminToken: c.AdminToken(), Item: "lg-1", Requests: 150, Concurrency: 15, Stock: 100})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, c.Logs(20))
+	}
+	var text strings.Builder
+	_ = r.WriteText(&text)
+	if !r.OK() || r.Item != "lg-1" || r.Sold != 100 || r.SoldOut != 50 || r.Lucky != 100 || r.Stock != 0 || r.Errors != 0 {
+		t.Fatalf("verdict %q, sold %d, sold out %d, lucky %d, stock %d; want consistent, 100, 50, 100, 0:\n%s\n%s",
+			r.Verdict(), r.Sold, r.SoldOut, r.Lucky, r.Stock, text.String(), c.Logs(20))
+	}
+	t.Logf("\n%s", text.String())
+
+	now := time.Now()
+	r, err = loadgen.Run(ctx, loadgen.Config{URL: c.URL(), AdminToken: c.AdminToken(), Item: "lg-1", Stock: 1000,
+		Rate: 200, Duration: 1200 * time.Millisecond, StartsAt: now.Add(300 * time.Millisecond), EndsAt: now.Add(900 * time.Millisecond)})
+	if err != nil {
+		t.Fatalf("window run: %v\n%s", err, c.Logs(20))
+	}
+	text.Reset()
+	_ = r.WriteText(&text)
+	if w := r.Window; !r.OK() || w == nil || r.Sold == 0 || r.NotStarted == 0 || r.Ended == 0 || r.Errors != 0 ||
+		r.Sold+r.NotStarted+r.Ended != 240 || r.Stock+r.Lucky != 1000 {
+		t.Fatalf("window run: verdict %q, sold %d, not started %d, ended %d, errors %d:\n%s\n%s",
+			r.Verdict(), r.Sold, r.NotStarted, r.Ended, r.Errors, text.String(), c.Logs(20))
+	}
+	t.Logf("\n%s", text.String())
+
+	if s, err := loadgen.GetStock(ctx, client, c.URL()); err != nil || s.Stock != 7 || s.Lucky != 0 {
+		t.Fatalf("the default sale: got %+v (%v), want stock 7, lucky 0: untouched", s, err)
+	}
+}

@@ -54,10 +54,10 @@ func TestHandlerResultsRoundTrip(t *testing.T) {
 		api.LimitReached:  loadgen.OutcomeLimitReached,
 		// A sale that must stop: an error to the books, never a sale.
 		api.StoreLost: loadgen.OutcomeError,
-		// An item's sale outside its window: the load tool sells the
-		// default sale, which has none, so an error.
-		api.NotStarted: loadgen.OutcomeError,
-		api.Ended:      loadgen.OutcomeError,
+		// An item's sale outside its window (Config.Item): counted
+		// apart, and held to the window by Report.Window.
+		api.NotStarted: loadgen.OutcomeNotStarted,
+		api.Ended:      loadgen.OutcomeEnded,
 	}
 	unavailable := fmt.Errorf("%w: dial tcp: refused", stock.ErrUnavailable) // error, 503 this time
 	for _, result := range append(slices.Clone(api.Results), "error/503") {

@@ -29,8 +29,8 @@ import (
 type Outcome int
 
 // Outcomes, from stockd's "result" field (outcomes maps them); OutcomeError
-// is everything else (api.Error, api.MixedBackends, a transport error, a
-// 502/504 from nginx, an unparseable body).
+// is everything else (api.Error, api.MixedBackends, api.StoreLost, a
+// transport error, a 502/504 from nginx, an unparseable body).
 const (
 	OutcomeError Outcome = iota
 	OutcomeSold
@@ -46,6 +46,10 @@ const (
 	OutcomeReplayed
 	// OutcomeLimitReached: the buyer already bought the per-user limit.
 	OutcomeLimitReached
+	// OutcomeNotStarted and OutcomeEnded: an item's sale before its
+	// window opened or from its end on (Config.Item); nothing was sold.
+	OutcomeNotStarted
+	OutcomeEnded
 )
 
 // Response is what one reduce request produced.
@@ -176,6 +180,9 @@ var outcomes = map[api.Result]Outcome{
 	// Not in api.Results until the handler answers them; a result the
 	// server never sends costs nothing here.
 	api.LimitReached: OutcomeLimitReached,
+	// Only an item's sale has a window.
+	api.NotStarted: OutcomeNotStarted,
+	api.Ended:      OutcomeEnded,
 }
 
 // classify maps (status, result) to an Outcome; a result that does not match

@@ -365,6 +365,8 @@ var resultOrder = []struct {
 	{OutcomeUnconfirmed, string(api.Unconfirmed)},
 	{OutcomeReplayed, "replayed"},
 	{OutcomeLimitReached, string(api.LimitReached)},
+	{OutcomeNotStarted, string(api.NotStarted)},
+	{OutcomeEnded, string(api.Ended)},
 	{OutcomeError, string(api.Error)},
 }
 
@@ -470,8 +472,8 @@ func peakInFlight(responses []Response) int {
 
 // writeText prints the open loop's head and its table of results.
 func (o *OpenLoop) writeText(b *strings.Builder, r *Report) {
-	fmt.Fprintf(b, "backend %s: open loop, %d buyers/s for %v: %d of %d buyers sent (%.0f/s), peak %d in flight (cap %d), initial stock %d\n",
-		r.Backend, o.Rate, time.Duration(o.DurationMS*float64(time.Millisecond)).Round(time.Millisecond), o.Sent, o.Planned, o.SentRate,
+	fmt.Fprintf(b, "%s: open loop, %d buyers/s for %v: %d of %d buyers sent (%.0f/s), peak %d in flight (cap %d), initial stock %d\n",
+		r.what(), o.Rate, time.Duration(o.DurationMS*float64(time.Millisecond)).Round(time.Millisecond), o.Sent, o.Planned, o.SentRate,
 		o.PeakInFlight, o.MaxInFlight, r.Initial)
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  result\tanswers\tp50 ms\tp99 ms")

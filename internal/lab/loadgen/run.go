@@ -33,6 +33,16 @@ type Config struct {
 	Stock int
 	// AdminToken authorises the reset.
 	AdminToken string
+	// Item, when set, sells that item (docs/items.md) instead of the
+	// default sale: the run creates it (POST /items), or starts it over
+	// when it exists (POST /items/:id/reset), with Stock units and the
+	// window StartsAt..EndsAt (zero: no bound), sells at
+	// /items/:id/reduce, reads its books back from GET /items/:id and
+	// checks every answer against the window by the server's clock
+	// (Report.Window). Not with Users: the buyers' verdict reads the
+	// default sale's ledger.
+	Item             string
+	StartsAt, EndsAt time.Time
 	// Timeout bounds the firing phase. The default is 30s; with Rate,
 	// Duration + RequestTimeout + 5s, past the open loop's own end.
 	Timeout time.Duration
@@ -111,7 +121,9 @@ func (c *Config) open() OpenConfig {
 
 // Report is the outcome of one run; its JSON form is `seckill run --json`.
 type Report struct {
-	Backend     string `json:"backend"`
+	Backend string `json:"backend"`
+	// Item is the item sold (Config.Item); "" for the default sale.
+	Item        string `json:"item,omitempty"`
 	Requests    int    `json:"requests"`    // responses received (== Config.Requests unless cut short, plus re-sends with buyers); with Rate, buyers sent
 	Concurrency int    `json:"concurrency"` // 0 with Rate: not fixed (OpenLoop.PeakInFlight)
 	Sold        int    `json:"sold"`
@@ -157,6 +169,12 @@ type Report struct {
 	Replayed     int `json:"replayed,omitempty"`
 	LimitReached int `json:"limit_reached,omitempty"`
 	Cut          int `json:"cut,omitempty"`
+	// NotStarted and Ended count an item's answers outside its window
+	// (not in Errors); Window checks them, and every sale, against it.
+	// The default sale has no window: either answer fails its run.
+	NotStarted int     `json:"not_started,omitempty"`
+	Ended      int     `json:"ended,omitempty"`
+	Window     *Window `json:"window,omitempty"`
 	// Buyers is the buyers' verdict; nil for anonymous runs.
 	Buyers *Buyers `json:"buyers,omitempty"`
 	// Ledger is GET /ledger right after an anonymous sale when the ledger
@@ -169,16 +187,25 @@ type Report struct {
 	// Open is the open loop's rate, buyers sent and unanswered, and its
 	// answers per result with their latencies; nil for a closed loop.
 	Open *OpenLoop `json:"open_loop,omitempty"`
+	// Answers is every response of the run (Settle applied), for a
+	// caller's own checks; not in the JSON.
+	Answers []Response `json:"-"`
 }
 
-// Run resets the stock, fires the requests (a closed loop, or with
-// Config.Rate an open one), reads the stock back and verifies it. A
-// reset, info or read-back failure is an error (wrapping ErrUnreachable,
-// ErrUnauthorized or ErrBadResponse) with a nil Report, and so is an
-// unusable open loop (ErrConfig); a run cut short by Timeout returns its
-// Report and ErrTimeout.
+// Run resets the stock (or the item, Config.Item), fires the requests (a
+// closed loop, or with Config.Rate an open one), reads the stock back and
+// verifies it. A reset, info or read-back failure is an error (wrapping
+// ErrUnreachable, ErrUnauthorized or ErrBadResponse) with a nil Report,
+// and so is an unusable Config (ErrConfig); a run cut short by Timeout
+// returns its Report and ErrTimeout.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
+	switch {
+	case cfg.Item != "" && cfg.Users > 0:
+		return nil, fmt.Errorf("%w: named buyers with an item (the buyers' verdict reads GET /ledger, the default sale's)", ErrConfig)
+	case cfg.Item == "" && (!cfg.StartsAt.IsZero() || !cfg.EndsAt.IsZero()):
+		return nil, fmt.Errorf("%w: a window is an item's (Config.Item)", ErrConfig)
+	}
 	open := cfg.Rate != 0
 	if open {
 		if err := cfg.open().validate(); err != nil {
@@ -191,7 +218,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	client := NewClient(cfg.Concurrency, cfg.RequestTimeout)
 	defer client.CloseIdleConnections()
 
-	if err := Reset(ctx, client, cfg.URL, cfg.AdminToken, cfg.Stock); err != nil {
+	var window *Window
+	if cfg.Item != "" {
+		it := api.ItemSettings{ID: cfg.Item, Stock: int64(cfg.Stock), StartsAt: windowMS(cfg.StartsAt), EndsAt: windowMS(cfg.EndsAt)}
+		if _, err := ResetItem(ctx, client, cfg.URL, cfg.AdminToken, it); err != nil {
+			return nil, err
+		}
+		w, err := readWindow(ctx, client, cfg.URL, cfg.Item)
+		if err != nil {
+			return nil, err
+		}
+		window = w
+	} else if err := Reset(ctx, client, cfg.URL, cfg.AdminToken, cfg.Stock); err != nil {
 		return nil, err
 	}
 	info, err := GetInfo(ctx, client, cfg.URL)
@@ -222,11 +260,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var responses []Response
 	switch {
 	case open:
-		responses = FireOpen(fireCtx, cfg.URL+"/stock/reduce", purchases, cfg.open())
+		responses = FireOpen(fireCtx, cfg.saleURL(), purchases, cfg.open())
 	case purchases != nil:
-		responses = FireBuyers(fireCtx, client, cfg.URL+"/stock/reduce", purchases, cfg.Concurrency, cfg.RetryTimeout)
+		responses = FireBuyers(fireCtx, client, cfg.saleURL(), purchases, cfg.Concurrency, cfg.RetryTimeout)
 	default:
-		responses = Fire(fireCtx, client, cfg.URL+"/stock/reduce", cfg.Requests, cfg.Concurrency)
+		responses = Fire(fireCtx, client, cfg.saleURL(), cfg.Requests, cfg.Concurrency)
 	}
 	elapsed := time.Since(start)
 	timedOut := errors.Is(fireCtx.Err(), context.DeadlineExceeded)
@@ -235,17 +273,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, ctx.Err()
 	}
 
-	stock, err := GetStock(ctx, client, cfg.URL)
+	stock, err := cfg.readBooks(ctx, client)
 	if err != nil {
 		return nil, err
 	}
 	readAt := time.Now()
-	if err := Settle(ctx, client, cfg.URL, responses); err != nil {
+	if err := settle(ctx, client, cfg.receiptsURL(), responses); err != nil {
 		return nil, err
 	}
 	r := Summarize(info.Backend, cfg.Stock, responses, elapsed, stock)
+	r.Answers = responses
+	name := "run-" + info.Backend
+	if cfg.Item != "" {
+		r.Item, r.Window, name = cfg.Item, CheckWindow(responses, *window), name+"-"+cfg.Item
+	}
 	if !cfg.NoHistory {
-		r.History = CheckHistory(responses, cfg.Stock, stock, readAt, purchases != nil, info.PerUserLimit, cfg.HistoryDir, "run-"+info.Backend)
+		r.History = CheckHistory(responses, cfg.Stock, stock, readAt, purchases != nil, info.PerUserLimit, cfg.HistoryDir, name)
 	}
 	r.Concurrency = cfg.Concurrency
 	if open {
@@ -258,7 +301,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		r.Buyers.Users, r.Buyers.RetryRate = cfg.Users, cfg.RetryRate
-	} else if info.Ledger {
+	} else if info.Ledger && cfg.Item == "" {
 		// Best effort: a run without buyers never failed on the ledger.
 		if l, err := GetLedger(ctx, client, cfg.URL, cfg.AdminToken); err == nil {
 			r.Ledger = &l
@@ -304,6 +347,10 @@ func Summarize(backend string, initial int, responses []Response, elapsed time.D
 			r.Replayed++
 		case OutcomeLimitReached:
 			r.LimitReached++
+		case OutcomeNotStarted:
+			r.NotStarted++
+		case OutcomeEnded:
+			r.Ended++
 		case OutcomeSold:
 			r.Sold++
 			r.Replicas[resp.Replica]++
@@ -414,13 +461,19 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Open != nil {
 		r.Open.writeText(&b, r)
 	} else {
-		fmt.Fprintf(&b, "backend %s: %d requests, %d in flight, initial stock %d\n", r.Backend, r.Requests, r.Concurrency, r.Initial)
+		fmt.Fprintf(&b, "%s: %d requests, %d in flight, initial stock %d\n", r.what(), r.Requests, r.Concurrency, r.Initial)
 		fmt.Fprintf(&b, "  sold %d  sold out %d  busy %d  fenced %d  lock lost %d  errors %d\n",
 			r.Sold, r.SoldOut, r.Busy, r.Fenced, r.LockLost, r.Errors)
 	}
 	if r.Buyers != nil && r.Open == nil {
 		fmt.Fprintf(&b, "  replayed %d  limit reached %d  cut by the client %d\n",
 			r.Replayed, r.LimitReached, r.Cut)
+	}
+	if (r.NotStarted > 0 || r.Ended > 0 || r.Window != nil) && r.Open == nil { // the open loop's table has them
+		fmt.Fprintf(&b, "  not started %d  ended %d\n", r.NotStarted, r.Ended)
+	}
+	if w := r.Window; w != nil {
+		fmt.Fprintf(&b, "  %s\n", w.Text())
 	}
 	if r.Unconfirmed > 0 {
 		fmt.Fprintf(&b, "  unconfirmed %d (%d of them sold, by their receipts)\n", r.Unconfirmed, r.UnconfirmedSold)
@@ -469,15 +522,34 @@ func (r *Report) WriteText(w io.Writer) error {
 }
 
 // OK reports whether the run passed every check: consistent books, no
-// segment negative, no false sold-out, every buyers' check when the run
-// had buyers, and a linearizable history when it was checked. `seckill run` exits non-zero otherwise.
+// segment negative, no false sold-out, every answer in its place in an
+// item's window (and none outside a window for the default sale), every
+// buyers' check when the run had buyers, and a linearizable history when
+// it was checked. `seckill run` exits non-zero otherwise.
 func (r *Report) OK() bool {
-	return r.Consistent && r.FalseSoldOut == 0 && (r.Buyers == nil || r.Buyers.OK()) && r.History.Passed()
+	return r.Consistent && r.FalseSoldOut == 0 && r.windowOK() && (r.Buyers == nil || r.Buyers.OK()) && r.History.Passed()
+}
+
+// windowOK: the item's answers fit its window; the default sale, which
+// has none, answered neither not_started nor ended.
+func (r *Report) windowOK() bool {
+	if r.Window == nil {
+		return r.NotStarted == 0 && r.Ended == 0
+	}
+	return r.Window.OK()
+}
+
+// what names the sale in the text: the backend, and the item if any.
+func (r *Report) what() string {
+	if r.Item != "" {
+		return fmt.Sprintf("backend %s, item %s", r.Backend, r.Item)
+	}
+	return "backend " + r.Backend
 }
 
 // Verdict is "consistent", or the worst failed check: "OVERSOLD",
-// "NEGATIVE SEGMENT", "INCONSISTENT", "FALSE SOLD-OUT" or "BUYERS: " and
-// the first failed buyers' check.
+// "NEGATIVE SEGMENT", "INCONSISTENT", "FALSE SOLD-OUT", "OUTSIDE THE
+// WINDOW", "BUYERS: " and the first failed buyers' check, or the history's.
 func (r *Report) Verdict() string {
 	switch {
 	case r.Oversold > 0:
@@ -488,6 +560,8 @@ func (r *Report) Verdict() string {
 		return "INCONSISTENT"
 	case r.FalseSoldOut > 0:
 		return "FALSE SOLD-OUT"
+	case !r.windowOK():
+		return "OUTSIDE THE WINDOW"
 	case r.Buyers != nil && !r.Buyers.OK():
 		return "BUYERS: " + r.Buyers.Failed()
 	case !r.History.Passed() && r.History.Unknown:
