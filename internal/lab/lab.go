@@ -11,7 +11,9 @@
 // and must also end with every order answered once, in the ledger once and
 // in MySQL once. The cells whose stock Redis loses the sale (wipe,
 // restore, restore-all, other-sale: storeloss.go) cannot keep their books; they must refuse every
-// sale after it and sell no unit twice. The control cells (fencing off) and the
+// sale after it and sell no unit twice. The items' cells (item-halt,
+// item-window: items.go) sell items beside the default sale, each held to
+// its own books and window. The control cells (fencing off) and the
 // lab-only flawed backends must show the failure they exist to show; a cell
 // that does not is as much a failure as an oversell on a correct backend,
 // because it means the checker could not see a loss.
@@ -207,6 +209,9 @@ type Result struct {
 	// Store is the measure of the cells whose stock Redis loses the sale
 	// (wipe, restore): the answers after it, units sold twice.
 	Store *StoreLoss `json:"store,omitempty"`
+	// Items is each item's books in the items' cells (items.go); the
+	// cell's counts and books are then their sums.
+	Items []ItemResult `json:"items,omitempty"`
 	// Status is "pass" or "FAIL" (seckill lab sets "ERROR" on a cell
 	// that could not run).
 	Status   string `json:"status"`
@@ -252,8 +257,9 @@ func (r Result) Passed() bool { return r.Status == "pass" }
 // backend and their scenario are named, and the inapplicable ones, which
 // never do), the pause control (fencing off) on every correct backend, the
 // latency control on redis, the buyers' cells on redis (buyerScenarios,
-// named buyers and durable orders), the failover cells (failoverCells), and
-// each flawed backend in the scenario that breaks it.
+// named buyers and durable orders), the items' cells on redis
+// (itemScenarios), the failover cells (failoverCells), and each flawed
+// backend in the scenario that breaks it.
 func Matrix(backends, scenarios []string) []Cell {
 	want := func(list []string, s string) bool { return len(list) == 0 || slices.Contains(list, s) }
 	named := len(backends) > 0 && len(scenarios) > 0
@@ -263,7 +269,7 @@ func Matrix(backends, scenarios []string) []Cell {
 			continue
 		}
 		for _, s := range Scenarios() {
-			if s == "crash" || s == "falsesoldout" || buyersOnly(s) || IsFailover(s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
+			if s == "crash" || s == "falsesoldout" || buyersOnly(s) || IsFailover(s) || isItems(s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
 				continue
 			}
 			if (slices.Contains(experimental[s], b) || slices.Contains(byName[b], s)) && !named {
@@ -287,6 +293,11 @@ func Matrix(backends, scenarios []string) []Cell {
 			for _, s := range buyerScenarios {
 				if want(scenarios, s) {
 					cells = append(cells, Cell{Backend: b, Scenario: s, Fencing: true, Buyers: true})
+				}
+			}
+			for _, s := range itemScenarios {
+				if want(scenarios, s) {
+					cells = append(cells, Cell{Backend: b, Scenario: s, Fencing: true})
 				}
 			}
 			for _, sale := range Sales {
@@ -462,6 +473,9 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (_ Result, err
 	}
 	if err := flushLockRedis(ctx, c); err != nil {
 		return res, fmt.Errorf("lab: %s: %w", cell, err)
+	}
+	if sc.items {
+		return runItems(&run{ctx: ctx, c: c, cell: cell, lease: lease(cell.Backend), res: &res}, sc, start)
 	}
 	client := loadgen.NewClient(4, 10*time.Second)
 	defer client.CloseIdleConnections()

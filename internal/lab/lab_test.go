@@ -40,8 +40,8 @@ func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	// with acks 1 on redis (the acks-0 controls run when named); split
 	// with acks 1 and its control on redis; restore-all, other-sale,
 	// witnessdown and evict on redis and etcd; the none and local flawed
-	// cells, and falsesoldout on redis.
-	if got, want := len(cells), 4*14-2+12+3+6+1+1+3+2*3+4+2+1+2+2*4+2+1; got != want {
+	// cells, falsesoldout on redis, and the 2 items' cells on redis.
+	if got, want := len(cells), 4*14-2+12+3+6+1+1+3+2*3+4+2+1+2+2*4+2+1+2; got != want {
 		t.Fatalf("got %d cells, want %d", got, want)
 	}
 	if got := Matrix([]string{"etcd"}, nil); slices.ContainsFunc(got, func(c Cell) bool { return c.Scenario == "lockforget" }) {
@@ -88,6 +88,30 @@ func TestMatrixBuyers(t *testing.T) {
 		if Summary(s) == "" {
 			t.Errorf("buyers' scenario %q is not a scenario", s)
 		}
+	}
+}
+
+// The items' cells run on redis, fenced, once each, safe; by name too, and
+// on no other backend even when named.
+func TestMatrixItems(t *testing.T) {
+	var got []string
+	for _, c := range Matrix(nil, nil) {
+		if isItems(c.Scenario) {
+			got = append(got, c.String())
+			if c.Expect() != ExpectSafe || !scenarios[c.Scenario].items || Summary(c.Scenario) == "" {
+				t.Errorf("%s: got expect %s, want safe, an items' scenario with a summary", c, c.Expect())
+			}
+		}
+	}
+	want := []string{"redis/item-halt/fenced", "redis/item-window/fenced"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got items' cells %v, want %v", got, want)
+	}
+	if got := Matrix(nil, []string{"item-window"}); len(got) != 1 || got[0].String() != want[1] {
+		t.Fatalf("item-window by name: got %v, want %s alone", got, want[1])
+	}
+	if got := Matrix([]string{"etcd"}, itemScenarios); len(got) != 0 {
+		t.Fatalf("etcd's items' cells: got %v, want none", got)
 	}
 }
 

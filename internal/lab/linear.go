@@ -2,8 +2,6 @@ package lab
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -81,10 +79,7 @@ func (x *run) checkHistory(resps []response, readAt time.Time) {
 	}
 	ops := history.Build(calls, readAt, x.res.Stock, lost.IsZero())
 
-	dir := os.Getenv("SECKILL_HISTORY_DIR")
-	if dir == "" {
-		dir = filepath.Join(x.c.Dir(), "histories")
-	}
+	dir := historyDir(x.c.Dir())
 	name := strings.ReplaceAll(x.cell.String(), "/", "-")
 	model := history.Counter(int64(x.res.Initial), !x.segmented())
 	if x.cell.Buyers {

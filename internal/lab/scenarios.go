@@ -41,10 +41,14 @@ type scenario struct {
 	// failover: the stock Redis is a Sentinel set, started for the cell
 	// (failover.go).
 	failover bool
+	// items: the scenario sells items of its own (items.go), redis only,
+	// and no load on the default sale runs.
+	items bool
 }
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
 	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "other-sale", "witnessdown", "consumerkill", "mysqldown", "replayrace",
+	"item-halt", "item-window",
 	"failover-kill", "failover-lag", "failover-stop", "split", "crash", "falsesoldout"}
 
 // Scenarios lists the scenario names in table order.
@@ -244,6 +248,18 @@ var scenarios = map[string]scenario{
 		buyers:      true,
 		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runReplayRace,
+	},
+	"item-halt": {
+		summary: "two items sold at once by two runs; once the first has sold 30 its halt key is set: its sales after it must all be refused store_lost, its books balance, the second sells out exactly (redis)",
+		env:     always(workDelay(5 * time.Millisecond)),
+		run:     runItemHalt,
+		items:   true,
+	},
+	"item-window": {
+		summary: "an item whose window opens 1s after its buyers start (200/s for 4s) and lasts 2s, by Redis's clock: every sold answer inside it, not_started only before, ended only after, books exact (redis)",
+		env:     always(workDelay(time.Millisecond)),
+		run:     runItemWindow,
+		items:   true,
 	},
 	"failover-kill": {
 		summary:     "kill -9 the stock Redis primary mid-sale; Sentinel promotes the replica, the old primary rejoins as its replica (acks 1, and the acks-0 control)",
