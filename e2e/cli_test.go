@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -65,6 +66,7 @@ type runReport struct {
 	P99ms      *float64       `json:"p99_ms"`
 	Replicas   map[string]int `json:"replicas"`
 	WithBuyers bool           `json:"with_buyers"`
+	Item       string         `json:"item"`
 	Verdict    string         `json:"verdict"`
 	Buyers     *struct {
 		Orders           int `json:"orders"`
@@ -151,7 +153,8 @@ func TestSeckillRunExitCodes(t *testing.T) {
 }
 
 // `seckill demo` on its own small cluster: the unlocked row oversells, the
-// locked one is consistent, the exit status is 0, one JSON line per row.
+// locked one is consistent, each item sold at once sells out exactly, the
+// exit status is 0, one JSON line per row.
 func TestSeckillDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a second cluster")
@@ -175,11 +178,12 @@ func TestSeckillDemo(t *testing.T) {
 	if !regexp.MustCompile(`dashboard: http://127\.0\.0\.1:\d+/`).MatchString(errOut) {
 		t.Fatalf("no dashboard URL on stderr:\n%s", errOut)
 	}
-	// The backends' rows, then redis again with each way past the one-lock
-	// bound (the second table), then the buyers' row (the third).
+	// The backends' rows, each of the 3 items sold while the replicas run
+	// redis (the items table), then redis again with each way past the
+	// one-lock bound (the sales table), then the buyers' row.
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 5 {
-		t.Fatalf("got %d lines, want 5:\n%s", len(lines), out)
+	if len(lines) != 8 {
+		t.Fatalf("got %d lines, want 8:\n%s", len(lines), out)
 	}
 	none, redis := decode(t, lines[0]), decode(t, lines[1])
 	if none.Backend != "none" || none.Oversold <= 0 || !strings.HasPrefix(none.Verdict, "OVERSOLD") {
@@ -188,15 +192,24 @@ func TestSeckillDemo(t *testing.T) {
 	if redis.Backend != "redis" || redis.Sale != "" || !redis.Consistent || redis.Verdict != "consistent" || len(redis.Replicas) != 2 {
 		t.Fatalf("redis row: got %+v, want consistent over 2 replicas", redis)
 	}
-	for i, sale := range []string{"combine", "segments8"} {
+	// Each item: its own sale of 100 (the demo's --item-stock) to 150
+	// requests, every unit sold once, the rest told sold_out.
+	for i := range 3 {
 		r := decode(t, lines[2+i])
+		if want := fmt.Sprintf("demo-%d", i+1); r.Item != want || r.Backend != "redis" || r.Verdict != "consistent" || !r.Consistent ||
+			r.Initial != 100 || r.Sold != 100 || r.SoldOut != 50 || r.Lucky != 100 || r.Stock != 0 || r.Oversold != 0 {
+			t.Fatalf("item row %d: got %+v, want %s: 100 sold, 50 sold out, lucky 100, stock 0, consistent", i, r, want)
+		}
+	}
+	for i, sale := range []string{"combine", "segments8"} {
+		r := decode(t, lines[5+i])
 		if r.Backend != "redis" || r.Sale != sale || !r.Consistent || r.Verdict != "consistent" || r.Lucky != 100 {
 			t.Fatalf("redis/%s row: got %+v, want 100 sold, consistent", sale, r)
 		}
 	}
 	// Named buyers, limit 1, some purchases re-sent with their key: one
 	// order per unit and per buyer, none twice, all of them in MySQL.
-	b := decode(t, lines[4])
+	b := decode(t, lines[7])
 	if !b.WithBuyers || b.Buyers == nil || b.Verdict != "consistent" || b.Lucky != 100 {
 		t.Fatalf("buyers row: got %+v, want 100 sold to named buyers, consistent", b)
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -44,7 +45,10 @@ type demoRow struct {
 	Sale    string `json:"sale,omitempty"` // "" or one of lab.Sales
 	// WithBuyers marks the buyer-aware row (Report.Buyers holds its
 	// verdict).
-	WithBuyers   bool   `json:"with_buyers,omitempty"`
+	WithBuyers bool `json:"with_buyers,omitempty"`
+	// Item names an item's row (the items table): its own sale beside
+	// the default one, sold at once with the other items.
+	Item         string `json:"item,omitempty"`
 	ExpectedSafe bool   `json:"expected_safe"`
 	Verdict      string `json:"verdict"`
 	Error        string `json:"error,omitempty"`
@@ -69,6 +73,9 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	buyers := fs.Int("buyers", 500, "after the sales, the redis row again with this many named buyers, the ledger and durable orders in MariaDB (0: no buyers row)")
 	limit := fs.Int("per-user-limit", 1, "the buyers row's stock.per_user_limit")
 	retryRate := fs.Float64("retry-rate", 0.2, "the buyers row's fraction of purchases re-sent with the same Idempotency-Key")
+	items := fs.Int("items", 3, "after the backends, this many items (docs/items.md) sold at once on redis, one row each (0: no items table)")
+	itemStock := fs.Int("item-stock", 100, "each item's stock")
+	itemRequests := fs.Int("item-requests", 150, "reduce requests per item")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return flagExit(err)
 	}
@@ -85,6 +92,10 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *buyers < 0 || *limit < 0 || *retryRate < 0 || *retryRate > 1 {
 		fmt.Fprintln(stderr, "seckill demo: --buyers and --per-user-limit must be >= 0, --retry-rate in [0, 1]")
+		return exitFailure
+	}
+	if *items < 0 || *items > maxDemoItems || *itemStock <= 0 || *itemRequests <= 0 {
+		fmt.Fprintf(stderr, "seckill demo: --items must be 0..%d, --item-stock and --item-requests positive\n", maxDemoItems)
 		return exitFailure
 	}
 
@@ -177,6 +188,18 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%s\n", b)
 		}
 		rows = append(rows, row)
+		// The items, while the replicas sell the plain redis sale: the
+		// items table follows the backends'.
+		if r.backend == "redis" && r.sale == "" && !r.buyers && err == nil && *items > 0 {
+			log.Info("selling items at once", "items", *items)
+			for _, row := range sellItems(ctx, c, *items, *itemStock, *itemRequests, max(1, *concurrency / *items), *timeout) {
+				if *asJSON {
+					b, _ := json.Marshal(row)
+					fmt.Fprintf(stdout, "%s\n", b)
+				}
+				rows = append(rows, row)
+			}
+		}
 		err = nil
 	}
 	if ctx.Err() != nil {
@@ -184,9 +207,11 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	if !*asJSON {
-		var plain, sold, bought []demoRow
+		var plain, sold, bought, itemRows []demoRow
 		for _, r := range rows {
 			switch {
+			case r.Item != "":
+				itemRows = append(itemRows, r)
 			case r.WithBuyers:
 				bought = append(bought, r)
 			case r.Sale != "":
@@ -196,6 +221,10 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		writeTable(stdout, plain, false)
+		if len(itemRows) > 0 {
+			fmt.Fprintln(stdout)
+			writeItemsTable(stdout, itemRows)
+		}
 		if len(sold) > 0 {
 			fmt.Fprintln(stdout)
 			writeTable(stdout, sold, true)
@@ -266,6 +295,44 @@ func writeTable(w io.Writer, rows []demoRow, withSale bool) {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.1fms\t%.1fms\t%s\n",
 			name, r.Sold, r.SoldOut, r.Busy, r.Errors, r.Stock, r.Lucky, r.Oversold, r.RPS, r.P50ms, r.P99ms, r.Verdict)
+	}
+	_ = tw.Flush()
+}
+
+// maxDemoItems bounds --items: every item is sold at once.
+const maxDemoItems = 20
+
+// sellItems sells n items ("demo-1".."demo-<n>") at once, each by its own
+// run of requests at concurrency in flight over stock units (created, or
+// reset when the cluster has them), and returns one judged row per item.
+func sellItems(ctx context.Context, c *localcluster.Cluster, n, stock, requests, concurrency int, timeout time.Duration) []demoRow {
+	rows := make([]demoRow, n)
+	var wg sync.WaitGroup
+	for i := range rows {
+		rows[i] = demoRow{Backend: "redis", Item: fmt.Sprintf("demo-%d", i+1), ExpectedSafe: true}
+		wg.Go(func() {
+			r, err := loadgen.Run(ctx, loadgen.Config{
+				URL: c.URL(), AdminToken: c.AdminToken(), Item: rows[i].Item, Requests: requests, Concurrency: concurrency,
+				Stock: stock, Timeout: timeout, HistoryDir: os.TempDir(),
+			})
+			rows[i].Report = r
+			rows[i].judge(err)
+		})
+	}
+	wg.Wait()
+	return rows
+}
+
+// writeItemsTable prints the items' rows: each item's own books.
+func writeItemsTable(w io.Writer, rows []demoRow) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "redis, item\tsold\tsold out\tstock\tlucky\toversold\tverdict")
+	for _, r := range rows {
+		if r.Report == nil {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\n", r.Item, r.Verdict)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.Item, r.Sold, r.SoldOut, r.Stock, r.Lucky, r.Oversold, r.Verdict)
 	}
 	_ = tw.Flush()
 }

@@ -95,3 +95,22 @@ func TestBuyersRow(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The items table: one row per item with its own books, and an item that
+// could not be sold is an error row that fails the demo.
+func TestItemsTable(t *testing.T) {
+	good := demoRow{Backend: "redis", Item: "demo-1", ExpectedSafe: true, Report: &loadgen.Report{Item: "demo-1", Consistent: true,
+		Sold: 100, SoldOut: 50, Lucky: 100, Initial: 100}}
+	good.judge(nil)
+	bad := demoRow{Backend: "redis", Item: "demo-2", ExpectedSafe: true}
+	bad.judge(errors.New("loadgen: bad response: POST /items: 501 items are not sold by this configuration"))
+	var b strings.Builder
+	writeItemsTable(&b, []demoRow{good, bad})
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if good.failed || !bad.failed || len(lines) != 3 ||
+		strings.Join(strings.Fields(lines[0]), " ") != "redis, item sold sold out stock lucky oversold verdict" ||
+		strings.Join(strings.Fields(lines[1]), " ") != "demo-1 100 50 0 100 0 consistent" ||
+		!strings.HasPrefix(strings.Join(strings.Fields(lines[2]), " "), "demo-2 - - - - - ERROR: loadgen: bad response") {
+		t.Fatalf("got failed %v/%v and table:\n%s", good.failed, bad.failed, b.String())
+	}
+}
