@@ -147,6 +147,9 @@ func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []
 	if code == statusNotInt {
 		return nil, fmt.Errorf("stock: fenced write: %w", notInt(s.keys.Lucky))
 	}
+	if code == statusLost {
+		return nil, fmt.Errorf("stock: fenced write: %w", lost(s.keys.Stock))
+	}
 	if err := fenceStatus(code, f, ""); err != nil {
 		return nil, fmt.Errorf("stock: fenced write: %w", err)
 	}

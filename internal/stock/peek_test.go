@@ -165,3 +165,35 @@ func TestShedBuyersTheLockCannotServeInTime(t *testing.T) {
 		}
 	}
 }
+
+// A stock key deleted between a lease's read and its write is a lost sale:
+// the write refuses (503 store_lost), and does not write a stock back out
+// of nothing.
+func TestWriteRefusesALostStockKey(t *testing.T) {
+	for _, m := range ledgerModes {
+		if m.name == "atomic" || m.segments > 1 {
+			continue
+		}
+		t.Run(m.name, func(t *testing.T) {
+			s, rdb := ledgerStore(t, 5, 1)
+			l := newFakeLease(1)
+			l.onDone = func() {
+				// After the read, before the write.
+				if err := rdb.Del(context.Background(), "stock").Err(); err != nil {
+					t.Error(err)
+				}
+			}
+			svc := newService(s, one(l), func(c *stock.ServiceConfig) { m.cfg(c) })
+			_, err := svc.Reduce(t.Context())
+			if !errors.Is(err, stock.ErrStoreLost) || errors.Is(err, stock.ErrUnconfirmed) {
+				t.Fatalf("got %v, want a definite ErrStoreLost", err)
+			}
+			if n, err := rdb.Exists(t.Context(), "stock").Result(); err != nil || n != 0 {
+				t.Fatalf("stock key exists %d (%v): written back", n, err)
+			}
+			if lucky, _ := rdb.Get(t.Context(), "lucky").Int(); lucky != 0 {
+				t.Fatalf("lucky %d, want 0", lucky)
+			}
+		})
+	}
+}

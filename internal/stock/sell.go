@@ -197,8 +197,11 @@ func (s *Service) fencedCall(ctx context.Context, lease lock.Lease, f Fence, n i
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrFenced), errors.Is(err, ErrMixedBackends), errors.Is(err, ErrNotInteger):
-		return err // a definite refusal: nothing was written
+	case errors.Is(err, ErrFenced), errors.Is(err, ErrMixedBackends), errors.Is(err, ErrNotInteger), errors.Is(err, ErrStoreLost):
+		// A definite refusal: nothing was written. A lost stock key is
+		// definite even after an unanswered try: the receipt is read
+		// first, so a try that sold would have answered with it.
+		return err
 	case (errors.Is(err, ErrOutOfMemory) || isWindowRefusal(err)) && tries == 1:
 		// Definite only when no earlier try went unanswered: such a try
 		// may still run, and sell, once memory frees up (or, in its

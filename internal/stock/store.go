@@ -522,6 +522,9 @@ func (s *Store) write(ctx context.Context, f Fence, newStock int64, extra ...any
 	if code == statusNotInt {
 		return fmt.Errorf("stock: fenced write: %w", notInt(s.keys.Lucky))
 	}
+	if code == statusLost {
+		return fmt.Errorf("stock: fenced write: %w", lost(s.keys.Stock))
+	}
 	if err := fenceStatus(code, f, ""); err != nil {
 		return fmt.Errorf("stock: fenced write: %w", err)
 	}

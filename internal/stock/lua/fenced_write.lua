@@ -29,8 +29,9 @@
 -- Returns 0 = written (now or by an earlier run of the same lease), 1 =
 -- fenced, 2 = mixed, 3 = collision, 4 = the lucky key holds a non-integer
 -- (int.lua's readInt: checked first, since INCRBY failing after the SET
--- would leave a unit gone and no sale counted). Nothing is written unless
--- it returns 0.
+-- would leave a unit gone and no sale counted), 5 = the stock key is
+-- missing (the sale is lost: ErrStoreLost). Nothing is written unless it
+-- returns 0.
 --
 -- An item's window (window.lua) is checked here, at the write, where the
 -- unit is taken: a sale that read inside it and writes after it is
@@ -91,6 +92,12 @@ end
 local lucky = readInt(KEYS[2])
 if not lucky then
   return answer(4)
+end
+-- The stock key gone since this lease's read (deleted, evicted): the sale
+-- is lost, as the read would have said; writing it back would make a
+-- stock out of nothing.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return answer(5)
 end
 
 local closed, bound = window()
