@@ -270,53 +270,54 @@ func (r *Report) WriteMarkdown(w io.Writer, charts Charts) error {
 		p("\nNote: %s\n", n)
 	}
 
-	p("\n## Lock micro-benchmark\n\n")
-	p("Each contender loops lock → `GET stock` → `MULTI SET stock-1, INCR lucky EXEC` → unlock until\n")
-	p("the stock N is gone; contenders are spread over 3 client sets (3 \"processes\", each with its own\n")
-	p("clients and lockers). N is chosen per row from a short calibration so the row sells for a few\n")
-	p("seconds. *invariant* means stock 0, lucky N and N sales counted afterwards.\n\n")
-	p("Ceilings: the **lock-free** row sells with one Lua script per sale and no lock; the\n")
-	p("**serial bound** is 1 / (%d critical-section round trips × %s median RTT) = **%.0f sales/s**:\n",
-		CriticalSectionRoundTrips, us(r.RTT.P50), r.SerialBound)
-	p("no lock can sell faster than its holder can read and write.\n")
-	if svgName != "" {
-		p("\n![sales/s at %d contenders](%s)\n", GoalContenders, svgName)
-	}
-	for _, c := range r.Contenders() {
-		p("\n### %d contender%s\n\n", c, plural(c))
-		p("| subject | kind | N | sales/s | runs (sales/s) | × redsync | acquire RT/sale | lock RT/sale | wait p50 | wait p99 | fairness | gave up | invariant |\n")
-		p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
-		base, baseOK := r.Row("redsync", c)
-		for _, row := range r.Micro {
-			if row.Contenders != c {
-				continue
-			}
-			if row.Unavailable || (row.Error != "" && row.Sales == 0) {
-				p("| %s | %s | | | | | | | | | | | %s |\n", row.Subject, row.Kind, cell(row.Error, row.Unavailable))
-				continue
-			}
-			x := "—"
-			if baseOK && base.SalesPerSec > 0 && usable(base, true) == "" {
-				x = fmt.Sprintf("%.2f×", row.SalesPerSec/base.SalesPerSec)
-			}
-			inv := "ok"
-			if !row.InvariantOK {
-				inv = "**BROKEN** " + row.Error
-			} else if row.Error != "" {
-				inv = "ok, but " + row.Error
-			}
-			wait50, wait99 := fmt.Sprintf("%.2f ms", row.WaitP50ms), fmt.Sprintf("%.2f ms", row.WaitP99ms)
-			if row.Kind == KindCeiling {
-				wait50, wait99 = "—", "—"
-			}
-			p("| %s | %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %.2f | %d | %s |\n",
-				row.Subject, row.Kind, row.Stock, row.SalesPerSec, runList(row.Runs), x, rt(row.AcquireRT, row.Kind), rt(row.LockRT, row.Kind),
-				wait50, wait99, row.Fairness, row.GaveUp, inv)
+	if len(r.Micro) > 0 {
+		p("\n## Lock micro-benchmark\n\n")
+		p("Each contender loops lock → `GET stock` → `MULTI SET stock-1, INCR lucky EXEC` → unlock until\n")
+		p("the stock N is gone; contenders are spread over 3 client sets (3 \"processes\", each with its own\n")
+		p("clients and lockers). N is chosen per row from a short calibration so the row sells for a few\n")
+		p("seconds. *invariant* means stock 0, lucky N and N sales counted afterwards.\n\n")
+		p("Ceilings: the **lock-free** row sells with one Lua script per sale and no lock; the\n")
+		p("**serial bound** is 1 / (%d critical-section round trips × %s median RTT) = **%.0f sales/s**:\n",
+			CriticalSectionRoundTrips, us(r.RTT.P50), r.SerialBound)
+		p("no lock can sell faster than its holder can read and write.\n")
+		if svgName != "" {
+			p("\n![sales/s at %d contenders](%s)\n", GoalContenders, svgName)
 		}
-		p("| serial bound | ceiling | | %.0f | | | | | | | | | |\n", r.SerialBound)
+		for _, c := range r.Contenders() {
+			p("\n### %d contender%s\n\n", c, plural(c))
+			p("| subject | kind | N | sales/s | runs (sales/s) | × redsync | acquire RT/sale | lock RT/sale | wait p50 | wait p99 | fairness | gave up | invariant |\n")
+			p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+			base, baseOK := r.Row("redsync", c)
+			for _, row := range r.Micro {
+				if row.Contenders != c {
+					continue
+				}
+				if row.Unavailable || (row.Error != "" && row.Sales == 0) {
+					p("| %s | %s | | | | | | | | | | | %s |\n", row.Subject, row.Kind, cell(row.Error, row.Unavailable))
+					continue
+				}
+				x := "—"
+				if baseOK && base.SalesPerSec > 0 && usable(base, true) == "" {
+					x = fmt.Sprintf("%.2f×", row.SalesPerSec/base.SalesPerSec)
+				}
+				inv := "ok"
+				if !row.InvariantOK {
+					inv = "**BROKEN** " + row.Error
+				} else if row.Error != "" {
+					inv = "ok, but " + row.Error
+				}
+				wait50, wait99 := fmt.Sprintf("%.2f ms", row.WaitP50ms), fmt.Sprintf("%.2f ms", row.WaitP99ms)
+				if row.Kind == KindCeiling {
+					wait50, wait99 = "—", "—"
+				}
+				p("| %s | %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %.2f | %d | %s |\n",
+					row.Subject, row.Kind, row.Stock, row.SalesPerSec, runList(row.Runs), x, rt(row.AcquireRT, row.Kind), rt(row.LockRT, row.Kind),
+					wait50, wait99, row.Fairness, row.GaveUp, inv)
+			}
+			p("| serial bound | ceiling | | %.0f | | | | | | | | | |\n", r.SerialBound)
+		}
+		r.writeEvidence(p)
 	}
-
-	r.writeEvidence(p)
 	r.writeHold(p, charts.Hold)
 
 	if len(r.E2E) > 0 {
@@ -351,32 +352,34 @@ func (r *Report) WriteMarkdown(w io.Writer, charts Charts) error {
 	r.writeLedger(p)
 	r.writeFlood(p)
 
-	p("\n## What was run\n\n| subject | kind | what |\n|---|---|---|\n")
-	for _, s := range Subjects() {
-		p("| %s | %s | %s |\n", s.Name, s.Kind, s.About)
+	if len(r.Micro) > 0 {
+		p("\n## What was run\n\n| subject | kind | what |\n|---|---|---|\n")
+		for _, s := range Subjects() {
+			p("| %s | %s | %s |\n", s.Name, s.Kind, s.About)
+		}
+		p("\n## How round trips are counted\n\n")
+		p("*acquire RT/sale* is lock round trips sent while acquiring, per acquisition; *lock RT/sale*\n")
+		p("counts every lock round trip (acquire, release, renewals). Lock clients are separate from the\n")
+		p("clients that read and write the stock, so the critical section is never counted.\n\n")
+		p("- **Redis** (redis, redisson, redsync, bsm, setnx-poll): a go-redis `Hook` on the lock clients\n")
+		p("  counts each command and each pipeline once. The sale loop tags the ctx it passes to Lock and to\n")
+		p("  unlock, so whatever a library sends under Lock's ctx (SET NX, EVALSHA, redsync's clean-up after a\n")
+		p("  failed try) is an acquire round trip. Pub/sub messages are not requests and are not counted.\n")
+		p("- **etcd** (etcd, etcd-mutex): gRPC interceptors on the lock clients count unary RPCs (Txn,\n")
+		p("  Range, DeleteRange, …) by the same ctx tag, and each watch created on the shared Watch stream as\n")
+		p("  one acquire round trip. Lease keep-alives are not counted.\n")
+		p("- **ZooKeeper** (zookeeper, zk-lock): go-zookeeper has no hook, so the count is server-side: the\n")
+		p("  change in `mntr`'s `zk_packets_received` over the row (create, getChildren, getData/exists\n")
+		p("  watches, delete, and the odd ping; nothing else uses that ZooKeeper meanwhile). Both release\n")
+		p("  with one delete, so acquire RT = lock RT − 1.\n")
+		p("- **MySQL** (mysql, mysql-getlock, mysql-row, mysql-forupdate): go-sql-driver has no hook either:\n")
+		p("  the change in the server's `Questions` status over the row, every statement (GET_LOCK, token\n")
+		p("  mints, RELEASE_LOCK, keep-alives, BEGIN/COMMIT), so acquire RT = lock RT is an upper bound.\n")
+		p("\n*wait* is the time a contender spent inside Lock; *fairness* is the busiest contender's sales\n")
+		p("divided by a fair share (N / contenders): 1.00 is perfectly even. *gave up* counts Lock calls a\n")
+		p("peer library abandoned on its own (redsync after 32 tries, bsm/redislock at its TTL deadline)\n")
+		p("that the loop simply called again.\n")
 	}
-	p("\n## How round trips are counted\n\n")
-	p("*acquire RT/sale* is lock round trips sent while acquiring, per acquisition; *lock RT/sale*\n")
-	p("counts every lock round trip (acquire, release, renewals). Lock clients are separate from the\n")
-	p("clients that read and write the stock, so the critical section is never counted.\n\n")
-	p("- **Redis** (redis, redisson, redsync, bsm, setnx-poll): a go-redis `Hook` on the lock clients\n")
-	p("  counts each command and each pipeline once. The sale loop tags the ctx it passes to Lock and to\n")
-	p("  unlock, so whatever a library sends under Lock's ctx (SET NX, EVALSHA, redsync's clean-up after a\n")
-	p("  failed try) is an acquire round trip. Pub/sub messages are not requests and are not counted.\n")
-	p("- **etcd** (etcd, etcd-mutex): gRPC interceptors on the lock clients count unary RPCs (Txn,\n")
-	p("  Range, DeleteRange, …) by the same ctx tag, and each watch created on the shared Watch stream as\n")
-	p("  one acquire round trip. Lease keep-alives are not counted.\n")
-	p("- **ZooKeeper** (zookeeper, zk-lock): go-zookeeper has no hook, so the count is server-side: the\n")
-	p("  change in `mntr`'s `zk_packets_received` over the row (create, getChildren, getData/exists\n")
-	p("  watches, delete, and the odd ping; nothing else uses that ZooKeeper meanwhile). Both release\n")
-	p("  with one delete, so acquire RT = lock RT − 1.\n")
-	p("- **MySQL** (mysql, mysql-getlock, mysql-row, mysql-forupdate): go-sql-driver has no hook either:\n")
-	p("  the change in the server's `Questions` status over the row, every statement (GET_LOCK, token\n")
-	p("  mints, RELEASE_LOCK, keep-alives, BEGIN/COMMIT), so acquire RT = lock RT is an upper bound.\n")
-	p("\n*wait* is the time a contender spent inside Lock; *fairness* is the busiest contender's sales\n")
-	p("divided by a fair share (N / contenders): 1.00 is perfectly even. *gave up* counts Lock calls a\n")
-	p("peer library abandoned on its own (redsync after 32 tries, bsm/redislock at its TTL deadline)\n")
-	p("that the loop simply called again.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
