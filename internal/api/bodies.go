@@ -66,7 +66,8 @@ type Item struct {
 	SoldOut  bool  `json:"sold_out"`
 	StartsAt int64 `json:"starts_at"`
 	// State is "upcoming" (before starts_at), "open" or "ended" (from
-	// ends_at on), as the sale scripts decide it.
+	// ends_at on), as the sale scripts decide it; or "halted" when its
+	// sale went back in time (every sale answers store_lost).
 	State string `json:"state"`
 	Stock int64  `json:"stock"` // units left
 }

@@ -40,6 +40,10 @@ const (
 	ItemUpcoming = "upcoming" // before starts_at
 	ItemOpen     = "open"
 	ItemEnded    = "ended" // from ends_at on
+	// ItemHalted: its sale went back in time and is halted (guard.lua),
+	// whatever its window: every sale answers store_lost until an
+	// operator reconciles it.
+	ItemHalted = "halted"
 )
 
 // Item is an item's settings, as Create and Reset take them and the
@@ -89,7 +93,8 @@ type ItemStatus struct {
 	Initial int64 // the stock of its last reset
 	// StartsAt and EndsAt are the window Redis holds (unix ms, 0: none).
 	StartsAt, EndsAt int64
-	State            string // ItemUpcoming, ItemOpen or ItemEnded
+	State            string // ItemUpcoming, ItemOpen, ItemEnded or ItemHalted
+	Halted           string // the halt key's reason, when State is ItemHalted
 	SoldOut          bool   // no unit left
 	Now              int64  // Redis's clock at the read, unix ms
 }

@@ -521,3 +521,21 @@ func TestItemResetWaitsForReplicas(t *testing.T) {
 		t.Fatalf("sale: got %v, want unconfirmed (no replica acknowledged it)", err)
 	}
 }
+
+// A halted item says so where its state is read, as its sales do: not
+// "open" while every sale answers store_lost; its counters still read.
+func TestItemStatusOfAHaltedItem(t *testing.T) {
+	items, rdb := newItems(t, true, nil)
+	create(t, items, stock.Item{ID: "x", Stock: 5})
+	halt := stock.ItemKeys(defaultBase.Derive(true), "x").Halt
+	if err := rdb.Set(t.Context(), halt, "rewound: test", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := items.Status(t.Context(), "x")
+	if err != nil || st.State != stock.ItemHalted || st.Halted != "rewound: test" || st.Stock != 5 {
+		t.Fatalf("status of a halted item: got %+v, %v; want halted, its reason, stock 5", st, err)
+	}
+	if _, err := items.ReduceFor(t.Context(), "x", stock.Buyer{}); !errors.Is(err, stock.ErrStoreRewound) {
+		t.Fatalf("a sale of the halted item: got %v, want ErrStoreRewound", err)
+	}
+}

@@ -17,13 +17,14 @@ var itemScript = redis.NewScript(itemSrc)
 // Status reads item id: its settings and its sale at one instant, with
 // its state by Redis's clock, in one round trip (the registry's entry and
 // item.lua, pipelined). ErrNoItem when there is none; ErrStoreLost when
-// the registry has it but Redis lost its sale.
+// the registry has it but Redis lost its sale. A halted sale reads as
+// ItemHalted, with its counters: what its sales answer, not "open".
 func (m *Items) Status(ctx context.Context, id string) (ItemStatus, error) {
 	if err := CheckItemID(id); err != nil {
 		return ItemStatus{}, err
 	}
 	keys := ItemKeys(m.cfg.Base, id)
-	ks := []string{keys.Stock, keys.Lucky, keys.Initial, keys.Window}
+	ks := []string{keys.Stock, keys.Lucky, keys.Initial, keys.Window, keys.Halt}
 	run := func(eval func(p redis.Pipeliner) *redis.Cmd) (*redis.StringCmd, *redis.Cmd) {
 		p := m.cfg.Redis.Pipeline()
 		h := p.HGet(ctx, ItemRegistry, id)
@@ -50,7 +51,7 @@ func (m *Items) Status(ctx context.Context, id string) (ItemStatus, error) {
 	if err != nil {
 		return ItemStatus{}, wrapRedis(ctx, "item status", err)
 	}
-	if len(vals) != 6 {
+	if len(vals) != 7 {
 		return ItemStatus{}, fmt.Errorf("stock: item status: unexpected reply %v", vals)
 	}
 	return itemStatus(rec.Item, keys, vals)
@@ -87,6 +88,9 @@ func itemStatus(it Item, keys Keys, vals []string) (ItemStatus, error) {
 		*dst = n
 	}
 	st.State = windowState(st.StartsAt, st.EndsAt, st.Now)
+	if vals[6] != "" {
+		st.State, st.Halted = ItemHalted, truncate(vals[6], 200)
+	}
 	st.SoldOut = st.Stock <= 0
 	return st, nil
 }

@@ -2,11 +2,13 @@
 --
 -- KEYS[1] stock key, KEYS[2] lucky key, KEYS[3] initial stock key
 -- KEYS[4] window key           (hash starts_at, ends_at; see window.lua)
+-- KEYS[5] halt key             (guard.lua: set once the sale went back in time)
 --
--- Returns {stock, lucky, initial, starts_at, ends_at, now}: the three
+-- Returns {stock, lucky, initial, starts_at, ends_at, now, halted}: the three
 -- counters as snapshot.lua gives them ('' missing, '!' not a string,
 -- checked in Go), the window's bounds as stored ('' when unset) and now,
--- Redis's TIME in unix ms: the clock window.lua decides by.
+-- Redis's TIME in unix ms: the clock window.lua decides by; halted is the
+-- halt key's reason, '' when the sale is not halted.
 
 local out = {}
 for i = 1, 3 do
@@ -27,4 +29,10 @@ out[4] = w[1] or ''
 out[5] = w[2] or ''
 local t = redis.call('TIME')
 out[6] = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+local h = redis.pcall('GET', KEYS[5])
+if type(h) == 'string' then
+  out[7] = h
+else
+  out[7] = ''
+end
 return out
