@@ -379,22 +379,34 @@ func (a *server) receipt(c *gin.Context) {
 	a.json(c, http.StatusOK, body)
 }
 
-func (a *server) reset(c *gin.Context) {
-	if !a.admit(c) {
-		return
-	}
+// adminBody reads the JSON body of an admin write (a reset, an item),
+// what names it in the 413: refused with 415 for a content type or
+// encoding other than JSON's, 413 past maxResetBody, 400 when it cannot be
+// read; ok is false when it has answered.
+func (a *server) adminBody(c *gin.Context, what string) (body []byte, ok bool) {
 	if msg := resetContentProblem(c.Request.Header); msg != "" {
 		a.refuseBody(c, http.StatusUnsupportedMediaType, msg)
-		return
+		return nil, false
 	}
 	// One byte over the limit is enough to know it is too large.
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxResetBody+1))
 	if err != nil {
 		a.problem(c, http.StatusBadRequest, "reading body: "+err.Error())
-		return
+		return nil, false
 	}
 	if len(body) > maxResetBody {
-		a.refuseBody(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("reset body larger than %d bytes", maxResetBody))
+		a.refuseBody(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s body larger than %d bytes", what, maxResetBody))
+		return nil, false
+	}
+	return body, true
+}
+
+func (a *server) reset(c *gin.Context) {
+	if !a.admit(c) {
+		return
+	}
+	body, ok := a.adminBody(c, "reset")
+	if !ok {
 		return
 	}
 	n, err := parseReset(body)

@@ -57,17 +57,8 @@ func (a *server) putItem(c *gin.Context, create bool) {
 	if !create && !a.itemID(c, id) {
 		return
 	}
-	if msg := resetContentProblem(c.Request.Header); msg != "" {
-		a.refuseBody(c, http.StatusUnsupportedMediaType, msg)
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxResetBody+1))
-	if err != nil {
-		a.problem(c, http.StatusBadRequest, "reading body: "+err.Error())
-		return
-	}
-	if len(body) > maxResetBody {
-		a.refuseBody(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("item body larger than %d bytes", maxResetBody))
+	body, ok := a.adminBody(c, "item")
+	if !ok {
 		return
 	}
 	it, err := parseItem(body, id)

@@ -45,20 +45,11 @@ func (s *Store) Peek(ctx context.Context, idem string) (stock int64, record bool
 		code, _ := res[0].(int64)
 		n, _ := res[1].(int64)
 		rec, _ := res[2].(int64)
-		switch code {
-		case statusNotInt:
-			return fmt.Errorf("stock: peek: %w", notInt(s.keys.Stock))
-		case statusLost:
-			return fmt.Errorf("stock: peek: %w", lost(s.keys.Stock))
-		case statusHalted:
-			return s.halted(ctx, "peek")
-		case statusEpoch:
-			return errEpochMoved
-		case statusEarly, statusEnded:
-			record = rec == 1
-			return fmt.Errorf("stock: peek: %w", windowRefusal(code == statusEarly, n))
+		record = rec == 1 // set with a closed window too
+		if err := s.readRefusal(ctx, "peek", code, n); err != nil {
+			return err
 		}
-		stock, record = n, rec == 1
+		stock = n
 		return nil
 	})
 	return stock, record, err

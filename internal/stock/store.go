@@ -443,17 +443,8 @@ func (s *Store) read(ctx context.Context, f Fence, replays bool) (Reading, error
 		stock, _ := res[1].(int64)
 		highest, _ := res[2].(string)
 		restarted, _ := res[3].(int64)
-		switch code {
-		case statusNotInt:
-			return fmt.Errorf("stock: fenced read: %w", notInt(s.keys.Stock))
-		case statusLost:
-			return fmt.Errorf("stock: fenced read: %w", lost(s.keys.Stock))
-		case statusHalted:
-			return s.halted(ctx, "fenced read")
-		case statusEpoch:
-			return errEpochMoved
-		case statusEarly, statusEnded:
-			return fmt.Errorf("stock: fenced read: %w", windowRefusal(code == statusEarly, stock))
+		if err := s.readRefusal(ctx, "fenced read", code, stock); err != nil {
+			return err
 		}
 		if err := fenceStatus(code, f, highest); err != nil {
 			return fmt.Errorf("stock: fenced read: %w", err)
@@ -462,6 +453,26 @@ func (s *Store) read(ctx context.Context, f Fence, replays bool) (Reading, error
 		return nil
 	})
 	return out, err
+}
+
+// readRefusal is the error a script that reads the stock to sell from it
+// (fenced_read.lua, peek.lua) answers with its code, for op: a broken, lost
+// or halted sale, an epoch to learn (guarded), a closed window (bound: its
+// edge); nil for any other code.
+func (s *Store) readRefusal(ctx context.Context, op string, code, bound int64) error {
+	switch code {
+	case statusNotInt:
+		return fmt.Errorf("stock: %s: %w", op, notInt(s.keys.Stock))
+	case statusLost:
+		return fmt.Errorf("stock: %s: %w", op, lost(s.keys.Stock))
+	case statusHalted:
+		return s.halted(ctx, op)
+	case statusEpoch:
+		return errEpochMoved
+	case statusEarly, statusEnded:
+		return fmt.Errorf("stock: %s: %w", op, windowRefusal(code == statusEarly, bound))
+	}
+	return nil
 }
 
 // Write sets the stock to newStock and counts one sale, only if f is still

@@ -76,9 +76,6 @@ func TestBuyersOnLocalCluster(t *testing.T) {
 // a second for 2 s, 100 units. The books are exact and every buyer is
 // answered.
 func TestOpenLoopOnLocalCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a local cluster")
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	c, err := localcluster.Start(ctx, localcluster.Config{Replicas: 2, Backend: "redis", Stockd: os.Getenv("SECKILL_STOCKD")})
@@ -112,9 +109,6 @@ func TestOpenLoopOnLocalCluster(t *testing.T) {
 // it not started, open, then ended, every answer where the window puts
 // it; the default sale is untouched by either.
 func TestItemOnLocalCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a local cluster")
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	c, err := localcluster.Start(ctx, localcluster.Config{Replicas: 2, Backend: "redis", Stockd: os.Getenv("SECKILL_STOCKD"),
