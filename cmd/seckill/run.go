@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Concurrency, "concurrency", 50, "requests in flight at once")
 	fs.IntVar(&cfg.Stock, "stock", 300, "initial stock to reset to")
 	fs.StringVar(&cfg.Item, "item", "", "sell this item (docs/items.md) instead of the default sale: created, or reset when it exists, with --stock and no window")
+	items := fs.Int("items", 0, fmt.Sprintf("sell N items at once (1..%d), <item>-1..<item>-N (--item, default \"item\"), each with --stock units and 1/N of the buyers: --requests and --concurrency, or --rate", loadgen.MaxSpreadItems))
 	fs.StringVar(&cfg.AdminToken, "admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "X-Admin-Token for the reset (default $SECKILL_ADMIN_TOKEN)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "bound on the firing phase (with --rate: default --duration + --request-timeout + 5s)")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Second, "bound on each request, its answer read included (with --rate: a buyer past it is unanswered)")
@@ -68,6 +70,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if msg := openFlags(fs, &cfg); msg != "" {
 		fmt.Fprintln(stderr, "seckill run: "+msg)
 		return exitFailure
+	}
+
+	if *items != 0 {
+		return runItems(ctx, cfg, *items, *asJSON, stdout, stderr)
 	}
 
 	// Progress only for a person watching: never with --json or when the
@@ -138,4 +144,44 @@ func printReport(w io.Writer, r *loadgen.Report, asJSON bool) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
+}
+
+// runItems is `seckill run --items N`: the sale spread over N items.
+func runItems(ctx context.Context, cfg loadgen.Config, n int, asJSON bool, stdout, stderr io.Writer) int {
+	if n < 1 || n > loadgen.MaxSpreadItems {
+		fmt.Fprintf(stderr, "seckill run: --items must be 1..%d\n", loadgen.MaxSpreadItems)
+		return exitFailure
+	}
+	if cfg.Users > 0 {
+		fmt.Fprintln(stderr, "seckill run: --items with --users: the buyers' verdict reads the default sale's ledger")
+		return exitFailure
+	}
+	report, err := loadgen.RunItems(ctx, cfg, loadgen.ItemIDs(cfg.Item, n))
+	if report == nil {
+		fmt.Fprintf(stderr, "seckill run: %v\n", err)
+		return exitFailure
+	}
+	var perr error
+	if asJSON {
+		var b []byte
+		if b, perr = json.Marshal(report); perr == nil {
+			_, perr = fmt.Fprintf(stdout, "%s\n", b)
+		}
+	} else {
+		perr = report.WriteText(stdout)
+	}
+	if perr != nil {
+		fmt.Fprintf(stderr, "seckill run: %v\n", perr)
+		return exitFailure
+	}
+	for _, r := range report.Items {
+		if !r.OK() {
+			return exitInconsistent
+		}
+	}
+	if err != nil || !report.OK(n) {
+		fmt.Fprintf(stderr, "seckill run: %v\n", cmp.Or(err, error(errors.New("an item's run is missing"))))
+		return exitFailure
+	}
+	return exitOK
 }

@@ -69,6 +69,13 @@ func TestRunBuyersExitStatus(t *testing.T) {
 		!strings.Contains(errOut.String(), "named buyers with an item") {
 		t.Fatalf("--item with --users: got exit %d, want %d and why:\n%s", code, exitFailure, errOut.String())
 	}
+	for _, args := range [][]string{{"--items", "-1"}, {"--items", "65"}, {"--items", "2", "--users", "5"}} {
+		errOut.Reset()
+		if code := run(t.Context(), append([]string{"run", "--url", srv.URL}, args...), io.Discard, &errOut); code != exitFailure ||
+			!strings.Contains(errOut.String(), "--items") {
+			t.Fatalf("%v: got exit %d, want %d and why:\n%s", args, code, exitFailure, errOut.String())
+		}
+	}
 }
 
 // The open loop's flags: refused with the closed loop's, out of bounds,

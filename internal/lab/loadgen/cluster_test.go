@@ -107,7 +107,8 @@ func TestOpenLoopOnLocalCluster(t *testing.T) {
 // sells it out exactly, then, reset with a window that opens 300 ms after
 // the buyers start and lasts 600 ms by Redis's clock, an open loop finds
 // it not started, open, then ended, every answer where the window puts
-// it; the default sale is untouched by either.
+// it; three items sold at once each sell out exactly; the default sale is
+// untouched by any of them.
 func TestItemOnLocalCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -149,6 +150,24 @@ func TestItemOnLocalCluster(t *testing.T) {
 		r.Sold+r.NotStarted+r.Ended != 240 || r.Stock+r.Lucky != 1000 {
 		t.Fatalf("window run: verdict %q, sold %d, not started %d, ended %d, errors %d:\n%s\n%s",
 			r.Verdict(), r.Sold, r.NotStarted, r.Ended, r.Errors, text.String(), c.Logs(20))
+	}
+	t.Logf("\n%s", text.String())
+
+	// Three items at once, each on its own lock: each sells out exactly.
+	s, err := loadgen.RunItems(ctx, loadgen.Config{URL: c.URL(), AdminToken: c.AdminToken(), Item: "lg-spread",
+		Requests: 240, Concurrency: 12, Stock: 50}, loadgen.ItemIDs("lg-spread", 3))
+	if err != nil {
+		t.Fatalf("items run: %v\n%s", err, c.Logs(20))
+	}
+	text.Reset()
+	_ = s.WriteText(&text)
+	if !s.OK(3) || s.Sold != 150 || s.Oversold != 0 {
+		t.Fatalf("items run: sold %d, oversold %d; want 150 and 0, every item consistent:\n%s\n%s", s.Sold, s.Oversold, text.String(), c.Logs(20))
+	}
+	for _, r := range s.Items {
+		if r.Sold != 50 || r.Lucky != 50 || r.Stock != 0 || r.Errors != 0 {
+			t.Fatalf("item %s: sold %d, lucky %d, stock %d, errors %d; want 50, 50, 0, 0:\n%s", r.Item, r.Sold, r.Lucky, r.Stock, r.Errors, text.String())
+		}
 	}
 	t.Logf("\n%s", text.String())
 

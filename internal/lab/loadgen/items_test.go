@@ -25,6 +25,11 @@ type itemsFake struct {
 	skew           time.Duration
 	unconfirmEvery int
 	sellAfterEnd   bool
+	refuse         string // an item id whose creation fails (500)
+
+	// lastPut is the latest create or reset, firstSale the first sale's
+	// arrival: RunItems fires no item before every item is reset.
+	lastPut, firstSale time.Time
 
 	mu          sync.Mutex
 	items       map[string]*fakeItem
@@ -64,6 +69,10 @@ func (f *itemsFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		var it api.ItemSettings
 		_ = json.NewDecoder(r.Body).Decode(&it)
+		if it.ID == f.refuse && it.ID != "" {
+			reply(http.StatusInternalServerError, api.Problem{Error: "refused"})
+			return
+		}
 		if f.items[it.ID] != nil {
 			reply(http.StatusConflict, api.Problem{Error: "item exists"})
 			return
@@ -100,6 +109,9 @@ func (f *itemsFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.put(s)
 		reply(http.StatusOK, f.answer(id))
 	case op == "reduce" && r.Method == http.MethodPost:
+		if f.firstSale.IsZero() {
+			f.firstSale = time.Now()
+		}
 		now := f.now()
 		switch {
 		case it.settings.StartsAt > 0 && now < it.settings.StartsAt:
@@ -133,6 +145,7 @@ func (f *itemsFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (f *itemsFake) put(s api.ItemSettings) {
 	it := f.items[s.ID]
 	it.settings, it.stock, it.lucky, it.receipts = s, s.Stock, 0, map[string]bool{}
+	f.lastPut = time.Now()
 }
 
 func (f *itemsFake) answer(id string) api.Item {

@@ -87,6 +87,10 @@ type Config struct {
 	// default; HistoryDir, if set, receives a violation's picture.
 	NoHistory  bool
 	HistoryDir string
+
+	// gate, when set, is waited on between the reset and the first send
+	// (RunItems: every item's run fires together).
+	gate func(context.Context) error
 }
 
 func (c *Config) defaults() {
@@ -255,6 +259,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
+	if cfg.gate != nil {
+		if err := cfg.gate(ctx); err != nil {
+			return nil, err
+		}
+	}
 	fireCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	start := time.Now()
 	var responses []Response
