@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -306,20 +306,28 @@ const maxDemoItems = 20
 // run of requests at concurrency in flight over stock units (created, or
 // reset when the cluster has them), and returns one judged row per item.
 func sellItems(ctx context.Context, c *localcluster.Cluster, n, stock, requests, concurrency int, timeout time.Duration) []demoRow {
+	ids := loadgen.ItemIDs("demo", n)
+	s, _ := loadgen.RunItems(ctx, loadgen.Config{
+		URL: c.URL(), AdminToken: c.AdminToken(), Requests: requests * n, Concurrency: concurrency * n,
+		Stock: stock, Timeout: timeout, HistoryDir: os.TempDir(),
+	}, ids) // each item's error is judged on its row
 	rows := make([]demoRow, n)
-	var wg sync.WaitGroup
-	for i := range rows {
-		rows[i] = demoRow{Backend: "redis", Item: fmt.Sprintf("demo-%d", i+1), ExpectedSafe: true}
-		wg.Go(func() {
-			r, err := loadgen.Run(ctx, loadgen.Config{
-				URL: c.URL(), AdminToken: c.AdminToken(), Item: rows[i].Item, Requests: requests, Concurrency: concurrency,
-				Stock: stock, Timeout: timeout, HistoryDir: os.TempDir(),
-			})
-			rows[i].Report = r
-			rows[i].judge(err)
-		})
+	for i, id := range ids {
+		rows[i] = demoRow{Backend: "redis", Item: id, ExpectedSafe: true}
+		var err error
+		if s != nil {
+			for _, r := range s.Items {
+				if r.Item == id {
+					rows[i].Report = r
+				}
+			}
+			err = s.Err(id)
+		}
+		if err == nil && rows[i].Report == nil {
+			err = errors.New("no report")
+		}
+		rows[i].judge(err)
 	}
-	wg.Wait()
 	return rows
 }
 

@@ -31,7 +31,14 @@ type SpreadReport struct {
 	// of the last unit sold, of any item; SalesPerSec is Sold over it.
 	SellOutMS   float64 `json:"sell_out_ms"`
 	SalesPerSec float64 `json:"sales_per_sec"`
+	// Failed is each item's run that returned an error, by item id.
+	Failed map[string]string `json:"failed,omitempty"`
+
+	errs map[string]error
 }
+
+// Err is item id's run's error, or nil.
+func (s *SpreadReport) Err(id string) error { return s.errs[id] }
 
 // ItemIDs are the ids RunItems sells: prefix-1..prefix-n ("item" when
 // prefix is empty).
@@ -49,9 +56,10 @@ func ItemIDs(prefix string, n int) []string {
 // RunItems sells each of ids as Run sells cfg.Item, all at once, each with
 // cfg.Stock units and an even share of the load: cfg.Requests and
 // cfg.Concurrency (closed loop) or cfg.Rate (open loop) divided by
-// len(ids), rounded up. Every item is reset before any fires. The error is
-// the first of the items' runs; the report has every item that returned
-// one, and nil when none did.
+// len(ids), rounded up. Every item is reset before any fires. The report
+// has every item's run that returned a report, each run's error by item
+// (Err, Failed), and is nil only with an unusable cfg; the error joins the
+// runs' errors.
 func RunItems(ctx context.Context, cfg Config, ids []string) (*SpreadReport, error) {
 	n := len(ids)
 	switch {
@@ -88,19 +96,21 @@ func RunItems(ctx context.Context, cfg Config, ids []string) (*SpreadReport, err
 		})
 	}
 	wg.Wait()
-	var out *SpreadReport
-	for _, r := range reports {
-		if r == nil {
-			continue
+	out := &SpreadReport{errs: map[string]error{}}
+	for i, r := range reports {
+		if r != nil {
+			out.Items = append(out.Items, r)
 		}
-		if out == nil {
-			out = &SpreadReport{}
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("item %s: %w", ids[i], errs[i])
+			out.errs[ids[i]] = errs[i]
+			if out.Failed == nil {
+				out.Failed = map[string]string{}
+			}
+			out.Failed[ids[i]] = errs[i].Error()
 		}
-		out.Items = append(out.Items, r)
 	}
-	if out != nil {
-		out.sum()
-	}
+	out.sum()
 	return out, errors.Join(errs...)
 }
 
@@ -130,7 +140,7 @@ func (s *SpreadReport) sum() {
 
 // OK: every item's run passed its checks (Report.OK) and none is missing.
 func (s *SpreadReport) OK(items int) bool {
-	if s == nil || len(s.Items) != items {
+	if s == nil || len(s.Items) != items || len(s.Failed) > 0 {
 		return false
 	}
 	for _, r := range s.Items {
