@@ -124,7 +124,17 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("flood %s %s: %+v", f.Flood, f.Mode, f)
 		}
 	}
-	if got, want := len(rep.Goals), 11+2*len(floods(true)); got != want {
+	// The items rows: one item and 8 at once, with and without work in
+	// the lock, every unit sold once per item.
+	if got, want := len(rep.Items), 2*len(itemCounts); got != want {
+		t.Fatalf("got %d items rows, want %d", got, want)
+	}
+	for _, row := range rep.Items {
+		if !row.Consistent || row.Error != "" || row.Units != 40*row.Items || row.SalesPerSec <= 0 || len(row.Runs) != 1 {
+			t.Errorf("items %d at %v: %+v", row.Items, row.Work, row)
+		}
+	}
+	if got, want := len(rep.Goals), 11+2*len(floods(true))+2; got != want {
 		t.Errorf("got %d goals, want %d", got, want)
 	}
 	if rep.RTT.Mean <= 0 || rep.SerialBound <= 0 {
@@ -169,7 +179,8 @@ func checkOutputs(t *testing.T, rep *Report) {
 	for _, want := range []string{"## Goals", "## Machine and servers", "### 1 contender", "### 8 contenders",
 		"| serial bound |", "## End to end", "atomic (no lock)", "![sales/s", "go test",
 		"## End to end: combining and segments", "(bench-segments.svg)", "## End to end: the order ledger's cost",
-		"## Throughput against critical-section time", "(bench-hold.svg)", "| bound 1/(hold + 2 RTT) |"} {
+		"## Throughput against critical-section time", "(bench-hold.svg)", "| bound 1/(hold + 2 RTT) |",
+		"## Items side by side (one lock per item)"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q", want)
 		}

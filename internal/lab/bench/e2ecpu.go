@@ -33,6 +33,16 @@ type RunCPU struct {
 	Other   float64 `json:"other_us_per_sale"`
 }
 
+// ceiling is what the run could sell with cpus cores its own: cpus ÷
+// every CPU µs a sale took; 0 when not measured.
+func (c RunCPU) ceiling(cpus int) float64 {
+	all := c.Stockd + c.Redis + c.Loadgen + c.Other
+	if all <= 0 {
+		return 0
+	}
+	return float64(max(cpus, 1)) * 1e6 / all
+}
+
 // cpuSample is one reading of the counters RunCPU is made of.
 type cpuSample struct {
 	at                           time.Time

@@ -40,8 +40,12 @@ type Report struct {
 	LedgerCost []LedgerCost `json:"ledger_cost,omitempty"`
 	// Flood are the open-loop floods (RowsFlood).
 	Flood []FloodRow `json:"e2e_flood,omitempty"`
-	Goals []Goal     `json:"goals"`
-	Notes []string   `json:"notes,omitempty"`
+	// Items are one item against 8 at once (RowsItems), ItemsTarget how
+	// long each of their runs was sized to sell for.
+	Items       []ItemsRow    `json:"e2e_items,omitempty"`
+	ItemsTarget time.Duration `json:"e2e_items_target_ns,omitempty"`
+	Goals       []Goal        `json:"goals"`
+	Notes       []string      `json:"notes,omitempty"`
 }
 
 // Goal is one ratio the run is judged by.
@@ -171,6 +175,9 @@ func (r *Report) evaluate() {
 	if len(r.Flood) > 0 {
 		r.Goals = append(r.Goals, r.floodGoals()...)
 	}
+	if len(r.Items) > 0 {
+		r.Goals = append(r.Goals, r.itemsGoals()...)
+	}
 	r.LedgerCost = r.LedgerCosts()
 }
 
@@ -199,6 +206,11 @@ func (r *Report) OK() bool {
 	}
 	for _, f := range r.Flood {
 		if !f.Consistent || f.Error != "" {
+			return false
+		}
+	}
+	for _, row := range r.Items {
+		if !row.Consistent || row.Error != "" {
 			return false
 		}
 	}
@@ -351,6 +363,7 @@ func (r *Report) WriteMarkdown(w io.Writer, charts Charts) error {
 	r.writeScaling(p, charts.Segments)
 	r.writeLedger(p)
 	r.writeFlood(p)
+	r.writeItems(p)
 
 	if len(r.Micro) > 0 {
 		p("\n## What was run\n\n| subject | kind | what |\n|---|---|---|\n")

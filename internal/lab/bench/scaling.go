@@ -610,13 +610,8 @@ func writeCPU(p func(string, ...any), rows []E2ERow, cpus int, which string) {
 		if c.CoresBusy <= 0 {
 			continue
 		}
-		all := c.Stockd + c.Redis + c.Loadgen + c.Other
-		ceil := 0.0
-		if all > 0 {
-			ceil = float64(cpus) * 1e6 / all
-		}
 		p("| %s | %.0f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n",
-			e.Label(), e.SalesPerSec, c.CoresBusy, c.Stockd, c.Redis, c.Loadgen, c.Other, all, ceil)
+			e.Label(), e.SalesPerSec, c.CoresBusy, c.Stockd, c.Redis, c.Loadgen, c.Other, c.Stockd+c.Redis+c.Loadgen+c.Other, c.ceiling(cpus))
 	}
 }
 
