@@ -32,6 +32,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "bound on the firing phase (with --rate: default --duration + --request-timeout + 5s)")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Second, "bound on each request, its answer read included (with --rate: a buyer past it is unanswered)")
 	fs.IntVar(&cfg.Rate, "rate", 0, "open loop: buyers arriving per second, answered or not (vegeta's pacer), instead of --requests and --concurrency")
+	fs.IntVar(&cfg.RetryBusy, "retry-busy", 0, fmt.Sprintf("with --rate: a buyer answered busy sends again after its Retry-After, up to this many times (0..%d)", loadgen.MaxRetryBusy))
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, fmt.Sprintf("with --rate: how long buyers arrive (at most %v)", loadgen.MaxDuration))
 	fs.IntVar(&cfg.Users, "users", 0, `buyers "u1".."uU": every request a purchase by one of them with its own Idempotency-Key, verified against the ledger (0: anonymous sales)`)
 	jwtSecret := fs.String("jwt-secret", "", "with --users: sign each buyer's token (HS256) with this secret, the replicas' auth.jwt_secret (default $SECKILL_JWT_SECRET); without one, buyers are sent as X-User (for replicas behind a gateway that trusts this client, auth.buyers proxy)")
@@ -110,8 +111,8 @@ func openFlags(fs *flag.FlagSet, cfg *loadgen.Config) string {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if !set["rate"] {
-		if set["duration"] {
-			return "--duration is the open loop's: give it with --rate"
+		if set["duration"] || set["retry-busy"] {
+			return "--duration and --retry-busy are the open loop's: give them with --rate"
 		}
 		return ""
 	}
@@ -127,6 +128,8 @@ func openFlags(fs *flag.FlagSet, cfg *loadgen.Config) string {
 		return fmt.Sprintf("--rate %d for --duration %v is %d buyers, more than %d", cfg.Rate, cfg.Duration, open.Planned(), loadgen.MaxBuyers)
 	case cfg.RetryRate > 0:
 		return "--retry-rate re-sends a purchase, and an open-loop arrival is one send: use it with --requests/--concurrency"
+	case cfg.RetryBusy < 0 || cfg.RetryBusy > loadgen.MaxRetryBusy:
+		return fmt.Sprintf("--retry-busy must be 0..%d", loadgen.MaxRetryBusy)
 	}
 	if !set["timeout"] {
 		cfg.Timeout = 0

@@ -88,6 +88,11 @@ type Response struct {
 	// RetryTimeout purchase, past Config.RetryTimeout); its outcome is
 	// unknown and the purchase's second send settles it.
 	Cut bool
+	// BusyResends counts the times this buyer was answered busy and sent
+	// the purchase again after the answer's Retry-After (the open loop's
+	// RetryBusy); the Response is the last answer, timed from the first
+	// send.
+	BusyResends int
 }
 
 // Fire sends n reduce requests (method POST) to url with c in flight and

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -55,6 +56,8 @@ const (
 	// behind (a busy client machine) is still sent; later ones are not,
 	// and OpenLoop.Sent falls short of Planned.
 	LateArrivals = 100 * time.Millisecond
+	// MaxRetryBusy bounds OpenConfig.RetryBusy.
+	MaxRetryBusy = 100
 )
 
 // ErrConfig: the Config is unusable (an open loop without a duration, …).
@@ -69,8 +72,13 @@ type OpenConfig struct {
 	// DefaultMaxInFlight.
 	MaxInFlight int
 	// RequestTimeout bounds each request, its answer read included. The
-	// default is 10s.
+	// default is 10s. With RetryBusy it bounds the buyer: every send and
+	// every wait between them.
 	RequestTimeout time.Duration
+	// RetryBusy is how many times a buyer answered busy sends again, after
+	// the answer's Retry-After (and up to a tenth more, at random, as
+	// clients that spread their retries do); 0: a buyer sends once.
+	RetryBusy int
 }
 
 // Planned is how many buyers arrive: rate × duration, rounded up.
@@ -86,6 +94,8 @@ func (c OpenConfig) validate() error {
 		return fmt.Errorf("%w: duration %v, want above 0 and at most %v", ErrConfig, c.Duration, MaxDuration)
 	case c.Planned() > MaxBuyers:
 		return fmt.Errorf("%w: %d buyers/s for %v is %d buyers, want at most %d", ErrConfig, c.Rate, c.Duration, c.Planned(), MaxBuyers)
+	case c.RetryBusy < 0 || c.RetryBusy > MaxRetryBusy:
+		return fmt.Errorf("%w: %d re-sends on busy, want 0..%d", ErrConfig, c.RetryBusy, MaxRetryBusy)
 	}
 	return nil
 }
@@ -116,7 +126,8 @@ func FireOpen(ctx context.Context, url string, purchases []Purchase, cfg OpenCon
 	planned := cfg.Planned()
 	t := NewClient(cfg.MaxInFlight, 0).Transport.(*http.Transport)
 	defer t.CloseIdleConnections()
-	trip := &openTrip{next: t, ctx: ctx, timeout: cfg.RequestTimeout, purchases: purchases, sends: make(map[uint64]openSend, planned)}
+	trip := &openTrip{next: t, ctx: ctx, timeout: cfg.RequestTimeout, retryBusy: cfg.RetryBusy, purchases: purchases,
+		sends: make(map[uint64]openSend, planned)}
 	atk := vegeta.NewAttacker(
 		vegeta.Client(&http.Client{Transport: trip}), // no client timeout: openTrip bounds each request
 		vegeta.MaxWorkers(uint64(cfg.MaxInFlight)),
@@ -162,6 +173,7 @@ type openTrip struct {
 	next      http.RoundTripper
 	ctx       context.Context
 	timeout   time.Duration
+	retryBusy int        // re-sends of a buyer answered busy
 	purchases []Purchase // nil: anonymous buyers
 	taken     atomic.Int64
 
@@ -174,6 +186,7 @@ type openTrip struct {
 type openSend struct {
 	purchase int
 	err      error
+	resends  int // busy answers sent again
 }
 
 const seqHeader = "X-Vegeta-Seq" // set by vegeta's attacker on every request
@@ -191,14 +204,56 @@ func (t *openTrip) RoundTrip(req *http.Request) (*http.Response, error) {
 		SetBuyer(req, t.purchases[i])
 	}
 	t.note(seq, s)
-	resp, err := t.next.RoundTrip(req)
-	if err != nil {
-		t.fail(seq, t.why(ctx, err))
-		cancel()
-		return nil, err
+	for try := 0; ; try++ {
+		resp, err := t.next.RoundTrip(req)
+		if err != nil {
+			t.fail(seq, t.why(ctx, err))
+			cancel()
+			return nil, err
+		}
+		wait, busy := busyRetryAfter(resp)
+		if !busy || try >= t.retryBusy {
+			resp.Body = &openBody{ReadCloser: resp.Body, cancel: cancel, fail: func(err error) { t.fail(seq, t.why(ctx, err)) }}
+			return resp, nil
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
+		_ = resp.Body.Close()
+		t.resent(seq)
+		wait += rand.N(wait/10 + 1)
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			err := t.why(ctx, ctx.Err())
+			t.fail(seq, err)
+			cancel()
+			return nil, err
+		}
+		req = req.Clone(ctx)
 	}
-	resp.Body = &openBody{ReadCloser: resp.Body, cancel: cancel, fail: func(err error) { t.fail(seq, t.why(ctx, err)) }}
-	return resp, nil
+}
+
+// busyRetryAfter reads a busy answer's Retry-After (stockd sends one with
+// every busy and with nothing else on the sale's path): busy, and the
+// wait it asks for.
+func busyRetryAfter(resp *http.Response) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if err != nil || secs < 0 {
+		return 0, false
+	}
+	return time.Duration(secs) * time.Second, true
+}
+
+func (t *openTrip) resent(seq uint64) {
+	t.mu.Lock()
+	s := t.sends[seq]
+	s.resends++
+	t.sends[seq] = s
+	t.mu.Unlock()
 }
 
 // errCut: the run's context ended while the request was in flight (its
@@ -251,6 +306,7 @@ func (t *openTrip) response(res *vegeta.Result) Response {
 		}
 		r = Response{Err: err, Latency: res.Latency, Sent: start, Received: end, Left: -1}
 	}
+	r.BusyResends = s.resends
 	if ok && s.purchase >= 0 {
 		p := t.purchases[s.purchase]
 		r.Purchase, r.User, r.Key = s.purchase, p.User, p.Key
@@ -341,6 +397,12 @@ type OpenLoop struct {
 	// who arrived after that: turned away with nothing left to wait for.
 	SellOutMS        float64 `json:"sell_out_ms"`
 	BusyAfterSellOut int     `json:"busy_after_sell_out"`
+	// RetryBusy is the re-sends a buyer answered busy was allowed
+	// (OpenConfig.RetryBusy); Resent the re-sends made, by BuyersResent
+	// buyers. Each buyer is one answer above: its last.
+	RetryBusy    int `json:"retry_busy,omitempty"`
+	Resent       int `json:"resent,omitempty"`
+	BuyersResent int `json:"buyers_resent,omitempty"`
 }
 
 // ResultStats is one result's answers and their latencies.
@@ -378,11 +440,15 @@ func SummarizeOpen(responses []Response, cfg OpenConfig) *OpenLoop {
 	cfg.defaults()
 	o := &OpenLoop{
 		Rate: cfg.Rate, DurationMS: ms(cfg.Duration), Planned: cfg.Planned(), MaxInFlight: cfg.MaxInFlight,
-		Sent: len(responses), UnansweredBy: map[string]int{},
+		Sent: len(responses), UnansweredBy: map[string]int{}, RetryBusy: cfg.RetryBusy,
 	}
 	byResult := map[string][]time.Duration{}
 	var first, last time.Time
 	for _, r := range responses {
+		if r.BusyResends > 0 {
+			o.Resent += r.BusyResends
+			o.BuyersResent++
+		}
 		name := ResultUnanswered
 		if r.Unanswered() {
 			o.Unanswered++
@@ -490,5 +556,9 @@ func (o *OpenLoop) writeText(b *strings.Builder, r *Report) {
 			parts = append(parts, fmt.Sprintf("%s %d", cause, o.UnansweredBy[cause]))
 		}
 		fmt.Fprintf(b, "  unanswered %d of %d buyers: %s\n", o.Unanswered, o.Sent, strings.Join(parts, ", "))
+	}
+	if o.RetryBusy > 0 {
+		fmt.Fprintf(b, "  busy buyers sent again after Retry-After (up to %d times): %d re-sends by %d buyers; each buyer's row above is its last answer\n",
+			o.RetryBusy, o.Resent, o.BuyersResent)
 	}
 }

@@ -59,6 +59,10 @@ type Config struct {
 	// MaxInFlight caps the open loop's requests in flight. The default is
 	// DefaultMaxInFlight.
 	MaxInFlight int
+	// RetryBusy makes each open-loop buyer answered busy send again, up
+	// to that many times, after the answer's Retry-After
+	// (OpenConfig.RetryBusy). Only with Rate.
+	RetryBusy int
 
 	// Users, when positive, makes the run buyer-aware: each request is a
 	// purchase by one of Users buyers ("u1".."u<Users>", X-User) with its
@@ -120,7 +124,7 @@ func (c *Config) defaults() {
 
 // open is the open loop's pacing, from the Config.
 func (c *Config) open() OpenConfig {
-	return OpenConfig{Rate: c.Rate, Duration: c.Duration, MaxInFlight: c.MaxInFlight, RequestTimeout: c.RequestTimeout}
+	return OpenConfig{Rate: c.Rate, Duration: c.Duration, MaxInFlight: c.MaxInFlight, RequestTimeout: c.RequestTimeout, RetryBusy: c.RetryBusy}
 }
 
 // Report is the outcome of one run; its JSON form is `seckill run --json`.
@@ -211,6 +215,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("%w: a window is an item's (Config.Item)", ErrConfig)
 	}
 	open := cfg.Rate != 0
+	if !open && cfg.RetryBusy != 0 {
+		return nil, fmt.Errorf("%w: re-sends on busy are the open loop's (Rate)", ErrConfig)
+	}
 	if open {
 		if err := cfg.open().validate(); err != nil {
 			return nil, err

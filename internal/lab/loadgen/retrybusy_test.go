@@ -1,0 +1,114 @@
+package loadgen
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"seckill/internal/api"
+)
+
+// busyFake answers each buyer (vegeta's sequence header names it) busy,
+// with Retry-After retryAfter, for its first busyFor sends, then sells.
+type busyFake struct {
+	busyFor    int
+	retryAfter string
+
+	mu    sync.Mutex
+	sends map[string]int
+	sold  int
+}
+
+func (f *busyFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seq := r.Header.Get(seqHeader)
+	f.sends[seq]++
+	if f.sends[seq] <= f.busyFor {
+		w.Header().Set("Retry-After", f.retryAfter)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(api.Sale{Result: api.Busy})
+		return
+	}
+	f.sold++
+	left := int64(1000 - f.sold)
+	_ = json.NewEncoder(w).Encode(api.Sale{Result: api.Sold, Stock: &left})
+}
+
+// A buyer answered busy sends again after Retry-After, up to RetryBusy
+// times: its answer is the last one, and the re-sends are counted.
+func TestOpenLoopRetriesBusy(t *testing.T) {
+	for _, tc := range []struct {
+		busyFor, retry int
+		want           Outcome
+	}{
+		{2, 2, OutcomeSold}, // sold on the third send
+		{2, 1, OutcomeBusy}, // gave up busy after one re-send
+		{0, 3, OutcomeSold}, // never busy: never re-sent
+	} {
+		t.Run(strconv.Itoa(tc.busyFor)+"-"+strconv.Itoa(tc.retry), func(t *testing.T) {
+			f := &busyFake{busyFor: tc.busyFor, retryAfter: "0", sends: map[string]int{}}
+			srv := httptest.NewServer(f)
+			t.Cleanup(srv.Close)
+			cfg := OpenConfig{Rate: 100, Duration: 200 * time.Millisecond, RetryBusy: tc.retry}
+			responses := FireOpen(t.Context(), srv.URL, nil, cfg)
+			o := SummarizeOpen(responses, cfg)
+			resends := min(tc.busyFor, tc.retry)
+			if len(responses) != 20 || o.Resent != 20*resends || o.RetryBusy != tc.retry || (resends > 0) != (o.BuyersResent == 20) {
+				t.Fatalf("got %d buyers, %d re-sends by %d buyers; want 20, %d by all or none", len(responses), o.Resent, o.BuyersResent, 20*resends)
+			}
+			for _, r := range responses {
+				if r.Outcome != tc.want || r.BusyResends != resends {
+					t.Fatalf("a buyer got %v after %d re-sends, want %v after %d", r.Outcome, r.BusyResends, tc.want, resends)
+				}
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if want := 20 * (1 + resends); sumSends(f.sends) != want {
+				t.Fatalf("the server got %d sends, want %d", sumSends(f.sends), want)
+			}
+		})
+	}
+}
+
+// The wait is the answer's Retry-After: a buyer whose request timeout is
+// shorter than it gives up waiting, unanswered, without sending again.
+func TestOpenLoopRetryBusyHonoursRetryAfter(t *testing.T) {
+	f := &busyFake{busyFor: 1, retryAfter: "30", sends: map[string]int{}}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	cfg := OpenConfig{Rate: 50, Duration: 100 * time.Millisecond, RetryBusy: 1, RequestTimeout: 300 * time.Millisecond}
+	responses := FireOpen(t.Context(), srv.URL, nil, cfg)
+	o := SummarizeOpen(responses, cfg)
+	if len(responses) != 5 || o.Unanswered != 5 || o.UnansweredBy[CauseTimeout] != 5 {
+		t.Fatalf("got %d buyers, %d unanswered (%v); want 5, all timed out waiting", len(responses), o.Unanswered, o.UnansweredBy)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if sumSends(f.sends) != 5 {
+		t.Fatalf("the server got %d sends, want 5: none sent again before Retry-After", sumSends(f.sends))
+	}
+}
+
+func sumSends(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// Re-sends on busy are the open loop's: a closed loop refuses them.
+func TestRetryBusyNeedsTheOpenLoop(t *testing.T) {
+	if _, err := Run(t.Context(), Config{URL: "http://127.0.0.1:1", RetryBusy: 1}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("got %v, want ErrConfig", err)
+	}
+	if err := (OpenConfig{Rate: 1, Duration: time.Second, RetryBusy: MaxRetryBusy + 1}).validate(); !errors.Is(err, ErrConfig) {
+		t.Fatalf("got %v, want ErrConfig", err)
+	}
+}
