@@ -43,6 +43,9 @@ type dashView struct {
 	Term       string    `json:"term"`
 	P50        string    `json:"p50"`
 	Bars       []dashBar `json:"bars"`
+	// Items are the items' table's rows, each its cells' text (item,
+	// state, stock, sold, initial, books); none while the card is hidden.
+	Items [][]string `json:"items"`
 }
 
 type dashBar struct {
@@ -65,6 +68,8 @@ const readDash = `(() => {
       name: r.dataset.replica,
       width: parseFloat(r.querySelector(".bar").style.width) || 0,
     })),
+    items: document.getElementById("itemscard").hidden ? [] :
+      Array.from(document.querySelectorAll("#items tr.item")).map((r) => Array.from(r.cells).map((c) => c.textContent)),
   };
 })()`
 
@@ -264,6 +269,18 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("redis sale: bars moved for %v, want both replicas", moved)
 	}
 	t.Logf("redis: %d views, %d with the stock falling, bars moved for %v", len(views), intermediate, moved)
+
+	// An item sold beside the default sale shows in the items' table.
+	if v := view(); len(v.Items) != 0 {
+		t.Fatalf("the items' table shows %v before any item exists", v.Items)
+	}
+	ir, err := loadgen.Run(ctx, loadgen.Config{URL: c.URL(), AdminToken: c.AdminToken(), Item: "dash-1", Requests: 60, Concurrency: 10, Stock: 40})
+	if err != nil || !ir.OK() || ir.Sold != 40 {
+		t.Fatalf("item sale: %v, sold %d (want 40, consistent)", err, ir.Sold)
+	}
+	waitFor("item dash-1 sold out in the items' table", 5*time.Second, func(v dashView) bool {
+		return len(v.Items) == 1 && strings.Join(v.Items[0], " ") == "dash-1 sold out 0 40 40 ok"
+	})
 
 	// none: the same shop without a lock oversells, and the page says so.
 	if err := c.SetBackend(ctx, "none", dashEnv); err != nil {

@@ -71,6 +71,7 @@ type State struct {
 	LockWait LockWait    `json:"lock_wait"`
 	Sales    float64     `json:"sales_per_sec"` // all replicas
 	History  []HistPoint `json:"history"`
+	Items    Items       `json:"items"` // read at most every second (items.go)
 }
 
 // Books are the sale's invariants: stock + lucky must equal initial.
@@ -149,12 +150,15 @@ type Aggregator struct {
 	client *http.Client
 	log    *slog.Logger
 
-	mu      sync.Mutex
-	latest  State
-	samples map[string][]sample // replica URL → recent samples, oldest first
-	history []HistPoint
-	learned int64
-	haveLrn bool
+	mu         sync.Mutex
+	latest     State
+	samples    map[string][]sample // replica URL → recent samples, oldest first
+	history    []HistPoint
+	learned    int64
+	haveLrn    bool
+	items      Items         // the last items read
+	itemsAt    time.Time     // when they were read
+	itemsEvery time.Duration // itemsEvery when 0 (tests set it)
 }
 
 // New returns an Aggregator for cfg.
@@ -248,11 +252,21 @@ func (a *Aggregator) Poll(ctx context.Context) State {
 	}
 	var books Books
 	wg.Go(func() { books = a.readRedis(ctx) })
+	var items *Items
+	if a.itemsDue(now) {
+		wg.Go(func() {
+			it := a.readItems(ctx)
+			items = &it
+		})
+	}
 	wg.Wait()
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	st := State{At: now}
+	if items != nil {
+		a.items = *items
+	}
+	st := State{At: now, Items: a.items}
 	st.Books = a.books(books, reads)
 	st.Replicas, st.Results, st.LockWait, st.Sales = a.fold(now, reads)
 	st.Backend = backendOf(st.Replicas)

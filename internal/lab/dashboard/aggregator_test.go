@@ -2,9 +2,12 @@ package dashboard
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +34,9 @@ type fakeReplica struct {
 	stock  api.Stock
 	resets []string // "token body" of every POST /stock/reset
 	status int      // POST /stock/reset's status; 0 is 200
+	// items is GET /items/:id's answers; nil: items off (GET /items 404).
+	items     map[string]api.Item
+	itemReads int // GET /items calls
 }
 
 func newFakeReplica(t *testing.T, name, backend string) *fakeReplica {
@@ -77,6 +83,30 @@ func newFakeReplica(t *testing.T, name, backend string) *fakeReplica {
 			return
 		}
 		f.json(w, http.StatusOK, api.Stock{Stock: body.Stock})
+	})
+	mux.HandleFunc("GET /items", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.itemReads++
+		if f.items == nil {
+			f.json(w, http.StatusNotFound, api.Problem{Error: "items are off on this replica"})
+			return
+		}
+		body := api.Items{Items: []api.ItemSettings{}}
+		for _, id := range slices.Sorted(maps.Keys(f.items)) {
+			body.Items = append(body.Items, api.ItemSettings{ID: id, Stock: f.items[id].Initial})
+		}
+		f.json(w, http.StatusOK, body)
+	})
+	mux.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		it, ok := f.items[r.PathValue("id")]
+		f.mu.Unlock()
+		if !ok {
+			f.json(w, http.StatusNotFound, api.Problem{Error: "no such item"})
+			return
+		}
+		f.json(w, http.StatusOK, it)
 	})
 	f.Server = httptest.NewServer(mux)
 	t.Cleanup(f.Close)
@@ -347,5 +377,55 @@ func TestNewRejectsBadURLs(t *testing.T) {
 		if _, err := New(Config{Replicas: urls}); err == nil {
 			t.Errorf("New(%q) accepted", urls)
 		}
+	}
+}
+
+// The items' table: each item's books and state from the first replica
+// that answers, an item whose books do not balance marked, at most
+// MaxItems shown, read at most every second; a replica with items off
+// gives no table.
+func TestPollItems(t *testing.T) {
+	down := newFakeReplica(t, "stockd-1", "redis")
+	down.Close()
+	f := newFakeReplica(t, "stockd-2", "redis")
+	items := map[string]api.Item{
+		"a": {ID: "a", Stock: 0, Lucky: 10, Initial: 10, State: "open", SoldOut: true},
+		"b": {ID: "b", Stock: 3, Lucky: 9, Initial: 10, State: "open"}, // 2 units sold twice
+		"c": {ID: "c", Stock: 5, Lucky: 0, Initial: 5, State: "upcoming"},
+	}
+	for i := range MaxItems {
+		id := fmt.Sprintf("z%02d", i)
+		items[id] = api.Item{ID: id, Stock: 1, Initial: 1, State: "open"}
+	}
+	f.set(func(f *fakeReplica) { f.items = items })
+	a := newAgg(t, Config{Replicas: []string{down.URL, f.URL}})
+	a.itemsEvery = time.Hour // the second poll is within it, however slow the machine
+	st := a.Poll(t.Context())
+	got := st.Items
+	if got.Off || got.Error != "" || len(got.Items) != MaxItems || got.More != 3 {
+		t.Fatalf("got %+v, want %d items shown and 3 more", got, MaxItems)
+	}
+	want := []ItemView{
+		{ID: "a", State: "open", Lucky: 10, Initial: 10, SoldOut: true},
+		{ID: "b", State: "open", Stock: 3, Lucky: 9, Initial: 10, Oversold: true},
+		{ID: "c", State: "upcoming", Stock: 5, Initial: 5},
+	}
+	if !slices.Equal(got.Items[:3], want) {
+		t.Fatalf("got %+v, want %+v", got.Items[:3], want)
+	}
+	// The next poll, within itemsEvery, keeps the table without reading.
+	f.set(func(f *fakeReplica) { f.itemReads = 0 })
+	if st := a.Poll(t.Context()); len(st.Items.Items) != MaxItems {
+		t.Fatalf("second poll: got %+v, want the table kept", st.Items)
+	}
+	f.set(func(f *fakeReplica) {
+		if f.itemReads != 0 {
+			t.Errorf("GET /items read %d times within the second, want 0", f.itemReads)
+		}
+	})
+
+	off := newFakeReplica(t, "stockd-3", "redis")
+	if st := newAgg(t, Config{Replicas: []string{off.URL}}).Poll(t.Context()); !st.Items.Off || len(st.Items.Items) != 0 {
+		t.Fatalf("items off: got %+v, want Off and no table", st.Items)
 	}
 }

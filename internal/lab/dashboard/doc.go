@@ -32,6 +32,14 @@ package dashboard
 
 // Design notes.
 //
+// # Items
+//
+// The items' table (items.go) is read from the replicas' GET /items and
+// GET /items/:id, not from Redis: an item's state (upcoming, open, ended,
+// halted) is decided by Redis's clock inside item.lua, which the replica
+// runs; reading the keys would mean deciding it again here. It is read at
+// most once a second and for at most MaxItems items.
+//
 // # Why a separate command, not stockd's /dashboard
 //
 // `seckill dashboard` serves it, not stockd: a replica sees only itself, and

@@ -90,6 +90,36 @@ function drawWait(w) {
   }
 }
 
+// drawItems fills the items' table; the card shows only when there are
+// items. An item whose books do not balance says so in its row.
+function drawItems(its) {
+  const card = $("itemscard"), t = $("items");
+  const list = (its && its.items) || [];
+  card.hidden = list.length === 0 && !(its && its.error);
+  t.replaceChildren();
+  if (list.length > 0) {
+    const head = el("tr");
+    for (const h of ["item", "state", "stock", "sold", "initial", "books"]) head.append(el("th", "", h));
+    t.append(head);
+  }
+  for (const it of list) {
+    const tr = el("tr", "item" + (it.oversold ? " bad" : ""));
+    tr.dataset.item = it.id;
+    if (it.error) {
+      tr.append(el("td", "", it.id), el("td", "", "unreadable: " + it.error));
+    } else {
+      const excess = it.stock + it.lucky - it.initial;
+      const books = !it.oversold ? "ok" : excess !== 0 ? "OVERSOLD by " + excess : "OVERSOLD: stock " + it.stock;
+      const state = it.sold_out && it.state === "open" ? "sold out" : it.state;
+      tr.append(el("td", "", it.id), el("td", "", state), el("td", "", String(it.stock)),
+        el("td", "", String(it.lucky)), el("td", "", String(it.initial)), el("td", "books", books));
+    }
+    t.append(tr);
+  }
+  $("itemsnote").textContent = its && its.error ? "items unreadable: " + its.error
+    : its && its.more > 0 ? "and " + its.more + " more" : "";
+}
+
 const SVGNS = "http://www.w3.org/2000/svg";
 
 function drawCurve(hist) {
@@ -136,6 +166,7 @@ function draw(s) {
   drawResults(s.results);
   drawWait(s.lock_wait);
   drawCurve(s.history || []);
+  drawItems(s.items);
   $("sales").textContent = s.sales_per_sec.toFixed(0) + "/s";
 }
 
