@@ -44,10 +44,16 @@ func readmeAPI(t *testing.T) string {
 // request column starts with it (a query string left out).
 func apiRows(t *testing.T) map[string][]string {
 	t.Helper()
-	request := regexp.MustCompile("^\\| `([A-Z]+) (/[^`?\\s]*)")
+	// A row's first cell names its requests: one, or several that answer
+	// alike ("`GET /a` · `GET /b`").
+	request := regexp.MustCompile("`([A-Z]+) (/[^`?\\s]*)")
 	rows := map[string][]string{}
 	for line := range strings.SplitSeq(readmeAPI(t), "\n") {
-		if m := request.FindStringSubmatch(line); m != nil {
+		cells := strings.SplitN(line, "|", 3)
+		if len(cells) < 3 || cells[0] != "" || !strings.HasPrefix(cells[1], " `") {
+			continue
+		}
+		for _, m := range request.FindAllStringSubmatch(cells[1], -1) {
 			rows[m[1]+" "+m[2]] = append(rows[m[1]+" "+m[2]], line)
 		}
 	}

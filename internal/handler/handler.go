@@ -220,6 +220,9 @@ func New(cfg Config, deps Deps) http.Handler {
 	r.POST("/items/:id/reset", a.resetItem)
 	r.POST("/items/:id/reduce", a.reduceItem) // POST only, as /stock/reduce
 	r.GET("/items/:id/receipts/:attempt", a.itemReceipt)
+	r.GET("/items/:id/orders", a.itemOrdersByUser)
+	r.GET("/items/:id/orders/:order", a.itemOrder)
+	r.GET("/items/:id/ledger", a.itemLedger)
 	if deps.Metrics != nil {
 		r.GET("/metrics", gin.WrapH(deps.Metrics.Handler()))
 	}

@@ -25,7 +25,9 @@ import (
 // read them; POST /items/:id/reduce is POST /stock/reduce for one item,
 // with the same buyer, key and answers, and not_started and ended outside
 // the item's window; GET /items/:id/receipts/:attempt settles its
-// unconfirmed sales.
+// unconfirmed sales; GET /items/:id/orders/:order, /orders?user= and
+// /ledger read its order ledger as GET /orders/:id, /orders and /ledger
+// read the default sale's.
 
 // Items is the items of the stock Redis; *stock.Items implements it.
 type Items interface {
@@ -35,6 +37,8 @@ type Items interface {
 	List(ctx context.Context) ([]stock.Item, error)
 	ReduceFor(ctx context.Context, id string, b stock.Buyer) (stock.Sale, error)
 	Receipt(ctx context.Context, id, attempt string) (stockAfter int64, sold bool, err error)
+	// Orders is item id's order ledger.
+	Orders(ctx context.Context, id string) (stock.OrderReader, error)
 }
 
 // errBadItemBody marks every client mistake in an item's body (→ 400).
@@ -143,6 +147,43 @@ func (a *server) itemReceipt(c *gin.Context) {
 		body.Stock = &after
 	}
 	a.json(c, http.StatusOK, body)
+}
+
+// itemOrders is item :id's order ledger; false when the refusal is
+// answered.
+func (a *server) itemOrders(c *gin.Context) (stock.OrderReader, bool) {
+	id := c.Param("id")
+	if !a.itemsOn(c) || !a.itemID(c, id) {
+		return nil, false
+	}
+	r, err := a.deps.Items.Orders(c.Request.Context(), id)
+	if err != nil {
+		a.itemFail(c, err)
+		return nil, false
+	}
+	return r, true
+}
+
+// itemOrder is GET /items/:id/orders/:order, as GET /orders/:id.
+func (a *server) itemOrder(c *gin.Context) {
+	if r, ok := a.itemOrders(c); ok {
+		a.readOrder(c, r, c.Param("order"))
+	}
+}
+
+// itemOrdersByUser is GET /items/:id/orders?user=, as GET /orders.
+func (a *server) itemOrdersByUser(c *gin.Context) {
+	if r, ok := a.itemOrders(c); ok {
+		a.readOrders(c, r)
+	}
+}
+
+// itemLedger is GET /items/:id/ledger, as GET /ledger: items have no
+// durable copy (docs/items.md).
+func (a *server) itemLedger(c *gin.Context) {
+	if r, ok := a.itemOrders(c); ok {
+		a.readLedger(c, r, nil)
+	}
 }
 
 // itemsOn answers 404 when this replica has no items.

@@ -30,7 +30,7 @@ func itemsEnv(t *testing.T) *env {
 	t.Cleanup(func() { _ = rdb.Close() })
 	items := stock.NewItems(stock.ItemsConfig{
 		Redis: rdb, Base: stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true),
-		Service: stock.ServiceConfig{Locker: locallock.New(), Backend: "local", LockKey: "k", Fencing: true},
+		Service: stock.ServiceConfig{Locker: locallock.New(), Backend: "local", LockKey: "k", Fencing: true, Replica: replica},
 	})
 	return itemsAPI(t, rdb, items, gateway)
 }
@@ -107,6 +107,19 @@ func TestItemRoutes(t *testing.T) {
 	wantAnswer(t, "sold out", e.do(t, http.MethodPost, "/items/x/reduce", ""), http.StatusConflict, map[string]any{"result": "sold_out"})
 	wantAnswer(t, "receipt", e.do(t, http.MethodGet, "/items/x/receipts/"+attempt, ""), http.StatusOK, map[string]any{"sold": true, "stock": float64(0)})
 	wantAnswer(t, "read sold out", e.do(t, http.MethodGet, "/items/x", ""), http.StatusOK, map[string]any{"sold_out": true, "lucky": float64(2)})
+
+	// The item's order ledger, read as the default sale's is: its orders
+	// by id and by buyer, and its counts.
+	wantAnswer(t, "item order", e.do(t, http.MethodGet, "/items/x/orders/"+attempt, "", handler.HeaderUser, "ann"), http.StatusOK,
+		map[string]any{"id": attempt, "user": "ann", "unit": float64(2)})
+	wantAnswer(t, "item order, another buyer", e.do(t, http.MethodGet, "/items/x/orders/"+attempt, "", handler.HeaderUser, "bob"), http.StatusNotFound, nil)
+	r = e.do(t, http.MethodGet, "/items/x/orders", "", handler.HeaderUser, "ann")
+	wantAnswer(t, "item orders", r, http.StatusOK, map[string]any{"user": "ann", "total": float64(2)})
+	wantAnswer(t, "item ledger without the token", e.do(t, http.MethodGet, "/items/x/ledger", ""), http.StatusUnauthorized, nil)
+	wantAnswer(t, "item ledger", e.admin(t, http.MethodGet, "/items/x/ledger", ""), http.StatusOK,
+		map[string]any{"lucky": float64(2), "orders": float64(2), "buyers": float64(1)})
+	wantAnswer(t, "no such item's ledger", e.admin(t, http.MethodGet, "/items/nope/ledger", ""), http.StatusNotFound, nil)
+	wantAnswer(t, "the default sale's ledger", e.admin(t, http.MethodGet, "/ledger", ""), http.StatusNotFound, nil)
 
 	// Ended: a window that closed at 1970's first millisecond.
 	wantAnswer(t, "reset ended", e.admin(t, http.MethodPost, "/items/x/reset", `{"stock":2,"ends_at":1}`), http.StatusOK, map[string]any{"state": "ended"})
@@ -204,6 +217,7 @@ func (f fakeItems) ReduceFor(context.Context, string, stock.Buyer) (stock.Sale, 
 func (f fakeItems) Receipt(context.Context, string, string) (int64, bool, error) {
 	return 0, false, f.err
 }
+func (f fakeItems) Orders(context.Context, string) (stock.OrderReader, error) { return nil, f.err }
 
 // What the items answer when they fail, route by route.
 func TestItemErrors(t *testing.T) {
@@ -225,6 +239,8 @@ func TestItemErrors(t *testing.T) {
 		{"sale unconfirmed", &stock.UnconfirmedError{Attempt: "a-1", Err: down}, http.MethodPost, "/items/x/reduce", 503, "GET /items/x/receipts/<attempt>"},
 		{"sale, Redis down", down, http.MethodPost, "/items/x/reduce", 503, "stock service unavailable"},
 		{"sale, a closed window", &stock.WindowError{EndsAt: 5, Err: stock.ErrEnded}, http.MethodPost, "/items/x/reduce", 409, ""},
+		{"unsupported ledger", unsupported, http.MethodGet, "/items/x/ledger", 501, "stock.witness etcd"},
+		{"orders, no item", fmt.Errorf("%w: x", stock.ErrNoItem), http.MethodGet, "/items/x/orders/o-1", 404, "no such item"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := itemsAPI(t, nil, fakeItems{err: tc.err}, nil)

@@ -14,7 +14,8 @@ import (
 )
 
 // orders.go: the buyer's headers on a sale, and the ledger's read side
-// (GET /orders/:id, GET /orders?user=, GET /ledger).
+// (GET /orders/:id, GET /orders?user=, GET /ledger; an item's under
+// /items/:id, items.go).
 
 // Headers naming the buyer and the request on POST /stock/reduce.
 const (
@@ -157,12 +158,12 @@ func (a *server) ledgerOff(c *gin.Context) {
 // ledgerFail answers a failed ledger read: ErrNoLedger and ErrNoOrder are
 // 404s, everything else goes through the usual failure mapping (503 when
 // Redis is down).
-func (a *server) ledgerFail(c *gin.Context, err error) {
+func (a *server) ledgerFail(c *gin.Context, err error, id string) {
 	switch {
 	case errors.Is(err, stock.ErrNoLedger):
 		a.ledgerOff(c)
 	case errors.Is(err, stock.ErrNoOrder):
-		a.problem(c, http.StatusNotFound, "no such order: "+c.Param("id"))
+		a.problem(c, http.StatusNotFound, "no such order: "+id)
 	default:
 		a.fail(c, err)
 	}
@@ -174,7 +175,11 @@ func (a *server) order(c *gin.Context) {
 		a.ledgerOff(c)
 		return
 	}
-	id := c.Param("id")
+	a.readOrder(c, a.deps.Orders, c.Param("id"))
+}
+
+// readOrder answers a read of order id from the ledger r.
+func (a *server) readOrder(c *gin.Context, r stock.OrderReader, id string) {
 	if len(id) > maxOrderIDLen {
 		a.problem(c, http.StatusBadRequest, "order id too long")
 		return
@@ -183,14 +188,14 @@ func (a *server) order(c *gin.Context) {
 	if !ok {
 		return
 	}
-	o, err := a.deps.Orders.Order(c.Request.Context(), id)
+	o, err := r.Order(c.Request.Context(), id)
 	if err == nil && o.User != "" && o.User != user && !admin {
 		// Another buyer's order reads as no order: a 403 would tell
 		// that the id exists.
 		err = stock.ErrNoOrder
 	}
 	if err != nil {
-		a.ledgerFail(c, err)
+		a.ledgerFail(c, err, id)
 		return
 	}
 	a.json(c, http.StatusOK, &orderBody{apiOrder(o)})
@@ -245,6 +250,11 @@ func (a *server) orders(c *gin.Context) {
 		a.ledgerOff(c)
 		return
 	}
+	a.readOrders(c, a.deps.Orders)
+}
+
+// readOrders answers a read of one buyer's orders from the ledger r.
+func (a *server) readOrders(c *gin.Context, r stock.OrderReader) {
 	user, asked := c.GetQuery("user")
 	if asked {
 		if msg := checkIdentity("user", user, stock.MaxUserLen); msg != "" {
@@ -286,9 +296,9 @@ func (a *server) orders(c *gin.Context) {
 		a.problem(c, http.StatusBadRequest, msg)
 		return
 	}
-	list, total, err := a.deps.Orders.OrdersByUser(c.Request.Context(), user, offset, limit)
+	list, total, err := r.OrdersByUser(c.Request.Context(), user, offset, limit)
 	if err != nil {
-		a.ledgerFail(c, err)
+		a.ledgerFail(c, err, "")
 		return
 	}
 	body := &api.Orders{Orders: make([]api.Order, 0, len(list)), Total: total, User: user}
@@ -324,18 +334,24 @@ func (a *server) ledger(c *gin.Context) {
 		a.ledgerOff(c)
 		return
 	}
+	a.readLedger(c, a.deps.Orders, a.deps.Durable)
+}
+
+// readLedger answers a read of the ledger r's counts, and of its durable
+// copy d's when d is not nil.
+func (a *server) readLedger(c *gin.Context, r stock.OrderReader, d DurableOrders) {
 	// Every buyer's counts: the operator's, not the public's.
 	if !a.admit(c) {
 		return
 	}
 	ctx := c.Request.Context()
-	st, err := a.deps.Orders.LedgerStats(ctx)
+	st, err := r.LedgerStats(ctx)
 	if err != nil {
-		a.ledgerFail(c, err)
+		a.ledgerFail(c, err, "")
 		return
 	}
 	body := &api.Ledger{Buyers: st.Buyers, Lucky: st.Lucky, Orders: st.Orders, Sale: st.Sale}
-	if d := a.deps.Durable; d != nil {
+	if d != nil {
 		// Each read bounded like a /readyz probe: a stalled MySQL must
 		// not hold the answer, whose ledger part is ready, nor the lag,
 		// which Redis answers.

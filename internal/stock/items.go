@@ -372,6 +372,21 @@ func (m *Items) Receipt(ctx context.Context, id, attempt string) (stockAfter int
 	return is.store.Receipt(ctx, attempt)
 }
 
+// Orders is item id's order ledger (its Store): ErrNoItem when there is
+// no such item, and ErrNoLedger from its reads when the ledger is off.
+func (m *Items) Orders(ctx context.Context, id string) (OrderReader, error) {
+	if m.unsupported != nil {
+		return nil, m.unsupported
+	}
+	if err := CheckItemID(id); err != nil {
+		return nil, err
+	}
+	if _, err := m.record(ctx, id); err != nil {
+		return nil, err
+	}
+	return m.store(id), nil
+}
+
 // sale is item id's service: the one kept, unless fresh or none is, else
 // one built from the registry (kept while its entry stays the same).
 func (m *Items) sale(ctx context.Context, id string, fresh bool) (*itemSale, error) {
