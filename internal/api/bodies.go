@@ -163,7 +163,8 @@ type Health struct {
 }
 
 // Ready is the answer of GET /readyz (200 when every check is OK, else 503):
-// each field is OK or the failing check's error text, but Eviction.
+// each field is OK or the failing check's error text, but Eviction and
+// Items, which are warnings.
 type Ready struct {
 	// Eviction, present only when stock.allow_eviction lets a Redis that
 	// may evict keys through, says which and its policy ("allowed:
@@ -172,8 +173,13 @@ type Ready struct {
 	// allkeys-lru").
 	Eviction string `json:"eviction,omitempty"`
 	Fence    string `json:"fence"`
-	Lock     string `json:"lock"`
-	Redis    string `json:"redis"`
+	// Items, present only when some item's sale is halted (its Redis went
+	// back in time), names them ("halted: x, y"; at most 10, the others
+	// counted). The replica stays ready: only those items' sales are
+	// refused, on every replica alike.
+	Items string `json:"items,omitempty"`
+	Lock  string `json:"lock"`
+	Redis string `json:"redis"`
 	From
 	// Stock is whether every stock key and the lucky key hold integers a
 	// sale can count with; omitted by a replica whose inventory cannot

@@ -139,11 +139,12 @@ type WitnessCheck interface {
 
 // server is the API: its config, collaborators and admin back-off.
 type server struct {
-	cfg   Config
-	deps  Deps
-	admin adminGuard
-	logs  *metrics.LogLimiter // per-request warnings, at most one per kind per second
-	dur   durabilityState
+	cfg    Config
+	deps   Deps
+	admin  adminGuard
+	logs   *metrics.LogLimiter // per-request warnings, at most one per kind per second
+	dur    durabilityState
+	survey cached[stock.ItemsSurvey] // the items' halt marks, for /readyz
 }
 
 func init() {
@@ -168,6 +169,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	}
 	a := &server{cfg: cfg, deps: deps, logs: metrics.NewLogLimiter(deps.Metrics, time.Second)}
 	a.dur.init(deps.Durability)
+	a.survey.every = readingEvery
 	if deps.Witness != nil {
 		a.dur.rewind = deps.Witness.Rewind()
 	}
@@ -565,13 +567,18 @@ func (a *server) readyz(c *gin.Context) {
 	if w := a.deps.Witness; w != nil && w.Witness() != "" {
 		witnessState = check(w.PingWitness)
 	}
+	// After the checks that can make it unready: a warning, never a 503.
+	items := ""
+	if redisState == api.OK {
+		items = a.haltedItems(ctx)
+	}
 	status := http.StatusOK
 	if redisState != api.OK || lockState != api.OK || fenceState != api.OK ||
 		(stockState != "" && stockState != api.OK) || (witnessState != "" && witnessState != api.OK) {
 		status = http.StatusServiceUnavailable
 	}
 	a.json(c, status, &api.Ready{Redis: redisState, Lock: lockState, Fence: fenceState, Stock: stockState,
-		Eviction: eviction, Witness: witnessState})
+		Eviction: eviction, Witness: witnessState, Items: items})
 }
 
 // policies reads the maxmemory-policy of every Deps.Policies Redis. An

@@ -539,3 +539,23 @@ func TestItemStatusOfAHaltedItem(t *testing.T) {
 		t.Fatalf("a sale of the halted item: got %v, want ErrStoreRewound", err)
 	}
 }
+
+// Survey names the halted items among all, and counts them all.
+func TestItemsSurveyNamesTheHalted(t *testing.T) {
+	items, rdb := newItems(t, true, nil)
+	if s, err := items.Survey(t.Context()); err != nil || s.Items != 0 || len(s.Halted) != 0 {
+		t.Fatalf("survey of no items: got %+v, %v", s, err)
+	}
+	for _, id := range []string{"c", "a", "b"} {
+		create(t, items, stock.Item{ID: id, Stock: 5})
+	}
+	for _, id := range []string{"c", "a"} {
+		if err := rdb.Set(t.Context(), stock.ItemKeys(defaultBase.Derive(true), id).Halt, "rewound: test", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := items.Survey(t.Context())
+	if err != nil || s.Items != 3 || !slices.Equal(s.Halted, []string{"a", "c"}) {
+		t.Fatalf("survey: got %+v, %v; want 3 items, a and c halted", s, err)
+	}
+}
