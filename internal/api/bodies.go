@@ -163,9 +163,15 @@ type Health struct {
 }
 
 // Ready is the answer of GET /readyz (200 when every check is OK, else 503):
-// each field is OK or the failing check's error text, but Eviction and
-// Items, which are warnings.
+// each field is OK or the failing check's error text, but Clock,
+// Eviction and Items, which are warnings.
 type Ready struct {
+	// Clock, present only when a clock is off the stock Redis primary's
+	// by more than stock.max_clock_skew, or a replica's could not be
+	// read, says which and by how much. The replica stays ready: the
+	// primary's clock decides items' windows; a replica's would after a
+	// failover.
+	Clock string `json:"clock,omitempty"`
 	// Eviction, present only when stock.allow_eviction lets a Redis that
 	// may evict keys through, says which and its policy ("allowed:
 	// maxmemory-policy allkeys-lru"); the replica stays ready. Without the

@@ -128,6 +128,9 @@ type Deps struct {
 	// Items, if set, serves the items' routes (items.go); nil answers
 	// them 404.
 	Items Items
+	// Clocks, if set, has /readyz warn of a Redis or process clock off
+	// the stock Redis primary's (readings.go).
+	Clocks *ClockCheck
 }
 
 // WitnessCheck is the store's witness (stock.witness; stock.Store).
@@ -145,6 +148,7 @@ type server struct {
 	logs   *metrics.LogLimiter // per-request warnings, at most one per kind per second
 	dur    durabilityState
 	survey cached[stock.ItemsSurvey] // the items' halt marks, for /readyz
+	clock  clockState
 }
 
 func init() {
@@ -170,6 +174,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	a := &server{cfg: cfg, deps: deps, logs: metrics.NewLogLimiter(deps.Metrics, time.Second)}
 	a.dur.init(deps.Durability)
 	a.survey.every = readingEvery
+	a.clock.init(deps.Clocks)
 	if deps.Witness != nil {
 		a.dur.rewind = deps.Witness.Rewind()
 	}
@@ -568,9 +573,9 @@ func (a *server) readyz(c *gin.Context) {
 		witnessState = check(w.PingWitness)
 	}
 	// After the checks that can make it unready: a warning, never a 503.
-	items := ""
+	items, clock := "", ""
 	if redisState == api.OK {
-		items = a.haltedItems(ctx)
+		items, clock = a.haltedItems(ctx), a.clocks(ctx)
 	}
 	status := http.StatusOK
 	if redisState != api.OK || lockState != api.OK || fenceState != api.OK ||
@@ -578,7 +583,7 @@ func (a *server) readyz(c *gin.Context) {
 		status = http.StatusServiceUnavailable
 	}
 	a.json(c, status, &api.Ready{Redis: redisState, Lock: lockState, Fence: fenceState, Stock: stockState,
-		Eviction: eviction, Witness: witnessState, Items: items})
+		Eviction: eviction, Witness: witnessState, Items: items, Clock: clock})
 }
 
 // policies reads the maxmemory-policy of every Deps.Policies Redis. An

@@ -89,3 +89,87 @@ func named(ids []string, n int) string {
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(ids[:n], ", "), len(ids)-n)
 }
+
+// ClockCheck is the clocks of the stock Redis's primary, its replicas and
+// this process (stock.ClockCheck), which /readyz reads again at most every
+// Every and reports in "clock" when one is off by more than MaxSkew: after
+// a failover the promoted replica's clock decides every item's window.
+type ClockCheck struct {
+	Clocks interface {
+		ReadClocks(ctx context.Context) (stock.Clocks, error)
+	}
+	// MaxSkew is stock.max_clock_skew.
+	MaxSkew time.Duration
+	// Known is the reading taken at start, logged there; nil when the
+	// primary did not answer then.
+	Known *stock.Clocks
+	// Every bounds how often /readyz reads them again; default 30 s:
+	// clocks drift by milliseconds a day, and a reading dials every
+	// replica.
+	Every time.Duration
+}
+
+// clockState is the last reading of the clocks, and what /readyz last
+// said of it (a change is logged).
+type clockState struct {
+	check *ClockCheck
+	cached[stock.Clocks]
+	said atomic.Pointer[string]
+}
+
+func (s *clockState) init(c *ClockCheck) {
+	if c == nil {
+		return
+	}
+	cc := *c
+	if cc.Every <= 0 {
+		cc.Every = 30 * time.Second
+	}
+	s.check, s.every = &cc, cc.Every
+	if cc.Known != nil {
+		known := *cc.Known
+		s.last.Store(&known)
+		s.next = now().Add(cc.Every)
+		said := clockProblems(known, cc.MaxSkew)
+		s.said.Store(&said)
+	}
+}
+
+// clockProblems is /readyz's "clock" for reading c: "" when every clock
+// is within bound.
+func clockProblems(c stock.Clocks, bound time.Duration) string {
+	p := c.Problems(bound)
+	if len(p) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("off the stock Redis primary's clock by more than %s (stock.max_clock_skew), or unread: %s; "+
+		"after a failover items' windows move by a replica's skew", bound, named(p, maxNamed))
+}
+
+// clocks is /readyz's "clock", logging a change of it: a warning, never a
+// 503 (the primary's clock decides now, and a replica's host is no reason
+// to stop selling).
+func (a *server) clocks(ctx context.Context) string {
+	s := &a.clock
+	if s.check == nil {
+		return ""
+	}
+	c := s.get(func() (stock.Clocks, error) {
+		rctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
+		defer cancel()
+		return s.check.Clocks.ReadClocks(rctx)
+	})
+	if c == nil {
+		return ""
+	}
+	says := clockProblems(*c, s.check.MaxSkew)
+	if prev := s.said.Swap(&says); prev == nil || *prev != says {
+		switch {
+		case says != "":
+			a.deps.Logger.Warn("clock skew", "clocks", says)
+		case prev != nil:
+			a.deps.Logger.Info("clock skew within stock.max_clock_skew again", "max_clock_skew", s.check.MaxSkew)
+		}
+	}
+	return says
+}

@@ -1,6 +1,7 @@
 package handler_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -51,5 +52,47 @@ func TestReadyNamesHaltedItems(t *testing.T) {
 	if msg, _ := r.body["items"].(string); r.code != http.StatusOK ||
 		!strings.HasPrefix(msg, "halted: i00, i01, i02, i03, i04, i05, i06, i07, i08, i09 and 2 more (") {
 		t.Fatalf("readyz with 12 items halted: got %d %s, want 200 naming 10 and counting 2", r.code, r.raw)
+	}
+}
+
+// clocksFunc is a reading of the clocks.
+type clocksFunc func(context.Context) (stock.Clocks, error)
+
+func (f clocksFunc) ReadClocks(ctx context.Context) (stock.Clocks, error) { return f(ctx) }
+
+// A replica's clock off the primary's by more than stock.max_clock_skew
+// shows in /readyz's "clock", and the replica stays ready; read again at
+// most every ClockCheck.Every, from the reading taken at start.
+func TestReadyWarnsOfClockSkew(t *testing.T) {
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t.Cleanup(handler.SetNow(func() time.Time { return clock }))
+	ok := stock.Clocks{
+		Process:  stock.ClockSkew{Of: stock.ThisProcess, Skew: 3 * time.Millisecond, Uncertainty: time.Millisecond},
+		Replicas: []stock.ClockSkew{{Of: "replica 10.0.0.2:6379", Skew: -20 * time.Millisecond, Uncertainty: time.Millisecond}},
+	}
+	skewed := ok
+	skewed.Replicas = []stock.ClockSkew{{Of: "replica 10.0.0.2:6379", Skew: 1800 * time.Millisecond, Uncertainty: 2 * time.Millisecond}}
+	reading, reads := skewed, 0
+	read := clocksFunc(func(context.Context) (stock.Clocks, error) { reads++; return reading, nil })
+	e := &env{}
+	e.h = handler.New(handler.Config{Replica: replica},
+		handler.Deps{
+			Seller: sellerFunc(func(context.Context) (stock.Sale, error) { return stock.Sale{}, nil }), Inventory: &cannedInventory{},
+			Clocks: &handler.ClockCheck{Clocks: read, MaxSkew: time.Second, Known: &ok, Every: time.Minute},
+		})
+	if r := e.do(t, http.MethodGet, "/readyz", ""); r.code != http.StatusOK || r.body["clock"] != nil || reads != 0 {
+		t.Fatalf("readyz with the start's reading within bounds: got %d %s after %d reads, want 200 without clock, no read", r.code, r.raw, reads)
+	}
+	clock = clock.Add(time.Minute)
+	r := e.do(t, http.MethodGet, "/readyz", "")
+	msg, _ := r.body["clock"].(string)
+	if r.code != http.StatusOK || reads != 1 || !strings.Contains(msg, "more than 1s (stock.max_clock_skew)") ||
+		!strings.Contains(msg, "replica 10.0.0.2:6379 +1.8s (±2ms)") {
+		t.Fatalf("readyz with a replica 1.8 s ahead: got %d %s after %d reads, want 200 with a clock naming it", r.code, r.raw, reads)
+	}
+	reading = ok
+	clock = clock.Add(time.Minute)
+	if r := e.do(t, http.MethodGet, "/readyz", ""); r.code != http.StatusOK || r.body["clock"] != nil || reads != 2 {
+		t.Fatalf("readyz once the clocks agree again: got %d %s after %d reads, want 200 without clock", r.code, r.raw, reads)
 	}
 }

@@ -138,6 +138,9 @@ type Config struct {
 		// roll back with the stock Redis (witness.go).
 		Witness        string        `mapstructure:"witness" default:"none" doc:"keep the sale's epoch and the least stock answered 200 outside the stock Redis (etcd.endpoints, or mysql.dsn's table stock_witness), so a Redis that went back in time halts the sale even when every stockd restarted with it; a 200 waits for the record. Compose sets etcd"`
 		WitnessTimeout time.Duration `mapstructure:"witness_timeout" default:"2s" doc:"one round trip to the witness"`
+		// MaxClockSkew bounds how far a clock may be off the stock Redis
+		// primary's, which decides items' windows (clock.go).
+		MaxClockSkew time.Duration `mapstructure:"max_clock_skew" default:"1s" doc:"warn (log, /readyz clock; still ready) when a replica of the stock Redis or this process has a clock off the primary's by more than this, checked at start and by /readyz every 30 s: after a failover the promoted replica's clock decides items' windows (docs/items.md). 0 turns the check off"`
 	} `mapstructure:"stock" doc:"the sale: its Redis keys, how it sells, what it promises"`
 	// Orders is the ledger's durable copy in MySQL (mysql.dsn), written by
 	// a consumer group on the ledger stream in every replica.

@@ -82,6 +82,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 	if err != nil {
 		return err
 	}
+	clocks := checkClocks(ctx, cfg, log, clockCheck(w))
 	m.RegisterStock(func(ctx context.Context) (int64, int64, error) {
 		st, err := store.Status(ctx)
 		return st.Stock, st.Lucky, err
@@ -174,6 +175,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		Durability: &handler.DurabilityCheck{Redis: stockRDB, ReplicaAcks: store.ReplicaAcks().Replicas, Known: durability},
 		Witness:    store,
 		Items:      items,
+		Clocks:     clocks,
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)

@@ -189,6 +189,9 @@ func Validate(c *Config) error {
 	}
 	oneOf("stock.witness", c.Stock.Witness, stockWitnesses, "witness")
 	between("stock.witness_timeout", c.Stock.WitnessTimeout, 10*time.Millisecond, time.Minute)
+	if c.Stock.MaxClockSkew != 0 {
+		between("stock.max_clock_skew", c.Stock.MaxClockSkew, time.Millisecond, time.Hour)
+	}
 	validateLedger(c, bad)
 	validateKeys(c, bad)
 	if c.Work.Delay.Min < 0 || c.Work.Delay.Max < c.Work.Delay.Min {
