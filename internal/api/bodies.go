@@ -164,7 +164,7 @@ type Health struct {
 
 // Ready is the answer of GET /readyz (200 when every check is OK, else 503):
 // each field is OK or the failing check's error text, but Clock,
-// Eviction and Items, which are warnings.
+// Eviction, Items and Memory, which are warnings.
 type Ready struct {
 	// Clock, present only when a clock is off the stock Redis primary's
 	// by more than stock.max_clock_skew, or a replica's could not be
@@ -185,7 +185,12 @@ type Ready struct {
 	// refused, on every replica alike.
 	Items string `json:"items,omitempty"`
 	Lock  string `json:"lock"`
-	Redis string `json:"redis"`
+	// Memory, present only when the stock Redis has a maxmemory with less
+	// room below it than the units left need (at 1 KiB a unit, what the
+	// heaviest sale takes), says so with the figures. The replica stays
+	// ready: the Redis refuses sales only once full, on every replica.
+	Memory string `json:"memory,omitempty"`
+	Redis  string `json:"redis"`
 	From
 	// Stock is whether every stock key and the lucky key hold integers a
 	// sale can count with; omitted by a replica whose inventory cannot

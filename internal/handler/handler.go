@@ -131,6 +131,9 @@ type Deps struct {
 	// Clocks, if set, has /readyz warn of a Redis or process clock off
 	// the stock Redis primary's (readings.go).
 	Clocks *ClockCheck
+	// Memory, if set, is the stock Redis, whose maxmemory /readyz holds
+	// against the stock left (readings.go).
+	Memory stock.InfoReader
 }
 
 // WitnessCheck is the store's witness (stock.witness; stock.Store).
@@ -149,6 +152,7 @@ type server struct {
 	dur    durabilityState
 	survey cached[stock.ItemsSurvey] // the items' halt marks, for /readyz
 	clock  clockState
+	mem    cached[memoryReading] // the stock Redis's maxmemory and the stock left
 }
 
 func init() {
@@ -173,7 +177,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	}
 	a := &server{cfg: cfg, deps: deps, logs: metrics.NewLogLimiter(deps.Metrics, time.Second)}
 	a.dur.init(deps.Durability)
-	a.survey.every = readingEvery
+	a.survey.every, a.mem.every = readingEvery, readingEvery
 	a.clock.init(deps.Clocks)
 	if deps.Witness != nil {
 		a.dur.rewind = deps.Witness.Rewind()
@@ -573,9 +577,11 @@ func (a *server) readyz(c *gin.Context) {
 		witnessState = check(w.PingWitness)
 	}
 	// After the checks that can make it unready: a warning, never a 503.
-	items, clock := "", ""
+	items, clock, memory := "", "", ""
 	if redisState == api.OK {
+		// The items first: memory counts their stock.
 		items, clock = a.haltedItems(ctx), a.clocks(ctx)
+		memory = a.memory(ctx)
 	}
 	status := http.StatusOK
 	if redisState != api.OK || lockState != api.OK || fenceState != api.OK ||
@@ -583,7 +589,7 @@ func (a *server) readyz(c *gin.Context) {
 		status = http.StatusServiceUnavailable
 	}
 	a.json(c, status, &api.Ready{Redis: redisState, Lock: lockState, Fence: fenceState, Stock: stockState,
-		Eviction: eviction, Witness: witnessState, Items: items, Clock: clock})
+		Eviction: eviction, Witness: witnessState, Items: items, Clock: clock, Memory: memory})
 }
 
 // policies reads the maxmemory-policy of every Deps.Policies Redis. An

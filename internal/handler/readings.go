@@ -16,8 +16,9 @@ import (
 // once a period, by the one probe that finds it due, and the other probes
 // answer with the last one. None of them makes the replica unready.
 
-// readingEvery is how often /readyz reads the items' halt marks again: a
-// probe's pace (seconds), so a halt shows within one or two probes.
+// readingEvery is how often /readyz reads the items' halt marks and the
+// stock Redis's memory again: a probe's pace (seconds), so a change shows
+// within one or two probes.
 const readingEvery = 5 * time.Second
 
 // cached is the last reading of T and when the next is due.
@@ -173,3 +174,55 @@ func (a *server) clocks(ctx context.Context) string {
 	}
 	return says
 }
+
+// memoryReading is the stock Redis's memory and the default sale's units
+// left, read together.
+type memoryReading struct {
+	mem  stock.Memory
+	left int64
+}
+
+// memory is /readyz's "memory": "" unless the stock Redis has a maxmemory
+// and less room below it than the units left (the default sale's and the
+// items') need at stock.BytesPerUnit each. A warning: the Redis refuses
+// sales only once it is full, on every replica alike, and the fix is its
+// maxmemory, not this replica.
+func (a *server) memory(ctx context.Context) string {
+	rdb := a.deps.Memory
+	if rdb == nil {
+		return ""
+	}
+	m := a.mem.get(func() (memoryReading, error) {
+		rctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
+		defer cancel()
+		mem, err := stock.ReadMemory(rctx, rdb)
+		if err != nil || mem.Max == 0 {
+			return memoryReading{mem: mem}, err
+		}
+		// A sale that cannot be read (lost, not an integer) needs no
+		// room: the other checks say what is wrong with it.
+		st, err := a.deps.Inventory.Status(rctx)
+		if err != nil {
+			st.Stock = 0
+		}
+		return memoryReading{mem: mem, left: max(st.Stock, 0)}, nil
+	})
+	if m == nil || m.mem.Max == 0 {
+		return ""
+	}
+	left := m.left
+	if s := a.survey.last.Load(); s != nil {
+		left += s.Stock
+	}
+	need := left * stock.BytesPerUnit
+	room := m.mem.Headroom()
+	if left == 0 || room >= need {
+		return ""
+	}
+	return fmt.Sprintf("maxmemory %s, used_memory %s: %s of room, below the %s that the %d units left need at %d B each; "+
+		"at maxmemory the Redis refuses every sale: raise maxmemory", mib(m.mem.Max), mib(m.mem.Used), mib(max(room, 0)),
+		mib(need), left, stock.BytesPerUnit)
+}
+
+// mib says n bytes in MiB, to a tenth.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -4,11 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"seckill/internal/handler"
+	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
 )
 
@@ -94,5 +99,57 @@ func TestReadyWarnsOfClockSkew(t *testing.T) {
 	clock = clock.Add(time.Minute)
 	if r := e.do(t, http.MethodGet, "/readyz", ""); r.code != http.StatusOK || r.body["clock"] != nil || reads != 2 {
 		t.Fatalf("readyz once the clocks agree again: got %d %s after %d reads, want 200 without clock", r.code, r.raw, reads)
+	}
+}
+
+// With a maxmemory leaving less room than the units left need (the
+// default sale's and the items'), /readyz warns in "memory" with the
+// figures, and stays ready; with no maxmemory it says nothing.
+func TestReadyWarnsOfMemoryHeadroom(t *testing.T) {
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t.Cleanup(handler.SetNow(func() time.Time { return clock }))
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	base := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true)
+	store := stock.NewStore(rdb, base)
+	if err := store.Reset(t.Context(), 6000); err != nil {
+		t.Fatal(err)
+	}
+	items := stock.NewItems(stock.ItemsConfig{
+		Redis: rdb, Base: base,
+		Service: stock.ServiceConfig{Locker: locallock.New(), Backend: "local", LockKey: "k", Fencing: true},
+	})
+	if _, err := items.Create(t.Context(), stock.Item{ID: "x", Stock: 4000}); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{rdb: rdb, store: store}
+	e.h = handler.New(handler.Config{Replica: replica},
+		handler.Deps{Seller: sellerFunc(func(context.Context) (stock.Sale, error) { return stock.Sale{}, nil }),
+			Inventory: store, Items: items, Memory: rdb})
+
+	if r := e.do(t, http.MethodGet, "/readyz", ""); r.code != http.StatusOK || r.body["memory"] != nil {
+		t.Fatalf("readyz without maxmemory: got %d %s, want 200 without memory", r.code, r.raw)
+	}
+	// 1 MiB of room; 10000 units at 1 KiB need 9.8 MiB.
+	used, err := stock.UsedMemory(t.Context(), rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(t.Context(), "maxmemory", strconv.FormatInt(used+1<<20, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(5 * time.Second)
+	r := e.do(t, http.MethodGet, "/readyz", "")
+	msg, _ := r.body["memory"].(string)
+	if r.code != http.StatusOK || !strings.Contains(msg, "below the 9.8 MiB that the 10000 units left need at 1024 B each") {
+		t.Fatalf("readyz with 1 MiB of room: got %d %s, want 200 with memory saying 10000 units need 9.8 MiB", r.code, r.raw)
+	}
+	if err := rdb.ConfigSet(t.Context(), "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(5 * time.Second)
+	if r := e.do(t, http.MethodGet, "/readyz", ""); r.code != http.StatusOK || r.body["memory"] != nil {
+		t.Fatalf("readyz with maxmemory 0 again: got %d %s, want 200 without memory", r.code, r.raw)
 	}
 }

@@ -540,7 +540,8 @@ func TestItemStatusOfAHaltedItem(t *testing.T) {
 	}
 }
 
-// Survey names the halted items among all, and counts them all.
+// Survey names the halted items among all, counts them all and their
+// units left.
 func TestItemsSurveyNamesTheHalted(t *testing.T) {
 	items, rdb := newItems(t, true, nil)
 	if s, err := items.Survey(t.Context()); err != nil || s.Items != 0 || len(s.Halted) != 0 {
@@ -555,7 +556,7 @@ func TestItemsSurveyNamesTheHalted(t *testing.T) {
 		}
 	}
 	s, err := items.Survey(t.Context())
-	if err != nil || s.Items != 3 || !slices.Equal(s.Halted, []string{"a", "c"}) {
-		t.Fatalf("survey: got %+v, %v; want 3 items, a and c halted", s, err)
+	if err != nil || s.Items != 3 || !slices.Equal(s.Halted, []string{"a", "c"}) || s.Stock != 15 {
+		t.Fatalf("survey: got %+v, %v; want 3 items, a and c halted, 15 units left", s, err)
 	}
 }

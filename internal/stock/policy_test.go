@@ -66,3 +66,22 @@ func TestMaxmemoryPolicyUnreported(t *testing.T) {
 		t.Fatalf("got %q %v, want noeviction", got, err)
 	}
 }
+
+// ReadMemory reads maxmemory (0: none) and used_memory from a real
+// server; the headroom is what lies between them.
+func TestReadMemory(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	m, err := stock.ReadMemory(t.Context(), rdb)
+	if err != nil || m.Max != 0 || m.Used <= 0 {
+		t.Fatalf("no maxmemory: got %+v, %v; want Max 0 and some used", m, err)
+	}
+	if err := rdb.ConfigSet(t.Context(), "maxmemory", "64mb").Err(); err != nil {
+		t.Fatal(err)
+	}
+	m, err = stock.ReadMemory(t.Context(), rdb)
+	if err != nil || m.Max != 64<<20 || m.Headroom() != 64<<20-m.Used || m.Used <= 0 {
+		t.Fatalf("maxmemory 64mb: got %+v (headroom %d), %v", m, m.Headroom(), err)
+	}
+}

@@ -176,6 +176,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		Witness:    store,
 		Items:      items,
 		Clocks:     clocks,
+		Memory:     stockRDB,
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)

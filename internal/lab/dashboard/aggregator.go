@@ -99,16 +99,19 @@ type LeaderView struct {
 
 // Replica is one replica's row.
 type Replica struct {
-	URL     string  `json:"url"`
-	Name    string  `json:"name"`
-	Up      bool    `json:"up"`
-	Ready   bool    `json:"ready"`
-	NotOK   string  `json:"not_ready,omitempty"` // the failing /readyz check
-	Backend string  `json:"backend"`
-	Leader  bool    `json:"leader"`
-	Sold    int64   `json:"sold"` // sold since the replica started
-	Sales   float64 `json:"sales_per_sec"`
-	Error   string  `json:"error,omitempty"`
+	URL   string `json:"url"`
+	Name  string `json:"name"`
+	Up    bool   `json:"up"`
+	Ready bool   `json:"ready"`
+	NotOK string `json:"not_ready,omitempty"` // the failing /readyz check
+	// Warnings are /readyz's warnings (memory, items, clock, eviction),
+	// which leave the replica ready.
+	Warnings string  `json:"warnings,omitempty"`
+	Backend  string  `json:"backend"`
+	Leader   bool    `json:"leader"`
+	Sold     int64   `json:"sold"` // sold since the replica started
+	Sales    float64 `json:"sales_per_sec"`
+	Error    string  `json:"error,omitempty"`
 }
 
 // Count is one result label's total.
@@ -431,6 +434,9 @@ func (a *Aggregator) fold(now time.Time, reads []replicaRead) ([]Replica, []Coun
 		if !row.Ready {
 			row.NotOK = notReady(r)
 		}
+		if r.readyE == nil {
+			row.Warnings = warnings(r.ready)
+		}
 		if err := errors.Join(r.infoErr, r.metrErr); err != nil {
 			row.Error = err.Error()
 		}
@@ -516,6 +522,17 @@ func notReady(r replicaRead) string {
 		}
 	}
 	return strings.Join(bad, "; ")
+}
+
+// warnings joins /readyz's warnings, each named by its field.
+func warnings(r api.Ready) string {
+	var out []string
+	for _, c := range []struct{ name, v string }{{"memory", r.Memory}, {"items", r.Items}, {"clock", r.Clock}, {"eviction", r.Eviction}} {
+		if c.v != "" {
+			out = append(out, c.name+": "+c.v)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // resultCounts reads seckill_reduce_total by result label.

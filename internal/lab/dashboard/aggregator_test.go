@@ -30,6 +30,7 @@ type fakeReplica struct {
 	mu     sync.Mutex
 	name   string
 	ready  bool
+	memory string // /readyz's memory warning, when ready
 	leader api.Leader
 	stock  api.Stock
 	resets []string // "token body" of every POST /stock/reset
@@ -51,10 +52,10 @@ func newFakeReplica(t *testing.T, name, backend string) *fakeReplica {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
-		ready := f.ready
+		ready, memory := f.ready, f.memory
 		f.mu.Unlock()
 		if ready {
-			f.json(w, http.StatusOK, api.Ready{Fence: api.OK, Lock: api.OK, Redis: api.OK})
+			f.json(w, http.StatusOK, api.Ready{Fence: api.OK, Lock: api.OK, Redis: api.OK, Memory: memory})
 			return
 		}
 		f.json(w, http.StatusServiceUnavailable, api.Ready{Fence: api.OK, Lock: "dial tcp: refused", Redis: api.OK})
@@ -200,6 +201,13 @@ func TestPollResultsRatesAndReplicas(t *testing.T) {
 	}
 	if !one.Ready || !one.Up || two.Ready || !two.Up || !strings.Contains(two.NotOK, "lock: dial tcp") {
 		t.Fatalf("readiness: %+v %+v, want 1 ready, 2 up but not ready for its lock", one, two)
+	}
+	if one.Warnings != "" {
+		t.Fatalf("replica 1 warnings %q, want none", one.Warnings)
+	}
+	r1.set(func(f *fakeReplica) { f.memory = "maxmemory 16.0 MiB, used_memory 15.0 MiB: short" })
+	if w := a.Poll(t.Context()).Replicas[0]; !w.Ready || w.Warnings != "memory: maxmemory 16.0 MiB, used_memory 15.0 MiB: short" {
+		t.Fatalf("replica 1 with a memory warning: %+v, want ready with it in warnings", w)
 	}
 }
 

@@ -20,7 +20,7 @@
 //     /metrics, buckets summed over replicas, quantiles interpolated inside
 //     a bucket as Prometheus' histogram_quantile does, over the last few
 //     seconds (and since start when the window saw no acquisition).
-//   - lock backend, replica name: GET /info; readiness: GET /readyz;
+//   - lock backend, replica name: GET /info; readiness, warnings: GET /readyz;
 //     leader and term: GET /leader (the highest term any replica reports).
 //
 // The dashboard never writes, but for the guarded reset: the page asks for

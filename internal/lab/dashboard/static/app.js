@@ -49,10 +49,11 @@ function drawReplicas(reps) {
   const box = $("replicas");
   box.replaceChildren();
   for (const r of reps) {
-    const row = el("div", "rep" + (r.ready ? " ready" : "") + (r.leader ? " leader" : ""));
+    const row = el("div", "rep" + (r.ready ? " ready" : "") + (r.leader ? " leader" : "") + (r.warnings ? " warn" : ""));
     row.dataset.replica = r.name;
     const name = el("div", "name", r.name);
-    name.title = r.url + (r.not_ready ? "\nnot ready: " + r.not_ready : "") + (r.error ? "\n" + r.error : "");
+    name.title = r.url + (r.not_ready ? "\nnot ready: " + r.not_ready : "") +
+      (r.warnings ? "\nwarnings: " + r.warnings : "") + (r.error ? "\n" + r.error : "");
     const track = el("div", "track");
     const bar = el("div", "bar");
     bar.dataset.sales = r.sales_per_sec.toFixed(1);
