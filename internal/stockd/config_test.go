@@ -193,6 +193,9 @@ func TestValidate(t *testing.T) {
 			c.Stock.ReplicaAckTimeout = time.Second
 		}, "stock.replica_ack_timeout"},
 		{"zero claim idle", func(c *Config) { c.Orders.ClaimIdle = 0 }, "orders.claim_idle"},
+		{"clock check off", func(c *Config) { c.Stock.MaxClockSkew = 0 }, ""},
+		{"negative clock skew", func(c *Config) { c.Stock.MaxClockSkew = -time.Second }, "stock.max_clock_skew"},
+		{"clock skew past an hour", func(c *Config) { c.Stock.MaxClockSkew = time.Hour + time.Second }, "stock.max_clock_skew"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
