@@ -556,7 +556,22 @@ func TestItemsSurveyNamesTheHalted(t *testing.T) {
 		}
 	}
 	s, err := items.Survey(t.Context())
-	if err != nil || s.Items != 3 || !slices.Equal(s.Halted, []string{"a", "c"}) || s.Stock != 15 {
-		t.Fatalf("survey: got %+v, %v; want 3 items, a and c halted, 15 units left", s, err)
+	if err != nil || s.Items != 3 || !slices.Equal(s.Halted, []string{"a", "c"}) || s.Stock != 15 || len(s.Unbalanced) != 0 {
+		t.Fatalf("survey: got %+v, %v; want 3 items, a and c halted, 15 units left, every book balanced", s, err)
+	}
+	// A sale on b, then a unit of b sold twice by hand: b's books are
+	// named, the others' are not.
+	if _, err := items.ReduceFor(t.Context(), "b", stock.Buyer{}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := items.Survey(t.Context()); err != nil || len(s.Unbalanced) != 0 || s.Stock != 14 {
+		t.Fatalf("survey after a sale: got %+v, %v; want 14 units left, balanced", s, err)
+	}
+	if err := rdb.Incr(t.Context(), stock.ItemKeys(defaultBase.Derive(true), "b").Lucky).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = items.Survey(t.Context())
+	if want := []stock.ItemBooks{{ID: "b", Stock: 4, Lucky: 2, Initial: 5}}; err != nil || !slices.Equal(s.Unbalanced, want) {
+		t.Fatalf("survey of an oversold item: got %+v, %v; want %+v", s, err, want)
 	}
 }

@@ -139,7 +139,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		}
 		durableOrders = c
 	}
-	stopElection, leader, err := startElection(ctx, w, m.Registry(), ledgerReader, durableOrders)
+	stopElection, leader, err := startElection(ctx, w, m.Registry(), ledgerReader, durableOrders, items)
 	if err != nil {
 		return err
 	}

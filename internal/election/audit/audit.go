@@ -80,9 +80,18 @@ type Config struct {
 	// (orders.durable): with no lag, its rows for the sale must equal the
 	// ledger's orders. Nil: not checked.
 	Durable DurableOrders
+	// Items, if set, are the sale's items (docs/items.md): each item's
+	// books must balance as the default sale's do. Nil: not checked.
+	Items ItemsSurveyor
 	// Logger receives the durable comparisons skipped for a MySQL or
 	// Redis failure. The default is slog.Default().
 	Logger *slog.Logger
+}
+
+// ItemsSurveyor reads every item's books at one reading; *stock.Items
+// implements it.
+type ItemsSurveyor interface {
+	Survey(ctx context.Context) (stock.ItemsSurvey, error)
 }
 
 // Record is one audit run.
@@ -98,9 +107,12 @@ type Record struct {
 	Learned bool      `json:"learned"` // Initial was learned, not read from Config.Initial
 	Fence   string    `json:"fence"`   // the stock fence as seen, "<lock>:<token>" (e.g. "redis/seckill:lock:7") or ""
 	// Ledger is the order ledger as checked (Config.Ledger); nil when not.
-	Ledger   *LedgerRecord `json:"ledger,omitempty"`
-	OK       bool          `json:"ok"`
-	Problems []string      `json:"problems,omitempty"`
+	Ledger *LedgerRecord `json:"ledger,omitempty"`
+	// Items is how many items were checked (Config.Items), -1 when none
+	// were; an item whose books do not balance is a problem named for it.
+	Items    int      `json:"items"`
+	OK       bool     `json:"ok"`
+	Problems []string `json:"problems,omitempty"`
 }
 
 // Client is the part of a go-redis client the Auditor needs (a
@@ -204,6 +216,19 @@ func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
 		}
 		bad = append(bad, more...)
 	}
+	r.Items = -1
+	if a.cfg.Items != nil {
+		sv, err := a.cfg.Items.Survey(ctx)
+		if err != nil {
+			return r, fmt.Errorf("%w: read items: %w", ErrRedis, err)
+		}
+		r.Items = sv.Items
+		for _, it := range sv.Unbalanced {
+			b := api.Books{Stock: it.Stock, Lucky: it.Lucky, Initial: it.Initial}
+			bad = append(bad, fmt.Sprintf("item %s: stock+lucky = %d+%d = %d, want initial %d (oversold by %d)",
+				it.ID, it.Stock, it.Lucky, it.Stock+it.Lucky, it.Initial, b.Excess()))
+		}
+	}
 	r.OK, r.Problems = len(bad) == 0, bad
 	return r, nil
 }
@@ -237,7 +262,7 @@ func (a *Auditor) Write(ctx context.Context, r Record) (Record, error) {
 	args := []any{r.Backend, strconv.FormatUint(r.Term, 10), a.cfg.MaxLen,
 		"replica", r.Replica, "backend", r.Backend, "term", r.Term,
 		"at", r.At.UnixMilli(), "stock", r.Stock, "lucky", r.Lucky, "initial", r.Initial,
-		"learned", r.Learned, "fence", r.Fence, "ok", r.OK, "problems", fmt.Sprint(r.Problems)}
+		"learned", r.Learned, "fence", r.Fence, "ok", r.OK, "problems", fmt.Sprint(r.Problems), "items", r.Items}
 	args = append(args, r.Ledger.fields()...)
 	res, err := recordScript.Run(ctx, a.rdb, []string{a.cfg.TermKey, a.cfg.Stream}, args...).Slice()
 	if err != nil {

@@ -93,3 +93,43 @@ func TestCheckRecordsTheFencesLock(t *testing.T) {
 		t.Fatalf("got fence %q, want %q (the lock identity, then the token)", r.Fence, want)
 	}
 }
+
+// With items, the audit checks every item's books beside the default
+// sale's: an oversold item is a problem named for it, and the record
+// carries how many items it checked.
+func TestCheckItems(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := t.Context()
+	base := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(false)
+	items := stock.NewItems(stock.ItemsConfig{Redis: rdb, Base: base,
+		Service: stock.ServiceConfig{Backend: "none", Mode: stock.ModeAtomic}})
+	for _, id := range []string{"a", "b"} {
+		if _, err := items.Create(ctx, stock.Item{ID: id, Stock: 5}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.MSet(ctx, "stock", 10, "lucky", 0, "stock:initial", 10).Err(); err != nil {
+		t.Fatal(err)
+	}
+	aud := audit.New(rdb, audit.Config{
+		Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Initial: "stock:initial",
+		Replica: "r-1", Backend: "etcd", Items: items,
+	})
+	r, err := aud.Run(ctx, 1)
+	if err != nil || !r.OK || r.Items != 2 {
+		t.Fatalf("two balanced items: got %+v, %v; want OK, 2 items checked", r, err)
+	}
+	if err := rdb.Incr(ctx, stock.ItemKeys(base, "b").Lucky).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r, err = aud.Run(ctx, 1)
+	if err != nil || r.OK || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "item b: stock+lucky = 5+1 = 6, want initial 5") {
+		t.Fatalf("an oversold item: got %+v, %v; want one problem naming item b", r, err)
+	}
+	recs, err := audit.ReadStream(ctx, rdb, audit.DefaultStream)
+	if err != nil || len(recs) != 2 || recs[1].Items != 2 || recs[1].OK {
+		t.Fatalf("the stream's records: got %+v, %v; want 2, the last with 2 items, not OK", recs, err)
+	}
+}

@@ -44,6 +44,10 @@ func parseRecord(m redis.XMessage) Record {
 			r.Ledger.Durable = &d
 		}
 	}
+	r.Items = -1 // a record made before items were audited has none
+	if _, ok := m.Values["items"]; ok {
+		r.Items = int(i64("items"))
+	}
 	if p := str("problems"); p != "" && p != "[]" {
 		r.Problems = []string{p}
 	}
