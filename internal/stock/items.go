@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -112,9 +113,15 @@ type ItemsConfig struct {
 	// sale's is built; Items sets Store, LockKey (ItemLockKey of the
 	// template's) and PerUserLimit (the item's).
 	Service ServiceConfig
+	// Witness, if set, is item id's witness register (witness.go): each
+	// item's sale is witnessed in a register of its own, as the default
+	// sale is in its (ItemWitnessName), so a rewound item halts only
+	// itself. WitnessTimeout bounds one round (0: DefaultWitnessTimeout).
+	Witness        func(id string) Register
+	WitnessTimeout time.Duration
 	// Unsupported lists what else in the configuration items do not
-	// support yet (a witness, durable orders): Create and every sale are
-	// then refused with ErrItemsUnsupported naming it.
+	// support yet (durable orders): Create and every sale are then
+	// refused with ErrItemsUnsupported naming it.
 	Unsupported []string
 }
 
@@ -164,9 +171,15 @@ func (m *Items) LoadScripts(ctx context.Context) error {
 	return wrapRedis(ctx, "load scripts", itemScript.Load(ctx, m.cfg.Redis).Err())
 }
 
-// store is item id's store.
+// store is item id's store, witnessed in the item's register if any:
+// its resets record their epoch there first (beginReset), its sales are
+// answered once recorded, and its learning of the sale checks it.
 func (m *Items) store(id string) *Store {
-	return NewStore(m.cfg.Redis, ItemKeys(m.cfg.Base, id)).WithReplicaAcks(m.cfg.Acks)
+	st := NewStore(m.cfg.Redis, ItemKeys(m.cfg.Base, id)).WithReplicaAcks(m.cfg.Acks)
+	if m.cfg.Witness == nil {
+		return st
+	}
+	return st.WithWitness(m.cfg.Witness(id), m.cfg.WitnessTimeout)
 }
 
 // Create makes item it, with it.Stock units and its window, and returns

@@ -194,6 +194,10 @@ func ItemKeys(base Keys, id string) Keys {
 // lock key: "<lock.key>:item:<id>".
 func ItemLockKey(lockKey, id string) string { return lockKey + ":item:" + id }
 
+// ItemWitnessName is the name of item id's witness register (its etcd key
+// or MySQL row), under the default sale's: "<name>:item:<id>".
+func ItemWitnessName(name, id string) string { return name + ":item:" + id }
+
 // CheckItemID refuses an item id that is not 1..32 characters of a-z, 0-9
 // and '-', starting with a letter or digit: ids name Redis keys and URL
 // paths, and never need escaping in either. The error wraps ErrBadItem.

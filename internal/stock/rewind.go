@@ -214,8 +214,13 @@ func (s *Store) halted(ctx context.Context, op string) error {
 // pinEpoch binds the store to the sale of epoch: a script that finds
 // another (a reset since) answers errItemChanged rather than learning it,
 // so that an item's service, built with the settings of that sale, never
-// sells in the next one (items.go).
+// sells in the next one (items.go). With a witness the epoch is left to
+// learn: learnEpoch then checks Redis's against the witness and seeds the
+// ceilings it recorded, without which a new process would believe a
+// rewound item.
 func (s *Store) pinEpoch(epoch string) {
 	s.pin = epoch
-	s.mark.reset(epoch)
+	if s.wit == nil {
+		s.mark.reset(epoch)
+	}
 }

@@ -20,8 +20,9 @@ func (nullRegister) Name() string                                      { return 
 func (nullRegister) Get(context.Context) ([]byte, int64, error)        { return nil, 0, nil }
 func (nullRegister) Put(context.Context, []byte, int64) (int64, error) { return 1, nil }
 
-// What items do not support yet is named when one is made: the witness,
-// durable orders, segments; the default configuration sells them.
+// What items do not support yet is named when one is made: durable
+// orders, segments; the default configuration sells them, and so does
+// one with a witness (a register per item).
 func TestItemsUnsupportedByTheConfiguration(t *testing.T) {
 	sale := stock.ServiceConfig{Fencing: true}
 	for _, tc := range []struct {
@@ -32,7 +33,7 @@ func TestItemsUnsupportedByTheConfiguration(t *testing.T) {
 		want    string // "" = supported
 	}{
 		{"defaults", nil, false, false, ""},
-		{"witness", func(c *Config) { c.Stock.Witness = "etcd" }, true, false, "stock.witness etcd"},
+		{"witness", func(c *Config) { c.Stock.Witness = "etcd" }, true, false, ""},
 		{"durable orders", nil, false, true, "orders.durable"},
 		{"segments", func(c *Config) { c.Stock.Segments = 4 }, false, false, "segmented stock (4 segments)"},
 	} {
@@ -42,10 +43,12 @@ func TestItemsUnsupportedByTheConfiguration(t *testing.T) {
 				tc.edit(c)
 			}
 			store := stock.NewStore(nil, saleKeys(c, true))
+			var regs witnessRegisters
 			if tc.witness {
-				store = store.WithWitness(nullRegister{}, 0)
+				regs = func(string) stock.Register { return nullRegister{} }
+				store = store.WithWitness(regs.register(c), 0)
 			}
-			err := buildItems(c, nil, store, sale, true, tc.durable).Unsupported()
+			err := buildItems(c, nil, store, regs, sale, true, tc.durable).Unsupported()
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("got %v, want items supported", err)

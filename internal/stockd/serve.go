@@ -68,13 +68,13 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 	if err := checkEviction(ctx, cfg, log, policies); err != nil {
 		return err
 	}
-	reg, err := buildWitness(ctx, w)
+	regs, err := buildWitness(ctx, w)
 	if err != nil {
 		return err
 	}
 	store := stock.NewStore(stockRDB, saleKeys(cfg, ledger)).WithReplicaAcks(stock.ReplicaAcks{
 		Replicas: minReplicaAcks(cfg), Timeout: cfg.Stock.ReplicaAckTimeout,
-	}).WithWitness(reg, cfg.Stock.WitnessTimeout)
+	}).WithWitness(regs.register(cfg), cfg.Stock.WitnessTimeout)
 	checkWitness(ctx, log, store)
 	// After the eviction check, before the sale: logs what a 200 promises,
 	// and refuses a Redis without AOF when stock.require_aof asks.
@@ -110,7 +110,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		Logger:         log,
 	}
 	svc := stock.NewService(saleCfg)
-	items := buildItems(cfg, stockRDB, store, saleCfg, ledger, durable)
+	items := buildItems(cfg, stockRDB, store, regs, saleCfg, ledger, durable)
 	if err := items.Unsupported(); err != nil {
 		log.Info("items are not sold by this configuration: POST /items answers 501", "why", err)
 	}
@@ -260,19 +260,17 @@ func newHTTPServer(cfg *Config, h http.Handler, log *slog.Logger) *http.Server {
 }
 
 // buildItems is the items of the stock Redis (docs/items.md), sold as the
-// default sale is (saleCfg, its store's replica acks, its ledger); what
-// they do not support yet is refused when one is created or sold: a
-// witness and durable orders here, segments and unfenced sales in package
-// stock.
-func buildItems(cfg *Config, rdb redis.UniversalClient, store *stock.Store, saleCfg stock.ServiceConfig, ledger, durable bool) *stock.Items {
+// default sale is (saleCfg, its store's replica acks, its ledger, its
+// witness's server, a register per item); what they do not support yet
+// is refused when one is created or sold: durable orders here, segments
+// and unfenced sales in package stock.
+func buildItems(cfg *Config, rdb redis.UniversalClient, store *stock.Store, regs witnessRegisters, saleCfg stock.ServiceConfig, ledger, durable bool) *stock.Items {
 	var unsupported []string
-	if store.Witness() != "" {
-		unsupported = append(unsupported, "stock.witness "+cfg.Stock.Witness)
-	}
 	if durable {
 		unsupported = append(unsupported, "orders.durable")
 	}
 	return stock.NewItems(stock.ItemsConfig{
-		Redis: rdb, Base: saleKeys(cfg, ledger), Acks: store.ReplicaAcks(), Service: saleCfg, Unsupported: unsupported,
+		Redis: rdb, Base: saleKeys(cfg, ledger), Acks: store.ReplicaAcks(), Service: saleCfg,
+		Witness: regs.items(cfg), WitnessTimeout: cfg.Stock.WitnessTimeout, Unsupported: unsupported,
 	})
 }

@@ -19,13 +19,18 @@ import (
 // deployment may already run for its lock or its durable orders.
 
 // witnessPrefix is the etcd directory of the witness records, one per
-// sale (stock.key).
+// sale: stock.key's, and each item's under it (stock.ItemWitnessName).
 const witnessPrefix = "/seckill/witness"
 
-// buildWitness returns the register stock.witness names, or nil for none.
-// Neither server is required to answer now: an unreachable one shows in
-// /readyz ("witness") and makes sales unconfirmed until it answers.
-func buildWitness(ctx context.Context, w *wiring) (stock.Register, error) {
+// witnessRegisters makes the register of the sale named name on the
+// server stock.witness names; nil for none.
+type witnessRegisters func(name string) stock.Register
+
+// buildWitness returns the registers stock.witness names, or nil for none:
+// the default sale's is named stock.key. Neither server is required to
+// answer now: an unreachable one shows in /readyz ("witness") and makes
+// sales unconfirmed until it answers.
+func buildWitness(ctx context.Context, w *wiring) (witnessRegisters, error) {
 	cfg := w.cfg
 	switch cfg.Stock.Witness {
 	case "etcd":
@@ -33,7 +38,10 @@ func buildWitness(ctx context.Context, w *wiring) (stock.Register, error) {
 		if err != nil {
 			return nil, err
 		}
-		return witness.NewEtcd(mgr.Client(), path.Join(witnessPrefix, cfg.Stock.Key)), nil
+		cli := mgr.Client()
+		return func(name string) stock.Register {
+			return witness.NewEtcd(cli, path.Join(witnessPrefix, name))
+		}, nil
 	case "mysql":
 		db, err := openMySQL(w, 4, func(dsn *mysql.Config) {
 			if dsn.Timeout == 0 {
@@ -43,10 +51,37 @@ func buildWitness(ctx context.Context, w *wiring) (stock.Register, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &initFirst{MySQL: witness.NewMySQL(db, cfg.Stock.Key)}, nil
+		table := &witnessTable{}
+		return func(name string) stock.Register {
+			return &initFirst{MySQL: witness.NewMySQL(db, name), table: table}
+		}, nil
 	default:
 		return nil, nil
 	}
+}
+
+// register is the default sale's register, or nil for none.
+func (r witnessRegisters) register(cfg *Config) stock.Register {
+	if r == nil {
+		return nil
+	}
+	return r(cfg.Stock.Key)
+}
+
+// items is the items' registers, by item id, or nil for none.
+func (r witnessRegisters) items(cfg *Config) func(id string) stock.Register {
+	if r == nil {
+		return nil
+	}
+	return func(id string) stock.Register { return r(stock.ItemWitnessName(cfg.Stock.Key, id)) }
+}
+
+// witnessTable says whether the MySQL registers' table is made, shared by
+// every register (the default sale's and the items'), so the table is
+// created once.
+type witnessTable struct {
+	mu   sync.Mutex
+	done bool
 }
 
 // initFirst creates the MySQL register's table before its first use,
@@ -54,20 +89,20 @@ func buildWitness(ctx context.Context, w *wiring) (stock.Register, error) {
 // its table once it answers, without holding stockd's start.
 type initFirst struct {
 	*witness.MySQL
-	mu   sync.Mutex
-	done bool
+	table *witnessTable
 }
 
 func (r *initFirst) ready(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.done {
+	t := r.table
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
 		return nil
 	}
 	if err := r.MySQL.Init(ctx); err != nil {
 		return err
 	}
-	r.done = true
+	t.done = true
 	return nil
 }
 
