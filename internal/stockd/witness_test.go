@@ -95,3 +95,84 @@ func TestBinaryWitnessCatchesRewindAcrossRestarts(t *testing.T) {
 		})
 	}
 }
+
+// Items under the witness, through the binary: each item has a register
+// of its own beside the default sale's, so an item whose Redis restarted
+// from an older snapshot, while the only stockd restarted too, halts at
+// its first sale (503 store_lost, GET /items/x halted), and an item that
+// sold nothing since the snapshot goes on selling.
+func TestBinaryItemWitnessCatchesRewind(t *testing.T) {
+	etcd := servertest.Etcd(t)
+	maria := servertest.MariaDB(t)
+	for _, tc := range []struct {
+		witness string
+		check   func(t *testing.T) // the item's own register holds its record
+	}{
+		{"etcd", func(t *testing.T) {
+			cli := servertest.EtcdClient(t, etcd.Addr())
+			resp, err := cli.Get(t.Context(), "/seckill/witness/stock-etcd:item:x")
+			if err != nil || len(resp.Kvs) != 1 || !strings.Contains(string(resp.Kvs[0].Value), "ceilings") {
+				t.Fatalf("item x's etcd register: %v, %v; want its record", resp, err)
+			}
+		}},
+		{"mysql", nil},
+	} {
+		t.Run(tc.witness, func(t *testing.T) {
+			srv := servertest.Redis(t)
+			env := []string{"STOCKD_STOCK_MODE=atomic", "STOCKD_STOCK_WITNESS=" + tc.witness,
+				"STOCKD_ETCD_ENDPOINTS=http://" + etcd.Addr(), "STOCKD_STOCK_KEY=stock-" + tc.witness,
+				"STOCKD_MYSQL_DSN=" + servers.MariaDBDSN(maria.Addr())}
+			p := stockdOn(t, srv.Addr(), env...)
+			call := func(method, path, body string) (int, map[string]any) {
+				t.Helper()
+				req, _ := http.NewRequestWithContext(t.Context(), method, "http://"+p.Addr()+path, strings.NewReader(body))
+				req.Header.Set("X-Admin-Token", testAdminToken)
+				return sendJSON(t, req)
+			}
+			sell := func(id string, n int) {
+				t.Helper()
+				for range n {
+					if code, v := call(http.MethodPost, "/items/"+id+"/reduce", ""); code != http.StatusOK {
+						t.Fatalf("sale of %s: %d %v", id, code, v)
+					}
+				}
+			}
+			for _, id := range []string{"x", "y"} {
+				if code, v := call(http.MethodPost, "/items", `{"id":"`+id+`","stock":20}`); code != http.StatusCreated {
+					t.Fatalf("create %s: %d %v", id, code, v)
+				}
+			}
+			sell("x", 2)
+			sell("y", 2)
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+			defer rdb.Close()
+			if err := rdb.Save(t.Context()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			sell("x", 3) // answered 200, lost with the snapshot
+			if tc.check != nil {
+				tc.check(t)
+			}
+			if err := p.Stop(5 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			p = stockdOn(t, srv.Addr(), env...)
+			if code, v := call(http.MethodPost, "/items/x/reduce", ""); code != http.StatusServiceUnavailable || v["result"] != string(api.StoreLost) {
+				t.Fatalf("sale of the rewound item: %d %v; want 503 %s", code, v, api.StoreLost)
+			}
+			if code, v := call(http.MethodGet, "/items/x", ""); code != http.StatusOK || v["state"] != "halted" || v["stock"] != float64(18) {
+				t.Fatalf("the rewound item: %d %v; want halted at the snapshot's 18", code, v)
+			}
+			sell("y", 1)
+			if code, v := call(http.MethodGet, "/items/y", ""); code != http.StatusOK || v["state"] != "open" || v["stock"] != float64(17) {
+				t.Fatalf("the item beside it: %d %v; want open, 17 left", code, v)
+			}
+		})
+	}
+}
