@@ -221,7 +221,7 @@ func (f fakeItems) Orders(context.Context, string) (stock.OrderReader, error) { 
 
 // What the items answer when they fail, route by route.
 func TestItemErrors(t *testing.T) {
-	unsupported := fmt.Errorf("%w: stock.witness etcd", stock.ErrItemsUnsupported)
+	unsupported := fmt.Errorf("%w: orders.durable", stock.ErrItemsUnsupported)
 	down := fmt.Errorf("%w: dial tcp 10.0.0.1:6379: refused", stock.ErrUnavailable)
 	for _, tc := range []struct {
 		name         string
@@ -230,8 +230,8 @@ func TestItemErrors(t *testing.T) {
 		code         int
 		says         string
 	}{
-		{"unsupported create", unsupported, http.MethodPost, "/items", 501, "stock.witness etcd"},
-		{"unsupported sale", unsupported, http.MethodPost, "/items/x/reduce", 501, "stock.witness etcd"},
+		{"unsupported create", unsupported, http.MethodPost, "/items", 501, "orders.durable"},
+		{"unsupported sale", unsupported, http.MethodPost, "/items/x/reduce", 501, "orders.durable"},
 		{"reset not replicated", fmt.Errorf("%w: %w", stock.ErrUnavailable, stock.ErrNotReplicated), http.MethodPost, "/items/x/reset", 503, "replicas"},
 		{"read, Redis down", down, http.MethodGet, "/items/x", 503, "stock service unavailable"},
 		{"list, Redis down", down, http.MethodGet, "/items", 503, "stock service unavailable"},

@@ -443,7 +443,7 @@ func TestItemsUnsupported(t *testing.T) {
 	for name, mut := range map[string]func(*stock.ItemsConfig){
 		"segments":  func(c *stock.ItemsConfig) { c.Base.Segments = 2 },
 		"unfenced":  func(c *stock.ItemsConfig) { c.Service.Fencing = false },
-		"witness":   func(c *stock.ItemsConfig) { c.Unsupported = []string{"stock.witness etcd"} },
+		"durable":   func(c *stock.ItemsConfig) { c.Unsupported = []string{"orders.durable"} },
 		"two kinds": func(c *stock.ItemsConfig) { c.Base.Segments, c.Unsupported = 4, []string{"orders.durable"} },
 	} {
 		t.Run(name, func(t *testing.T) {
