@@ -27,7 +27,9 @@ import (
 // replica, writes nothing, and Items sells again with a service built
 // from the new settings: a per-user limit never applies to another sale
 // than its own. The window is not a setting of the service: the scripts
-// read it from Redis (window.lua).
+// read it from Redis (window.lua). Under a witness each item's store is
+// witnessed in a register of its own (ItemsConfig.Witness), as the
+// default sale's is in its: a rewound item halts itself, not the others.
 
 // MaxItems bounds the registry: Create refuses an item beyond it, so the
 // list and the services kept stay bounded.
