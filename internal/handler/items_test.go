@@ -239,7 +239,7 @@ func TestItemErrors(t *testing.T) {
 		{"sale unconfirmed", &stock.UnconfirmedError{Attempt: "a-1", Err: down}, http.MethodPost, "/items/x/reduce", 503, "GET /items/x/receipts/<attempt>"},
 		{"sale, Redis down", down, http.MethodPost, "/items/x/reduce", 503, "stock service unavailable"},
 		{"sale, a closed window", &stock.WindowError{EndsAt: 5, Err: stock.ErrEnded}, http.MethodPost, "/items/x/reduce", 409, ""},
-		{"unsupported ledger", unsupported, http.MethodGet, "/items/x/ledger", 501, "stock.witness etcd"},
+		{"unsupported ledger", unsupported, http.MethodGet, "/items/x/ledger", 501, "orders.durable"},
 		{"orders, no item", fmt.Errorf("%w: x", stock.ErrNoItem), http.MethodGet, "/items/x/orders/o-1", 404, "no such item"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
