@@ -1,12 +1,16 @@
 package loadgen
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,5 +114,24 @@ func TestRetryBusyNeedsTheOpenLoop(t *testing.T) {
 	}
 	if err := (OpenConfig{Rate: 1, Duration: time.Second, RetryBusy: MaxRetryBusy + 1}).validate(); !errors.Is(err, ErrConfig) {
 		t.Fatalf("got %v, want ErrConfig", err)
+	}
+}
+
+// A request with no answer once it may have reached a replica may have
+// sold: the books may hold that many units more than were told, never
+// more; one refused at connect never reached a replica.
+func TestSummarizeCountsRequestsInDoubt(t *testing.T) {
+	sold := Response{Outcome: OutcomeSold, Status: http.StatusOK}
+	timedOut := Response{Outcome: OutcomeError, Err: fmt.Errorf("%w after 10s", context.DeadlineExceeded)}
+	refused := Response{Outcome: OutcomeError, Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}
+	responses := []Response{sold, sold, sold, timedOut, timedOut, refused}
+	for _, tc := range []struct {
+		lucky int64
+		want  bool
+	}{{3, true}, {5, true}, {6, false}, {2, false}} {
+		r := Summarize("fake", 10, responses, time.Second, api.Stock{Stock: 10 - tc.lucky, Lucky: tc.lucky})
+		if r.InDoubt != 2 || r.Consistent != tc.want {
+			t.Errorf("lucky %d: got %d in doubt, consistent %v; want 2, %v", tc.lucky, r.InDoubt, r.Consistent, tc.want)
+		}
 	}
 }

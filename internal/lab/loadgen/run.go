@@ -155,9 +155,13 @@ type Report struct {
 	Segments         []int64 `json:"segments,omitempty"`
 	NegativeSegments int     `json:"negative_segments"`
 	// Consistent: the books balance (stock + lucky == initial, lucky ==
-	// sales told or settled), and neither the stock nor any segment is
-	// negative.
+	// sales told or settled, plus at most InDoubt), and neither the stock
+	// nor any segment is negative.
 	Consistent bool `json:"consistent"`
+	// InDoubt counts the requests that got no answer after they may have
+	// reached a replica (timed out, reset or cut in flight, not refused
+	// at connect): each may have sold a unit no buyer was told of.
+	InDoubt int `json:"in_doubt,omitempty"`
 	// FalseSoldOut counts sold_out answers proven false: received before
 	// some later sale's request was even sent. Stock only goes down during
 	// a sale, so that sale found a unit left after the sold_out was
@@ -418,7 +422,15 @@ func Summarize(backend string, initial int, responses []Response, elapsed time.D
 			r.NegativeSegments++
 		}
 	}
-	r.Consistent = books.Balanced() && told == r.Lucky && r.Stock >= 0 &&
+	// A request that got no answer once it may have reached a replica
+	// (timed out, reset, cut; not refused at connect) may have sold: the
+	// books may hold up to that many units more than were told.
+	for _, resp := range responses {
+		if resp.Unanswered() && !resp.Cut && unansweredCause(resp.Err) != CauseRefused {
+			r.InDoubt++
+		}
+	}
+	r.Consistent = books.Balanced() && told <= r.Lucky && r.Lucky <= told+int64(r.InDoubt) && r.Stock >= 0 &&
 		r.NegativeSegments == 0
 	r.FalseSoldOut = falseSoldOuts(responses)
 	r.DurationMS = ms(elapsed)
@@ -495,6 +507,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  unconfirmed %d (%d of them sold, by their receipts)\n", r.Unconfirmed, r.UnconfirmedSold)
 	}
 	fmt.Fprintf(&b, "  stock %d  lucky %d  oversold %d  false sold-out %d\n", r.Stock, r.Lucky, r.Oversold, r.FalseSoldOut)
+	if r.InDoubt > 0 {
+		fmt.Fprintf(&b, "  no answer after reaching the cluster %d (each may have sold: lucky may exceed the sales told by that many)\n", r.InDoubt)
+	}
 	if len(r.Segments) > 0 {
 		fmt.Fprintf(&b, "  segments %v  negative %d\n", r.Segments, r.NegativeSegments)
 	}
