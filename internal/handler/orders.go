@@ -303,7 +303,9 @@ func (a *server) readOrders(c *gin.Context, r stock.OrderReader) {
 	}
 	body := &api.Orders{Orders: make([]api.Order, 0, len(list)), Total: total, User: user}
 	for _, o := range list {
-		body.Orders = append(body.Orders, apiOrder(o))
+		if !o.Trimmed() {
+			body.Orders = append(body.Orders, apiOrder(o))
+		}
 	}
 	a.json(c, http.StatusOK, body)
 }

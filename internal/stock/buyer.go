@@ -69,10 +69,13 @@ var (
 
 // LedgerStats is the ledger at one instant.
 type LedgerStats struct {
-	Sale   string // the current sale's id (changes on every Reset)
-	Orders int64  // entries in the stream: units sold with an order
-	Buyers int64  // distinct named buyers
-	Lucky  int64  // units sold (read in the same round trip)
+	Sale string // the current sale's id (changes on every Reset)
+	// Orders is the units sold with an order: the stream's entries and
+	// the ones trimmed from it once stored (TrimLedger).
+	Orders  int64
+	Trimmed int64 // of Orders: trimmed from the stream (their copy is durable)
+	Buyers  int64 // distinct named buyers
+	Lucky   int64 // units sold (read in the same round trip)
 }
 
 // OrderReader reads the ledger; *Store implements it.

@@ -52,6 +52,7 @@ func (k Keys) withDefaults() Keys {
 	def(&k.Buyers, ":buyers")
 	def(&k.OrderIndex, ":index")
 	def(&k.ByUser, ":by-user")
+	def(&k.Trimmed, ":trimmed")
 	def(&k.Idempotency, ":idem:")
 	return k
 }
@@ -98,6 +99,7 @@ func (k Keys) All() []KeyName {
 		add(k.Buyers, "Orders", "the buyers")
 		add(k.OrderIndex, "Orders", "the order index")
 		add(k.ByUser, "Orders", "the orders by user")
+		add(k.Trimmed, "Orders", "the trimmed orders' count")
 		out = append(out, KeyName{Name: k.Idempotency, Prefix: true, Of: "Orders", What: "the idempotency records"})
 	}
 	add(k.Epoch, "Stock", "the sale's epoch")

@@ -326,14 +326,14 @@ func newSaleID() string {
 }
 
 // resetLedger queues the ledger's part of a Reset on p: a new sale id, and
-// the stream, counts, index and per-user set gone (a consumer group on the
-// stream goes with it and must be recreated).
+// the stream, counts, index, trimmed count and per-user set gone (a
+// consumer group on the stream goes with it and must be recreated).
 func (s *Store) resetLedger(ctx context.Context, p redis.Pipeliner) {
 	if !s.Ledger() {
 		return
 	}
 	p.Set(ctx, s.keys.Sale, newSaleID(), 0)
-	p.Del(ctx, s.keys.Orders, s.keys.Buyers, s.keys.OrderIndex, s.keys.ByUser)
+	p.Del(ctx, s.keys.Orders, s.keys.Buyers, s.keys.OrderIndex, s.keys.ByUser, s.keys.Trimmed)
 }
 
 // sweepIdempotency unlinks the idempotency records of the sale a Reset

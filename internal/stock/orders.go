@@ -17,7 +17,8 @@ var _ OrderReader = (*Store)(nil)
 
 // Order returns the order with id (an order id is the attempt id of the
 // sale that made it), ErrNoOrder if the ledger has none (a sale that did
-// not sell, an earlier sale's, an unknown id) or ErrNoLedger.
+// not sell, an earlier sale's, an unknown id, or one trimmed once stored:
+// TrimLedger) or ErrNoLedger.
 func (s *Store) Order(ctx context.Context, id string) (Order, error) {
 	if !s.Ledger() {
 		return Order{}, ErrNoLedger
@@ -26,15 +27,17 @@ func (s *Store) Order(ctx context.Context, id string) (Order, error) {
 	if err != nil {
 		return Order{}, err
 	}
-	if len(orders) != 1 || orders[0] == nil {
+	if len(orders) != 1 || orders[0].Trimmed() {
 		return Order{}, fmt.Errorf("%w: %q", ErrNoOrder, truncate(id, 80))
 	}
-	return *orders[0], nil
+	return orders[0], nil
 }
 
 // OrdersByUser returns user's orders of the current sale, oldest first,
 // from offset, at most limit of them (DefaultOrdersLimit if limit <= 0,
-// capped at MaxOrdersLimit), and how many the user has in all.
+// capped at MaxOrdersLimit), and how many the user has in all. An order
+// trimmed from the stream once stored (TrimLedger) is listed by its ID
+// and Sale alone (Order.Trimmed): its durable copy has the rest.
 func (s *Store) OrdersByUser(ctx context.Context, user string, offset, limit int) ([]Order, int64, error) {
 	if !s.Ledger() {
 		return nil, 0, ErrNoLedger
@@ -48,28 +51,23 @@ func (s *Store) OrdersByUser(ctx context.Context, user string, offset, limit int
 	if err != nil {
 		return nil, 0, err
 	}
-	orders := make([]Order, 0, len(found))
-	for _, o := range found {
-		if o != nil { // the set and the stream are written together; nil only after a hand-made edit
-			orders = append(orders, *o)
-		}
-	}
-	return orders, total, nil
+	return found, total, nil
 }
 
-// LedgerStats reads the sale id, the orders (XLEN), the named buyers
-// (HLEN) and lucky in one MULTI, so orders == lucky can be checked on one
-// instant's numbers.
+// LedgerStats reads the sale id, the orders (XLEN plus the trimmed
+// count), the named buyers (HLEN) and lucky in one MULTI, so orders ==
+// lucky can be checked on one instant's numbers.
 func (s *Store) LedgerStats(ctx context.Context) (LedgerStats, error) {
 	if !s.Ledger() {
 		return LedgerStats{}, ErrNoLedger
 	}
 	var sale *redis.StringCmd
 	var orders, buyers *redis.IntCmd
-	var lucky *redis.StringCmd
+	var lucky, trimmed *redis.StringCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		sale = p.Get(ctx, s.keys.Sale)
 		orders = p.XLen(ctx, s.keys.Orders)
+		trimmed = p.Get(ctx, s.keys.Trimmed)
 		buyers = p.HLen(ctx, s.keys.Buyers)
 		lucky = p.Get(ctx, s.keys.Lucky)
 		return nil
@@ -83,32 +81,43 @@ func (s *Store) LedgerStats(ctx context.Context) (LedgerStats, error) {
 			return LedgerStats{}, fmt.Errorf("stock: ledger stats: %w", notInt(s.keys.Lucky))
 		}
 	}
+	if v := trimmed.Val(); v != "" {
+		if st.Trimmed, err = checkInt(v); err != nil {
+			return LedgerStats{}, fmt.Errorf("stock: ledger stats: %w", notInt(s.keys.Trimmed))
+		}
+		st.Orders += st.Trimmed
+	}
 	return st, nil
 }
 
-// readOrders runs orders.lua in mode ('id' or 'user'); a nil order is an
-// id without one.
-func (s *Store) readOrders(ctx context.Context, mode string, args ...any) (int64, []*Order, error) {
-	res, err := ordersScript.Run(ctx, s.rdb, []string{s.keys.OrderIndex, s.keys.Orders, s.keys.ByUser},
+// Trimmed reports whether o is an order the stream no longer holds
+// (OrdersByUser): only its ID and Sale are known.
+func (o Order) Trimmed() bool { return o.Entry == "" }
+
+// readOrders runs orders.lua in mode ('id' or 'user'); an order the
+// stream does not hold is returned as Trimmed.
+func (s *Store) readOrders(ctx context.Context, mode string, args ...any) (int64, []Order, error) {
+	res, err := ordersScript.Run(ctx, s.rdb, []string{s.keys.OrderIndex, s.keys.Orders, s.keys.ByUser, s.keys.Sale},
 		append([]any{mode}, args...)...).Slice()
 	if err != nil && err != redis.Nil {
 		return 0, nil, wrapRedis(ctx, "read orders", err)
 	}
-	if len(res) == 0 {
-		return 0, nil, fmt.Errorf("stock: read orders: empty reply")
+	if len(res) < 2 {
+		return 0, nil, fmt.Errorf("stock: read orders: short reply %v", res)
 	}
 	total, _ := res[0].(int64)
-	orders := make([]*Order, 0, len(res)-1)
-	for _, e := range res[1:] {
-		if e == nil {
-			orders = append(orders, nil)
+	sale, _ := res[1].(string)
+	orders := make([]Order, 0, len(res)-2)
+	for _, e := range res[2:] {
+		if id, ok := e.(string); ok {
+			orders = append(orders, Order{ID: id, Sale: sale})
 			continue
 		}
 		o, err := parseEntry(e)
 		if err != nil {
 			return 0, nil, fmt.Errorf("stock: read orders: %w", err)
 		}
-		orders = append(orders, &o)
+		orders = append(orders, o)
 	}
 	return total, orders, nil
 }

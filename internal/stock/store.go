@@ -80,6 +80,8 @@ var (
 	ledgerSrc string
 	//go:embed lua/orders.lua
 	ordersSrc string
+	//go:embed lua/trim.lua
+	trimSrc string
 	//go:embed lua/peek.lua
 	peekSrc string
 	//go:embed lua/window.lua
@@ -92,6 +94,7 @@ var (
 	windowedScripts = newScriptSet(true)
 	snapshot        = redis.NewScript(snapshotSrc)
 	ordersScript    = redis.NewScript(ordersSrc)
+	trimScript      = redis.NewScript(trimSrc)
 )
 
 // scriptSet is the scripts that check a sale's window (window.lua): the
@@ -214,6 +217,7 @@ type Keys struct {
 	Buyers      string // hash: user -> units bought (":buyers")
 	OrderIndex  string // hash: order id -> stream entry id (":index")
 	ByUser      string // sorted set listing each user's orders (":by-user")
+	Trimmed     string // entries trimmed from the stream once stored (":trimmed"; TrimLedger)
 	Idempotency string // prefix of the idempotency records (":idem:")
 }
 
