@@ -204,6 +204,11 @@ func TestUnitAndKeySoldOnce(t *testing.T) {
 	if s := c.Stats(); s.Inserted != 6 || s.Conflicts != 2 {
 		t.Errorf("stats %+v, want 6 inserted, 2 conflicts", s)
 	}
+	// Kept in the dead-letter table: acknowledged, they may be trimmed
+	// from Redis.
+	if got := e.count(t, "SELECT COUNT(*) FROM orders_dead WHERE reason LIKE 'refused%' AND (raw LIKE '%\"o2\"%' OR raw LIKE '%\"o3\"%')"); got != 2 {
+		t.Errorf("%d dead letters of the refused orders, want 2", got)
+	}
 }
 
 // A malformed entry is dead-lettered and acknowledged with its batch; the

@@ -3,11 +3,16 @@ package orders
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// errRefused is the dead-letter reason of an order a unique key of the
+// sale refused (reportConflicts logs which).
+var errRefused = errors.New("refused: the sale already has an order for its unit, key or limited buyer (sold twice)")
 
 // outcome is what storing one batch did, added to Stats after the commit.
 type outcome struct {
@@ -25,7 +30,9 @@ func (c *Consumer) store(ctx context.Context, msgs []redis.XMessage) (outcome, e
 		out     outcome
 		table   = c.cfg.Table
 	)
+	byEntry := make(map[string]redis.XMessage, len(msgs))
 	for _, m := range msgs {
+		byEntry[m.ID] = m
 		r, err := parse(m)
 		if err != nil {
 			dead = append(dead, deadLetter(m, err))
@@ -55,6 +62,13 @@ func (c *Consumer) store(ctx context.Context, msgs []redis.XMessage) (outcome, e
 			out.conflicts = int64(len(refused))
 		}
 	}
+	// A refused order is acknowledged with its batch, and the ledger may
+	// then trim it from Redis: its entry is kept here, so that MySQL holds
+	// every entry the group acknowledged.
+	malformed := len(dead)
+	for _, r := range refused {
+		dead = append(dead, deadLetter(byEntry[r.entry], errRefused))
+	}
 	for _, d := range dead {
 		_, err := tx.ExecContext(ctx, "INSERT INTO `"+table+"_dead` (entry, reason, raw) VALUES (?, ?, ?)"+
 			" ON DUPLICATE KEY UPDATE entry = entry", d.entry, d.reason, d.raw)
@@ -66,11 +80,11 @@ func (c *Consumer) store(ctx context.Context, msgs []redis.XMessage) (outcome, e
 		return out, fmt.Errorf("orders: commit: %w", err)
 	}
 	c.reportConflicts(ctx, refused)
-	for _, d := range dead {
+	for _, d := range dead[:malformed] {
 		c.log.Error("orders: malformed ledger entry, dead-lettered and acknowledged",
 			"table", table+"_dead", "entry", d.entry, "reason", d.reason)
 	}
-	out.malformed = int64(len(dead))
+	out.malformed = int64(malformed)
 	return out, nil
 }
 
