@@ -60,6 +60,13 @@ type Config struct {
 	// Batch is the number of entries per read and per transaction. The
 	// default is 100, the maximum MaxBatch.
 	Batch int
+	// TrimEvery, if positive, makes the consumer remove from Redis the
+	// ledger entries every group of the stream has acknowledged, with
+	// their order index entries (stock.TrimLedger on the keys stock
+	// derives from Stream): after its own acknowledgements, at most once
+	// per TrimEvery, and once more as soon as it finds nothing to read.
+	// Zero keeps them (the stream grows with every unit sold).
+	TrimEvery time.Duration
 	// Logger receives outages, resets, malformed entries and conflicts. The
 	// default is slog.Default().
 	Logger *slog.Logger
@@ -104,6 +111,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("ClaimIdle %v is below 1ms", cfg.ClaimIdle)
 	case cfg.Batch < 0 || cfg.Batch > MaxBatch:
 		return bad("Batch %d is outside 1..%d", cfg.Batch, MaxBatch)
+	case cfg.TrimEvery < 0:
+		return bad("TrimEvery %v is negative", cfg.TrimEvery)
 	}
 	return cfg, nil
 }

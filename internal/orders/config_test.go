@@ -42,6 +42,7 @@ func TestNew(t *testing.T) {
 		{"ClaimIdle", func(c *Config) { c.ClaimIdle = -time.Second }},
 		{"Batch", func(c *Config) { c.Batch = MaxBatch + 1 }},
 		{"Batch", func(c *Config) { c.Batch = -1 }},
+		{"TrimEvery", func(c *Config) { c.TrimEvery = -time.Second }},
 	} {
 		cfg := good
 		tc.edit(&cfg)

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/backoff"
+	"seckill/internal/stock"
 )
 
 // Timing of the loop. A read blocks at most readBlock so that a cancelled
@@ -64,6 +65,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	retry := backoff.Backoff{Initial: backoffMin, Max: backoffMax, Jitter: 0.5}
 	for ctx.Err() == nil {
 		err := l.step(ctx)
+		l.trim(ctx)
 		if err == nil {
 			retry.Reset()
 			continue
@@ -94,6 +96,11 @@ type loop struct {
 	// the current round goes on.
 	nextClaim time.Time
 	cursor    string
+	// acked counts the entries acknowledged since the last trim; idle
+	// says the last read found nothing; nextTrim is when a trim is due.
+	acked    int
+	idle     bool
+	nextTrim time.Time
 }
 
 // step does one unit of work: finish the held batch, or claim idle
@@ -127,7 +134,54 @@ func (l *loop) step(ctx context.Context) error {
 		return fmt.Errorf("orders: ack %d entries: %w", len(ids), err)
 	}
 	l.held = nil
+	l.acked += len(ids)
 	return nil
+}
+
+// Bounds of one trim: entries per script run (a run blocks Redis for
+// about a millisecond per thousand), and runs per trim, so that a large
+// backlog is trimmed over several trims while the consumer goes on.
+const (
+	trimLimit = 1000
+	trimRuns  = 16
+)
+
+// trim removes what the group has acknowledged from the ledger in Redis
+// (Config.TrimEvery), if this consumer acknowledged anything since its
+// last trim and one is due: TrimEvery after the last, or at once when the
+// last read found nothing (the sale has paused or ended: its tail should
+// not wait). The trim itself is stock.TrimLedger, whose bound comes from
+// the group in the same script run: every replica may trim at any time.
+// A failed trim is logged and left to the next one: the entries stay, and
+// are only stored, never lost.
+func (l *loop) trim(ctx context.Context) {
+	c := l.c
+	every := c.cfg.TrimEvery
+	if every <= 0 || l.acked == 0 || ctx.Err() != nil || (!l.idle && time.Now().Before(l.nextTrim)) {
+		return
+	}
+	l.nextTrim = time.Now().Add(every)
+	keys := stock.Keys{Orders: c.cfg.Stream}
+	var total int64
+	for range trimRuns {
+		n, err := stock.TrimLedger(ctx, c.cfg.Redis, keys, trimLimit)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.stats.trimErrors.Add(1)
+				c.log.Warn("orders: trimming the stored entries from the ledger failed; retried at the next trim", "err", err)
+			}
+			return
+		}
+		total += n
+		c.stats.trimmed.Add(n)
+		if n < trimLimit {
+			l.acked = 0
+			break
+		}
+	}
+	if total > 0 {
+		c.log.Debug("orders: trimmed stored entries from the ledger", "n", total)
+	}
 }
 
 // next returns the next entries to store: idle ones claimed from other
@@ -155,6 +209,7 @@ func (l *loop) next(ctx context.Context) ([]redis.XMessage, error) {
 	}).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
+		l.idle = true
 		return nil, nil
 	case isNoGroup(err):
 		return nil, l.createGroup(ctx)
@@ -168,6 +223,7 @@ func (l *loop) next(ctx context.Context) ([]redis.XMessage, error) {
 	if l.own && len(msgs) == 0 {
 		l.own = false
 	}
+	l.idle = len(msgs) == 0
 	return msgs, nil
 }
 

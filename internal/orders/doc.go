@@ -85,6 +85,29 @@ package orders
 // logged at error level — it means the sale sold that buyer twice — and
 // acknowledged, since retrying cannot change the outcome.
 //
+// Every refused order (unit, key or buyer) is also written to the
+// dead-letter table in its batch's transaction, reason "refused: …": what
+// the group acknowledges, MySQL holds, so trimming the acknowledged part
+// of the stream (Config.TrimEvery) never loses an entry.
+//
+// # Trimming
+//
+// Redis 7.0 has no "trim what the group acknowledged": TrimLedger reads
+// the bound from XINFO GROUPS (last-delivered-id) and XPENDING (the
+// oldest pending entry) and trims below it, all in one script, so it
+// never meets a stream other than the one it read (a reset deletes the
+// stream and its group; an XTRIM MINID computed before one would cut the
+// next sale's entries if their ids were lower). Every group of the stream
+// counts. The trim is exact, not '~': the index entries to remove are
+// the trimmed entries' ids, read in the same run; a partly trimmed
+// stream node is freed with its last entry. Every replica trims after its
+// own acknowledgements, at most once per TrimEvery and once when its read
+// finds nothing; concurrent trims are safe (one script at a time) and a
+// second one finds nothing. A trim removes at most 16 runs of 1000
+// entries: a larger backlog goes over the next trims. Trimmed entries are
+// counted (stock's Keys.Trimmed), so the ledger's orders stay XLEN plus
+// that count.
+//
 // # Lag
 //
 // Lag is what the group has not stored yet: XINFO GROUPS' lag (entries not

@@ -11,10 +11,12 @@ type Stats struct {
 	Malformed  int64 // entries dead-lettered (see the package doc)
 	Errors     int64 // failed attempts (Redis or MySQL), each followed by a backoff
 	Groups     int64 // consumer groups this consumer (re)created
+	Trimmed    int64 // acknowledged entries this consumer trimmed from the stream (Config.TrimEvery)
+	TrimErrors int64 // failed trims, each retried at the next one due
 }
 
 type counters struct {
-	inserted, duplicates, conflicts, claimed, malformed, errors, groups atomic.Int64
+	inserted, duplicates, conflicts, claimed, malformed, errors, groups, trimmed, trimErrors atomic.Int64
 }
 
 func (s *counters) add(o outcome) {
@@ -35,5 +37,7 @@ func (c *Consumer) Stats() Stats {
 		Malformed:  s.malformed.Load(),
 		Errors:     s.errors.Load(),
 		Groups:     s.groups.Load(),
+		Trimmed:    s.trimmed.Load(),
+		TrimErrors: s.trimErrors.Load(),
 	}
 }
