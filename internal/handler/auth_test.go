@@ -2,6 +2,7 @@ package handler_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -72,14 +73,25 @@ func TestReduceAuthenticates(t *testing.T) {
 
 // Orders are private: a buyer reads its own, another's is a 404 like no
 // order at all, an anonymous order is read by whoever holds its id, and
-// the ledger and other buyers' lists take the admin token.
+// the ledger and other buyers' lists take the admin token. The same holds
+// of orders read from the durable copy once trimmed from Redis.
 func TestOrdersArePrivate(t *testing.T) {
+	for _, trimmed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trimmed=%v", trimmed), func(t *testing.T) { testOrdersArePrivate(t, trimmed) })
+	}
+}
+
+func testOrdersArePrivate(t *testing.T, trimmed bool) {
 	mint := auth.NewMinter(jwtSecret, "shop", "seckill", time.Minute)
 	anon := stock.Order{ID: "p-9", Sale: "s1", Replica: "r2", StockAfter: 3, Time: order1.Time}
 	orders := &fakeOrders{orders: map[string]stock.Order{"p-1": order1, "p-9": anon},
 		byUser: []stock.Order{order1}, total: 1, stats: stock.LedgerStats{Sale: "s1", Orders: 2, Lucky: 2}}
-	h := handler.New(handler.Config{Replica: replica, AdminToken: token, Buyers: jwtBuyers(t, false)},
-		handler.Deps{Inventory: &cannedInventory{}, Orders: orders})
+	deps := handler.Deps{Inventory: &cannedInventory{}, Orders: orders}
+	if trimmed {
+		orders.orders, orders.byUser = nil, []stock.Order{{ID: "p-1", Sale: "s1"}}
+		deps.Durable = &fakeDurable{orders: []stock.Order{order1, anon}}
+	}
+	h := handler.New(handler.Config{Replica: replica, AdminToken: token, Buyers: jwtBuyers(t, false)}, deps)
 	as := func(user string) []string {
 		switch user {
 		case "":

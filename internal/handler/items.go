@@ -164,17 +164,18 @@ func (a *server) itemOrders(c *gin.Context) (stock.OrderReader, bool) {
 	return r, true
 }
 
-// itemOrder is GET /items/:id/orders/:order, as GET /orders/:id.
+// itemOrder is GET /items/:id/orders/:order, as GET /orders/:id. Items
+// have no durable copy, so nothing of their ledgers is trimmed.
 func (a *server) itemOrder(c *gin.Context) {
 	if r, ok := a.itemOrders(c); ok {
-		a.readOrder(c, r, c.Param("order"))
+		a.readOrder(c, r, nil, c.Param("order"))
 	}
 }
 
 // itemOrdersByUser is GET /items/:id/orders?user=, as GET /orders.
 func (a *server) itemOrdersByUser(c *gin.Context) {
 	if r, ok := a.itemOrders(c); ok {
-		a.readOrders(c, r)
+		a.readOrders(c, r, nil)
 	}
 }
 

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -44,7 +45,15 @@ type DurableOrders interface {
 	Durable(ctx context.Context, sale string) (int64, error)
 	// Lag is how many ledger entries are not yet stored.
 	Lag(ctx context.Context) (int64, error)
+	// Orders reads sale's orders with ids, the ones found, in the order
+	// of ids: the orders the ledger in Redis no longer holds (trimmed
+	// once stored).
+	Orders(ctx context.Context, sale string, ids []string) ([]stock.Order, error)
 }
+
+// errDurableDown: an order the ledger in Redis no longer holds could not
+// be read from the durable copy (MySQL down or slow).
+var errDurableDown = errors.New("durable orders unavailable")
 
 // buyer is the sale's buyer and key: the buyer as Config.Buyers finds it
 // (401 when a credential is refused or one is required), the key from
@@ -164,6 +173,9 @@ func (a *server) ledgerFail(c *gin.Context, err error, id string) {
 		a.ledgerOff(c)
 	case errors.Is(err, stock.ErrNoOrder):
 		a.problem(c, http.StatusNotFound, "no such order: "+id)
+	case errors.Is(err, errDurableDown):
+		// Not a 404: the order may well be there, in MySQL.
+		a.problem(c, http.StatusServiceUnavailable, "the durable orders (MySQL) are unavailable: try again")
 	default:
 		a.fail(c, err)
 	}
@@ -175,11 +187,12 @@ func (a *server) order(c *gin.Context) {
 		a.ledgerOff(c)
 		return
 	}
-	a.readOrder(c, a.deps.Orders, c.Param("id"))
+	a.readOrder(c, a.deps.Orders, a.deps.Durable, c.Param("id"))
 }
 
-// readOrder answers a read of order id from the ledger r.
-func (a *server) readOrder(c *gin.Context, r stock.OrderReader, id string) {
+// readOrder answers a read of order id from the ledger r, and from its
+// durable copy d (nil: none) once trimmed from r.
+func (a *server) readOrder(c *gin.Context, r stock.OrderReader, d DurableOrders, id string) {
 	if len(id) > maxOrderIDLen {
 		a.problem(c, http.StatusBadRequest, "order id too long")
 		return
@@ -189,6 +202,9 @@ func (a *server) readOrder(c *gin.Context, r stock.OrderReader, id string) {
 		return
 	}
 	o, err := r.Order(c.Request.Context(), id)
+	if errors.Is(err, stock.ErrNoOrder) && d != nil {
+		o, err = a.storedOrder(c, r, d, id)
+	}
 	if err == nil && o.User != "" && o.User != user && !admin {
 		// Another buyer's order reads as no order: a 403 would tell
 		// that the id exists.
@@ -250,11 +266,12 @@ func (a *server) orders(c *gin.Context) {
 		a.ledgerOff(c)
 		return
 	}
-	a.readOrders(c, a.deps.Orders)
+	a.readOrders(c, a.deps.Orders, a.deps.Durable)
 }
 
-// readOrders answers a read of one buyer's orders from the ledger r.
-func (a *server) readOrders(c *gin.Context, r stock.OrderReader) {
+// readOrders answers a read of one buyer's orders from the ledger r, and
+// from its durable copy d (nil: none) for those trimmed from r.
+func (a *server) readOrders(c *gin.Context, r stock.OrderReader, d DurableOrders) {
 	user, asked := c.GetQuery("user")
 	if asked {
 		if msg := checkIdentity("user", user, stock.MaxUserLen); msg != "" {
@@ -301,11 +318,13 @@ func (a *server) readOrders(c *gin.Context, r stock.OrderReader) {
 		a.ledgerFail(c, err, "")
 		return
 	}
+	if list, err = a.storedOrders(c, d, list); err != nil {
+		a.ledgerFail(c, err, "")
+		return
+	}
 	body := &api.Orders{Orders: make([]api.Order, 0, len(list)), Total: total, User: user}
 	for _, o := range list {
-		if !o.Trimmed() {
-			body.Orders = append(body.Orders, apiOrder(o))
-		}
+		body.Orders = append(body.Orders, apiOrder(o))
 	}
 	a.json(c, http.StatusOK, body)
 }
@@ -361,6 +380,80 @@ func (a *server) readLedger(c *gin.Context, r stock.OrderReader, d DurableOrders
 		body.Lag = a.durableRead(c, "lag", d.Lag)
 	}
 	a.json(c, http.StatusOK, body)
+}
+
+// storedOrder is order id of the current sale from the durable copy: the
+// ledger in Redis has none, as it has for no order once it is stored and
+// trimmed. ErrNoOrder if the copy has none either; errDurableDown if it
+// cannot be read within the probe timeout.
+func (a *server) storedOrder(c *gin.Context, r stock.OrderReader, d DurableOrders, id string) (stock.Order, error) {
+	st, err := r.LedgerStats(c.Request.Context())
+	if err != nil {
+		return stock.Order{}, err
+	}
+	found, err := a.readStored(c, d, st.Sale, []string{id})
+	if err != nil {
+		return stock.Order{}, err
+	}
+	if len(found) != 1 {
+		return stock.Order{}, fmt.Errorf("%w: %q", stock.ErrNoOrder, id)
+	}
+	return found[0], nil
+}
+
+// storedOrders fills in the orders of list the ledger in Redis lists by id
+// alone (trimmed once stored) from the durable copy. Without one (or for
+// an id it has no row of: an order a unique key refused), they are left
+// out, as the ledger has nothing else to show of them.
+func (a *server) storedOrders(c *gin.Context, d DurableOrders, list []stock.Order) ([]stock.Order, error) {
+	var ids []string
+	sale := ""
+	for _, o := range list {
+		if o.Trimmed() {
+			ids, sale = append(ids, o.ID), o.Sale
+		}
+	}
+	if len(ids) == 0 {
+		return list, nil
+	}
+	byID := map[string]stock.Order{}
+	if d != nil {
+		found, err := a.readStored(c, d, sale, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range found {
+			byID[o.ID] = o
+		}
+	}
+	out := list[:0]
+	for _, o := range list {
+		if o.Trimmed() {
+			var ok bool
+			if o, ok = byID[o.ID]; !ok {
+				continue
+			}
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// readStored reads orders from the durable copy, bounded like a /readyz
+// probe (as durableRead): a stalled MySQL must not hold the answer. A
+// failure is logged (at most once a second) and is errDurableDown.
+func (a *server) readStored(c *gin.Context, d DurableOrders, sale string, ids []string) ([]stock.Order, error) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), a.cfg.ProbeTimeout)
+	defer cancel()
+	found, err := d.Orders(ctx, sale, ids)
+	if err != nil {
+		if ok, suppressed := a.logs.Allow("orders_durable"); ok {
+			a.deps.Logger.Warn("orders: could not read trimmed orders from the durable copy",
+				"path", c.Request.URL.Path, "n", len(ids), "err", err, "suppressed", suppressed)
+		}
+		return nil, fmt.Errorf("%w: %w", errDurableDown, err)
+	}
+	return found, nil
 }
 
 // durableRead makes one read of the durable copy within the probe

@@ -60,6 +60,21 @@ type fakeDurable struct {
 	durable, lag       int64
 	durableErr, lagErr error
 	gotSale            string
+	orders             []stock.Order // Orders answers those of the sale and ids asked
+	ordersErr          error
+}
+
+func (f *fakeDurable) Orders(_ context.Context, sale string, ids []string) ([]stock.Order, error) {
+	f.gotSale = sale
+	var out []stock.Order
+	for _, id := range ids {
+		for _, o := range f.orders {
+			if o.ID == id && o.Sale == sale {
+				out = append(out, o)
+			}
+		}
+	}
+	return out, f.ordersErr
 }
 
 func (f *fakeDurable) Durable(_ context.Context, sale string) (int64, error) {
@@ -390,6 +405,56 @@ func (stalledDurable) Durable(ctx context.Context, _ string) (int64, error) {
 }
 
 func (s stalledDurable) Lag(ctx context.Context) (int64, error) { return s.lag, ctx.Err() }
+
+func (stalledDurable) Orders(ctx context.Context, _ string, _ []string) ([]stock.Order, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Orders trimmed from the ledger in Redis once stored are read from the
+// durable copy, by id and in a buyer's list, for the current sale only;
+// one that MySQL cannot give in time is a 503, not a 404; without a
+// durable copy the list leaves them out.
+func TestTrimmedOrdersFromDurable(t *testing.T) {
+	trimmed := stock.Order{ID: "p-1", Sale: "s1"} // as OrdersByUser lists it
+	ledger := func() *fakeOrders {
+		return &fakeOrders{byUser: []stock.Order{trimmed}, total: 1, stats: stock.LedgerStats{Sale: "s1", Orders: 1, Lucky: 1}}
+	}
+	stored := func() *fakeDurable { return &fakeDurable{orders: []stock.Order{order1}} }
+	const down = `{"error":"the durable orders (MySQL) are unavailable: try again","replica":"r-test"}`
+	for _, tc := range []struct {
+		name    string
+		durable handler.DurableOrders
+		stats   stock.LedgerStats
+		path    string
+		code    int
+		want    string
+	}{
+		{"order", stored(), stock.LedgerStats{}, "/orders/p-1", 200, order1JSON},
+		{"order of an earlier sale", stored(), stock.LedgerStats{Sale: "s2"}, "/orders/p-1", 404, `{"error":"no such order: p-1","replica":"r-test"}`},
+		{"no such order", stored(), stock.LedgerStats{}, "/orders/p-9", 404, `{"error":"no such order: p-9","replica":"r-test"}`},
+		{"order, mysql down", &fakeDurable{ordersErr: errors.New("dial tcp: refused")}, stock.LedgerStats{}, "/orders/p-1", 503, down},
+		{"order, mysql stalled", stalledDurable{}, stock.LedgerStats{}, "/orders/p-1", 503, down},
+		{"order, no durable copy", nil, stock.LedgerStats{}, "/orders/p-1", 404, `{"error":"no such order: p-1","replica":"r-test"}`},
+		{"user's orders", stored(), stock.LedgerStats{}, "/orders?user=alice", 200,
+			`{"replica":"r-test","orders":[` + order1JSON + `],"total":1,"user":"alice"}`},
+		{"user's orders, mysql down", &fakeDurable{ordersErr: errors.New("dial tcp: refused")}, stock.LedgerStats{}, "/orders?user=alice", 503, down},
+		{"user's orders, no durable copy", nil, stock.LedgerStats{}, "/orders?user=alice", 200,
+			`{"replica":"r-test","orders":[],"total":1,"user":"alice"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := ledger()
+			if tc.stats.Sale != "" {
+				l.stats = tc.stats
+			}
+			h := handler.New(handler.Config{Replica: replica, ProbeTimeout: 50 * time.Millisecond, AdminToken: token},
+				handler.Deps{Inventory: &cannedInventory{}, Orders: l, Durable: tc.durable})
+			if code, got := get(t, h, tc.path); code != tc.code || got != tc.want {
+				t.Fatalf("GET %s: got %d %s, want %d %s", tc.path, code, got, tc.code, tc.want)
+			}
+		})
+	}
+}
 
 // A stalled MySQL does not hold GET /ledger: the durable count is bounded
 // by the probe timeout and left out, and the lag still answered.

@@ -170,17 +170,21 @@ func (e *env) trimmed(t testing.TB, keys stock.Keys, table string, rows int64) {
 	})
 }
 
-// sell sells n units, to buyer(i) for i < n, from 8 goroutines.
-func sell(t *testing.T, svc *stock.Service, n int, buyer func(i int) stock.Buyer) {
+// sell sells n units, to buyer(i) for i < n, from 8 goroutines, and
+// returns their order ids, by i.
+func sell(t *testing.T, svc *stock.Service, n int, buyer func(i int) stock.Buyer) []string {
 	t.Helper()
+	ids := make([]string, n)
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for range 8 {
 		wg.Go(func() {
 			for i := range next {
-				if _, err := svc.ReduceFor(t.Context(), buyer(i)); err != nil {
+				s, err := svc.ReduceFor(t.Context(), buyer(i))
+				if err != nil {
 					t.Errorf("ReduceFor(%d): %v", i, err)
 				}
+				ids[i] = s.OrderID
 			}
 		})
 	}
@@ -192,6 +196,7 @@ func sell(t *testing.T, svc *stock.Service, n int, buyer func(i int) stock.Buyer
 	if t.Failed() {
 		t.FailNow()
 	}
+	return ids
 }
 
 // client is a Redis client of its own.
