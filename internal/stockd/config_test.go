@@ -196,6 +196,9 @@ func TestValidate(t *testing.T) {
 		{"clock check off", func(c *Config) { c.Stock.MaxClockSkew = 0 }, ""},
 		{"negative clock skew", func(c *Config) { c.Stock.MaxClockSkew = -time.Second }, "stock.max_clock_skew"},
 		{"clock skew past an hour", func(c *Config) { c.Stock.MaxClockSkew = time.Hour + time.Second }, "stock.max_clock_skew"},
+		{"trim off", func(c *Config) { c.Orders.TrimInterval = 0 }, ""},
+		{"trim interval too short", func(c *Config) { c.Orders.TrimInterval = time.Millisecond }, "orders.trim_interval"},
+		{"negative trim interval", func(c *Config) { c.Orders.TrimInterval = -time.Second }, "orders.trim_interval"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -32,6 +32,9 @@ func validateLedger(c *Config, bad func(key, format string, args ...any)) {
 	if d := c.Orders.ClaimIdle; d < 100*time.Millisecond || d > time.Hour {
 		bad("orders.claim_idle", "must be between 100ms and 1h0m0s, got %s", d)
 	}
+	if d := c.Orders.TrimInterval; d != 0 && (d < 10*time.Millisecond || d > time.Hour) {
+		bad("orders.trim_interval", "must be between 10ms and 1h0m0s, or 0 (no trim), got %s", d)
+	}
 	if !c.Orders.Durable {
 		return
 	}
@@ -102,6 +105,7 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 		DB:          db,
 		UniqueBuyer: cfg.Stock.PerUserLimit == 1,
 		ClaimIdle:   cfg.Orders.ClaimIdle,
+		TrimEvery:   cfg.Orders.TrimInterval,
 		Logger:      w.log,
 	})
 	if err != nil {

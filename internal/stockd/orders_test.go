@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"seckill/internal/api"
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
@@ -150,6 +152,30 @@ func TestDurableOrdersWiring(t *testing.T) {
 	if err := sqlDB.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM orders WHERE id = ? AND `user` = 'alice' AND sale = ?",
 		order, ledger["sale"]).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("alice's row: got %d rows, %v; want 1", n, err)
+	}
+	// Stored, the orders leave Redis (orders.trim_interval) and are read
+	// from MySQL; the ledger still counts them.
+	rdb := redis.NewClient(&redis.Options{Addr: rds.Addr()})
+	defer rdb.Close()
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		n, err := rdb.XLen(t.Context(), "stock:orders").Result()
+		if err == nil && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stored orders are still in the stream 15s on: XLEN %d, %v\n%s", n, err, p.LogTail(30))
+		}
+		time.Sleep(100 * time.Millisecond) // polling a remote's progress: no event to wait on
+	}
+	if code, _, body := stockdCall(t, base, "GET", "/orders/"+order); code != 200 || body["user"] != "alice" || body["key"] != "k-1" {
+		t.Fatalf("GET /orders/%s once trimmed: got %d %v, want alice's order from MySQL", order, code, body)
+	}
+	if code, _, body := stockdCall(t, base, "GET", "/orders?user=alice"); code != 200 || body["total"] != 1.0 ||
+		len(body["orders"].([]any)) != 1 || body["orders"].([]any)[0].(map[string]any)["id"] != order {
+		t.Fatalf("alice's orders once trimmed: got %d %v, want her one order", code, body)
+	}
+	if code, _, body := stockdCall(t, base, "GET", "/ledger"); code != 200 || body["orders"] != 3.0 || body["lucky"] != 3.0 {
+		t.Fatalf("ledger once trimmed: got %d %v, want 3 orders and lucky 3", code, body)
 	}
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/metrics", nil)
 	code, body := send(t, req)
