@@ -29,7 +29,7 @@
 #   block 1: down -v   no container of the project left
 #   lab-only line      up and healthy, backend none
 #   block 2: mget      0 and 300
-#   block 2: by hand   XLEN 300, HLEN 300, and the mysql query's line for
+#   block 2: by hand   orders 300 (XLEN + trimmed), HLEN 300, and the mysql query's line for
 #                      the sale id (GET stock:orders:sale) says 300 300
 # A README without the section, a block not found, a block without a
 # command asserted on, or a block (or commented alternative) this file does
@@ -78,7 +78,7 @@ readme_role() {
 	*"docker compose up "*"--scale stockd="*) echo scale ;;
 	*"docker compose up -d --wait"*) echo up ;;
 	*"docker compose exec redis redis-cli mget stock lucky"*) echo mget ;;
-	*"docker compose exec redis redis-cli xlen stock:orders"*) echo xlen ;;
+	*"docker compose exec redis redis-cli eval "*" 2 stock:orders stock:orders:trimmed"*) echo xlen ;;
 	*"docker compose exec redis redis-cli hlen stock:orders:buyers"*) echo hlen ;;
 	*"docker compose exec redis redis-cli get stock:orders:sale"*) echo sale ;;
 	*"docker compose exec mysql mysql "*"GROUP BY sale"*) echo mysql ;;
@@ -298,7 +298,7 @@ readme_variant() {
 	res=PASS
 	[[ $xlen == "$README_WANT" && $hlen == "$README_WANT" && $myrows == "$README_WANT" && $myusers == "$README_WANT" ]] || res=FAIL
 	row "$v" redis "block 2: by hand" "$res" - - - - - - \
-		"XLEN ${xlen:-?}, HLEN ${hlen:-?}, mysql's line for sale ${sale:-?}: ${myrows:-?} ${myusers:-?} (want $README_WANT each)"
+		"orders (XLEN + trimmed) ${xlen:-?}, HLEN ${hlen:-?}, mysql's line for sale ${sale:-?}: ${myrows:-?} ${myusers:-?} (want $README_WANT each)"
 
 	log "readme variant: $(($(date +%s) - t0))s"
 	compose --profile tools down -v --remove-orphans >/dev/null 2>&1 || compose down -v --remove-orphans >/dev/null 2>&1
