@@ -45,6 +45,11 @@ type Config struct {
 	// DSN must not set clientFoundRows: duplicates are told from inserts by
 	// the affected-row count.
 	DB *sql.DB
+	// ReadDB, if set, is the pool Orders reads with (GET /orders of
+	// trimmed orders): apart from DB, so that reads any buyer can send
+	// never hold the connections the consumer stores with. The default is
+	// DB.
+	ReadDB *sql.DB
 	// Table is the orders table (EnsureSchema creates it); the dead-letter
 	// table is Table + "_dead". A plain identifier of at most 59
 	// characters. The default is "orders".
@@ -95,6 +100,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.ReadDB == nil {
+		cfg.ReadDB = cfg.DB
 	}
 	switch {
 	case cfg.Redis == nil:

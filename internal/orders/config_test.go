@@ -25,8 +25,8 @@ func TestNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := c.cfg; got.Group != "orders" || got.Table != "orders" || got.ClaimIdle != 5*time.Second ||
-		got.Batch != 100 || got.Logger == nil {
-		t.Errorf("defaults: %+v, want group and table orders, ClaimIdle 5s, Batch 100, a logger", got)
+		got.Batch != 100 || got.Logger == nil || got.ReadDB != db {
+		t.Errorf("defaults: %+v, want group and table orders, ClaimIdle 5s, Batch 100, a logger, reads on DB", got)
 	}
 
 	for _, tc := range []struct {

@@ -35,7 +35,7 @@ func (c *Consumer) Orders(ctx context.Context, sale string, ids []string) ([]sto
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rs, err := c.cfg.DB.QueryContext(ctx, q, args...)
+	rs, err := c.cfg.ReadDB.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("orders: read orders: %w", err)
 	}

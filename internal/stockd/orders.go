@@ -81,7 +81,7 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 	// stalled server must fail a batch (to be retried) rather than hold it
 	// forever, so unset timeouts get bounds far above a batch's time. One
 	// batch's transaction at a time, plus the /ledger and audit counts.
-	db, err := openMySQL(w, 4, func(dsn *mysql.Config) {
+	bound := func(dsn *mysql.Config) {
 		dsn.ClientFoundRows = false
 		if dsn.Timeout == 0 {
 			dsn.Timeout = ordersConnectTimeout
@@ -92,7 +92,14 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 		if dsn.WriteTimeout == 0 {
 			dsn.WriteTimeout = ordersIOTimeout
 		}
-	})
+	}
+	db, err := openMySQL(w, 4, bound)
+	if err != nil {
+		return nil, err
+	}
+	// GET /orders reads trimmed orders from a pool of its own: any buyer
+	// can send those, and they must not take the consumer's connections.
+	reads, err := openMySQL(w, 2, bound)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +110,7 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 		Group:       cfg.Orders.Group,
 		Consumer:    cfg.Replica,
 		DB:          db,
+		ReadDB:      reads,
 		UniqueBuyer: cfg.Stock.PerUserLimit == 1,
 		ClaimIdle:   cfg.Orders.ClaimIdle,
 		TrimEvery:   cfg.Orders.TrimInterval,
