@@ -64,16 +64,7 @@ func TestBinaryWitnessCatchesRewindAcrossRestarts(t *testing.T) {
 				t.Fatal(err)
 			}
 			sell(4) // answered 200, lost with the snapshot
-			if err := p.Stop(5 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-			if err := srv.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			if err := srv.Start(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			p = stockdOn(t, srv.Addr(), env...)
+			p = restartFromSnapshot(t, p, srv, env...)
 			code, s := sellOnce(t, p)
 			if !tc.caught {
 				if code != http.StatusOK || s.Stock == nil || *s.Stock != 46 {
@@ -153,16 +144,7 @@ func TestBinaryItemWitnessCatchesRewind(t *testing.T) {
 			if tc.check != nil {
 				tc.check(t)
 			}
-			if err := p.Stop(5 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-			if err := srv.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			if err := srv.Start(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			p = stockdOn(t, srv.Addr(), env...)
+			p = restartFromSnapshot(t, p, srv, env...)
 			if code, v := call(http.MethodPost, "/items/x/reduce", ""); code != http.StatusServiceUnavailable || v["result"] != string(api.StoreLost) {
 				t.Fatalf("sale of the rewound item: %d %v; want 503 %s", code, v, api.StoreLost)
 			}
@@ -175,4 +157,21 @@ func TestBinaryItemWitnessCatchesRewind(t *testing.T) {
 			}
 		})
 	}
+}
+
+// restartFromSnapshot stops stockd p, kills its Redis srv (which comes back
+// from its last snapshot: what was sold since is lost) and starts a new
+// stockd with env on it: every process's memory of the sale is gone too.
+func restartFromSnapshot(t *testing.T, p, srv *servers.Process, env ...string) *servers.Process {
+	t.Helper()
+	if err := p.Stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return stockdOn(t, srv.Addr(), env...)
 }
