@@ -147,20 +147,10 @@ func sellItems(ctx context.Context, cl replicas, ps procSource, n, units int) it
 	r.cpu = sampleCPU(ps).split(before, s.Sold)
 	r.salesPerSec, r.sold = s.SalesPerSec, s.Sold
 	r.consistent = s.OK(n) && s.Sold == r.expected && s.Oversold == 0
-	var sold []time.Duration
+	r.p50, r.p99 = s.SoldP50ms, s.SoldP99ms
 	for _, rep := range s.Items {
 		r.busy += rep.Busy
 		r.errors += rep.Errors
-		for _, a := range rep.Answers {
-			if a.Outcome == loadgen.OutcomeSold {
-				sold = append(sold, a.Latency)
-			}
-		}
-	}
-	slices.Sort(sold)
-	if len(sold) > 0 {
-		r.p50 = float64(sold[len(sold)*50/100]) / float64(time.Millisecond)
-		r.p99 = float64(sold[min(len(sold)*99/100, len(sold)-1)]) / float64(time.Millisecond)
 	}
 	return r
 }

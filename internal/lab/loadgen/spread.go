@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,10 @@ type SpreadReport struct {
 	// of the last unit sold, of any item; SalesPerSec is Sold over it.
 	SellOutMS   float64 `json:"sell_out_ms"`
 	SalesPerSec float64 `json:"sales_per_sec"`
+	// SoldP50ms and SoldP99ms are the latencies of every item's sold
+	// answers together.
+	SoldP50ms float64 `json:"sold_p50_ms"`
+	SoldP99ms float64 `json:"sold_p99_ms"`
 	// Failed is each item's run that returned an error, by item id.
 	Failed map[string]string `json:"failed,omitempty"`
 
@@ -118,6 +123,7 @@ func RunItems(ctx context.Context, cfg Config, ids []string) (*SpreadReport, err
 // unit's answer.
 func (s *SpreadReport) sum() {
 	var first, last time.Time
+	var sold []time.Duration
 	for _, r := range s.Items {
 		s.Sold += r.Sold + r.UnconfirmedSold
 		s.Initial += r.Initial
@@ -129,8 +135,13 @@ func (s *SpreadReport) sum() {
 			if (a.Outcome == OutcomeSold || (a.Outcome == OutcomeUnconfirmed && a.Settled)) && a.Received.After(last) {
 				last = a.Received
 			}
+			if a.Outcome == OutcomeSold {
+				sold = append(sold, a.Latency)
+			}
 		}
 	}
+	slices.Sort(sold)
+	s.SoldP50ms, s.SoldP99ms = ms(percentile(sold, 50)), ms(percentile(sold, 99))
 	if last.After(first) {
 		span := last.Sub(first)
 		s.SellOutMS = ms(span)

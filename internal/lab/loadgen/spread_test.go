@@ -20,7 +20,8 @@ func TestRunItemsSpreadsTheSale(t *testing.T) {
 	}
 	var text strings.Builder
 	_ = s.WriteText(&text)
-	if !s.OK(4) || s.Sold != 120 || s.Initial != 120 || s.Oversold != 0 || s.SalesPerSec <= 0 || s.SellOutMS <= 0 {
+	if !s.OK(4) || s.Sold != 120 || s.Initial != 120 || s.Oversold != 0 || s.SalesPerSec <= 0 || s.SellOutMS <= 0 ||
+		s.SoldP50ms <= 0 || s.SoldP99ms < s.SoldP50ms {
 		t.Fatalf("got %+v:\n%s", s, text.String())
 	}
 	for i, r := range s.Items {
