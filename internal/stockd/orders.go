@@ -3,6 +3,7 @@ package stockd
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -128,6 +129,12 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 		}
 	})
 	wg.Go(func() { m.SampleOrdersLag(rctx, ordersLagInterval, c.Lag) })
+	if cfg.Orders.TrimInterval > 0 {
+		// Trimming leaves a stored order's only copy in MySQL: say so
+		// when MySQL may lose a commit. Off the start path, since a
+		// MySQL that is down keeps nothing from starting.
+		wg.Go(func() { warnNotDurable(rctx, db, w) })
+	}
 	// Registered after db.Close, so it runs before: the consumer stops,
 	// then its pool closes, then (registered earlier still) Redis.
 	w.onClose(func() error {
@@ -157,4 +164,17 @@ func openMySQL(w *wiring, maxOpen int, adjust func(*mysql.Config)) (*sql.DB, err
 	db.SetConnMaxIdleTime(time.Minute)
 	w.onClose(db.Close)
 	return db, nil
+}
+
+// warnNotDurable logs a warning when MySQL may lose commits it
+// acknowledged (orders.CheckDurable); one try, bounded.
+func warnNotDurable(ctx context.Context, db *sql.DB, w *wiring) {
+	ctx, cancel := context.WithTimeout(ctx, ordersConnectTimeout)
+	defer cancel()
+	switch err := orders.CheckDurable(ctx, db); {
+	case errors.Is(err, orders.ErrNotDurable):
+		w.log.Warn("durable orders: MySQL may lose acknowledged commits, and trimmed orders are only there (set innodb_flush_log_at_trx_commit=1, or orders.trim_interval: 0)", "err", err)
+	case err != nil:
+		w.log.Info("durable orders: could not read MySQL's durability at start", "err", err)
+	}
 }

@@ -1,8 +1,10 @@
 package stockd
 
 import (
+	"bytes"
 	"database/sql"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -203,5 +205,29 @@ func TestDurableOrdersWiring(t *testing.T) {
 	}
 	if !strings.Contains(p.LogTail(5), "msg=stopped") {
 		t.Fatalf("no clean-stop log line:\n%s", p.LogTail(30))
+	}
+}
+
+// With trimming on, a MySQL that may lose acknowledged commits is named at
+// start (a warning: the sale goes on); a durable one is not.
+func TestWarnNotDurable(t *testing.T) {
+	maria := servertest.MariaDB(t)
+	db, err := sql.Open("mysql", servers.MariaDBDSN(maria.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	var logs bytes.Buffer
+	w := &wiring{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	warnNotDurable(t.Context(), db, w)
+	if logs.Len() != 0 {
+		t.Fatalf("a durable MySQL: logged %s, want nothing", logs.String())
+	}
+	if _, err := db.ExecContext(t.Context(), "SET GLOBAL innodb_flush_log_at_trx_commit = 2"); err != nil {
+		t.Fatal(err)
+	}
+	warnNotDurable(t.Context(), db, w)
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "innodb_flush_log_at_trx_commit is 2") {
+		t.Fatalf("flush once a second: logged %q, want a warning naming the setting", logs.String())
 	}
 }
