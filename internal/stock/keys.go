@@ -194,11 +194,17 @@ func ItemKeys(base Keys, id string) Keys {
 
 // ItemLockKey is the lock key of item id's sale, under the default sale's
 // lock key: "<lock.key>:item:<id>".
-func ItemLockKey(lockKey, id string) string { return lockKey + ":item:" + id }
+func ItemLockKey(lockKey, id string) string { return lockKey + ItemNameInfix + id }
 
 // ItemWitnessName is the name of item id's witness register (its etcd key
 // or MySQL row), under the default sale's: "<name>:item:<id>".
-func ItemWitnessName(name, id string) string { return name + ":item:" + id }
+func ItemWitnessName(name, id string) string { return name + ItemNameInfix + id }
+
+// ItemNameInfix joins the default sale's lock key or witness name to an
+// item's id (ItemLockKey, ItemWitnessName). Those live on servers other
+// deployments may share, so stockd refuses a stock.key or lock.key that
+// holds it: "shop:item:a" would be deployment "shop"'s item a.
+const ItemNameInfix = ":item:"
 
 // CheckItemID refuses an item id that is not 1..32 characters of a-z, 0-9
 // and '-', starting with a letter or digit: ids name Redis keys and URL

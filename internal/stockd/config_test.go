@@ -83,6 +83,8 @@ func TestValidate(t *testing.T) {
 		{"empty fence key", func(c *Config) { c.Stock.FenceKey = "" }, "stock.fence_key"},
 		{"clashing keys", func(c *Config) { c.Stock.LuckyKey = c.Stock.Key }, "stock.lucky_key"},
 		{"empty lock key", func(c *Config) { c.Lock.Key = "" }, "lock.key"},
+		{"stock key in items' family", func(c *Config) { c.Stock.Key = "shop:item:a" }, "stock.key"},
+		{"lock key in items' family", func(c *Config) { c.Lock.Key = "seckill:lock:item:a" }, "lock.key"},
 		{"missing redis addr", func(c *Config) { c.Redis.Addr = "" }, "redis.addr"},
 		{"bad lock redis addr", func(c *Config) { c.Lock.RedisAddr = "nohost" }, "lock.redis_addr"},
 		{"lab-only backend", func(c *Config) { c.Lock.Backend = "local" }, "lock.backend"},

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"seckill/internal/auth"
+	"seckill/internal/stock"
 )
 
 // Accepted enumerations. Backend names come from the wiring table in
@@ -168,6 +169,15 @@ func Validate(c *Config) error {
 	}
 
 	nonEmpty("stock.key", c.Stock.Key)
+	// Items name their witness registers and locks "<name>:item:<id>"
+	// (stock.ItemWitnessName, ItemLockKey) on servers other deployments
+	// may share: a sale named so would hold item <id>'s register or lock
+	// of the deployment named by the part before.
+	for _, k := range []struct{ name, val string }{{"stock.key", c.Stock.Key}, {"lock.key", c.Lock.Key}} {
+		if strings.Contains(k.val, stock.ItemNameInfix) {
+			bad(k.name, "%q holds %q, which names items' witness registers and locks (<name>%s<id>): it could be another deployment's item", k.val, stock.ItemNameInfix, stock.ItemNameInfix)
+		}
+	}
 	nonEmpty("stock.lucky_key", c.Stock.LuckyKey)
 	nonEmpty("stock.fence_key", c.Stock.FenceKey)
 	oneOf("stock.mode", c.Stock.Mode, stockModes, "mode")
