@@ -113,6 +113,10 @@ type Deps struct {
 	// Durable, if set, adds the durable copy's count and lag to GET /ledger
 	// (orders.durable).
 	Durable DurableOrders
+	// ItemsDurable, if set, is item id's durable copy, as Durable is the
+	// default sale's: for GET /items/:id/ledger and the item's orders
+	// trimmed from Redis.
+	ItemsDurable func(id string) DurableOrders
 	// Policies are the Redis servers the sale keeps keys in, whose
 	// maxmemory-policy /readyz checks: the stock Redis, and the lock's
 	// when it is another. A policy can change at run time (CONFIG SET),

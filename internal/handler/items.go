@@ -149,41 +149,43 @@ func (a *server) itemReceipt(c *gin.Context) {
 	a.json(c, http.StatusOK, body)
 }
 
-// itemOrders is item :id's order ledger; false when the refusal is
-// answered.
-func (a *server) itemOrders(c *gin.Context) (stock.OrderReader, bool) {
+// itemOrders is item :id's order ledger and its durable copy (nil:
+// none); false when the refusal is answered.
+func (a *server) itemOrders(c *gin.Context) (stock.OrderReader, DurableOrders, bool) {
 	id := c.Param("id")
 	if !a.itemsOn(c) || !a.itemID(c, id) {
-		return nil, false
+		return nil, nil, false
 	}
 	r, err := a.deps.Items.Orders(c.Request.Context(), id)
 	if err != nil {
 		a.itemFail(c, err)
-		return nil, false
+		return nil, nil, false
 	}
-	return r, true
+	var d DurableOrders
+	if a.deps.ItemsDurable != nil {
+		d = a.deps.ItemsDurable(id)
+	}
+	return r, d, true
 }
 
-// itemOrder is GET /items/:id/orders/:order, as GET /orders/:id. Items
-// have no durable copy, so nothing of their ledgers is trimmed.
+// itemOrder is GET /items/:id/orders/:order, as GET /orders/:id.
 func (a *server) itemOrder(c *gin.Context) {
-	if r, ok := a.itemOrders(c); ok {
-		a.readOrder(c, r, nil, c.Param("order"))
+	if r, d, ok := a.itemOrders(c); ok {
+		a.readOrder(c, r, d, c.Param("order"))
 	}
 }
 
 // itemOrdersByUser is GET /items/:id/orders?user=, as GET /orders.
 func (a *server) itemOrdersByUser(c *gin.Context) {
-	if r, ok := a.itemOrders(c); ok {
-		a.readOrders(c, r, nil)
+	if r, d, ok := a.itemOrders(c); ok {
+		a.readOrders(c, r, d)
 	}
 }
 
-// itemLedger is GET /items/:id/ledger, as GET /ledger: items have no
-// durable copy (docs/items.md).
+// itemLedger is GET /items/:id/ledger, as GET /ledger.
 func (a *server) itemLedger(c *gin.Context) {
-	if r, ok := a.itemOrders(c); ok {
-		a.readLedger(c, r, nil)
+	if r, d, ok := a.itemOrders(c); ok {
+		a.readLedger(c, r, d)
 	}
 }
 

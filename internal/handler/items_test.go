@@ -221,7 +221,7 @@ func (f fakeItems) Orders(context.Context, string) (stock.OrderReader, error) { 
 
 // What the items answer when they fail, route by route.
 func TestItemErrors(t *testing.T) {
-	unsupported := fmt.Errorf("%w: orders.durable", stock.ErrItemsUnsupported)
+	unsupported := fmt.Errorf("%w: segmented stock (4 segments)", stock.ErrItemsUnsupported)
 	down := fmt.Errorf("%w: dial tcp 10.0.0.1:6379: refused", stock.ErrUnavailable)
 	for _, tc := range []struct {
 		name         string
@@ -230,8 +230,8 @@ func TestItemErrors(t *testing.T) {
 		code         int
 		says         string
 	}{
-		{"unsupported create", unsupported, http.MethodPost, "/items", 501, "orders.durable"},
-		{"unsupported sale", unsupported, http.MethodPost, "/items/x/reduce", 501, "orders.durable"},
+		{"unsupported create", unsupported, http.MethodPost, "/items", 501, "segmented stock"},
+		{"unsupported sale", unsupported, http.MethodPost, "/items/x/reduce", 501, "segmented stock"},
 		{"reset not replicated", fmt.Errorf("%w: %w", stock.ErrUnavailable, stock.ErrNotReplicated), http.MethodPost, "/items/x/reset", 503, "replicas"},
 		{"read, Redis down", down, http.MethodGet, "/items/x", 503, "stock service unavailable"},
 		{"list, Redis down", down, http.MethodGet, "/items", 503, "stock service unavailable"},
@@ -239,7 +239,7 @@ func TestItemErrors(t *testing.T) {
 		{"sale unconfirmed", &stock.UnconfirmedError{Attempt: "a-1", Err: down}, http.MethodPost, "/items/x/reduce", 503, "GET /items/x/receipts/<attempt>"},
 		{"sale, Redis down", down, http.MethodPost, "/items/x/reduce", 503, "stock service unavailable"},
 		{"sale, a closed window", &stock.WindowError{EndsAt: 5, Err: stock.ErrEnded}, http.MethodPost, "/items/x/reduce", 409, ""},
-		{"unsupported ledger", unsupported, http.MethodGet, "/items/x/ledger", 501, "orders.durable"},
+		{"unsupported ledger", unsupported, http.MethodGet, "/items/x/ledger", 501, "segmented stock"},
 		{"orders, no item", fmt.Errorf("%w: x", stock.ErrNoItem), http.MethodGet, "/items/x/orders/o-1", 404, "no such item"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

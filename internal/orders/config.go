@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"time"
 
+	"seckill/internal/stock"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -54,6 +56,10 @@ type Config struct {
 	// table is Table + "_dead". A plain identifier of at most 59
 	// characters. The default is "orders".
 	Table string
+	// Item, if set, is the item whose ledger Stream is (stock.ItemKeys):
+	// Table is then an items' table (EnsureItemsSchema), whose rows and
+	// dead letters carry the item. Items are run by an ItemConsumers.
+	Item string
 	// UniqueBuyer says the per-user limit is 1: EnsureSchema must have been
 	// called with the same value. It makes the consumer report a refused
 	// (sale, user) as a conflict.
@@ -119,6 +125,10 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("ClaimIdle %v is below 1ms", cfg.ClaimIdle)
 	case cfg.Batch < 0 || cfg.Batch > MaxBatch:
 		return bad("Batch %d is outside 1..%d", cfg.Batch, MaxBatch)
+	case cfg.Item != "" && cfg.UniqueBuyer:
+		return bad("UniqueBuyer with Item %q: an item's per-user limit is its own, not the table's", cfg.Item)
+	case len(cfg.Item) > stock.MaxItemIDLen:
+		return bad("Item %q is longer than %d", cfg.Item, stock.MaxItemIDLen)
 	case cfg.TrimEvery < 0:
 		return bad("TrimEvery %v is negative", cfg.TrimEvery)
 	}

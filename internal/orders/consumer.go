@@ -60,11 +60,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer c.running.Store(false)
-	l := loop{c: c, own: true}
+	l := loop{c: c, own: true, block: readBlock}
 	// Jitter keeps replicas that failed together from retrying in step.
 	retry := backoff.Backoff{Initial: backoffMin, Max: backoffMax, Jitter: 0.5}
 	for ctx.Err() == nil {
-		err := l.step(ctx)
+		_, err := l.step(ctx)
 		l.trim(ctx)
 		if err == nil {
 			retry.Reset()
@@ -87,6 +87,10 @@ type loop struct {
 	// own: read this consumer's own pending entries (id "0") before new
 	// ones, for a replica restarted under the same name.
 	own bool
+	// block is how long a read of new entries waits for them: readBlock
+	// for a consumer of its own, -1 (not at all) for one of many that
+	// ItemConsumers takes turns with.
+	block time.Duration
 	// held is the batch being stored: kept across failures and resets
 	// until it is stored and acknowledged.
 	held []redis.XMessage
@@ -104,12 +108,13 @@ type loop struct {
 }
 
 // step does one unit of work: finish the held batch, or claim idle
-// entries, or read new ones, and store what it got.
-func (l *loop) step(ctx context.Context) error {
+// entries, or read new ones, and store what it got. It returns the number
+// of entries acknowledged.
+func (l *loop) step(ctx context.Context) (int, error) {
 	if l.held == nil {
 		msgs, err := l.next(ctx)
 		if err != nil || len(msgs) == 0 {
-			return err
+			return 0, err
 		}
 		l.held, l.stored = msgs, false
 	}
@@ -117,7 +122,7 @@ func (l *loop) step(ctx context.Context) error {
 	if !l.stored {
 		out, err := c.store(ctx, l.held)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		c.stats.add(out)
 		l.stored = true
@@ -131,11 +136,11 @@ func (l *loop) step(ctx context.Context) error {
 	// XACK without the group (a reset since the read) answers 0, not an
 	// error: nothing is left to acknowledge then.
 	if err := c.cfg.Redis.XAck(actx, c.cfg.Stream, c.cfg.Group, ids...).Err(); err != nil {
-		return fmt.Errorf("orders: ack %d entries: %w", len(ids), err)
+		return 0, fmt.Errorf("orders: ack %d entries: %w", len(ids), err)
 	}
 	l.held = nil
 	l.acked += len(ids)
-	return nil
+	return len(ids), nil
 }
 
 // Bounds of one trim: entries per script run (a run blocks Redis for
@@ -186,7 +191,7 @@ func (l *loop) trim(ctx context.Context) {
 
 // next returns the next entries to store: idle ones claimed from other
 // consumers when a claim round is due, else this consumer's own pending
-// ones (at start), else new ones, waiting up to readBlock for them.
+// ones (at start), else new ones, waiting up to l.block for them.
 func (l *loop) next(ctx context.Context) ([]redis.XMessage, error) {
 	c := l.c
 	cfg := c.cfg
@@ -196,7 +201,7 @@ func (l *loop) next(ctx context.Context) ([]redis.XMessage, error) {
 			return msgs, err
 		}
 	}
-	id, block := ">", readBlock
+	id, block := ">", l.block
 	if l.own {
 		id, block = "0", -1
 	}

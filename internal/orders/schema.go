@@ -85,6 +85,51 @@ const deadDDL = "CREATE TABLE IF NOT EXISTS `%s_dead` (" + `
 	PRIMARY KEY (entry)
 ) ENGINE=InnoDB`
 
+// The items' tables (EnsureItemsSchema) are the orders table with the
+// item's id in a column of its own, and dead letters keyed by item and
+// entry: stream entry ids are per stream, so two items' entries can share
+// one. They never carry UNIQUE (sale, user): each item has a per-user
+// limit of its own, which its sale script enforces.
+const itemColumnDDL = "ADD COLUMN item VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL FIRST, ADD KEY item_sale (item, sale)"
+
+const itemsDeadDDL = "CREATE TABLE IF NOT EXISTS `%s_dead` (" + `
+	item      VARCHAR(32)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+	entry     VARCHAR(40)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+	reason    VARCHAR(255)  CHARACTER SET utf8mb4 NOT NULL,
+	raw       TEXT          CHARACTER SET utf8mb4 NOT NULL,
+	stored_at DATETIME(3)   NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+	PRIMARY KEY (item, entry)
+) ENGINE=InnoDB`
+
+// EnsureItemsSchema creates the items' orders table and its dead-letter
+// table (table + "_dead"), as EnsureSchema does the default sale's, with
+// an item column and without UNIQUE (sale, user). It is idempotent and
+// safe to run from every replica at once.
+func EnsureItemsSchema(ctx context.Context, db *sql.DB, table string) error {
+	if !identifier.MatchString(table) {
+		return fmt.Errorf("%w: table %q is not a plain identifier of at most 59 characters", ErrConfig, table)
+	}
+	has, err := schemaHas(ctx, db, table, "column", "item")
+	if err != nil {
+		return err
+	}
+	if !has {
+		// CREATE … then ADD COLUMN: one DDL for both tables' columns. A
+		// table made by another replica meanwhile has the column (1060).
+		if _, err := db.ExecContext(ctx, fmt.Sprintf(ordersDDL, table)); err != nil {
+			return fmt.Errorf("orders: create table: %w", err)
+		}
+		_, err := db.ExecContext(ctx, "ALTER TABLE `"+table+"` "+itemColumnDDL)
+		if err != nil && !isMySQL(err, errDupColumn) && !isMySQL(err, errDupKeyName) {
+			return fmt.Errorf("orders: add the item column to %s: %w", table, err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, fmt.Sprintf(itemsDeadDDL, table)); err != nil {
+		return fmt.Errorf("orders: create table: %w", err)
+	}
+	return nil
+}
+
 // EnsureSchema creates table and its dead-letter table (table + "_dead")
 // if they do not exist, and adds or drops UNIQUE (sale, user) to match
 // uniqueBuyer, so a replica started with another per-user limit adapts

@@ -2,6 +2,7 @@ package orders
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"seckill/internal/backoff"
@@ -20,23 +21,33 @@ const (
 // MySQL answers (EnsureSchema, retried with a backoff), then runs until
 // ctx ends (Run). It returns nil when ctx ends, at either step.
 func (c *Consumer) Serve(ctx context.Context) error {
-	retry := backoff.Backoff{Initial: schemaRetryMin, Max: schemaRetryMax}
-	for {
-		sctx, cancel := context.WithTimeout(ctx, schemaTimeout)
-		err := EnsureSchema(sctx, c.cfg.DB, c.cfg.Table, c.cfg.UniqueBuyer)
-		cancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		delay := retry.Next()
-		c.log.Warn("durable orders: MySQL not ready; orders wait in the ledger stream", "err", err, "retry_in", delay)
-		if backoff.Sleep(ctx, delay) != nil {
-			return nil
-		}
+	if !ensure(ctx, c.log, func(ctx context.Context) error {
+		return EnsureSchema(ctx, c.cfg.DB, c.cfg.Table, c.cfg.UniqueBuyer)
+	}) {
+		return nil
 	}
 	c.log.Info("durable orders: storing the ledger in MySQL", "table", c.cfg.Table)
 	return c.Run(ctx)
+}
+
+// ensure runs schema until it succeeds, each attempt bounded and failed
+// ones backed off; false when ctx ended first.
+func ensure(ctx context.Context, log *slog.Logger, schema func(context.Context) error) bool {
+	retry := backoff.Backoff{Initial: schemaRetryMin, Max: schemaRetryMax}
+	for {
+		sctx, cancel := context.WithTimeout(ctx, schemaTimeout)
+		err := schema(sctx)
+		cancel()
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		delay := retry.Next()
+		log.Warn("durable orders: MySQL not ready; orders wait in the ledger stream", "err", err, "retry_in", delay)
+		if backoff.Sleep(ctx, delay) != nil {
+			return false
+		}
+	}
 }

@@ -46,7 +46,7 @@ func (c *Consumer) store(ctx context.Context, msgs []redis.XMessage) (outcome, e
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	if len(rows) > 0 {
-		res, err := tx.ExecContext(ctx, insertSQL(table, len(rows)), insertArgs(rows)...)
+		res, err := tx.ExecContext(ctx, insertSQL(table, c.cfg.Item != "", len(rows)), insertArgs(c.cfg.Item, rows)...)
 		if err != nil {
 			return out, fmt.Errorf("orders: insert %d rows: %w", len(rows), err)
 		}
@@ -70,8 +70,11 @@ func (c *Consumer) store(ctx context.Context, msgs []redis.XMessage) (outcome, e
 		dead = append(dead, deadLetter(byEntry[r.entry], errRefused))
 	}
 	for _, d := range dead {
-		_, err := tx.ExecContext(ctx, "INSERT INTO `"+table+"_dead` (entry, reason, raw) VALUES (?, ?, ?)"+
-			" ON DUPLICATE KEY UPDATE entry = entry", d.entry, d.reason, d.raw)
+		q, args := "INSERT INTO `"+table+"_dead` (entry, reason, raw) VALUES (?, ?, ?)", []any{d.entry, d.reason, d.raw}
+		if c.cfg.Item != "" {
+			q, args = "INSERT INTO `"+table+"_dead` (item, entry, reason, raw) VALUES (?, ?, ?, ?)", append([]any{c.cfg.Item}, args...)
+		}
+		_, err := tx.ExecContext(ctx, q+" ON DUPLICATE KEY UPDATE entry = entry", args...)
 		if err != nil {
 			return out, fmt.Errorf("orders: dead letter: %w", err)
 		}
@@ -92,23 +95,34 @@ func (c *Consumer) store(ctx context.Context, msgs []redis.XMessage) (outcome, e
 // sale and user) is already there changes nothing and counts 0 affected
 // rows, so RowsAffected is the number inserted. Unlike INSERT IGNORE it
 // keeps strict mode's errors: nothing is silently truncated.
-func insertSQL(table string, n int) string {
+// With item, the rows go to an items' table (EnsureItemsSchema), item
+// first.
+func insertSQL(table string, item bool, n int) string {
 	var b strings.Builder
-	b.WriteString("INSERT INTO `" + table + "` (id, sale, `user`, idem_key, token, replica, stock_after, unit, sold_at, entry) VALUES ")
+	cols, marks := "id, sale, `user`, idem_key, token, replica, stock_after, unit, sold_at, entry", "(?,?,?,?,?,?,?,?,?,?)"
+	if item {
+		cols, marks = "item, "+cols, "(?,?,?,?,?,?,?,?,?,?,?)"
+	}
+	b.WriteString("INSERT INTO `" + table + "` (" + cols + ") VALUES ")
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?,?)")
+		b.WriteString(marks)
 	}
 	b.WriteString(" ON DUPLICATE KEY UPDATE id = id")
 	return b.String()
 }
 
-func insertArgs(rows []row) []any {
-	args := make([]any, 0, 10*len(rows))
+// insertArgs are rows' values for insertSQL, each led by item if it is
+// not "".
+func insertArgs(item string, rows []row) []any {
+	args := make([]any, 0, 11*len(rows))
 	for _, r := range rows {
 		unit := sql.NullInt64{Int64: r.unit, Valid: r.unit > 0}
+		if item != "" {
+			args = append(args, item)
+		}
 		args = append(args, r.id, r.sale, nullIfEmpty(r.user), nullIfEmpty(r.key),
 			r.token, r.replica, r.stockAfter, unit, r.soldAt, r.entry)
 	}

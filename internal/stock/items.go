@@ -122,8 +122,8 @@ type ItemsConfig struct {
 	Witness        func(id string) Register
 	WitnessTimeout time.Duration
 	// Unsupported lists what else in the configuration items do not
-	// support yet (durable orders): Create and every sale are then
-	// refused with ErrItemsUnsupported naming it.
+	// support: Create and every sale are then refused with
+	// ErrItemsUnsupported naming it.
 	Unsupported []string
 }
 
@@ -344,6 +344,13 @@ func (m *Items) List(ctx context.Context) ([]Item, error) {
 	}
 	slices.SortFunc(out, func(a, b Item) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// IDs lists the items' ids, in no order: List without reading each
+// item's settings.
+func (m *Items) IDs(ctx context.Context) ([]string, error) {
+	ids, err := m.cfg.Redis.HKeys(ctx, ItemRegistry).Result()
+	return ids, wrapRedis(ctx, "item registry", err)
 }
 
 // ReduceFor sells one unit of item id to b, as Service.ReduceFor sells

@@ -20,22 +20,21 @@ func (nullRegister) Name() string                                      { return 
 func (nullRegister) Get(context.Context) ([]byte, int64, error)        { return nil, 0, nil }
 func (nullRegister) Put(context.Context, []byte, int64) (int64, error) { return 1, nil }
 
-// What items do not support yet is named when one is made: durable
-// orders, segments; the default configuration sells them, and so does
-// one with a witness (a register per item).
+// What items do not support is named when one is made: segments; the
+// default configuration sells them, and so do one with a witness (a
+// register per item) and one with durable orders (a table for items).
 func TestItemsUnsupportedByTheConfiguration(t *testing.T) {
 	sale := stock.ServiceConfig{Fencing: true}
 	for _, tc := range []struct {
 		name    string
 		edit    func(c *Config)
 		witness bool
-		durable bool
 		want    string // "" = supported
 	}{
-		{"defaults", nil, false, false, ""},
-		{"witness", func(c *Config) { c.Stock.Witness = "etcd" }, true, false, ""},
-		{"durable orders", nil, false, true, "orders.durable"},
-		{"segments", func(c *Config) { c.Stock.Segments = 4 }, false, false, "segmented stock (4 segments)"},
+		{"defaults", nil, false, ""},
+		{"witness", func(c *Config) { c.Stock.Witness = "etcd" }, true, ""},
+		{"durable orders", func(c *Config) { c.Orders.Durable = true }, false, ""},
+		{"segments", func(c *Config) { c.Stock.Segments = 4 }, false, "segmented stock (4 segments)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig(t)
@@ -48,7 +47,7 @@ func TestItemsUnsupportedByTheConfiguration(t *testing.T) {
 				regs = func(string) stock.Register { return nullRegister{} }
 				store = store.WithWitness(regs.register(c), 0)
 			}
-			err := buildItems(c, nil, store, regs, sale, true, tc.durable).Unsupported()
+			err := buildItems(c, nil, store, regs, sale, true).Unsupported()
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("got %v, want items supported", err)

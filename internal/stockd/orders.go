@@ -12,6 +12,7 @@ import (
 
 	"seckill/internal/metrics"
 	"seckill/internal/orders"
+	"seckill/internal/stock"
 )
 
 // orders.go: the stock.ledger, stock.per_user_limit, stock.idempotency_ttl
@@ -68,14 +69,16 @@ const (
 	ordersLagInterval = time.Second
 )
 
-// startOrders runs the durable orders consumer (orders.durable) in this
-// replica until stop: it creates the table once MySQL answers, then stores
-// the ledger stream's entries; it also samples seckill_orders_lag. MySQL
+// startOrders runs the durable orders consumers (orders.durable) in this
+// replica until stop: each creates its tables once MySQL answers, then
+// stores its ledger streams' entries: the default sale's, and when items
+// are sold (items' Unsupported is nil) every item's, in the table orders_items;
+// it also samples seckill_orders_lag (the default sale's). MySQL
 // is opened lazily: one that is down or stalled keeps neither stockd from
 // starting nor a sale from selling. Its stop is registered with w: it ends
 // and waits for every goroutine started here before the clients they use
 // close.
-func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Consumer, error) {
+func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics, items *stock.Items) (*orders.Consumer, *orders.ItemConsumers, error) {
 	cfg := w.cfg
 	// This pool is the consumer's alone: duplicates are told from inserts
 	// by the affected-row count, which clientFoundRows would hide; and a
@@ -96,16 +99,16 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 	}
 	db, err := openMySQL(w, 4, bound)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// GET /orders reads trimmed orders from a pool of its own: any buyer
 	// can send those, and they must not take the consumer's connections.
 	reads, err := openMySQL(w, 2, bound)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
-	c, err := orders.New(orders.Config{
+	base := orders.Config{
 		Redis:       w.stockRedis(),
 		Stream:      ordersKey(cfg),
 		Group:       cfg.Orders.Group,
@@ -116,9 +119,24 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 		ClaimIdle:   cfg.Orders.ClaimIdle,
 		TrimEvery:   cfg.Orders.TrimInterval,
 		Logger:      w.log,
-	})
+	}
+	c, err := orders.New(base)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	var ic *orders.ItemConsumers
+	if items.Unsupported() == nil {
+		itemCfg := base
+		itemCfg.Stream, itemCfg.UniqueBuyer, itemCfg.Table = "", false, orders.DefaultItemsTable
+		keys := saleKeys(cfg, true)
+		ic, err = orders.NewItemConsumers(orders.ItemsConfig{
+			Config: itemCfg,
+			Items:  items.IDs,
+			Stream: func(id string) string { return stock.ItemKeys(keys, id).Orders },
+		})
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 
 	rctx, cancel := context.WithCancel(ctx)
@@ -128,6 +146,13 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 			w.log.Error("durable orders stopped", "err", err)
 		}
 	})
+	if ic != nil {
+		wg.Go(func() {
+			if err := ic.Serve(rctx); err != nil {
+				w.log.Error("durable orders of the items stopped", "err", err)
+			}
+		})
+	}
 	wg.Go(func() { m.SampleOrdersLag(rctx, ordersLagInterval, c.Lag) })
 	if cfg.Orders.TrimInterval > 0 {
 		// Trimming leaves a stored order's only copy in MySQL: say so
@@ -142,7 +167,7 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics) (*orders.Co
 		wg.Wait()
 		return nil
 	})
-	return c, nil
+	return c, ic, nil
 }
 
 // openMySQL is a pool of at most maxOpen connections to mysql.dsn, as

@@ -110,7 +110,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		Logger:         log,
 	}
 	svc := stock.NewService(saleCfg)
-	items := buildItems(cfg, stockRDB, store, regs, saleCfg, ledger, durable)
+	items := buildItems(cfg, stockRDB, store, regs, saleCfg, ledger)
 	if err := items.Unsupported(); err != nil {
 		log.Info("items are not sold by this configuration: POST /items answers 501", "why", err)
 	}
@@ -131,13 +131,24 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 	if ledger {
 		ledgerReader = store
 	}
-	var durableOrders handler.DurableOrders
+	var (
+		durableOrders handler.DurableOrders
+		itemsDurable  func(id string) handler.DurableOrders
+	)
 	if durable {
-		c, err := startOrders(ctx, w, m)
+		c, ic, err := startOrders(ctx, w, m, items)
 		if err != nil {
 			return err
 		}
 		durableOrders = c
+		if ic != nil {
+			itemsDurable = func(id string) handler.DurableOrders {
+				if c, err := ic.For(id); err == nil {
+					return c
+				}
+				return nil // an id For refuses has no item to read
+			}
+		}
 	}
 	stopElection, leader, err := startElection(ctx, w, m.Registry(), ledgerReader, durableOrders, items)
 	if err != nil {
@@ -171,7 +182,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		RequireAOF:        cfg.Stock.RequireAOF,
 	}, handler.Deps{
 		Seller: svc, Inventory: store, LockPinger: pinger, Fence: svc, Metrics: m, Logger: log, Leader: leader,
-		Orders: ledgerReader, Durable: durableOrders, Policies: policies,
+		Orders: ledgerReader, Durable: durableOrders, ItemsDurable: itemsDurable, Policies: policies,
 		Durability: &handler.DurabilityCheck{Redis: stockRDB, ReplicaAcks: store.ReplicaAcks().Replicas, Known: durability},
 		Witness:    store,
 		Items:      items,
@@ -260,17 +271,13 @@ func newHTTPServer(cfg *Config, h http.Handler, log *slog.Logger) *http.Server {
 }
 
 // buildItems is the items of the stock Redis (docs/items.md), sold as the
-// default sale is (saleCfg, its store's replica acks, its ledger, its
-// witness's server, a register per item); what they do not support yet
-// is refused when one is created or sold: durable orders here, segments
-// and unfenced sales in package stock.
-func buildItems(cfg *Config, rdb redis.UniversalClient, store *stock.Store, regs witnessRegisters, saleCfg stock.ServiceConfig, ledger, durable bool) *stock.Items {
-	var unsupported []string
-	if durable {
-		unsupported = append(unsupported, "orders.durable")
-	}
+// default sale is (saleCfg, its store's replica acks, its ledger and its
+// durable copy, its witness's server, a register per item); what they do
+// not support (segments, unfenced sales) is refused when one is created
+// or sold.
+func buildItems(cfg *Config, rdb redis.UniversalClient, store *stock.Store, regs witnessRegisters, saleCfg stock.ServiceConfig, ledger bool) *stock.Items {
 	return stock.NewItems(stock.ItemsConfig{
 		Redis: rdb, Base: saleKeys(cfg, ledger), Acks: store.ReplicaAcks(), Service: saleCfg,
-		Witness: regs.items(cfg), WitnessTimeout: cfg.Stock.WitnessTimeout, Unsupported: unsupported,
+		Witness: regs.items(cfg), WitnessTimeout: cfg.Stock.WitnessTimeout,
 	})
 }
