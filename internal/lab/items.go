@@ -238,8 +238,21 @@ func resultOf(r api.Result, status int) api.Result {
 
 // haltItem waits until item id has sold at least n units, then sets its
 // halt key; it returns when the key was set and the units sold by then.
-// Redis is polled: its keys have no event to wait on from outside.
 func haltItem(ctx context.Context, rdb *redis.Client, id string, n int64) (time.Time, int64, error) {
+	lucky, err := waitSold(ctx, rdb, id, n)
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	if err := rdb.Set(ctx, stock.ItemKeys(stock.Keys{}, id).Halt, "lab: item-halt", 0).Err(); err != nil {
+		return time.Time{}, 0, fmt.Errorf("halt %s: %w", id, err)
+	}
+	return time.Now(), lucky, nil
+}
+
+// waitSold waits (30s at most) until item id has sold at least n units,
+// and returns its lucky then. Redis is polled: its keys have no event to
+// wait on from outside.
+func waitSold(ctx context.Context, rdb *redis.Client, id string, n int64) (int64, error) {
 	keys := stock.ItemKeys(stock.Keys{}, id)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -248,18 +261,15 @@ func haltItem(ctx context.Context, rdb *redis.Client, id string, n int64) (time.
 	for {
 		lucky, err := rdb.Get(ctx, keys.Lucky).Int64()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return time.Time{}, 0, fmt.Errorf("read %s: %w", keys.Lucky, err)
+			return 0, fmt.Errorf("read %s: %w", keys.Lucky, err)
 		}
 		if lucky >= n {
-			if err := rdb.Set(ctx, keys.Halt, "lab: item-halt", 0).Err(); err != nil {
-				return time.Time{}, 0, fmt.Errorf("halt %s: %w", id, err)
-			}
-			return time.Now(), lucky, nil
+			return lucky, nil
 		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return time.Time{}, 0, fmt.Errorf("%s never sold %d units: %w", id, n, ctx.Err())
+			return 0, fmt.Errorf("%s never sold %d units: %w", id, n, ctx.Err())
 		}
 	}
 }

@@ -233,20 +233,32 @@ func runRestoreAll(x *run) error {
 	}); err != nil {
 		return fmt.Errorf("after the SAVE, %d sales: %w", n, err)
 	}
+	killed, err := x.restartAll(ctx, p)
+	if err != nil {
+		return err
+	}
+	return x.restored(ctx, rdb, saved, killed, "; every stockd restarted")
+}
+
+// restartAll stops every stockd, kills the stock Redis p and starts it
+// again (from its snapshot, if it has one), then starts every stockd: new
+// processes that remember nothing of the sale. It sets the cell's store
+// measure (how long the Redis was down) and returns when it was killed.
+func (x *run) restartAll(ctx context.Context, p *servers.Process) (time.Time, error) {
 	x.res.Store = &StoreLoss{}
 	killed := time.Now()
-	err = x.c.RestartReplicas(ctx, func() error {
+	err := x.c.RestartReplicas(ctx, func() error {
 		if err := p.Kill(); err != nil {
 			return fmt.Errorf("kill %s: %w", p.Name(), err)
 		}
 		return p.Start(ctx)
 	})
 	if err != nil {
-		return fmt.Errorf("restart every stockd around the stock Redis's restart: %w", err)
+		return killed, fmt.Errorf("restart every stockd around the stock Redis's restart: %w", err)
 	}
 	x.res.Store.back = time.Now()
 	x.res.Store.DownMS = ms(x.res.Store.back.Sub(killed))
-	return x.restored(ctx, rdb, saved, killed, "; every stockd restarted")
+	return killed, nil
 }
 
 // runOtherSale restarts the stock Redis holding another sale: its keys
@@ -382,17 +394,53 @@ func checkStoreLoss(x *run) {
 		return // the judge says so
 	}
 	m.After = map[string]int{}
-	lefts := map[int64]int{}
+	var lefts []int64
 	for _, r := range x.load.answers() {
 		if r.sold() && r.Left >= 0 {
-			if lefts[r.Left]++; lefts[r.Left] == 2 {
-				m.SoldTwice++
-			}
+			lefts = append(lefts, r.Left)
 		}
 		if !r.Sent.Before(m.back) {
 			m.After[describe(r)]++
 		}
 	}
+	m.SoldTwice = soldTwice(lefts)
+	x.checkAfter(m)
+	x.notef("stock Redis down %dms; answers sent after: %v", m.DownMS, m.After)
+	if Rewinds(x.cell.Scenario) {
+		x.notef("%d of %d replicas' /readyz %s", m.Rewound, x.c.Replicas(), api.StoreRewound)
+		return
+	}
+	ctx, cancel := x.within(5 * time.Second)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: x.c.Redis().Addr()})
+	defer rdb.Close()
+	keys := []string{stockKeyName, luckyKeyName}
+	n, err := rdb.Exists(ctx, keys...).Result()
+	switch {
+	case err != nil:
+		x.problemf("read back %v: %v", keys, err)
+	case n > 0:
+		x.problemf("%d of %v written again after the wipe: a sale began again from nothing", n, keys)
+	}
+	x.notef("books not judged: the wipe took them (stock %d, lucky %d read back)", x.res.Stock, x.res.Lucky)
+}
+
+// soldTwice is how many stock-after values appear more than once in lefts
+// (one sale's 200 answers): units sold twice.
+func soldTwice(lefts []int64) int {
+	seen, twice := map[int64]int{}, 0
+	for _, l := range lefts {
+		if seen[l]++; seen[l] == 2 {
+			twice++
+		}
+	}
+	return twice
+}
+
+// checkAfter holds m to what a sale the stock Redis lost must show: no
+// unit sold twice, and every answer sent after the Redis came back
+// store_lost, none sold, none sold out (a lost sale is not an empty one).
+func (x *run) checkAfter(m *StoreLoss) {
 	if m.SoldTwice > 0 {
 		x.problemf("%d stock-after values answered 200 twice: units sold twice", m.SoldTwice)
 	}
@@ -413,24 +461,6 @@ func checkStoreLoss(x *run) {
 			x.problemf("answers after the stock Redis came back other than %s: %v", api.StoreLost, others)
 		}
 	}
-	x.notef("stock Redis down %dms; answers sent after: %v", m.DownMS, m.After)
-	if Rewinds(x.cell.Scenario) {
-		x.notef("%d of %d replicas' /readyz %s", m.Rewound, x.c.Replicas(), api.StoreRewound)
-		return
-	}
-	ctx, cancel := x.within(5 * time.Second)
-	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: x.c.Redis().Addr()})
-	defer rdb.Close()
-	keys := []string{stockKeyName, luckyKeyName}
-	n, err := rdb.Exists(ctx, keys...).Result()
-	switch {
-	case err != nil:
-		x.problemf("read back %v: %v", keys, err)
-	case n > 0:
-		x.problemf("%d of %v written again after the wipe: a sale began again from nothing", n, keys)
-	}
-	x.notef("books not judged: the wipe took them (stock %d, lucky %d read back)", x.res.Stock, x.res.Lucky)
 }
 
 // describe names an answer by its result, or by what came instead.
