@@ -23,11 +23,12 @@ import (
 // /items/:id and its answers checked as a history, as `seckill run` does.
 // item-halt sells two items at once and halts one mid-sale: the other
 // must not notice. item-window sells one through its window, buyers
-// arriving before, during and after it.
+// arriving before, during and after it. item-restore-all
+// (itemstoreloss.go) rewinds two items' Redis under the witness.
 
 // itemScenarios are the items' cells' scenarios: redis only, fenced (the
 // unfenced sale sells no item).
-var itemScenarios = []string{"item-halt", "item-window"}
+var itemScenarios = []string{"item-halt", "item-window", "item-restore-all"}
 
 // isItems reports whether scenario is an items' cell.
 func isItems(scenario string) bool { return slices.Contains(itemScenarios, scenario) }

@@ -48,7 +48,7 @@ type scenario struct {
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
 	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "other-sale", "witnessdown", "consumerkill", "mysqldown", "replayrace",
-	"item-halt", "item-window",
+	"item-halt", "item-window", "item-restore-all",
 	"failover-kill", "failover-lag", "failover-stop", "split", "crash", "falsesoldout"}
 
 // Scenarios lists the scenario names in table order.
@@ -259,6 +259,12 @@ var scenarios = map[string]scenario{
 		summary: "an item whose window opens 1s after its buyers start (200/s for 4s) and lasts 2s, by Redis's clock: every sold answer inside it, not_started only before, ended only after, books exact (redis)",
 		env:     always(workDelay(time.Millisecond)),
 		run:     runItemWindow,
+		items:   true,
+	},
+	"item-restore-all": {
+		summary: "restore-all with two items (stock.witness etcd): SAVE once both sold 20, sell on, restart every stockd around the Redis's restart from it: both items halt on every replica, none sold twice, a new item sells out (redis)",
+		env:     storeLossEnv(witnessEnv),
+		run:     runItemRestoreAll,
 		items:   true,
 	},
 	"failover-kill": {
