@@ -12,8 +12,8 @@
 // in MySQL once. The cells whose stock Redis loses the sale (wipe,
 // restore, restore-all, other-sale: storeloss.go) cannot keep their books; they must refuse every
 // sale after it and sell no unit twice. The items' cells (item-halt,
-// item-window: items.go) sell items beside the default sale, each held to
-// its own books and window. The control cells (fencing off) and the
+// item-window: items.go; item-restore-all: itemstoreloss.go) sell items
+// beside the default sale, each held to its own books and window. The control cells (fencing off) and the
 // lab-only flawed backends must show the failure they exist to show; a cell
 // that does not is as much a failure as an oversell on a correct backend,
 // because it means the checker could not see a loss.
