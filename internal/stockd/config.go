@@ -145,7 +145,7 @@ type Config struct {
 	// Orders is the ledger's durable copy in MySQL (mysql.dsn), written by
 	// a consumer group on the ledger stream in every replica.
 	Orders struct {
-		Durable      bool          `mapstructure:"durable" default:"false" doc:"copy the ledger into MySQL (mysql.dsn, table orders; needs stock.ledger) from a consumer group in every replica; an unreachable MySQL does not stop sales (orders wait in the stream, GET /ledger shows the lag)"`
+		Durable      bool          `mapstructure:"durable" default:"false" doc:"copy the ledger into MySQL (mysql.dsn, table orders, the items' in orders_items; needs stock.ledger) from a consumer group in every replica; an unreachable MySQL does not stop sales (orders wait in the stream, GET /ledger shows the lag)"`
 		Group        string        `mapstructure:"group" default:"orders" doc:"the stream's consumer group shared by the replicas, not empty"`
 		ClaimIdle    time.Duration `mapstructure:"claim_idle" default:"5s" doc:"an entry left pending this long by a (crashed) consumer is taken over"`
 		TrimInterval time.Duration `mapstructure:"trim_interval" default:"1s" doc:"with orders.durable, how often each replica's consumer, after storing, removes from Redis the ledger entries MySQL holds (stream entries every group acknowledged, their index entries; also as soon as it has nothing to read): /orders then reads them from MySQL, /ledger still counts them. 0 keeps them: Redis grows with every unit sold"`
