@@ -53,7 +53,8 @@ func TestKeyCollisionsAreRefused(t *testing.T) {
 		{"stock.key under the items' locks", []string{"STOCKD_STOCK_KEY=seckill:lock:item:a"},
 			`config: lock.key: Redis key "seckill:lock:item:"* (the items' lock keys) collides with "seckill:lock:item:a" (the stock) from stock.key`},
 		// Not in the stock Redis, or not used: no collision.
-		{"etcd lock, stock.key under the items' locks", []string{"STOCKD_LOCK_BACKEND=etcd", "STOCKD_STOCK_KEY=seckill:lock:item:a"}, ""},
+		// Refused on any backend: ":item:" names items' registers and locks.
+		{"etcd lock, stock.key under the items' locks", []string{"STOCKD_LOCK_BACKEND=etcd", "STOCKD_STOCK_KEY=seckill:lock:item:a"}, "stock.key"},
 		{"etcd lock, lock.key stock", []string{"STOCKD_LOCK_BACKEND=etcd", "STOCKD_LOCK_KEY=stock"}, ""},
 		{"lock on its own Redis, lock.key stock", []string{"STOCKD_LOCK_REDIS_ADDR=127.0.0.1:6380", "STOCKD_LOCK_KEY=stock"}, ""},
 		{"atomic, lock.key stock", []string{"STOCKD_STOCK_MODE=atomic", "STOCKD_LOCK_KEY=stock"}, ""},
