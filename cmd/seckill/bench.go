@@ -40,7 +40,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			bench.RowsScaling+" (combining and segments, median of --e2e-runs long runs), "+
 			bench.RowsLedger+" (the order ledger's cost, locked and atomic: off, anonymous, buyers+key, +durable; long runs as scaling), "+
 			bench.RowsFlood+" (open-loop floods of buyers: locked, locked+combine and atomic side by side, median of --e2e-runs), "+
-			bench.RowsItems+" (one item vs 8 at once, each its own lock, with and without work in the lock; long runs as scaling)")
+			bench.RowsItems+" (one item vs 8 at once, each its own lock, with and without work in the lock; long runs as scaling), "+
+			bench.RowsMemory+" (a million-unit sale, atomic, durable orders: the stock Redis's peak and retained bytes per unit; minutes)")
 	e2eTarget := fs.Duration("e2e-target", 6*time.Second, "how long each scaling (and ledger) run is sized (by calibration) to sell for; below 5s is a rough run")
 	e2eRuns := fs.Int("e2e-runs", 3, "runs per scaling (and ledger) row; the row reports the median (--quick: 1)")
 	segSVG := fs.String("segments-svg", "docs/bench-segments.svg", `SVG chart of end-to-end sales/s against segments ("" for none)`)

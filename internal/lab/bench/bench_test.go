@@ -134,7 +134,13 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("items %d at %v: %+v", row.Items, row.Work, row)
 		}
 	}
-	if got, want := len(rep.Goals), 11+2*len(floods(true))+2; got != want {
+	// The memory row: a quick sale, every order stored and trimmed, the
+	// peak at least what stays.
+	if m := rep.Memory; m == nil || !m.Consistent || m.Error != "" || m.Sold != memoryQuickUnits || m.Durable != memoryQuickUnits ||
+		m.Retained <= 0 || m.Peak < m.Retained || m.PeakBacklog <= 0 {
+		t.Errorf("memory: %+v", m)
+	}
+	if got, want := len(rep.Goals), 11+2*len(floods(true))+2+1; got != want {
 		t.Errorf("got %d goals, want %d", got, want)
 	}
 	if rep.RTT.Mean <= 0 || rep.SerialBound <= 0 {

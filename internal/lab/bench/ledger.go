@@ -159,7 +159,9 @@ func ledgerMismatch(form string, rep *loadgen.Report) string {
 var ErrBadRowSet = errors.New("bench: unknown end-to-end row set")
 
 // RowSets are the end-to-end row sets, in the order a run takes them.
-func RowSets() []string { return []string{RowsBackends, RowsScaling, RowsLedger, RowsFlood, RowsItems} }
+func RowSets() []string {
+	return []string{RowsBackends, RowsScaling, RowsLedger, RowsFlood, RowsItems, RowsMemory}
+}
 
 // ParseRowSets parses a comma-separated list of row sets (spaces and
 // empty items ignored, duplicates dropped) into RowSets' order. An unknown

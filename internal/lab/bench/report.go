@@ -44,7 +44,9 @@ type Report struct {
 	// long each of their runs was sized to sell for.
 	Items       []ItemsRow    `json:"e2e_items,omitempty"`
 	ItemsTarget time.Duration `json:"e2e_items_target_ns,omitempty"`
-	Goals       []Goal        `json:"goals"`
+	// Memory is the million-unit sale's Redis memory (RowsMemory).
+	Memory *MemoryRow `json:"e2e_memory,omitempty"`
+	Goals  []Goal     `json:"goals"`
 	Notes       []string      `json:"notes,omitempty"`
 }
 
@@ -178,6 +180,9 @@ func (r *Report) evaluate() {
 	if len(r.Items) > 0 {
 		r.Goals = append(r.Goals, r.itemsGoals()...)
 	}
+	if r.Memory != nil {
+		r.Goals = append(r.Goals, r.memoryGoal())
+	}
 	r.LedgerCost = r.LedgerCosts()
 }
 
@@ -213,6 +218,9 @@ func (r *Report) OK() bool {
 		if !row.Consistent || row.Error != "" {
 			return false
 		}
+	}
+	if m := r.Memory; m != nil && (!m.Consistent || m.Error != "") {
+		return false
 	}
 	return true
 }
@@ -364,6 +372,7 @@ func (r *Report) WriteMarkdown(w io.Writer, charts Charts) error {
 	r.writeLedger(p)
 	r.writeFlood(p)
 	r.writeItems(p)
+	r.writeMemory(p)
 
 	if len(r.Micro) > 0 {
 		p("\n## What was run\n\n| subject | kind | what |\n|---|---|---|\n")
