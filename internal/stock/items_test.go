@@ -571,7 +571,16 @@ func TestItemsSurveyNamesTheHalted(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err = items.Survey(t.Context())
-	if want := []stock.ItemBooks{{ID: "b", Stock: 4, Lucky: 2, Initial: 5}}; err != nil || !slices.Equal(s.Unbalanced, want) {
-		t.Fatalf("survey of an oversold item: got %+v, %v; want %+v", s, err, want)
+	if want := []stock.ItemBooks{{ID: "b", Stock: 4, Lucky: 2, Initial: 5, Orders: 1}}; err != nil ||
+		!slices.Equal(s.Unbalanced, want) || !slices.Equal(s.Unledgered, want) {
+		t.Fatalf("survey of an oversold item: got %+v, %v; want %+v unbalanced and unledgered", s, err, want)
+	}
+	// Its ledger mended (an order per unit again, one trimmed), b is
+	// still unbalanced but no longer unledgered.
+	if err := rdb.Set(t.Context(), stock.ItemKeys(defaultBase.Derive(true), "b").Trimmed, 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := items.Survey(t.Context()); err != nil || len(s.Unbalanced) != 1 || len(s.Unledgered) != 0 {
+		t.Fatalf("survey with a trimmed order: got %+v, %v; want b unbalanced only", s, err)
 	}
 }

@@ -228,6 +228,10 @@ func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
 			bad = append(bad, fmt.Sprintf("item %s: stock+lucky = %d+%d = %d, want initial %d (oversold by %d)",
 				it.ID, it.Stock, it.Lucky, it.Stock+it.Lucky, it.Initial, b.Excess()))
 		}
+		for _, it := range sv.Unledgered {
+			bad = append(bad, fmt.Sprintf("item %s: ledger orders = %d, want lucky %d (%+d units sold without an order)",
+				it.ID, it.Orders, it.Lucky, it.Lucky-it.Orders))
+		}
 	}
 	r.OK, r.Problems = len(bad) == 0, bad
 	return r, nil

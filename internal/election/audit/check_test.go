@@ -133,3 +133,40 @@ func TestCheckItems(t *testing.T) {
 		t.Fatalf("the stream's records: got %+v, %v; want 2, the last with 2 items, not OK", recs, err)
 	}
 }
+
+// With the ledger on, an item whose ledger lost an order is a problem
+// named for it; its books may balance all the same.
+func TestCheckItemsLedger(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := t.Context()
+	base := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true)
+	items := stock.NewItems(stock.ItemsConfig{Redis: rdb, Base: base,
+		Service: stock.ServiceConfig{Backend: "none", Mode: stock.ModeAtomic, Replica: "r-1"}})
+	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: 5}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := items.ReduceFor(ctx, "a", stock.Buyer{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.MSet(ctx, "stock", 10, "lucky", 0, "stock:initial", 10).Err(); err != nil {
+		t.Fatal(err)
+	}
+	aud := audit.New(rdb, audit.Config{
+		Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Initial: "stock:initial",
+		Replica: "r-1", Backend: "etcd", Items: items,
+	})
+	if r, err := aud.Run(ctx, 1); err != nil || !r.OK || r.Items != 1 {
+		t.Fatalf("an item with its orders: got %+v, %v; want OK", r, err)
+	}
+	if err := rdb.XTrimMaxLen(ctx, stock.ItemKeys(base, "a").Orders, 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := aud.Run(ctx, 1)
+	if err != nil || r.OK || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "item a: ledger orders = 1, want lucky 2") {
+		t.Fatalf("an item that lost an order: got %+v, %v; want one problem naming item a's ledger", r, err)
+	}
+}
