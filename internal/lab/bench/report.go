@@ -47,7 +47,7 @@ type Report struct {
 	// Memory is the million-unit sale's Redis memory (RowsMemory).
 	Memory *MemoryRow `json:"e2e_memory,omitempty"`
 	Goals  []Goal     `json:"goals"`
-	Notes       []string      `json:"notes,omitempty"`
+	Notes  []string   `json:"notes,omitempty"`
 }
 
 // Goal is one ratio the run is judged by.
