@@ -140,7 +140,11 @@ func TestRedisClusterFailover(t *testing.T) {
 	defer waitCancel()
 	promoted, err := c.WaitPromoted(waitCtx, master)
 	if err != nil {
-		t.Fatal(err)
+		var states []string
+		for _, a := range c.Addrs() {
+			states = append(states, servers.NodeState(ctx, a))
+		}
+		t.Fatalf("%v\n%s", err, strings.Join(states, "\n"))
 	}
 	t.Logf("replica %s promoted %v after SIGKILL", promoted.Addr(), time.Since(killed).Round(time.Millisecond))
 	if promoted != c.ReplicaOf(master) {

@@ -500,13 +500,7 @@ func NodeState(ctx context.Context, addr string) string {
 	}
 	want := []string{"role", "master_host", "master_port", "master_link_status", "master_sync_in_progress",
 		"slave_repl_offset", "connected_slaves", "master_replid", "master_repl_offset"}
-	fields := map[string]string{}
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok {
-			fields[k] = v
-		}
-	}
+	fields := infoFields(info)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s keys=%d", addr, keys)
 	for _, k := range want {
