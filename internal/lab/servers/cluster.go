@@ -55,7 +55,7 @@ type RedisCluster struct {
 // node says cluster_state:ok with all slots assigned, and every replica's
 // link to its master is up. On error, whatever started is stopped and the
 // directory removed.
-func StartRedisCluster(ctx context.Context, dir string, opt RedisClusterOptions) (c *RedisCluster, err error) {
+func StartRedisCluster(ctx context.Context, dir string, opt RedisClusterOptions) (_ *RedisCluster, err error) {
 	if opt.NodeTimeout <= 0 {
 		opt.NodeTimeout = DefaultClusterNodeTimeout
 	}
@@ -73,7 +73,9 @@ func StartRedisCluster(ctx context.Context, dir string, opt RedisClusterOptions)
 	if err != nil {
 		return nil, fmt.Errorf("cluster dir: %w", err)
 	}
-	c = &RedisCluster{dir: root}
+	// Not the named result: each "return nil, err" would nil it before
+	// this cleanup runs.
+	c := &RedisCluster{dir: root}
 	defer func() {
 		if err != nil {
 			_ = c.Close()

@@ -3,6 +3,8 @@ package servers_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -174,4 +176,47 @@ func TestRedisClusterFailover(t *testing.T) {
 	if got, err := on.Get(ctx, key).Result(); err != nil || got != "after" {
 		t.Fatalf("GET %s on the promoted replica: got %q, %v; want %q", key, got, err, "after")
 	}
+}
+
+// A start that fails half way (here: formation outlasts its deadline,
+// after all six processes are up) leaves no process and no directory.
+func TestRedisClusterStartFailsClean(t *testing.T) {
+	dir := t.TempDir()
+	_, err := servers.StartRedisCluster(t.Context(), dir, servers.RedisClusterOptions{FormTimeout: 200 * time.Millisecond})
+	if err == nil {
+		t.Fatal("a cluster formed within 200ms; the test needs a start that fails")
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+		t.Errorf("after the failed start %s holds %d entries (%v), want none", dir, len(ents), err)
+	}
+	if left := processesIn(t, dir); len(left) > 0 {
+		t.Errorf("redis-server processes left running in %s: %v", dir, left)
+	}
+}
+
+// processesIn lists the redis-server processes whose working directory
+// is under dir: Redis rewrites its command line, so the directory is
+// what tells ours from anyone else's.
+func processesIn(t *testing.T, dir string) []string {
+	t.Helper()
+	procs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, p := range procs {
+		comm, err := os.ReadFile(filepath.Join(p, "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != "redis-server" {
+			continue // gone meanwhile, or not a redis-server
+		}
+		stat, err := os.ReadFile(filepath.Join(p, "stat"))
+		if err == nil && strings.Contains(string(stat), ") Z ") {
+			continue // a zombie awaiting its reaper has run its course
+		}
+		cwd, err := os.Readlink(filepath.Join(p, "cwd"))
+		if err == nil && strings.HasPrefix(cwd, dir) {
+			found = append(found, filepath.Base(p)+" "+cwd)
+		}
+	}
+	return found
 }
