@@ -87,7 +87,7 @@ type SentinelSet struct {
 // the start (known-replica, known-sentinel with ids chosen here), so
 // failover works at once instead of after Sentinel's discovery (an INFO
 // every 10 s, hellos every 2 s). On error, whatever started is stopped.
-func StartSentinelSet(ctx context.Context, dir string, opt SentinelOptions) (set *SentinelSet, err error) {
+func StartSentinelSet(ctx context.Context, dir string, opt SentinelOptions) (_ *SentinelSet, err error) {
 	if opt.DownAfter <= 0 {
 		opt.DownAfter = DefaultDownAfter
 	}
@@ -101,7 +101,9 @@ func StartSentinelSet(ctx context.Context, dir string, opt SentinelOptions) (set
 	if err != nil {
 		return nil, err
 	}
-	set = &SentinelSet{Quorum: opt.Sentinels/2 + 1}
+	// Not the named result: each "return nil, err" would nil it before
+	// this cleanup runs, which then panicked and left the servers running.
+	set := &SentinelSet{Quorum: opt.Sentinels/2 + 1}
 	defer func() {
 		if err != nil {
 			set.Stop(5 * time.Second)
