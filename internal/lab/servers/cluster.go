@@ -114,9 +114,9 @@ func StartRedisCluster(ctx context.Context, dir string, opt RedisClusterOptions)
 }
 
 // clusterPorts picks a client port and a cluster bus port, both free. The
-// bus port is given explicitly (cluster-port) because Redis's default of
-// port+10000 would leave the kernel's ephemeral range, and nobody checked
-// that it was free.
+// bus port is named (cluster-port, Redis 7) because Redis's default,
+// port+10000, is past 65535 for much of the kernel's ephemeral range (Redis
+// then refuses to start) and free or not is anyone's guess.
 func clusterPorts() (addr string, bus int, err error) {
 	if addr, err = LoopbackAddr(); err != nil {
 		return "", 0, err
