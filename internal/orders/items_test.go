@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"seckill/internal/lab/servers/servertest"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -191,4 +193,50 @@ func TestEnsureItemsSchemaConcurrent(t *testing.T) {
 	if n := e.count(t, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'race_items' AND column_name = 'item'"); n != 1 {
 		t.Fatalf("item columns: %d, want 1", n)
 	}
+}
+
+// On a Redis Cluster each item's stream, group and trim are one slot: the
+// items' consumers store and trim items spread over the masters.
+func TestItemConsumersOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	e := newEnv(t)
+	cl := servertest.RedisCluster(t)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1})
+	t.Cleanup(func() { _ = cc.Close() })
+	ctx := t.Context()
+	ids := []string{"a", "b", "c", "d"}
+	for _, id := range ids {
+		for i := range 50 {
+			o := order{id: fmt.Sprintf("%s-%d", id, i), sale: "sale-" + id, token: uint64(i + 1), replica: "r0", ms: time.Now().UnixMilli()}
+			if err := cc.XAdd(ctx, &redis.XAddArgs{Stream: itemStream(id), Values: o.values()}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := EnsureItemsSchema(ctx, e.db, "cluster_items"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewItemConsumers(ItemsConfig{
+		Config: Config{Redis: cc, DB: e.db, Table: "cluster_items", Consumer: "r1", TrimEvery: trimEvery,
+			Logger: slog.New(slog.NewTextHandler(t.Output(), nil))},
+		Items: (&itemList{ids: ids}).get, Stream: itemStream,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, 20*time.Second, func() (bool, string) {
+		rows := e.count(t, "SELECT COUNT(*) FROM cluster_items")
+		var left int64
+		for _, id := range ids {
+			n, _ := cc.XLen(ctx, itemStream(id)).Result()
+			left += n
+		}
+		return rows == 200 && left == 0, fmt.Sprintf("%d rows (want 200), %d entries left in the streams (want 0); %+v", rows, left, m.Stats())
+	})
 }

@@ -18,9 +18,11 @@ import (
 // of its own (ItemKeys), a window and a per-user limit.
 //
 // An item lives in Redis, so every replica agrees on it without any
-// configuration: its settings in the registry (ItemRegistry), its sale in
-// its own keys, both written in one MULTI by Create and Reset (a new
-// epoch, the ledger cleared, the window set). Items builds each item's
+// configuration: its id in the registry (ItemRegistry), its settings
+// (ItemMetaKey) and its sale in its own keys, one hash tag, one Redis
+// Cluster slot: Create claims the id in the registry (one script), then
+// the item's settings and sale are written in one MULTI of its slot by
+// Create and Reset (a new epoch, the ledger cleared, the window set). Items builds each item's
 // Service from the default sale's settings (a template) and keeps it; the
 // service's store is pinned to the epoch of the reset its settings come
 // from (pinEpoch), so a sale that finds the item reset since, by any
@@ -226,91 +228,74 @@ func (m *Items) put(ctx context.Context, it Item, create bool) (ItemStatus, erro
 	if err != nil {
 		return ItemStatus{}, err
 	}
-	// WATCH the registry: a create or reset of any item in between makes
-	// this one start over, so two creates of one id cannot both win.
-	for range 10 {
-		err = m.cfg.Redis.Watch(ctx, func(tx *redis.Tx) error {
-			return m.write(ctx, tx, st, it, create, epoch, meta)
-		}, ItemRegistry)
-		if !errors.Is(err, redis.TxFailedErr) {
-			break
-		}
-	}
 	// Whatever the answer, the item may have changed: its next sale
-	// reads the registry again.
-	m.mu.Lock()
-	delete(m.sales, it.ID)
-	m.mu.Unlock()
-	if errors.Is(err, redis.TxFailedErr) {
-		err = fmt.Errorf("%w: the item registry kept changing: %w", ErrUnavailable, err)
-	}
-	if err != nil {
-		return ItemStatus{}, err
-	}
-	return m.Status(ctx, it.ID)
-}
-
-// write is put's transaction on tx, which watches the registry: the sale's
-// reset, its window and its registry entry in one MULTI, then, with
-// replica acks, the wait for the replicas on the same connection.
-func (m *Items) write(ctx context.Context, tx *redis.Tx, st *Store, it Item, create bool, epoch string, meta []byte) error {
-	exists, err := tx.HExists(ctx, ItemRegistry, it.ID).Result()
-	if err != nil {
-		return wrapRedis(ctx, "item registry", err)
-	}
-	switch {
-	case create && exists:
-		return fmt.Errorf("%w: %s (reset it instead)", ErrItemExists, it.ID)
-	case !create && !exists:
-		return fmt.Errorf("%w: %s", ErrNoItem, it.ID)
-	}
+	// reads its settings again.
+	defer func() {
+		m.mu.Lock()
+		delete(m.sales, it.ID)
+		m.mu.Unlock()
+	}()
 	if create {
-		n, err := tx.HLen(ctx, ItemRegistry).Result()
-		if err != nil {
-			return wrapRedis(ctx, "item registry", err)
-		}
-		if n >= MaxItems {
-			return fmt.Errorf("%w: the registry holds %d items, the most there may be", ErrBadItem, n)
+		// The registry is one key of its own slot, the item's keys
+		// another's: a claim there first decides between two creates of
+		// one id, then the item's own MULTI writes its sale and settings.
+		n, err := claimScript.Run(ctx, m.cfg.Redis, []string{ItemRegistry}, it.ID, meta, MaxItems).Int64()
+		switch {
+		case err != nil:
+			return ItemStatus{}, wrapRedis(ctx, "item registry", err)
+		case n == 0:
+			return ItemStatus{}, fmt.Errorf("%w: %s (reset it instead)", ErrItemExists, it.ID)
+		case n < 0:
+			return ItemStatus{}, fmt.Errorf("%w: the registry holds %d items, the most there may be", ErrBadItem, MaxItems)
 		}
 	}
-	_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	tx := func(p redis.Pipeliner) error {
 		st.queueReset(ctx, p, it.Stock, epoch)
 		p.Del(ctx, st.keys.Window)
 		if it.StartsAt > 0 || it.EndsAt > 0 {
 			p.HSet(ctx, st.keys.Window, "starts_at", it.StartsAt, "ends_at", it.EndsAt)
 		}
-		p.HSet(ctx, ItemRegistry, it.ID, meta)
+		p.Set(ctx, ItemMetaKey(it.ID), meta, 0)
 		return nil
-	})
-	if errors.Is(err, redis.TxFailedErr) {
-		return err
+	}
+	if st.acks.Replicas > 0 {
+		err = st.resetAcked(ctx, tx)
+	} else {
+		_, err = m.cfg.Redis.TxPipelined(ctx, tx)
+		err = wrapRedis(ctx, "reset item", err)
 	}
 	if err != nil {
-		return wrapRedis(ctx, "reset item", err)
+		return ItemStatus{}, err
 	}
-	if st.acks.Replicas <= 0 {
-		return nil
+	if !create {
+		// The registry's copy, for an item read before it had settings
+		// of its own (record): the item's own key, just written, is the
+		// one read. A failure here changes nothing read.
+		_ = m.cfg.Redis.HSet(ctx, ItemRegistry, it.ID, meta).Err()
 	}
-	var wait *redis.Cmd
-	if _, err := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
-		wait = st.queueWait(ctx, p)
-		return nil
-	}); err != nil {
-		return wrapRedis(ctx, "reset item: wait for replicas", err)
-	}
-	if err := st.acked(ctx, "reset item", wait); err != nil {
-		if errors.Is(err, ErrNotReplicated) {
-			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		return err
-	}
-	return nil
+	return m.Status(ctx, it.ID)
 }
 
-// record reads item id's registry entry; ErrNoItem when there is none.
+// record reads item id's settings: its own key (ItemMetaKey), else its
+// registry entry (an item claimed whose first write never came, or made
+// before items kept their settings in their own slot); ErrNoItem when
+// neither has it.
 func (m *Items) record(ctx context.Context, id string) (itemRecord, error) {
-	raw, err := m.cfg.Redis.HGet(ctx, ItemRegistry, id).Result()
-	if err == redis.Nil {
+	var own, reg *redis.StringCmd
+	_, _ = m.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+		own, reg = p.Get(ctx, ItemMetaKey(id)), p.HGet(ctx, ItemRegistry, id)
+		return nil
+	}) // each command carries its own error
+	return recordOf(ctx, id, own, reg)
+}
+
+// recordOf is record's answer from its two reads.
+func recordOf(ctx context.Context, id string, own, reg *redis.StringCmd) (itemRecord, error) {
+	raw, err := own.Result()
+	if errors.Is(err, redis.Nil) {
+		raw, err = reg.Result()
+	}
+	if errors.Is(err, redis.Nil) {
 		return itemRecord{}, fmt.Errorf("%w: %s", ErrNoItem, id)
 	}
 	if err != nil {
@@ -328,15 +313,23 @@ func parseRecord(id, raw string) (itemRecord, error) {
 	return rec, nil
 }
 
-// List returns every item's settings, by id (at most MaxItems).
+// List returns every item's settings, by id (at most MaxItems): the
+// registry's ids, then each item's own settings (record), one pipeline.
 func (m *Items) List(ctx context.Context) ([]Item, error) {
 	all, err := m.cfg.Redis.HGetAll(ctx, ItemRegistry).Result()
 	if err != nil {
 		return nil, wrapRedis(ctx, "item registry", err)
 	}
+	own := make(map[string]*redis.StringCmd, len(all))
+	_, _ = m.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for id := range all {
+			own[id] = p.Get(ctx, ItemMetaKey(id))
+		}
+		return nil
+	}) // each command carries its own error
 	out := make([]Item, 0, len(all))
 	for id, raw := range all {
-		rec, err := parseRecord(id, raw)
+		rec, err := recordOf(ctx, id, own[id], redis.NewStringResult(raw, nil))
 		if err != nil {
 			return nil, err
 		}

@@ -48,7 +48,7 @@ func newItems(t *testing.T, ledger bool, mut func(*stock.ItemsConfig)) (*stock.I
 }
 
 // itemsOver is another replica's Items over the same Redis.
-func itemsOver(rdb *redis.Client, ledger bool, mut func(*stock.ItemsConfig)) *stock.Items {
+func itemsOver(rdb redis.UniversalClient, ledger bool, mut func(*stock.ItemsConfig)) *stock.Items {
 	cfg := stock.ItemsConfig{
 		Redis: rdb,
 		Base:  defaultBase.Derive(ledger),

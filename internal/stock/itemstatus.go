@@ -14,6 +14,12 @@ var itemSrc string
 
 var itemScript = redis.NewScript(itemSrc)
 
+//go:embed lua/claim.lua
+var claimSrc string
+
+// claimScript claims an item's id in the registry (Items.put).
+var claimScript = redis.NewScript(claimSrc)
+
 // Status reads item id: its settings and its sale at one instant, with
 // its state by Redis's clock, in one round trip (the registry's entry and
 // item.lua, pipelined). ErrNoItem when there is none; ErrStoreLost when
@@ -25,25 +31,20 @@ func (m *Items) Status(ctx context.Context, id string) (ItemStatus, error) {
 	}
 	keys := ItemKeys(m.cfg.Base, id)
 	ks := []string{keys.Stock, keys.Lucky, keys.Initial, keys.Window, keys.Halt}
-	run := func(eval func(p redis.Pipeliner) *redis.Cmd) (*redis.StringCmd, *redis.Cmd) {
+	// The item's settings, then its sale, read on one connection of its
+	// slot one after the other; the registry's copy beside them (record).
+	run := func(eval func(p redis.Pipeliner) *redis.Cmd) (own, reg *redis.StringCmd, c *redis.Cmd) {
 		p := m.cfg.Redis.Pipeline()
-		h := p.HGet(ctx, ItemRegistry, id)
-		c := eval(p)
+		own, reg = p.Get(ctx, ItemMetaKey(id)), p.HGet(ctx, ItemRegistry, id)
+		c = eval(p)
 		_, _ = p.Exec(ctx) // each command carries its own error
-		return h, c
+		return own, reg, c
 	}
-	h, c := run(func(p redis.Pipeliner) *redis.Cmd { return itemScript.EvalSha(ctx, p, ks) })
+	own, reg, c := run(func(p redis.Pipeliner) *redis.Cmd { return itemScript.EvalSha(ctx, p, ks) })
 	if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-		h, c = run(func(p redis.Pipeliner) *redis.Cmd { return itemScript.Eval(ctx, p, ks) })
+		own, reg, c = run(func(p redis.Pipeliner) *redis.Cmd { return itemScript.Eval(ctx, p, ks) })
 	}
-	raw, err := h.Result()
-	if err == redis.Nil {
-		return ItemStatus{}, fmt.Errorf("%w: %s", ErrNoItem, id)
-	}
-	if err != nil {
-		return ItemStatus{}, wrapRedis(ctx, "item registry", err)
-	}
-	rec, err := parseRecord(id, raw)
+	rec, err := recordOf(ctx, id, own, reg)
 	if err != nil {
 		return ItemStatus{}, err
 	}

@@ -2,7 +2,8 @@ package stock
 
 import (
 	"context"
-	"errors"
+	_ "embed"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -37,13 +38,18 @@ type ItemBooks struct {
 	Orders int64
 }
 
+//go:embed lua/survey.lua
+var surveySrc string
+
+var surveyScript = redis.NewScript(surveySrc)
+
 // Survey reads every item's halt mark and books: the registry's ids, then
-// one pipeline of a GET and an MGET per item (and with the ledger on, its
-// XLEN and trimmed count), each item's in a MULTI of its own, so its
-// books and ledger are one instant's. Two round trips whatever the count,
-// which MaxItems bounds; not one script, whose keys a Redis Cluster would
-// need in one slot where each item has a slot of its own (a MULTI's keys
-// are one item's, one slot).
+// one pipeline of survey.lua per item (its halt, books and, with the
+// ledger on, its orders, at one instant). Two round trips whatever the
+// count, which MaxItems bounds; a script per item, not one for all,
+// because a Redis Cluster runs a script on one slot and each item has a
+// slot of its own (nor a MULTI per item: go-redis sends a cluster node's
+// MULTIs as one, across its slots).
 func (m *Items) Survey(ctx context.Context) (ItemsSurvey, error) {
 	ids, err := m.cfg.Redis.HKeys(ctx, ItemRegistry).Result()
 	if err != nil {
@@ -54,30 +60,44 @@ func (m *Items) Survey(ctx context.Context) (ItemsSurvey, error) {
 		return out, nil
 	}
 	slices.Sort(ids)
-	halts := make([]*redis.StringCmd, len(ids))
-	books := make([]*redis.SliceCmd, len(ids))
-	entries := make([]*redis.IntCmd, len(ids))
-	trimmed := make([]*redis.StringCmd, len(ids))
 	ledger := m.cfg.Base.Orders != ""
-	_, _ = m.cfg.Redis.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			keys := ItemKeys(m.cfg.Base, id)
-			halts[i], books[i] = p.Get(ctx, keys.Halt), p.MGet(ctx, keys.Stock, keys.Lucky, keys.Initial)
-			if ledger {
-				entries[i], trimmed[i] = p.XLen(ctx, keys.Orders), p.Get(ctx, keys.Trimmed)
-			}
+	keys := make([][]string, len(ids))
+	for i, id := range ids {
+		k := ItemKeys(m.cfg.Base, id)
+		keys[i] = []string{k.Halt, k.Stock, k.Lucky, k.Initial}
+		if ledger {
+			keys[i] = append(keys[i], k.Orders, k.Trimmed)
 		}
-		return nil
-	}) // each command carries its own error
-	for i, c := range books {
-		vals, err := c.Result()
+	}
+	run := func(eval func(p redis.Pipeliner, keys []string) *redis.Cmd) []*redis.Cmd {
+		cmds := make([]*redis.Cmd, len(ids))
+		_, _ = m.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range ids {
+				cmds[i] = eval(p, keys[i])
+			}
+			return nil
+		}) // each command carries its own error
+		return cmds
+	}
+	cmds := run(func(p redis.Pipeliner, k []string) *redis.Cmd { return surveyScript.EvalSha(ctx, p, k) })
+	if slices.ContainsFunc(cmds, func(c *redis.Cmd) bool { return redis.HasErrorPrefix(c.Err(), "NOSCRIPT") }) {
+		cmds = run(func(p redis.Pipeliner, k []string) *redis.Cmd { return surveyScript.Eval(ctx, p, k) })
+	}
+	for i, c := range cmds {
+		vals, err := c.Slice()
+		if err == nil && len(vals) != 5 {
+			err = fmt.Errorf("unexpected reply %v", vals)
+		}
 		if err != nil {
 			return ItemsSurvey{}, wrapRedis(ctx, "item "+ids[i]+": books", err)
 		}
+		if h, _ := vals[0].(string); h != "" {
+			out.Halted = append(out.Halted, ids[i])
+		}
 		var n [3]int64
 		var have [3]bool
-		for j, v := range vals {
-			if s, ok := v.(string); ok {
+		for j, v := range vals[1:4] {
+			if s, ok := v.(string); ok && s != "" {
 				n[j], err = strconv.ParseInt(s, 10, 64)
 				have[j] = err == nil
 			}
@@ -85,14 +105,12 @@ func (m *Items) Survey(ctx context.Context) (ItemsSurvey, error) {
 		if have[0] && n[0] > 0 {
 			out.Stock += n[0]
 		}
+		b := ItemBooks{ID: ids[i], Stock: n[0], Lucky: n[1], Initial: n[2], Orders: -1}
+		if o, ok := vals[4].(int64); ok && ledger {
+			b.Orders = o
+		}
 		// An item with no stock of its reset (created by hand, or lost)
 		// has no books to judge here; /readyz and the sale say it is lost.
-		b := ItemBooks{ID: ids[i], Stock: n[0], Lucky: n[1], Initial: n[2], Orders: -1}
-		if ledger {
-			if b.Orders, err = ledgerOrders(entries[i], trimmed[i]); err != nil {
-				return ItemsSurvey{}, wrapRedis(ctx, "item "+ids[i]+": ledger", err)
-			}
-		}
 		if have[0] && have[2] && (n[0] < 0 || n[0]+n[1] != n[2]) {
 			out.Unbalanced = append(out.Unbalanced, b)
 		}
@@ -100,28 +118,5 @@ func (m *Items) Survey(ctx context.Context) (ItemsSurvey, error) {
 			out.Unledgered = append(out.Unledgered, b)
 		}
 	}
-	for i, h := range halts {
-		switch err := h.Err(); {
-		case err == nil:
-			out.Halted = append(out.Halted, ids[i])
-		case errors.Is(err, redis.Nil):
-		default:
-			return ItemsSurvey{}, wrapRedis(ctx, "item "+ids[i]+": halt mark", err)
-		}
-	}
 	return out, nil
-}
-
-// ledgerOrders is an item's ledger orders: its stream's entries plus
-// those trimmed once stored (a missing count is none).
-func ledgerOrders(entries *redis.IntCmd, trimmed *redis.StringCmd) (int64, error) {
-	n, err := entries.Result()
-	if err != nil {
-		return 0, err
-	}
-	t, err := trimmed.Int64()
-	if errors.Is(err, redis.Nil) {
-		return n, nil
-	}
-	return n + t, err
 }

@@ -169,9 +169,10 @@ const (
 	// ItemKeyPrefix starts every key of every item: the family that no
 	// configured key may enter (stockd checks it at start).
 	ItemKeyPrefix = "{item:"
-	// ItemRegistry is the hash of items, id -> settings (Item, as JSON),
-	// which every replica reads: items are created through the API, not
-	// configured.
+	// ItemRegistry is the hash of items, id -> settings (Item, as JSON)
+	// as last written: the list every replica reads (items are created
+	// through the API, not configured); each item's own settings are in
+	// its slot (ItemMetaKey), which is what a sale reads.
 	ItemRegistry = "seckill:items"
 	// MaxItemIDLen bounds an item id (CheckItemID).
 	MaxItemIDLen = 32
@@ -191,6 +192,10 @@ func ItemKeys(base Keys, id string) Keys {
 		Stock: tag + ":stock", Lucky: tag + ":lucky", Fence: tag + ":stock:fence", Window: tag + ":stock:window",
 	}.Derive(base.Orders != "")
 }
+
+// ItemMetaKey holds item id's settings (Item and its reset's epoch, as
+// JSON), in the item's slot: written with its sale's keys in one MULTI.
+func ItemMetaKey(id string) string { return ItemKeyPrefix + id + "}:meta" }
 
 // ItemLockKey is the lock key of item id's sale, under the default sale's
 // lock key: "<lock.key>:item:<id>".

@@ -346,9 +346,13 @@ func (s *Store) sweepIdempotency(ctx context.Context) error {
 		return nil
 	}
 	match := globEscape(s.keys.Idempotency) + "*"
+	rdb, err := scanner(ctx, s.rdb, s.keys.Idempotency)
+	if err != nil {
+		return wrapRedis(ctx, "reset: sweep idempotency records", err)
+	}
 	var cursor uint64
 	for range resetSweepCalls {
-		keys, next, err := s.rdb.Scan(ctx, cursor, match, resetSweepCount).Result()
+		keys, next, err := rdb.Scan(ctx, cursor, match, resetSweepCount).Result()
 		if err != nil {
 			return wrapRedis(ctx, "reset: sweep idempotency records", err)
 		}
@@ -363,6 +367,21 @@ func (s *Store) sweepIdempotency(ctx context.Context) error {
 		cursor = next
 	}
 	return nil
+}
+
+// scanner is the client whose SCAN finds the keys named like key: on a
+// Redis Cluster, where SCAN walks one node, the master of key's slot (a
+// sale's keys share one hash tag, so its records are all there); else
+// rdb itself.
+func scanner(ctx context.Context, rdb redis.UniversalClient, key string) (redis.UniversalClient, error) {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return rdb, nil
+	}
+	if HashTag(key) == "" {
+		return nil, fmt.Errorf("stock: %s has no hash tag: on a Redis Cluster its family spans every node", key)
+	}
+	return cc.MasterForKey(ctx, key)
 }
 
 // globEscape quotes the glob characters of a SCAN MATCH pattern.
