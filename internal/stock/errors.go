@@ -179,7 +179,9 @@ func (e *FencedError) Stale() bool { return e.Highest > e.Token }
 
 // unavailablePrefixes are Redis error replies that mean "not serving right
 // now" rather than "your command is wrong", so they count as unavailability.
-var unavailablePrefixes = []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "BUSY "}
+// MOVED and ASK reach the store only from a Redis Cluster node it sent a
+// run to itself (ackClient): refused before running, as the rest.
+var unavailablePrefixes = []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "BUSY ", "MOVED ", "ASK "}
 
 // wrapRedis classifies a go-redis error. A caller's own cancellation stays a
 // context error (the client left; there is nothing to report as "down"); a

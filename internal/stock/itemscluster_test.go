@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/stock"
 )
@@ -103,5 +105,59 @@ func TestItemsOnACluster(t *testing.T) {
 	}
 	if st, err := items.Status(ctx, "c"); err != nil || st.Lucky != units {
 		t.Fatalf("c after b's reset: %+v, %v; want untouched", st, err)
+	}
+}
+
+// With replica acks on a Redis Cluster, WAIT goes with the sale to the
+// master of the item's slot, on one connection: a sale is answered sold
+// with that master's replica up, and unconfirmed (not replicated) while
+// it is frozen, never sold; its receipt says sold once the replica thaws.
+// (Sent through the cluster client, WAIT would go to any node, whose
+// replicas have nothing to acknowledge: every sale would look replicated.)
+func TestItemReplicaAcksOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	cl := servertest.RedisCluster(t)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1})
+	t.Cleanup(func() { _ = cc.Close() })
+	ctx := t.Context()
+	items := itemsOver(cc, true, func(c *stock.ItemsConfig) {
+		c.Acks = stock.ReplicaAcks{Replicas: 1, Timeout: 300 * time.Millisecond}
+	})
+	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: 10}); err != nil {
+		t.Fatalf("create, acknowledged by the replica: %v", err)
+	}
+	if _, err := items.ReduceFor(ctx, "a", stock.Buyer{}); err != nil {
+		t.Fatalf("sale with the replica up: %v", err)
+	}
+	node, err := cc.MasterForKey(ctx, stock.ItemMetaKey("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replica *servers.Process
+	for _, m := range cl.Masters() {
+		if m.Addr() == node.Options().Addr {
+			replica = cl.ReplicaOf(m)
+		}
+	}
+	if replica == nil {
+		t.Fatalf("no replica for item a's master %s", node.Options().Addr)
+	}
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = replica.Resume() }()
+	sale, err := items.ReduceFor(ctx, "a", stock.Buyer{})
+	var ue *stock.UnconfirmedError
+	if !errors.As(err, &ue) || !errors.Is(err, stock.ErrNotReplicated) {
+		t.Fatalf("sale with a's master's replica frozen: got %+v, %v; want unconfirmed (not replicated)", sale, err)
+	}
+	if err := replica.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	after, sold, err := items.Receipt(ctx, "a", ue.Attempt)
+	if err != nil || !sold || after != 8 {
+		t.Fatalf("receipt once the replica thawed: after %d, sold %v, %v; want 8, sold", after, sold, err)
 	}
 }

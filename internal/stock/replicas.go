@@ -79,10 +79,21 @@ func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args 
 		return sc.Run(ctx, s.rdb, keys, args...), nil
 	}
 	run := func(send func(p redis.Pipeliner) *redis.Cmd) (*redis.Cmd, *redis.Cmd) {
-		p := s.rdb.Pipeline()
+		rdb, err := s.ackClient(ctx)
+		if err != nil {
+			c := redis.NewCmd(ctx)
+			c.SetErr(err)
+			return c, nil
+		}
+		p := rdb.Pipeline()
 		c := send(p)
 		w := s.queueWait(ctx, p)
 		_, _ = p.Exec(ctx) // each command carries its own error
+		if redis.HasErrorPrefix(c.Err(), "MOVED") {
+			// Refused before running: the slot has moved. The next
+			// attempt asks the cluster where it is now.
+			s.reloadSlots(ctx)
+		}
 		return c, w
 	}
 	c, w := run(func(p redis.Pipeliner) *redis.Cmd { return sc.EvalSha(ctx, p, keys, args...) })
@@ -125,11 +136,43 @@ func (s *Store) getAcked(ctx context.Context, key string) (*redis.StringCmd, *re
 	if s.acks.Replicas <= 0 {
 		return s.rdb.Get(ctx, key), nil
 	}
-	p := s.rdb.Pipeline()
+	rdb, err := s.ackClient(ctx)
+	if err != nil {
+		return redis.NewStringResult("", err), nil
+	}
+	p := rdb.Pipeline()
 	g := p.Get(ctx, key)
 	w := s.queueWait(ctx, p)
 	_, _ = p.Exec(ctx)
+	if redis.HasErrorPrefix(g.Err(), "MOVED") {
+		s.reloadSlots(ctx)
+	}
 	return g, w
+}
+
+// ackClient is where a run and its WAIT go, one connection: WAIT counts
+// the replicas' acknowledgements of its own connection's writes and names
+// no key, so on a Redis Cluster (where go-redis would send a keyless
+// command to any node) it goes with the run to the client of the master
+// that holds the sale's slot. Elsewhere the store's client.
+func (s *Store) ackClient(ctx context.Context) (redis.UniversalClient, error) {
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok {
+		return s.rdb, nil
+	}
+	node, err := cc.MasterForKey(ctx, s.keys.Stock)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the master of %s: %w", ErrUnavailable, s.keys.Stock, err)
+	}
+	return node, nil
+}
+
+// reloadSlots has a Redis Cluster client read the slots again, after a
+// node answered MOVED to a command sent to it directly (ackClient).
+func (s *Store) reloadSlots(ctx context.Context) {
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		cc.ReloadState(ctx)
+	}
 }
 
 // pipeliner is what resetAcked runs its two round trips on: one pinned
@@ -154,13 +197,20 @@ type pipeliner interface {
 // ErrUnavailable; the reset stands on the primary, and a second one,
 // which writes the same values, is how to settle it.
 func (s *Store) resetAcked(ctx context.Context, tx func(redis.Pipeliner) error) error {
-	var c pipeliner = s.rdb
-	if cl, ok := s.rdb.(*redis.Client); ok {
+	rdb, err := s.ackClient(ctx)
+	if err != nil {
+		return err
+	}
+	var c pipeliner = rdb
+	if cl, ok := rdb.(*redis.Client); ok {
 		conn := cl.Conn()
 		defer func() { _ = conn.Close() }()
 		c = conn
 	}
 	if _, err := c.TxPipelined(ctx, tx); err != nil {
+		if redis.HasErrorPrefix(err, "MOVED") {
+			s.reloadSlots(ctx)
+		}
 		return wrapRedis(ctx, "reset", err)
 	}
 	var wait *redis.Cmd
