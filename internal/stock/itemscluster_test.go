@@ -1,6 +1,7 @@
 package stock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -25,8 +26,7 @@ func TestItemsOnACluster(t *testing.T) {
 		t.Skip("starts a Redis Cluster")
 	}
 	cl := servertest.RedisCluster(t)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1})
-	t.Cleanup(func() { _ = cc.Close() })
+	cc := clusterClient(t, cl)
 	ctx := t.Context()
 	items := itemsOver(cc, true, nil)
 
@@ -119,8 +119,7 @@ func TestItemReplicaAcksOnACluster(t *testing.T) {
 		t.Skip("starts a Redis Cluster")
 	}
 	cl := servertest.RedisCluster(t)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1})
-	t.Cleanup(func() { _ = cc.Close() })
+	cc := clusterClient(t, cl)
 	ctx := t.Context()
 	items := itemsOver(cc, true, func(c *stock.ItemsConfig) {
 		c.Acks = stock.ReplicaAcks{Replicas: 1, Timeout: 300 * time.Millisecond}
@@ -159,5 +158,225 @@ func TestItemReplicaAcksOnACluster(t *testing.T) {
 	after, sold, err := items.Receipt(ctx, "a", ue.Attempt)
 	if err != nil || !sold || after != 8 {
 		t.Fatalf("receipt once the replica thawed: after %d, sold %v, %v; want 8, sold", after, sold, err)
+	}
+}
+
+// An item's master killed mid-sale on a Redis Cluster, replica acks 1:
+// its replica is promoted and the item sells on by itself; no sale
+// answered sold is lost (each has its order in the ledger after), none is
+// sold twice (each stock-after once), the books balance, and the sale
+// never halts (acknowledged means the promoted replica has it).
+func TestItemMasterKillOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	cl := servertest.RedisCluster(t)
+	cc := clusterClient(t, cl)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	items := itemsOver(cc, true, func(c *stock.ItemsConfig) {
+		c.Acks = stock.ReplicaAcks{Replicas: 1, Timeout: 500 * time.Millisecond}
+	})
+	const initial, before, after = 2000, 100, 100
+	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: initial}); err != nil {
+		t.Fatal(err)
+	}
+	node, err := cc.MasterForKey(ctx, stock.ItemMetaKey("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var master *servers.Process
+	for _, m := range cl.Masters() {
+		if m.Addr() == node.Options().Addr {
+			master = m
+		}
+	}
+	if master == nil {
+		t.Fatalf("item a's master %s is not one of the cluster's", node.Options().Addr)
+	}
+
+	var (
+		mu                     sync.Mutex
+		sold                   []stock.Sale
+		afterKill, unconfirmed int
+		halted                 error
+		others                 []error
+		killed                 bool
+		kill, done             = make(chan struct{}), make(chan struct{})
+		killOnce, doneOnce     sync.Once
+		wg                     sync.WaitGroup
+	)
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				case <-ctx.Done():
+					return
+				default:
+				}
+				s, err := items.ReduceFor(ctx, "a", stock.Buyer{})
+				mu.Lock()
+				switch {
+				case err == nil:
+					sold = append(sold, s)
+					if killed {
+						afterKill++
+						if afterKill >= after {
+							doneOnce.Do(func() { close(done) })
+						}
+					} else if len(sold) >= before {
+						killOnce.Do(func() { close(kill) })
+					}
+				case errors.Is(err, stock.ErrUnconfirmed):
+					unconfirmed++
+				case errors.Is(err, stock.ErrStoreRewound), errors.Is(err, stock.ErrStoreLost):
+					halted = err
+					doneOnce.Do(func() { close(done) })
+				default:
+					others = append(others, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	select {
+	case <-kill:
+	case <-ctx.Done():
+		t.Fatalf("%d sales before the kill never answered", before)
+	}
+	mu.Lock()
+	killed = true
+	mu.Unlock()
+	began := time.Now()
+	if err := master.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	np, err := cl.WaitPromoted(ctx, master)
+	if err != nil {
+		t.Fatal(err)
+	}
+	promoted := time.Since(began)
+	// The promoted replica has no replica of its own: nothing can be
+	// acknowledged (every sale unconfirmed, as it must be) until the old
+	// master, started again, rejoins as its replica.
+	if err := master.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitReplica(ctx, np.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	rejoined := time.Since(began) - promoted
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	doneOnce.Do(func() { close(done) })
+	wg.Wait()
+	t.Logf("replica promoted %v after the kill, the old master its replica %v after; %d sold (%d after), %d unconfirmed, %d other errors",
+		promoted.Round(time.Millisecond), rejoined.Round(time.Millisecond), len(sold), afterKill, unconfirmed, len(others))
+	if len(others) > 0 {
+		t.Logf("first error: %v; last: %v", others[0], others[len(others)-1])
+	}
+	if halted != nil || afterKill < after {
+		t.Fatalf("the sale did not go on by itself: %d sold after the kill, halted: %v", afterKill, halted)
+	}
+	st, err := items.Status(ctx, "a")
+	if err != nil || st.Stock+st.Lucky != initial || st.Lucky < int64(len(sold)) {
+		t.Fatalf("books: %+v, %v; want stock+lucky = %d and lucky ≥ the %d sold", st, err, initial, len(sold))
+	}
+	ledger, err := items.Orders(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	units := map[int64]bool{}
+	for _, s := range sold {
+		if units[s.StockAfter] {
+			t.Errorf("stock-after %d answered twice: a unit sold twice", s.StockAfter)
+		}
+		units[s.StockAfter] = true
+		if _, err := ledger.Order(ctx, s.OrderID); err != nil {
+			t.Errorf("order %s, answered sold, is not in the ledger after the failover: %v", s.OrderID, err)
+		}
+	}
+}
+
+// clusterClient is a stock client of cl: no retries, failover followed.
+func clusterClient(t *testing.T, cl *servers.RedisCluster) *redis.ClusterClient {
+	t.Helper()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1})
+	stock.FollowFailover(cc)
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// A master killed, its replica promoted: a client without retries
+// (FollowFailover) reaches the promoted replica within seconds. Without
+// the hook go-redis kept sending to the dead master for as long as it
+// was watched.
+func TestClusterClientFollowsFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	cl := servertest.RedisCluster(t)
+	cc := clusterClient(t, cl)
+	ctx := t.Context()
+	const key = "{item:a}:stock"
+	if err := cc.Set(ctx, key, 7, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.Do(ctx, "wait", 1, 2000).Err(); err != nil { // any node: the key's replica acks in the background anyway
+		t.Fatal(err)
+	}
+	node, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var master *servers.Process
+	for _, m := range cl.Masters() {
+		if m.Addr() == node.Options().Addr {
+			master = m
+		}
+	}
+	if err := master.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.WaitPromoted(ctx, master); err != nil {
+		t.Fatal(err)
+	}
+	promoted := time.Now()
+	var last error
+	for time.Since(promoted) < 10*time.Second {
+		v, err := cc.Get(ctx, key).Int()
+		if err == nil {
+			if v != 7 {
+				t.Fatalf("got %d from the promoted replica, want 7", v)
+			}
+			t.Logf("answered %v after the promotion", time.Since(promoted).Round(time.Millisecond))
+			return
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond) // the reload runs in go-redis's background: no event to wait on
+	}
+	t.Fatalf("still no answer 10s after the promotion: %v", last)
+}
+
+// waitReplica returns once the Redis at addr has a replica that holds all
+// it was written (WAIT 1: the event), polling only while none is
+// attached, at most 30s.
+func waitReplica(ctx context.Context, addr string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		n, err := rdb.Do(ctx, "wait", 1, 1000).Int()
+		if err == nil && n >= 1 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("no replica of %s within 30s: %d, %v", addr, n, err)
+		}
 	}
 }

@@ -89,11 +89,7 @@ func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args 
 		c := send(p)
 		w := s.queueWait(ctx, p)
 		_, _ = p.Exec(ctx) // each command carries its own error
-		if redis.HasErrorPrefix(c.Err(), "MOVED") {
-			// Refused before running: the slot has moved. The next
-			// attempt asks the cluster where it is now.
-			s.reloadSlots(ctx)
-		}
+		s.nodeFailed(ctx, c.Err())
 		return c, w
 	}
 	c, w := run(func(p redis.Pipeliner) *redis.Cmd { return sc.EvalSha(ctx, p, keys, args...) })
@@ -144,9 +140,7 @@ func (s *Store) getAcked(ctx context.Context, key string) (*redis.StringCmd, *re
 	g := p.Get(ctx, key)
 	w := s.queueWait(ctx, p)
 	_, _ = p.Exec(ctx)
-	if redis.HasErrorPrefix(g.Err(), "MOVED") {
-		s.reloadSlots(ctx)
-	}
+	s.nodeFailed(ctx, g.Err())
 	return g, w
 }
 
@@ -167,11 +161,13 @@ func (s *Store) ackClient(ctx context.Context) (redis.UniversalClient, error) {
 	return node, nil
 }
 
-// reloadSlots has a Redis Cluster client read the slots again, after a
-// node answered MOVED to a command sent to it directly (ackClient).
-func (s *Store) reloadSlots(ctx context.Context) {
+// nodeFailed has a Redis Cluster client read the slots again after a
+// node it handed out (ackClient) answered err as reloadIfNoAnswer says:
+// the cluster client's own hooks (FollowFailover) do not see a node
+// client's commands.
+func (s *Store) nodeFailed(ctx context.Context, err error) {
 	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		cc.ReloadState(ctx)
+		reloadIfNoAnswer(ctx, cc, err)
 	}
 }
 
@@ -208,9 +204,7 @@ func (s *Store) resetAcked(ctx context.Context, tx func(redis.Pipeliner) error) 
 		c = conn
 	}
 	if _, err := c.TxPipelined(ctx, tx); err != nil {
-		if redis.HasErrorPrefix(err, "MOVED") {
-			s.reloadSlots(ctx)
-		}
+		s.nodeFailed(ctx, err)
 		return wrapRedis(ctx, "reset", err)
 	}
 	var wait *redis.Cmd
