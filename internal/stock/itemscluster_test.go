@@ -380,3 +380,168 @@ func waitReplica(ctx context.Context, addr string) error {
 		}
 	}
 }
+
+// An item's slot moved to another master mid-sale (MIGRATING/IMPORTING,
+// its keys MIGRATEd a few at a time while sales run, then SETSLOT NODE),
+// replica acks 1: while the item's keys are split between the two
+// masters its sales are refused before running (ASK, TRYAGAIN: answered
+// unavailable), and once the slot is moved they go on by themselves on
+// the new master. No sale answered sold is lost or sold twice, the books
+// balance. The stall is logged: what buyers of that item see.
+func TestItemSlotMigrationOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	cl := servertest.RedisCluster(t)
+	cc := clusterClient(t, cl)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	items := itemsOver(cc, true, func(c *stock.ItemsConfig) {
+		c.Acks = stock.ReplicaAcks{Replicas: 1, Timeout: 500 * time.Millisecond}
+	})
+	const initial, before, after = 5000, 100, 100
+	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: initial}); err != nil {
+		t.Fatal(err)
+	}
+	node, err := cc.MasterForKey(ctx, stock.ItemMetaKey("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from, to *servers.Process
+	for _, m := range cl.Masters() {
+		if m.Addr() == node.Options().Addr {
+			from = m
+		} else if to == nil {
+			to = m
+		}
+	}
+	slot, err := cc.ClusterKeySlot(ctx, stock.ItemMetaKey("a")).Result()
+	if err != nil || from == nil {
+		t.Fatalf("item a's slot %d (%v), master %v", slot, err, from)
+	}
+
+	var (
+		mu                 sync.Mutex
+		sold               []stock.Sale
+		attempts           int
+		refused, other     int
+		firstOther         error
+		lastErr            error
+		moving, moved      bool
+		afterMove          int
+		longest            time.Duration
+		lastSold           time.Time
+		start, done        = make(chan struct{}), make(chan struct{})
+		startOnce, doneOne sync.Once
+		wg                 sync.WaitGroup
+	)
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				case <-ctx.Done():
+					return
+				default:
+				}
+				s, err := items.ReduceFor(ctx, "a", stock.Buyer{})
+				now := time.Now()
+				mu.Lock()
+				attempts++
+				switch {
+				case err == nil:
+					sold = append(sold, s)
+					if moving && !lastSold.IsZero() {
+						longest = max(longest, now.Sub(lastSold))
+					}
+					lastSold = now
+					if moved {
+						afterMove++
+						if afterMove >= after {
+							doneOne.Do(func() { close(done) })
+						}
+					} else if len(sold) >= before {
+						startOnce.Do(func() { close(start) })
+					}
+				case errors.Is(err, stock.ErrUnavailable):
+					refused++
+					lastErr = err
+				default:
+					other++
+					if firstOther == nil {
+						firstOther = err
+					}
+					lastErr = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	select {
+	case <-start:
+	case <-ctx.Done():
+		t.Fatalf("%d sales before the move never answered", before)
+	}
+	mu.Lock()
+	moving = true
+	mu.Unlock()
+	began := time.Now()
+	batches := 0
+	// Between batches, hold the slot split until a buyer has been
+	// refused by it.
+	step := func() {
+		batches++
+		mu.Lock()
+		want := refused + other + 1
+		mu.Unlock()
+		for ctx.Err() == nil {
+			mu.Lock()
+			n := refused + other
+			mu.Unlock()
+			if n >= want {
+				return
+			}
+			time.Sleep(time.Millisecond) // the buyers' progress is a counter, not an event
+		}
+	}
+	if err := cl.MigrateSlot(ctx, int(slot), 40, from, to, step); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	mu.Lock()
+	moved = true
+	mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	doneOne.Do(func() { close(done) })
+	wg.Wait()
+	t.Logf("slot %d moved in %v (%d batches of 40 keys); %d sold (%d after), %d refused unavailable, %d other; longest gap between sales while moving %v; last error %v; first other %v",
+		slot, took.Round(time.Millisecond), batches, len(sold), afterMove, refused, other, longest.Round(time.Millisecond), lastErr, firstOther)
+	if afterMove < after {
+		t.Fatalf("the sale did not go on after the move: %d sold after it", afterMove)
+	}
+	if n, err := cc.MasterForKey(ctx, stock.ItemMetaKey("a")); err != nil || n.Options().Addr != to.Addr() {
+		t.Fatalf("item a's master after the move: %v, %v; want %s", n, err, to.Addr())
+	}
+	st, err := items.Status(ctx, "a")
+	if err != nil || st.Stock+st.Lucky != initial || st.Lucky < int64(len(sold)) {
+		t.Fatalf("books: %+v, %v; want stock+lucky = %d and lucky ≥ the %d sold", st, err, initial, len(sold))
+	}
+	ledger, err := items.Orders(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	units := map[int64]bool{}
+	for _, s := range sold {
+		if units[s.StockAfter] {
+			t.Errorf("stock-after %d answered twice: a unit sold twice", s.StockAfter)
+		}
+		units[s.StockAfter] = true
+		if _, err := ledger.Order(ctx, s.OrderID); err != nil {
+			t.Errorf("order %s, answered sold, is not in the ledger after the move: %v", s.OrderID, err)
+		}
+	}
+}
