@@ -14,6 +14,7 @@ import (
 // /readyz and the leader's audit.
 type ItemsSurvey struct {
 	Items  int      // items in the registry
+	IDs    []string // their ids, sorted
 	Halted []string // the ids of the halted items, sorted
 	// Stock is the units left over all items (a stock key missing or not
 	// an integer counts none).
@@ -60,6 +61,7 @@ func (m *Items) Survey(ctx context.Context) (ItemsSurvey, error) {
 		return out, nil
 	}
 	slices.Sort(ids)
+	out.IDs = ids
 	ledger := m.cfg.Base.Orders != ""
 	keys := make([][]string, len(ids))
 	for i, id := range ids {

@@ -26,12 +26,12 @@ type leaderStatus struct {
 // sale audit every election.job_interval while this replica leads; with
 // ledger (and durable) set, the audit also reconciles the order ledger with
 // lucky (and MySQL's rows with the ledger), and with items each item's
-// books. stop
+// books and ledger (and one item's durable copy per run). stop
 // resigns, so another replica leads at once, and waits for the campaign to
 // end; it must run before w closes the sessions. With election.backend none
 // it starts nothing and the status is nil (/leader reports backend "none").
 func startElection(ctx context.Context, w *wiring, reg prometheus.Registerer, ledger audit.Ledger, durable audit.DurableOrders,
-	items audit.ItemsSurveyor) (stop func(), _ handler.LeaderStatus, _ error) {
+	items audit.ItemsSurveyor, itemLedgers audit.ItemLedgers) (stop func(), _ handler.LeaderStatus, _ error) {
 	cfg := w.cfg
 	el, err := buildElector(ctx, w)
 	if err != nil || el == nil {
@@ -43,7 +43,7 @@ func startElection(ctx context.Context, w *wiring, reg prometheus.Registerer, le
 		Initial:  initialKey(cfg), // written by Store.Reset
 		Segments: cfg.Stock.Segments,
 		Replica:  cfg.Replica, Backend: el.Backend(),
-		Ledger: ledger, Durable: durable, Items: items, Logger: w.log,
+		Ledger: ledger, Durable: durable, Items: items, ItemLedgers: itemLedgers, Logger: w.log,
 	})
 	runner := election.NewRunner(election.RunnerConfig{
 		Elector: el, Interval: cfg.Election.JobInterval, Logger: w.log,

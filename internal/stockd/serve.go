@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"seckill/internal/auth"
+	"seckill/internal/election/audit"
 	"seckill/internal/handler"
 	"seckill/internal/lock"
 	"seckill/internal/metrics"
@@ -134,6 +135,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 	var (
 		durableOrders handler.DurableOrders
 		itemsDurable  func(id string) handler.DurableOrders
+		itemLedgers   audit.ItemLedgers
 	)
 	if durable {
 		c, ic, err := startOrders(ctx, w, m, items)
@@ -148,9 +150,20 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 				}
 				return nil // an id For refuses has no item to read
 			}
+			itemLedgers = func(ctx context.Context, id string) (audit.Ledger, audit.DurableOrders, error) {
+				r, err := items.Orders(ctx, id)
+				if err != nil {
+					return nil, nil, err
+				}
+				c, err := ic.For(id)
+				if err != nil {
+					return nil, nil, err
+				}
+				return r, c, nil
+			}
 		}
 	}
-	stopElection, leader, err := startElection(ctx, w, m.Registry(), ledgerReader, durableOrders, items)
+	stopElection, leader, err := startElection(ctx, w, m.Registry(), ledgerReader, durableOrders, items, itemLedgers)
 	if err != nil {
 		return err
 	}

@@ -81,8 +81,13 @@ type Config struct {
 	// ledger's orders. Nil: not checked.
 	Durable DurableOrders
 	// Items, if set, are the sale's items (docs/items.md): each item's
-	// books must balance as the default sale's do. Nil: not checked.
+	// books must balance as the default sale's do, and with the ledger on
+	// its orders equal its lucky. Nil: not checked.
 	Items ItemsSurveyor
+	// ItemLedgers, if set with Items, is an item's ledger and durable
+	// copy (orders.durable): each run reconciles one item's, the next in
+	// id order, as Durable is the default sale's. Nil: not checked.
+	ItemLedgers ItemLedgers
 	// Logger receives the durable comparisons skipped for a MySQL or
 	// Redis failure. The default is slog.Default().
 	Logger *slog.Logger
@@ -110,9 +115,12 @@ type Record struct {
 	Ledger *LedgerRecord `json:"ledger,omitempty"`
 	// Items is how many items were checked (Config.Items), -1 when none
 	// were; an item whose books do not balance is a problem named for it.
-	Items    int      `json:"items"`
-	OK       bool     `json:"ok"`
-	Problems []string `json:"problems,omitempty"`
+	Items int `json:"items"`
+	// ItemLedger is the item ledger this run reconciled with its durable
+	// copy (Config.ItemLedgers), nil when none.
+	ItemLedger *LedgerRecord `json:"item_ledger,omitempty"`
+	OK         bool          `json:"ok"`
+	Problems   []string      `json:"problems,omitempty"`
 }
 
 // Client is the part of a go-redis client the Auditor needs (a
@@ -131,6 +139,9 @@ type Auditor struct {
 	mu      sync.Mutex
 	learned int64 // learned initial stock; valid when haveLrn
 	haveLrn bool
+	// nextItem: the item whose durable copy the next run reconciles is
+	// the first whose id is not below it (checkItemDurable).
+	nextItem string
 }
 
 // New returns an Auditor over rdb. The caller owns rdb.
@@ -232,6 +243,12 @@ func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
 			bad = append(bad, fmt.Sprintf("item %s: ledger orders = %d, want lucky %d (%+d units sold without an order)",
 				it.ID, it.Orders, it.Lucky, it.Lucky-it.Orders))
 		}
+		_, l, more, err := a.checkItemDurable(ctx, sv.IDs)
+		if err != nil {
+			return r, err
+		}
+		r.ItemLedger = l
+		bad = append(bad, more...)
 	}
 	r.OK, r.Problems = len(bad) == 0, bad
 	return r, nil
@@ -268,6 +285,12 @@ func (a *Auditor) Write(ctx context.Context, r Record) (Record, error) {
 		"at", r.At.UnixMilli(), "stock", r.Stock, "lucky", r.Lucky, "initial", r.Initial,
 		"learned", r.Learned, "fence", r.Fence, "ok", r.OK, "problems", fmt.Sprint(r.Problems), "items", r.Items}
 	args = append(args, r.Ledger.fields()...)
+	if l := r.ItemLedger; l != nil {
+		args = append(args, "item_ledger", l.Item, "item_lag", l.Lag)
+		if l.Durable != nil {
+			args = append(args, "item_durable", *l.Durable)
+		}
+	}
 	res, err := recordScript.Run(ctx, a.rdb, []string{a.cfg.TermKey, a.cfg.Stream}, args...).Slice()
 	if err != nil {
 		return r, fmt.Errorf("%w: record: %w", ErrRedis, err)

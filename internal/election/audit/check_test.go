@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -168,5 +169,56 @@ func TestCheckItemsLedger(t *testing.T) {
 	r, err := aud.Run(ctx, 1)
 	if err != nil || r.OK || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "item a: ledger orders = 1, want lucky 2") {
 		t.Fatalf("an item that lost an order: got %+v, %v; want one problem naming item a's ledger", r, err)
+	}
+}
+
+// With ItemLedgers, each run reconciles one item's durable copy, the next
+// in id order, wrapping around: a copy short of an order is a problem
+// named for its item.
+func TestCheckItemsDurable(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := t.Context()
+	base := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true)
+	items := stock.NewItems(stock.ItemsConfig{Redis: rdb, Base: base,
+		Service: stock.ServiceConfig{Backend: "none", Mode: stock.ModeAtomic, Replica: "r-1"}})
+	for _, id := range []string{"b", "a"} {
+		if _, err := items.Create(ctx, stock.Item{ID: id, Stock: 5}); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := items.ReduceFor(ctx, id, stock.Buyer{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := rdb.MSet(ctx, "stock", 10, "lucky", 0, "stock:initial", 10).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int64{"a": 2, "b": 1} // b's copy lost an order
+	aud := audit.New(rdb, audit.Config{
+		Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Initial: "stock:initial",
+		Replica: "r-1", Backend: "etcd", Items: items,
+		ItemLedgers: func(ctx context.Context, id string) (audit.Ledger, audit.DurableOrders, error) {
+			r, err := items.Orders(ctx, id)
+			return r, &fakeDurable{rows: rows[id]}, err
+		},
+	})
+	for i, want := range []struct {
+		item string
+		ok   bool
+	}{{"a", true}, {"b", false}, {"a", true}} {
+		r, err := aud.Run(ctx, 1)
+		if err != nil || r.ItemLedger == nil || r.ItemLedger.Item != want.item || r.OK != want.ok {
+			t.Fatalf("run %d: got %+v (item ledger %+v), %v; want item %s reconciled, OK %v", i, r, r.ItemLedger, err, want.item, want.ok)
+		}
+		if !want.ok && (len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "item b: durable orders = 1, want the ledger's 2")) {
+			t.Fatalf("run %d: problems %v; want item b's durable copy named", i, r.Problems)
+		}
+	}
+	recs, err := audit.ReadStream(ctx, rdb, audit.DefaultStream)
+	if err != nil || len(recs) != 3 || recs[1].ItemLedger == nil || recs[1].ItemLedger.Item != "b" || recs[1].ItemLedger.Durable == nil || *recs[1].ItemLedger.Durable != 1 {
+		t.Fatalf("the stream's records: %+v, %v; want the second naming item b's 1 durable order", recs, err)
 	}
 }

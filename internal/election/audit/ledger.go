@@ -2,7 +2,9 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"seckill/internal/stock"
 )
@@ -28,6 +30,9 @@ type DurableOrders interface {
 
 // LedgerRecord is the ledger part of a Record.
 type LedgerRecord struct {
+	// Item is the item whose ledger this is (Record.ItemLedger), "" for
+	// the default sale's.
+	Item   string `json:"item,omitempty"`
 	Sale   string `json:"sale"`
 	Orders int64  `json:"orders"`
 	// Lucky is lucky as read with Orders (Record.Lucky is read with the
@@ -45,20 +50,26 @@ type LedgerRecord struct {
 // an error (ErrRedis) as for the sale's keys; a MySQL failure only skips
 // the durable comparison, which the next run makes.
 func (a *Auditor) checkLedger(ctx context.Context, r *Record) ([]string, error) {
-	st, err := a.cfg.Ledger.LedgerStats(ctx)
+	l, bad, durable, err := a.reconcile(ctx, a.cfg.Ledger, a.cfg.Durable)
+	r.Ledger = l
+	return append(bad, durable...), err
+}
+
+// reconcile compares ledger's orders with its lucky (the problems in
+// bad), and with durable (nil: none) its durable copy's rows with its
+// orders (in durableBad).
+func (a *Auditor) reconcile(ctx context.Context, ledger Ledger, d DurableOrders) (_ *LedgerRecord, bad, durableBad []string, _ error) {
+	st, err := ledger.LedgerStats(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: read ledger: %w", ErrRedis, err)
+		return nil, nil, nil, fmt.Errorf("%w: read ledger: %w", ErrRedis, err)
 	}
 	l := &LedgerRecord{Sale: st.Sale, Orders: st.Orders, Lucky: st.Lucky, Lag: -1}
-	r.Ledger = l
-	var bad []string
 	if st.Orders != st.Lucky {
 		bad = append(bad, fmt.Sprintf("ledger orders = %d, want lucky %d (%+d units sold without an order)",
 			st.Orders, st.Lucky, st.Lucky-st.Orders))
 	}
-	d := a.cfg.Durable
 	if d == nil {
-		return bad, nil
+		return l, bad, nil, nil
 	}
 	// Lag 0 says every entry so far is stored; the rows are counted after
 	// it, and the ledger read again: unchanged, no sale slipped in between
@@ -67,30 +78,69 @@ func (a *Auditor) checkLedger(ctx context.Context, r *Record) ([]string, error) 
 	lag, err := d.Lag(ctx)
 	if err != nil {
 		a.logDurable("lag", err)
-		return bad, nil
+		return l, bad, nil, nil
 	}
 	l.Lag = lag
 	if lag != 0 {
-		return bad, nil
+		return l, bad, nil, nil
 	}
 	rows, err := d.Durable(ctx, st.Sale)
 	if err != nil {
 		a.logDurable("durable", err)
-		return bad, nil
+		return l, bad, nil, nil
 	}
-	again, err := a.cfg.Ledger.LedgerStats(ctx)
+	again, err := ledger.LedgerStats(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: read ledger: %w", ErrRedis, err)
+		return nil, nil, nil, fmt.Errorf("%w: read ledger: %w", ErrRedis, err)
 	}
 	if again != st {
-		return bad, nil
+		return l, bad, nil, nil
 	}
 	l.Durable = &rows
 	if rows != st.Orders {
-		bad = append(bad, fmt.Sprintf("durable orders = %d, want the ledger's %d for sale %s with no lag (%+d)",
+		durableBad = append(durableBad, fmt.Sprintf("durable orders = %d, want the ledger's %d for sale %s with no lag (%+d)",
 			rows, st.Orders, st.Sale, rows-st.Orders))
 	}
-	return bad, nil
+	return l, bad, durableBad, nil
+}
+
+// ItemLedgers is an item's ledger and its durable copy (Config.ItemLedgers).
+type ItemLedgers func(ctx context.Context, id string) (Ledger, DurableOrders, error)
+
+// checkItemDurable reconciles one item's durable copy, the next in id
+// order after the last run's (a count per item per run would be a MySQL
+// query per item): the item, its ledger and the problems, each named for
+// it. An item that no longer exists is skipped.
+func (a *Auditor) checkItemDurable(ctx context.Context, ids []string) (string, *LedgerRecord, []string, error) {
+	if len(ids) == 0 || a.cfg.ItemLedgers == nil {
+		return "", nil, nil, nil
+	}
+	a.mu.Lock()
+	i, _ := slices.BinarySearch(ids, a.nextItem)
+	if i == len(ids) {
+		i = 0
+	}
+	id := ids[i]
+	a.nextItem = id + "\x00" // the next id after this one
+	a.mu.Unlock()
+	ledger, d, err := a.cfg.ItemLedgers(ctx, id)
+	if errors.Is(err, stock.ErrNoItem) {
+		return "", nil, nil, nil
+	}
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("%w: item %s: %w", ErrRedis, id, err)
+	}
+	// The survey compares every item's ledger with its lucky already:
+	// only the durable comparison is this one's.
+	l, _, durable, err := a.reconcile(ctx, ledger, d)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	l.Item = id
+	for i, b := range durable {
+		durable[i] = "item " + id + ": " + b
+	}
+	return id, l, durable, nil
 }
 
 func (a *Auditor) logDurable(what string, err error) {

@@ -44,6 +44,13 @@ func parseRecord(m redis.XMessage) Record {
 			r.Ledger.Durable = &d
 		}
 	}
+	if id := str("item_ledger"); id != "" {
+		r.ItemLedger = &LedgerRecord{Item: id, Lag: i64("item_lag")}
+		if _, ok := m.Values["item_durable"]; ok {
+			d := i64("item_durable")
+			r.ItemLedger.Durable = &d
+		}
+	}
 	r.Items = -1 // a record made before items were audited has none
 	if _, ok := m.Values["items"]; ok {
 		r.Items = int(i64("items"))
