@@ -483,7 +483,8 @@ func TestItemNamesEveryKeyItsSaleWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := stock.ItemKeys(defaultBase.Derive(true), "x").All()
+	// Its sale's keys, and its settings beside them.
+	names := append(stock.ItemKeys(defaultBase.Derive(true), "x").All(), stock.KeyName{Name: stock.ItemMetaKey("x")})
 	for _, key := range keys {
 		if key == stock.ItemRegistry {
 			continue

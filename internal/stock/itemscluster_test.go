@@ -326,12 +326,14 @@ func TestClusterClientFollowsFailover(t *testing.T) {
 	if err := cc.Set(ctx, key, 7, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cc.Do(ctx, "wait", 1, 2000).Err(); err != nil { // any node: the key's replica acks in the background anyway
-		t.Fatal(err)
-	}
 	node, err := cc.MasterForKey(ctx, key)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// WAIT on the key's master (the cluster client would send it to any
+	// node): the replica to be promoted holds the key.
+	if n, err := node.Do(ctx, "wait", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 on %s: %d, %v", node.Options().Addr, n, err)
 	}
 	var master *servers.Process
 	for _, m := range cl.Masters() {
