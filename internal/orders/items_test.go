@@ -198,9 +198,6 @@ func TestEnsureItemsSchemaConcurrent(t *testing.T) {
 // On a Redis Cluster each item's stream, group and trim are one slot: the
 // items' consumers store and trim items spread over the masters.
 func TestItemConsumersOnACluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
 	e := newEnv(t)
 	cl := servertest.RedisCluster(t)
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1})

@@ -22,9 +22,6 @@ import (
 // create of one id is refused by the registry's claim, and a reset
 // sweeps the item's idempotency records from the master that holds them.
 func TestItemsOnACluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
 	cl := servertest.RedisCluster(t)
 	cc := clusterClient(t, cl)
 	ctx := t.Context()
@@ -115,9 +112,6 @@ func TestItemsOnACluster(t *testing.T) {
 // (Sent through the cluster client, WAIT would go to any node, whose
 // replicas have nothing to acknowledge: every sale would look replicated.)
 func TestItemReplicaAcksOnACluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
 	cl := servertest.RedisCluster(t)
 	cc := clusterClient(t, cl)
 	ctx := t.Context()
@@ -130,19 +124,7 @@ func TestItemReplicaAcksOnACluster(t *testing.T) {
 	if _, err := items.ReduceFor(ctx, "a", stock.Buyer{}); err != nil {
 		t.Fatalf("sale with the replica up: %v", err)
 	}
-	node, err := cc.MasterForKey(ctx, stock.ItemMetaKey("a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var replica *servers.Process
-	for _, m := range cl.Masters() {
-		if m.Addr() == node.Options().Addr {
-			replica = cl.ReplicaOf(m)
-		}
-	}
-	if replica == nil {
-		t.Fatalf("no replica for item a's master %s", node.Options().Addr)
-	}
+	replica := cl.ReplicaOf(masterOf(t, cl, cc, stock.ItemMetaKey("a")))
 	if err := replica.Pause(); err != nil {
 		t.Fatal(err)
 	}
@@ -167,9 +149,6 @@ func TestItemReplicaAcksOnACluster(t *testing.T) {
 // sold twice (each stock-after once), the books balance, and the sale
 // never halts (acknowledged means the promoted replica has it).
 func TestItemMasterKillOnACluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
 	cl := servertest.RedisCluster(t)
 	cc := clusterClient(t, cl)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -181,19 +160,7 @@ func TestItemMasterKillOnACluster(t *testing.T) {
 	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: initial}); err != nil {
 		t.Fatal(err)
 	}
-	node, err := cc.MasterForKey(ctx, stock.ItemMetaKey("a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var master *servers.Process
-	for _, m := range cl.Masters() {
-		if m.Addr() == node.Options().Addr {
-			master = m
-		}
-	}
-	if master == nil {
-		t.Fatalf("item a's master %s is not one of the cluster's", node.Options().Addr)
-	}
+	master := masterOf(t, cl, cc, stock.ItemMetaKey("a"))
 
 	var (
 		mu                     sync.Mutex
@@ -282,24 +249,7 @@ func TestItemMasterKillOnACluster(t *testing.T) {
 	if halted != nil || afterKill < after {
 		t.Fatalf("the sale did not go on by itself: %d sold after the kill, halted: %v", afterKill, halted)
 	}
-	st, err := items.Status(ctx, "a")
-	if err != nil || st.Stock+st.Lucky != initial || st.Lucky < int64(len(sold)) {
-		t.Fatalf("books: %+v, %v; want stock+lucky = %d and lucky ≥ the %d sold", st, err, initial, len(sold))
-	}
-	ledger, err := items.Orders(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	units := map[int64]bool{}
-	for _, s := range sold {
-		if units[s.StockAfter] {
-			t.Errorf("stock-after %d answered twice: a unit sold twice", s.StockAfter)
-		}
-		units[s.StockAfter] = true
-		if _, err := ledger.Order(ctx, s.OrderID); err != nil {
-			t.Errorf("order %s, answered sold, is not in the ledger after the failover: %v", s.OrderID, err)
-		}
-	}
+	checkSold(t, ctx, items, "a", initial, sold)
 }
 
 // clusterClient is a stock client of cl: no retries, failover followed.
@@ -316,9 +266,6 @@ func clusterClient(t *testing.T, cl *servers.RedisCluster) *redis.ClusterClient 
 // the hook go-redis kept sending to the dead master for as long as it
 // was watched.
 func TestClusterClientFollowsFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
 	cl := servertest.RedisCluster(t)
 	cc := clusterClient(t, cl)
 	ctx := t.Context()
@@ -326,20 +273,11 @@ func TestClusterClientFollowsFailover(t *testing.T) {
 	if err := cc.Set(ctx, key, 7, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	node, err := cc.MasterForKey(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	master := masterOf(t, cl, cc, key)
 	// WAIT on the key's master (the cluster client would send it to any
 	// node): the replica to be promoted holds the key.
-	if n, err := node.Do(ctx, "wait", 1, 5000).Int(); err != nil || n != 1 {
-		t.Fatalf("WAIT 1 on %s: %d, %v", node.Options().Addr, n, err)
-	}
-	var master *servers.Process
-	for _, m := range cl.Masters() {
-		if m.Addr() == node.Options().Addr {
-			master = m
-		}
+	if n, err := waitOne(ctx, master.Addr(), 5000); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 on %s: %d, %v", master.Addr(), n, err)
 	}
 	if err := master.Kill(); err != nil {
 		t.Fatal(err)
@@ -368,12 +306,10 @@ func TestClusterClientFollowsFailover(t *testing.T) {
 // it was written (WAIT 1: the event), polling only while none is
 // attached, at most 30s.
 func waitReplica(ctx context.Context, addr string) error {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		n, err := rdb.Do(ctx, "wait", 1, 1000).Int()
+		n, err := waitOne(ctx, addr, 1000)
 		if err == nil && n >= 1 {
 			return nil
 		}
@@ -391,9 +327,6 @@ func waitReplica(ctx context.Context, addr string) error {
 // the new master. No sale answered sold is lost or sold twice, the books
 // balance. The stall is logged: what buyers of that item see.
 func TestItemSlotMigrationOnACluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
 	cl := servertest.RedisCluster(t)
 	cc := clusterClient(t, cl)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -405,21 +338,16 @@ func TestItemSlotMigrationOnACluster(t *testing.T) {
 	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: initial}); err != nil {
 		t.Fatal(err)
 	}
-	node, err := cc.MasterForKey(ctx, stock.ItemMetaKey("a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var from, to *servers.Process
+	from := masterOf(t, cl, cc, stock.ItemMetaKey("a"))
+	var to *servers.Process
 	for _, m := range cl.Masters() {
-		if m.Addr() == node.Options().Addr {
-			from = m
-		} else if to == nil {
+		if m != from && to == nil {
 			to = m
 		}
 	}
 	slot, err := cc.ClusterKeySlot(ctx, stock.ItemMetaKey("a")).Result()
-	if err != nil || from == nil {
-		t.Fatalf("item a's slot %d (%v), master %v", slot, err, from)
+	if err != nil {
+		t.Fatalf("item a's slot %d: %v", slot, err)
 	}
 
 	var (
@@ -428,6 +356,7 @@ func TestItemSlotMigrationOnACluster(t *testing.T) {
 		attempts           int
 		refused, other     int
 		firstOther         error
+		refusal            = make(chan struct{}, 1) // a buyer was refused
 		lastErr            error
 		moving, moved      bool
 		afterMove          int
@@ -469,8 +398,10 @@ func TestItemSlotMigrationOnACluster(t *testing.T) {
 				case errors.Is(err, stock.ErrUnavailable):
 					refused++
 					lastErr = err
+					signal(refusal)
 				default:
 					other++
+					signal(refusal)
 					if firstOther == nil {
 						firstOther = err
 					}
@@ -494,17 +425,13 @@ func TestItemSlotMigrationOnACluster(t *testing.T) {
 	// refused by it.
 	step := func() {
 		batches++
-		mu.Lock()
-		want := refused + other + 1
-		mu.Unlock()
-		for ctx.Err() == nil {
-			mu.Lock()
-			n := refused + other
-			mu.Unlock()
-			if n >= want {
-				return
-			}
-			time.Sleep(time.Millisecond) // the buyers' progress is a counter, not an event
+		select { // a refusal from before this batch does not count
+		case <-refusal:
+		default:
+		}
+		select {
+		case <-refusal:
+		case <-ctx.Done():
 		}
 	}
 	if err := cl.MigrateSlot(ctx, int(slot), 40, from, to, step); err != nil {
@@ -528,11 +455,43 @@ func TestItemSlotMigrationOnACluster(t *testing.T) {
 	if n, err := cc.MasterForKey(ctx, stock.ItemMetaKey("a")); err != nil || n.Options().Addr != to.Addr() {
 		t.Fatalf("item a's master after the move: %v, %v; want %s", n, err, to.Addr())
 	}
-	st, err := items.Status(ctx, "a")
+	checkSold(t, ctx, items, "a", initial, sold)
+}
+
+// waitOne runs WAIT 1 ms on the Redis at addr: how many replicas hold
+// what it was written.
+func waitOne(ctx context.Context, addr string, ms int) (int, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+	return rdb.Do(ctx, "wait", 1, ms).Int()
+}
+
+// masterOf is the master process that holds key's slot.
+func masterOf(t *testing.T, cl *servers.RedisCluster, cc *redis.ClusterClient, key string) *servers.Process {
+	t.Helper()
+	node, err := cc.MasterForKey(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range cl.Masters() {
+		if m.Addr() == node.Options().Addr {
+			return m
+		}
+	}
+	t.Fatalf("%s's master %s is not one of the cluster's", key, node.Options().Addr)
+	return nil
+}
+
+// checkSold judges item id after a fault: its books balance at initial,
+// lucky covers every sale answered sold, each of those is in its ledger,
+// and no stock-after was answered twice (a unit sold twice).
+func checkSold(t *testing.T, ctx context.Context, items *stock.Items, id string, initial int64, sold []stock.Sale) {
+	t.Helper()
+	st, err := items.Status(ctx, id)
 	if err != nil || st.Stock+st.Lucky != initial || st.Lucky < int64(len(sold)) {
 		t.Fatalf("books: %+v, %v; want stock+lucky = %d and lucky ≥ the %d sold", st, err, initial, len(sold))
 	}
-	ledger, err := items.Orders(ctx, "a")
+	ledger, err := items.Orders(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +502,15 @@ func TestItemSlotMigrationOnACluster(t *testing.T) {
 		}
 		units[s.StockAfter] = true
 		if _, err := ledger.Order(ctx, s.OrderID); err != nil {
-			t.Errorf("order %s, answered sold, is not in the ledger after the move: %v", s.OrderID, err)
+			t.Errorf("order %s, answered sold, is not in the ledger after the fault: %v", s.OrderID, err)
 		}
+	}
+}
+
+// signal sends on c unless a send is already waiting there.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }

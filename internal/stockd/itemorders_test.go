@@ -20,9 +20,6 @@ import (
 // from the item's stream and read back from MySQL, and a reset item's
 // next sale is stored too.
 func TestItemsDurableOrders(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real processes")
-	}
 	db := mariadb(t)
 	rds := servertest.Redis(t)
 	p := startStockd(t,
