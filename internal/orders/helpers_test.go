@@ -79,7 +79,7 @@ func cmp(s, def string) string {
 
 // run starts c.Run; the returned stop cancels it and fails the test unless
 // Run returns nil within two seconds. Cleanup stops it too.
-func run(t testing.TB, c *Consumer) (stop func()) {
+func run(t testing.TB, c interface{ Run(context.Context) error }) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -45,20 +45,7 @@ func (e *env) itemConsumers(t *testing.T, ids *itemList, replica string) *ItemCo
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run returned %v, want nil", err)
-			}
-		case <-time.After(2 * time.Second):
-			t.Errorf("Run still running 2s after its context was cancelled")
-		}
-	})
+	run(t, m)
 	return m
 }
 
@@ -223,10 +210,7 @@ func TestItemConsumersOnACluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Run(rctx) }()
-	defer func() { cancel(); <-done }()
+	defer run(t, m)()
 	eventually(t, 20*time.Second, func() (bool, string) {
 		rows := e.count(t, "SELECT COUNT(*) FROM cluster_items")
 		var left int64
