@@ -138,24 +138,8 @@ func TestCheckItems(t *testing.T) {
 // With the ledger on, an item whose ledger lost an order is a problem
 // named for it; its books may balance all the same.
 func TestCheckItemsLedger(t *testing.T) {
-	srv := servertest.Redis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb, items, base := soldItems(t, "a")
 	ctx := t.Context()
-	base := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true)
-	items := stock.NewItems(stock.ItemsConfig{Redis: rdb, Base: base,
-		Service: stock.ServiceConfig{Backend: "none", Mode: stock.ModeAtomic, Replica: "r-1"}})
-	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: 5}); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if _, err := items.ReduceFor(ctx, "a", stock.Buyer{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := rdb.MSet(ctx, "stock", 10, "lucky", 0, "stock:initial", 10).Err(); err != nil {
-		t.Fatal(err)
-	}
 	aud := audit.New(rdb, audit.Config{
 		Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Initial: "stock:initial",
 		Replica: "r-1", Backend: "etcd", Items: items,
@@ -176,26 +160,8 @@ func TestCheckItemsLedger(t *testing.T) {
 // in id order, wrapping around: a copy short of an order is a problem
 // named for its item.
 func TestCheckItemsDurable(t *testing.T) {
-	srv := servertest.Redis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb, items, _ := soldItems(t, "b", "a")
 	ctx := t.Context()
-	base := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true)
-	items := stock.NewItems(stock.ItemsConfig{Redis: rdb, Base: base,
-		Service: stock.ServiceConfig{Backend: "none", Mode: stock.ModeAtomic, Replica: "r-1"}})
-	for _, id := range []string{"b", "a"} {
-		if _, err := items.Create(ctx, stock.Item{ID: id, Stock: 5}); err != nil {
-			t.Fatal(err)
-		}
-		for range 2 {
-			if _, err := items.ReduceFor(ctx, id, stock.Buyer{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := rdb.MSet(ctx, "stock", 10, "lucky", 0, "stock:initial", 10).Err(); err != nil {
-		t.Fatal(err)
-	}
 	rows := map[string]int64{"a": 2, "b": 1} // b's copy lost an order
 	aud := audit.New(rdb, audit.Config{
 		Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Initial: "stock:initial",
@@ -221,4 +187,31 @@ func TestCheckItemsDurable(t *testing.T) {
 	if err != nil || len(recs) != 3 || recs[1].ItemLedger == nil || recs[1].ItemLedger.Item != "b" || recs[1].ItemLedger.Durable == nil || *recs[1].ItemLedger.Durable != 1 {
 		t.Fatalf("the stream's records: %+v, %v; want the second naming item b's 1 durable order", recs, err)
 	}
+}
+
+// soldItems is a Redis whose default sale is balanced (10 left, none
+// sold) and whose items ids, ledger on, have each sold 2 of 5.
+func soldItems(t *testing.T, ids ...string) (*redis.Client, *stock.Items, stock.Keys) {
+	t.Helper()
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := t.Context()
+	base := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true)
+	items := stock.NewItems(stock.ItemsConfig{Redis: rdb, Base: base,
+		Service: stock.ServiceConfig{Backend: "none", Mode: stock.ModeAtomic, Replica: "r-1"}})
+	for _, id := range ids {
+		if _, err := items.Create(ctx, stock.Item{ID: id, Stock: 5}); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := items.ReduceFor(ctx, id, stock.Buyer{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := rdb.MSet(ctx, "stock", 10, "lucky", 0, "stock:initial", 10).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rdb, items, base
 }
