@@ -3,7 +3,11 @@ package stock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -66,3 +70,119 @@ func reloadIfNoAnswer(ctx context.Context, cc *redis.ClusterClient, err error) {
 		cc.ReloadState(ctx)
 	}
 }
+
+// master is one master of a cluster, for the checks of the stock Redis's
+// configuration, which must hold of every master that keeps a part of
+// the sale.
+type master struct {
+	addr string
+	rdb  *redis.Client
+}
+
+// mastersOf lists the masters of rdb when it is a cluster client (ok),
+// sorted by address; an error when the slots cannot be read.
+func mastersOf(ctx context.Context, rdb any) (_ []master, ok bool, _ error) {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return nil, false, nil
+	}
+	var (
+		mu  sync.Mutex
+		out []master
+	)
+	err := cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, master{addr: c.Options().Addr, rdb: c})
+		return nil
+	})
+	if err != nil {
+		return nil, true, wrapRedis(ctx, "CLUSTER SLOTS", err)
+	}
+	slices.SortFunc(out, func(a, b master) int { return strings.Compare(a.addr, b.addr) })
+	return out, true, nil
+}
+
+// ClusterNodes lists every node of the cluster cc, masters and replicas,
+// host:port as the cluster announces them: whose clocks the clock check
+// compares.
+func ClusterNodes(ctx context.Context, cc *redis.ClusterClient) ([]string, error) {
+	var (
+		mu  sync.Mutex
+		out []string
+	)
+	err := cc.ForEachShard(ctx, func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, c.Options().Addr)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoReplicaList, wrapRedis(ctx, "CLUSTER SLOTS", err))
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// SendOnce keeps cc from sending a command again after it was sent and
+// no answer came (a timeout, a reset connection): go-redis's cluster
+// client does that once on the same node whatever MaxRetries says, and a
+// write resent after its first run (a reset after sales, an INCR) counts
+// twice. Refusals before execution (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a
+// dial that failed) are still followed. The store then decides, as on
+// one Redis: a sale is retried with its attempt id or unconfirmed. Call
+// it once, where cc is made, before its first command.
+func SendOnce(cc *redis.ClusterClient) {
+	cc.OnNewNode(func(node *redis.Client) { node.AddHook(sendOnceHook{}) })
+}
+
+type sendOnceHook struct{}
+
+func (sendOnceHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (sendOnceHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if e := sentNoAnswer(err); e != err {
+			cmd.SetErr(e)
+			return e
+		}
+		return err
+	}
+}
+
+func (sendOnceHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if e := sentNoAnswer(cmd.Err()); e != cmd.Err() {
+				cmd.SetErr(e)
+			}
+		}
+		return sentNoAnswer(err)
+	}
+}
+
+// sentNoAnswer hides err from go-redis's resend test when it is no answer
+// to a command that may have run: not a reply, not a dial or a pool wait
+// (nothing was sent), not the caller's context (never resent anyway).
+func sentNoAnswer(err error) error {
+	var (
+		reply redis.Error
+		op    *net.OpError
+	)
+	switch {
+	case err == nil, errors.As(err, &reply), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &op) && op.Op == "dial":
+		return err
+	}
+	return noAnswer{err}
+}
+
+// noAnswer carries an error's text without its chain, which go-redis
+// reads to decide a resend; the store sees it as what it is: the Redis
+// did not answer (ErrUnavailable, wrapRedis).
+type noAnswer struct{ err error }
+
+func (e noAnswer) Error() string { return e.err.Error() }

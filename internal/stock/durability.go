@@ -65,7 +65,46 @@ type Durability struct {
 // fsync policy (CONFIG GET appendfsync, FsyncUnknown where refused) and its
 // version (INFO server). An unreachable Redis is ErrUnavailable; an INFO
 // that does not say whether the AOF is on is ErrDurabilityUnknown.
+//
+// On a cluster client every master is read and the one that promises
+// least is the answer: a sale lives on one master, and which one is the
+// buyer's luck.
 func ReadDurability(ctx context.Context, rdb DurabilityReader) (Durability, error) {
+	ms, ok, err := mastersOf(ctx, rdb)
+	if !ok {
+		return readDurability(ctx, rdb)
+	}
+	if err != nil {
+		return Durability{}, err
+	}
+	var weakest Durability
+	for i, m := range ms {
+		d, err := readDurability(ctx, m.rdb)
+		if err != nil {
+			return d, fmt.Errorf("master %s: %w", m.addr, err)
+		}
+		if i == 0 || d.strength() < weakest.strength() {
+			weakest = d
+		}
+	}
+	return weakest, nil
+}
+
+// strength orders readings by what a 200 outlives: no AOF, then an AOF
+// whose fsync is unknown or never, every second, always.
+func (d Durability) strength() int {
+	switch {
+	case !d.AOF:
+		return 0
+	case d.Fsync == FsyncEverysec:
+		return 2
+	case d.Fsync == FsyncAlways:
+		return 3
+	}
+	return 1
+}
+
+func readDurability(ctx context.Context, rdb DurabilityReader) (Durability, error) {
 	var d Durability
 	// Two INFO calls, not one with two sections: a Redis before 7.0 takes
 	// a single section.

@@ -256,9 +256,61 @@ func TestItemMasterKillOnACluster(t *testing.T) {
 func clusterClient(t *testing.T, cl *servers.RedisCluster) *redis.ClusterClient {
 	t.Helper()
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1})
+	stock.SendOnce(cc)
 	stock.FollowFailover(cc)
 	t.Cleanup(func() { _ = cc.Close() })
 	return cc
+}
+
+// A script whose reply does not come in time runs once: go-redis's
+// cluster client sends a command again after a read timeout, whatever
+// MaxRetries says (measured: the counter below reached 2), and SendOnce
+// stops it.
+func TestClusterClientSendsOnce(t *testing.T) {
+	cl := servertest.RedisCluster(t)
+	ctx := t.Context()
+	const key = "{item:once}:n"
+	// Counts, then holds the node for 600 ms: past the read timeout.
+	slow := redis.NewScript(`
+local n = redis.call('INCR', KEYS[1])
+local t0 = redis.call('TIME')
+repeat
+  local t = redis.call('TIME')
+until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 600000
+return n`)
+	for _, once := range []bool{false, true} {
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
+		if once {
+			stock.SendOnce(cc)
+		}
+		if err := cc.Set(ctx, key, 0, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := slow.Run(ctx, cc, []string{key}).Err(); err == nil {
+			t.Fatalf("once=%v: the slow script answered within the read timeout", once)
+		}
+		// A GET queues behind the script running on the node, so its
+		// first answer counts every run sent so far; the control's resend
+		// was sent before Run returned, and is waited for.
+		var n int64
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			v, err := cc.Get(ctx, key).Int64()
+			if err == nil {
+				n = v
+				if once || n >= 2 {
+					break
+				}
+			}
+		}
+		_ = cc.Close()
+		switch {
+		case once && n != 1:
+			t.Errorf("with SendOnce the script ran %d times, want 1", n)
+		case !once && n < 2:
+			t.Errorf("without SendOnce the script ran %d time(s), want the resend this test guards against (go-redis changed?)", n)
+		}
+	}
 }
 
 // A master killed, its replica promoted: a client without retries

@@ -34,7 +34,28 @@ type InfoReader interface {
 // answers but does not report it (an ACL without INFO, a proxy): a policy
 // that cannot be read cannot be trusted. An unreachable Redis is
 // ErrUnavailable, as for every other command.
+//
+// On a cluster client every master is read, and the first that may evict
+// is the answer, named: each holds a part of the sale.
 func MaxmemoryPolicy(ctx context.Context, rdb InfoReader) (string, error) {
+	if ms, ok, err := mastersOf(ctx, rdb); ok {
+		if err != nil {
+			return "", err
+		}
+		var policy string
+		for _, m := range ms {
+			p, err := maxmemoryPolicy(ctx, m.rdb)
+			if err != nil {
+				return p, fmt.Errorf("master %s: %w", m.addr, err)
+			}
+			policy = p
+		}
+		return policy, nil
+	}
+	return maxmemoryPolicy(ctx, rdb)
+}
+
+func maxmemoryPolicy(ctx context.Context, rdb InfoReader) (string, error) {
 	info, err := rdb.Info(ctx, "memory").Result()
 	if err != nil {
 		err = wrapRedis(ctx, "INFO memory", err)
@@ -88,7 +109,31 @@ type Memory struct {
 func (m Memory) Headroom() int64 { return m.Max - m.Used }
 
 // ReadMemory reads rdb's maxmemory and used_memory, in one INFO memory.
+// On a cluster client, the master with a limit and the least headroom:
+// the stock left is checked against it as if it all lived there, which
+// warns early rather than late.
 func ReadMemory(ctx context.Context, rdb InfoReader) (Memory, error) {
+	ms, ok, err := mastersOf(ctx, rdb)
+	if !ok {
+		return readMemory(ctx, rdb)
+	}
+	if err != nil {
+		return Memory{}, err
+	}
+	var least Memory
+	for _, m := range ms {
+		mem, err := readMemory(ctx, m.rdb)
+		if err != nil {
+			return Memory{}, fmt.Errorf("master %s: %w", m.addr, err)
+		}
+		if mem.Max > 0 && (least.Max == 0 || mem.Headroom() < least.Headroom()) {
+			least = mem
+		}
+	}
+	return least, nil
+}
+
+func readMemory(ctx context.Context, rdb InfoReader) (Memory, error) {
 	info, err := rdb.Info(ctx, "memory").Result()
 	if err != nil {
 		return Memory{}, wrapRedis(ctx, "INFO memory", err)

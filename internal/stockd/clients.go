@@ -24,8 +24,8 @@ import (
 type wiring struct {
 	cfg      *Config
 	log      *slog.Logger
-	stockRDB *redis.Client
-	lockRDB  *redis.Client
+	stockRDB redis.UniversalClient
+	lockRDB  redis.UniversalClient
 	etcdMgr  *etcdsess.Manager
 	zkSess   *zksess.Session
 	closers  []func() error
@@ -34,7 +34,7 @@ type wiring struct {
 // stockRedis is the stock's Redis, with go-redis's retries off: a retried
 // write could sell twice if its first reply was lost. The stock service
 // retries its own writes, exactly-once by the attempt id they carry.
-func (w *wiring) stockRedis() *redis.Client {
+func (w *wiring) stockRedis() redis.UniversalClient {
 	if w.stockRDB == nil {
 		w.stockRDB = stockRedisClient(w.cfg, -1)
 		w.onClose(w.stockRDB.Close)
@@ -116,10 +116,14 @@ func (w *wiring) close() error {
 	return errors.Join(errs...)
 }
 
-// stockRedisClient is a client of the stock Redis: through Sentinel when
-// redis.sentinel.master is set (a go-redis FailoverClient, which asks the
-// Sentinels for the primary and follows a failover), else of redis.addr.
-func stockRedisClient(cfg *Config, maxRetries int) *redis.Client {
+// stockRedisClient is a client of the stock Redis: of a Redis Cluster with
+// redis.cluster.addrs, through Sentinel when redis.sentinel.master is set
+// (a go-redis FailoverClient, which asks the Sentinels for the primary and
+// follows a failover), else of redis.addr.
+func stockRedisClient(cfg *Config, maxRetries int) redis.UniversalClient {
+	if onCluster(cfg) {
+		return newClusterClient(cfg, maxRetries)
+	}
 	if cfg.Redis.Sentinel.Master == "" {
 		return newRedisClient(cfg, cfg.Redis.Addr, maxRetries)
 	}
@@ -137,12 +141,13 @@ func stockRedisClient(cfg *Config, maxRetries int) *redis.Client {
 }
 
 // minReplicaAcks is stock.min_replica_acks with its -1 resolved: 1 when
-// the stock Redis is behind Sentinel (a replica exists to wait for), else 0.
+// the stock Redis is behind Sentinel or a Redis Cluster (a replica exists
+// to wait for), else 0.
 func minReplicaAcks(cfg *Config) int {
 	if n := cfg.Stock.MinReplicaAcks; n >= 0 {
 		return n
 	}
-	if cfg.Redis.Sentinel.Master != "" {
+	if cfg.Redis.Sentinel.Master != "" || onCluster(cfg) {
 		return 1
 	}
 	return 0

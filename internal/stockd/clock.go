@@ -13,7 +13,8 @@ import (
 
 // clockCheck is the clocks items' windows assume (docs/items.md): the
 // stock Redis primary's, its replicas' (from the Sentinels with
-// redis.sentinel.master, else from the primary's INFO replication) and
+// redis.sentinel.master, every node of a cluster, else from the primary's
+// INFO replication) and
 // this process's; nil with stock.max_clock_skew 0.
 func clockCheck(w *wiring) *stock.ClockCheck {
 	cfg := w.cfg
@@ -24,7 +25,13 @@ func clockCheck(w *wiring) *stock.ClockCheck {
 		Primary: w.stockRedis(),
 		Dial:    func(addr string) *redis.Client { return newRedisClient(cfg, addr, -1) },
 	}
-	if s := cfg.Redis.Sentinel; s.Master != "" {
+	if cc, ok := w.stockRedis().(*redis.ClusterClient); ok {
+		// Each item's window is decided by its own master's clock:
+		// every node's is compared, against one master's.
+		c.Replicas = func(ctx context.Context) ([]string, error) {
+			return stock.ClusterNodes(ctx, cc)
+		}
+	} else if s := cfg.Redis.Sentinel; s.Master != "" {
 		c.Replicas = func(ctx context.Context) ([]string, error) {
 			return stock.SentinelReplicas(ctx, s.Addrs, s.Master)
 		}

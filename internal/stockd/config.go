@@ -76,6 +76,12 @@ type Config struct {
 			Master string   `mapstructure:"master" default:"" doc:"the name these Sentinels monitor: the stock Redis (and the Redis locks', unless lock.redis_addr) is its primary, followed across failovers; requires redis.sentinel.addrs"`
 			Addrs  []string `mapstructure:"addrs" default:"" doc:"the Sentinels, host:port each; requires redis.sentinel.master"`
 		} `mapstructure:"sentinel"`
+		// Cluster, when Addrs is set, is a Redis Cluster holding the sale:
+		// every key of one sale (the default one, each item) in one slot,
+		// items spread over the masters (docs/cluster.md).
+		Cluster struct {
+			Addrs []string `mapstructure:"addrs" default:"" doc:"seed nodes of a Redis Cluster holding the stock, host:port each, instead of redis.addr: the sale's keys need one hash tag (stock.key {stock}), items spread over the masters, failovers and slot moves are followed (docs/cluster.md). Not with redis.sentinel"`
+		} `mapstructure:"cluster"`
 	} `mapstructure:"redis" doc:"the stock Redis"`
 	Lock struct {
 		Backend     string        `mapstructure:"backend" default:"redis" doc:"the distributed lock; lab-only values need lab.unsafe and a lab build, and oversell on purpose"`

@@ -186,6 +186,39 @@ func TestValidate(t *testing.T) {
 		{"sentinel without addrs", func(c *Config) { c.Redis.Sentinel.Master = "seckill" }, "redis.sentinel.addrs"},
 		{"sentinel addrs without master", func(c *Config) { c.Redis.Sentinel.Addrs = []string{"s1:26379"} }, "redis.sentinel.master"},
 		{"sentinel addr without port", func(c *Config) { c.Redis.Sentinel.Master, c.Redis.Sentinel.Addrs = "seckill", []string{"s1"} }, "redis.sentinel.addrs"},
+		// A Redis Cluster: one hash tag per family of keys written together.
+		{"cluster", clusterConfigured, ""},
+		{"cluster, atomic, untagged lock key unused", func(c *Config) {
+			clusterConfigured(c)
+			c.Stock.Mode, c.Lock.Key = "atomic", "lock"
+		}, ""},
+		{"cluster, etcd lock, untagged lock key", func(c *Config) {
+			clusterConfigured(c)
+			c.Lock.Backend, c.Lock.Key = "etcd", "lock"
+		}, ""},
+		{"cluster addr without port", func(c *Config) { clusterConfigured(c); c.Redis.Cluster.Addrs = []string{"r1"} }, "redis.cluster.addrs"},
+		{"cluster, untagged stock key", func(c *Config) {
+			clusterConfigured(c)
+			c.Stock.Key, c.Stock.LuckyKey, c.Stock.FenceKey = "stock", "lucky", "stock:fence"
+		}, "stock.key"},
+		{"cluster, lucky key off the tag", func(c *Config) { clusterConfigured(c); c.Stock.LuckyKey = "lucky" }, "stock.lucky_key"},
+		{"cluster, redis lock tags its own keys", func(c *Config) {
+			clusterConfigured(c)
+			c.Lock.Backend, c.Lock.Key = "redis", "lock"
+		}, ""},
+		{"cluster, untagged redisson lock key", func(c *Config) {
+			clusterConfigured(c)
+			c.Lock.Backend, c.Lock.Key = "redisson", "lock"
+		}, "lock.key"},
+		{"cluster and sentinel", func(c *Config) {
+			clusterConfigured(c)
+			c.Redis.Sentinel.Master, c.Redis.Sentinel.Addrs = "seckill", []string{"s1:26379"}
+		}, "redis.cluster.addrs"},
+		{"cluster, database 1", func(c *Config) { clusterConfigured(c); c.Redis.DB = 1 }, "redis.db"},
+		{"cluster's default acks bound the timeout", func(c *Config) {
+			clusterConfigured(c)
+			c.Stock.ReplicaAckTimeout = time.Second
+		}, "stock.replica_ack_timeout"},
 		{"replica acks", func(c *Config) { c.Stock.MinReplicaAcks = 2 }, ""},
 		{"negative replica acks", func(c *Config) { c.Stock.MinReplicaAcks = -2 }, "stock.min_replica_acks"},
 		{"ack timeout above redis timeout", func(c *Config) { c.Stock.MinReplicaAcks, c.Stock.ReplicaAckTimeout = 1, 2*time.Second }, "stock.replica_ack_timeout"},
@@ -221,6 +254,14 @@ func TestValidate(t *testing.T) {
 }
 
 // mysqlConfigured selects the mysql backend with a valid DSN.
+// clusterConfigured is a valid configuration on a Redis Cluster: the
+// sale's and the Redis lock's keys each under one hash tag.
+func clusterConfigured(c *Config) {
+	c.Redis.Cluster.Addrs = []string{"r1:7000", "r2:7000"}
+	c.Stock.Key, c.Stock.LuckyKey, c.Stock.FenceKey = "{stock}", "{stock}:lucky", "{stock}:fence"
+	c.Lock.Backend, c.Lock.Key = "redisson", "{lock}"
+}
+
 func mysqlConfigured(c *Config) {
 	c.Lock.Backend = "mysql"
 	c.MySQL.DSN = "seckill:secret@tcp(mysql:3306)/seckill"

@@ -38,7 +38,9 @@ func startElection(ctx context.Context, w *wiring, reg prometheus.Registerer, le
 		return func() {}, nil, err
 	}
 	m := election.NewMetrics(reg, prometheus.Labels{"replica": cfg.Replica, "election": el.Backend()})
+	stream, term := auditKeys(cfg)
 	aud := audit.New(w.stockRedis(), audit.Config{
+		Stream: stream, TermKey: term,
 		Stock: cfg.Stock.Key, Lucky: cfg.Stock.LuckyKey, Fence: cfg.Stock.FenceKey,
 		Initial:  initialKey(cfg), // written by Store.Reset
 		Segments: cfg.Stock.Segments,

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"seckill/internal/election/audit"
 	"seckill/internal/stock"
 )
 
@@ -83,7 +82,7 @@ func stockRedisNames(c *Config) []stock.KeyName {
 	}
 	names = append(names, saleKeys(c, c.Stock.Ledger).All()...)
 	spec, ok := backends[c.Lock.Backend]
-	sameRedis := c.Lock.RedisAddr == "" || (c.Redis.Sentinel.Master == "" && c.Lock.RedisAddr == c.Redis.Addr)
+	sameRedis := c.Lock.RedisAddr == "" || (c.Redis.Sentinel.Master == "" && !onCluster(c) && c.Lock.RedisAddr == c.Redis.Addr)
 	if ok && spec.redisKeys != nil && sameRedis && c.Stock.Mode != string(stock.ModeAtomic) {
 		for i := range c.Stock.Segments {
 			key := stock.SegmentKey(c.Lock.Key, i)
@@ -105,9 +104,10 @@ func stockRedisNames(c *Config) []stock.KeyName {
 		names = append(names, itemLockNames(c.Lock.Key, c.Lock.Backend, spec.redisKeys)...)
 	}
 	if c.Election.Backend != "none" {
+		stream, term := auditKeys(c)
 		names = append(names,
-			stock.KeyName{Name: audit.DefaultStream, Of: "audit", What: "the audit stream"},
-			stock.KeyName{Name: audit.DefaultTermKey, Of: "audit", What: "the audit's terms"})
+			stock.KeyName{Name: stream, Of: "audit", What: "the audit stream"},
+			stock.KeyName{Name: term, Of: "audit", What: "the audit's terms"})
 	}
 	return names
 }

@@ -121,6 +121,7 @@ func Validate(c *Config) error {
 	} else if len(s.Addrs) > 0 {
 		bad("redis.sentinel.master", "required with redis.sentinel.addrs (the name the Sentinels monitor)")
 	}
+	validateCluster(c, bad)
 
 	backend, known := backends[c.Lock.Backend]
 	if !known && slices.Contains(labBackends, c.Lock.Backend) {
