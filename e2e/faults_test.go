@@ -25,6 +25,7 @@ import (
 // -run 'TestFaultMatrix/redis/pause/fenced', the buyers' cells with
 // -run 'TestFaultMatrix/^redis$/(pause|consumerkill|mysqldown|replayrace)/fenced/buyers',
 // the stock Redis failover cells with -run 'TestFaultMatrix/^(redis|etcd)$/failover-',
+// the Redis Cluster cells with -run 'TestFaultMatrix/^redis$/cluster-',
 // the cells whose stock Redis loses the sale with -run 'TestFaultMatrix/.*/^(wipe|restore|restore-all|other-sale)$'.
 func TestFaultMatrix(t *testing.T) {
 	if testing.Short() {

@@ -30,8 +30,11 @@ import (
 var failoverScenarios = []string{"failover-kill", "failover-lag", "failover-stop", "split"}
 
 // IsFailover reports whether scenario takes the stock Redis primary away
-// (the cells run on a Sentinel set).
-func IsFailover(scenario string) bool { return slices.Contains(failoverScenarios, scenario) }
+// (the cells run on a Sentinel set), or fails the master of its slot on
+// a Redis Cluster (clusterfaults.go).
+func IsFailover(scenario string) bool {
+	return slices.Contains(failoverScenarios, scenario) || isCluster(scenario)
+}
 
 // failoverBackends get the failover-kill cells in the default matrix: the
 // lock in the failing Redis itself (its token counter fails over with the
@@ -89,18 +92,18 @@ const (
 // outside failoverBackends).
 func failoverCells(b string, backends, scenarios []string) []Cell {
 	var cells []Cell
-	for _, s := range failoverScenarios {
+	for _, s := range slices.Concat(failoverScenarios, clusterScenarios) {
 		named := slices.Contains(scenarios, s)
 		if len(scenarios) > 0 && !named {
 			continue
 		}
 		ours := slices.Contains(failoverBackends, b)
-		byDefault := s == "failover-kill" || (s == "failover-lag" || s == "split") && b == failoverBackends[0]
+		byDefault := s == "failover-kill" || (s == "failover-lag" || s == "split" || isCluster(s)) && b == failoverBackends[0]
 		if !(ours && (byDefault || named)) && !(named && slices.Contains(backends, b)) {
 			continue
 		}
 		for _, acks := range failoverAcks {
-			if acks == 0 && !named && s != "split" {
+			if acks == 0 && !named && s != "split" && s != "cluster-lag" {
 				// The controls run when named. The kill's may lose but on
 				// loopback rarely does, so it proves little by default;
 				// the lag's must lose (it proves the checker sees a loss),
@@ -141,6 +144,9 @@ type Failover struct {
 	// on, an answer waits out the ack timeout).
 	LagSold        int `json:"lag_sold,omitempty"`
 	LagUnconfirmed int `json:"lag_unconfirmed,omitempty"`
+	// StallMS is a cluster cell's longest wait for a sale after its fault
+	// (clusterfaults.go): what the buyers of a failing or moving slot see.
+	StallMS int64 `json:"stall_ms,omitempty"`
 
 	// trail is each node's replication state (servers.NodeState) at the
 	// cell's turns: before the fault, at the switch, after the rejoin. It
@@ -347,7 +353,7 @@ func checkFailover(x *run) {
 			return x.load.countSent(x.lagFrom, func(r response) bool { return r.Sent.Before(x.lagTo) && pred(r) })
 		}
 		f.LagSold, f.LagUnconfirmed = in(response.sold), in(func(r response) bool { return r.Result == api.Unconfirmed })
-		x.notef("replica starved for %v: %d sold, %d unconfirmed", failoverLagWindow, f.LagSold, f.LagUnconfirmed)
+		x.notef("replica starved for %v: %d sold, %d unconfirmed", x.lagTo.Sub(x.lagFrom).Round(time.Millisecond), f.LagSold, f.LagUnconfirmed)
 	}
 	switch {
 	case f.Lost > 0 && f.Acks > 0:

@@ -175,7 +175,7 @@ func (c Cell) Expect() Expect {
 		return ExpectStuck
 	case c.Scenario == "falsesoldout":
 		return ExpectWrong
-	case (c.Scenario == "failover-lag" || c.Scenario == "split") && c.Acks == 0 && c.Fencing && slices.Contains(Correct, c.Backend):
+	case (c.Scenario == "failover-lag" || c.Scenario == "split" || c.Scenario == "cluster-lag") && c.Acks == 0 && c.Fencing && slices.Contains(Correct, c.Backend):
 		return ExpectLoss
 	case IsFailover(c.Scenario) && c.Acks == 0 && c.Fencing && slices.Contains(Correct, c.Backend):
 		return ExpectMayLose
@@ -423,7 +423,7 @@ func cellEnv(cell Cell) map[string]string {
 		edits = append(edits, buyerEnv)
 	}
 	edits = append(edits, sc.env(lease(cell.Backend)), SaleEnv(cell.Sale))
-	if sc.failover {
+	if sc.failover || sc.cluster {
 		edits = append(edits, failoverEnv(cell))
 	}
 	if sc.election && elects(cell.Backend) {
@@ -465,6 +465,19 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (_ Result, err
 		maps.Copy(env, localcluster.SentinelEnv(set))
 		sentinelSet = set
 	}
+	var redisCluster *servers.RedisCluster
+	if sc.cluster {
+		// A fresh cluster per cell: the last fault left the roles, or the
+		// slot, moved.
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		cl, err := c.StartRedisCluster(sctx, servers.RedisClusterOptions{NodeTimeout: clusterNodeTimeout})
+		cancel()
+		if err != nil {
+			return res, fmt.Errorf("lab: %s: %w", cell, err)
+		}
+		maps.Copy(env, localcluster.RedisClusterEnv(cl))
+		redisCluster = cl
+	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	err = c.SetBackend(sctx, cell.Backend, env)
 	cancel()
@@ -483,7 +496,7 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (_ Result, err
 		return res, fmt.Errorf("lab: %s: reset: %w", cell, err)
 	}
 
-	x := &run{ctx: ctx, c: c, cell: cell, lease: lease(cell.Backend), res: &res, sentinel: sentinelSet}
+	x := &run{ctx: ctx, c: c, cell: cell, lease: lease(cell.Backend), res: &res, sentinel: sentinelSet, rcluster: redisCluster}
 	// Deferred before the load's stop, so it runs after it: what a
 	// scenario leaves behind for an operator (a halted sale) is undone
 	// once no buyer can see it, and a cell that could not be undone is an
@@ -571,6 +584,8 @@ type run struct {
 	// cut the witness.
 	sentinel       *servers.SentinelSet
 	lagFrom, lagTo time.Time
+	// rcluster is the Redis Cluster of the cluster cells (clusterfaults.go).
+	rcluster *servers.RedisCluster
 
 	faultEnd  time.Time // zero: the scenario has no end to recover from
 	recovered time.Time // set by scenarios that define recovery themselves
@@ -636,7 +651,11 @@ func (x *run) books(client *http.Client, resps []response) error {
 			return err
 		}
 		r.Failover.Lost = lost
-		x.masterBooks(ctx)
+		if x.rcluster != nil {
+			x.clusterBooks(ctx)
+		} else {
+			x.masterBooks(ctx)
+		}
 		var extra int64
 		r.Consistent, extra = failoverConsistent(r)
 		if r.Consistent && extra > 0 {

@@ -41,6 +41,9 @@ type scenario struct {
 	// failover: the stock Redis is a Sentinel set, started for the cell
 	// (failover.go).
 	failover bool
+	// cluster: the stock Redis is a Redis Cluster, started for the cell
+	// (clusterfaults.go).
+	cluster bool
 	// items: the scenario sells items of its own (items.go), redis only,
 	// and no load on the default sale runs.
 	items bool
@@ -49,7 +52,7 @@ type scenario struct {
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
 	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "other-sale", "witnessdown", "consumerkill", "mysqldown", "replayrace",
 	"item-halt", "item-window", "item-restore-all",
-	"failover-kill", "failover-lag", "failover-stop", "split", "crash", "falsesoldout"}
+	"failover-kill", "failover-lag", "failover-stop", "split", "cluster-kill", "cluster-lag", "cluster-failover", "cluster-move", "crash", "falsesoldout"}
 
 // Scenarios lists the scenario names in table order.
 func Scenarios() []string { return append([]string(nil), order...) }
@@ -281,6 +284,38 @@ var scenarios = map[string]scenario{
 		failover:    true,
 		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runFailoverLag,
+		check:       checkFailover,
+	},
+	"cluster-kill": {
+		summary:     "kill -9 the Redis Cluster master holding the sale's slot mid-sale; the cluster promotes its replica, the old master rejoins as its replica (acks 1, and the acks-0 control)",
+		concurrency: 4,
+		cluster:     true,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runClusterKill,
+		check:       checkFailover,
+	},
+	"cluster-lag": {
+		summary:     "as cluster-kill, but first the replica is cut off its stream for 500ms of sales (SIGSTOP, its connection dropped by the master), woken after the kill and promoted without them: acks 1 loses nothing, the acks-0 control must lose",
+		concurrency: 4,
+		cluster:     true,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runClusterLag,
+		check:       checkFailover,
+	},
+	"cluster-failover": {
+		summary:     "CLUSTER FAILOVER on the replica of the Redis Cluster master holding the sale's slot, mid-sale: a manual failover, nothing acknowledged lost",
+		concurrency: 4,
+		cluster:     true,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runClusterFailover,
+		check:       checkFailover,
+	},
+	"cluster-move": {
+		summary:     "move the sale's slot to another Redis Cluster master mid-sale (MIGRATING/IMPORTING, MIGRATE 10 keys at a time, sales between batches): ASK and TRYAGAIN, a stall, nothing lost",
+		concurrency: 4,
+		cluster:     true,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runClusterMove,
 		check:       checkFailover,
 	},
 	"split": {

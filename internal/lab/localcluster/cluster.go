@@ -106,6 +106,9 @@ type Cluster struct {
 	// sentinel is the replicated stock Redis of StartSentinel, or nil.
 	sentinel    *servers.SentinelSet
 	sentinelGen int
+	// rcluster is the Redis Cluster of StartRedisCluster, or nil.
+	rcluster    *servers.RedisCluster
+	rclusterGen int
 }
 
 // Start builds (if needed) and starts the cluster, returning when nginx and
@@ -337,6 +340,8 @@ func (c *Cluster) Close() error {
 	backing := []*servers.Process{c.redis, c.etcd, c.zookeeper, c.mariadb}
 	set := c.sentinel
 	c.sentinel = nil
+	rcl := c.rcluster
+	c.rcluster = nil
 	c.mu.Unlock()
 
 	var errs []error
@@ -347,6 +352,9 @@ func (c *Cluster) Close() error {
 	errs = append(errs, stopAll(backing, 5*time.Second))
 	if set != nil {
 		set.Stop(5 * time.Second)
+	}
+	if rcl != nil {
+		errs = append(errs, rcl.Close())
 	}
 	if c.faults != nil {
 		errs = append(errs, c.faults.close())
