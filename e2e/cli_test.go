@@ -68,7 +68,9 @@ type runReport struct {
 	WithBuyers bool           `json:"with_buyers"`
 	Item       string         `json:"item"`
 	Verdict    string         `json:"verdict"`
-	Buyers     *struct {
+	// ClusterLucky: the demo's --redis-cluster read of lucky.
+	ClusterLucky *int64 `json:"cluster_lucky"`
+	Buyers       *struct {
 		Orders           int `json:"orders"`
 		BuyersWithOrders int `json:"buyers_with_orders"`
 		Duplicates       int `json:"duplicates"`
@@ -221,6 +223,46 @@ func TestSeckillDemo(t *testing.T) {
 	for _, c := range bb.Checks {
 		if !c.OK {
 			t.Errorf("buyers row: check %q failed", c.Name)
+		}
+	}
+}
+
+// `seckill demo --redis-cluster`: the redis rows on a local Redis Cluster
+// (3 masters, 3 replicas), the plain sale, an item, 8 segments and named
+// buyers with durable orders, each consistent, and each row's lucky read
+// from the cluster itself equal to the row's.
+func TestSeckillDemoOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a second cluster")
+	}
+	cluster(t) // skips the same way when stockd or a server is missing
+	stockd := stockdPath(t)
+	if stockd == "" {
+		var err error
+		if stockd, err = localcluster.BuildStockd(t.Context(), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errOut, code := seckill(t, "demo", "--stockd", stockd, "--redis-cluster", "--backends", "redis",
+		"--replicas", "2", "--requests", "200", "--concurrency", "20", "--stock", "100",
+		"--delay", "2ms-6ms", "--items", "1", "--sales", "segments8", "--buyers", "150", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("got %d lines, want 4 (redis, its item, segments8, buyers):\n%s", len(lines), out)
+	}
+	for i, line := range lines {
+		r := decode(t, line)
+		if r.Verdict != "consistent" || !r.Consistent || r.Lucky != 100 || r.Oversold != 0 {
+			t.Errorf("row %d: got %+v, want 100 sold, consistent", i, r)
+		}
+		if r.Item != "" {
+			continue // its own keys; the default sale's lucky is the row before
+		}
+		if r.ClusterLucky == nil || *r.ClusterLucky != r.Lucky {
+			t.Errorf("row %d (%s %s): cluster lucky %v, want the row's %d read from the cluster", i, r.Backend, r.Sale, r.ClusterLucky, r.Lucky)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"seckill/internal/lab/dashboard"
 	"seckill/internal/lab/loadgen"
 	"seckill/internal/lab/localcluster"
+	"seckill/internal/lab/servers"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"
 )
@@ -48,7 +50,11 @@ type demoRow struct {
 	WithBuyers bool `json:"with_buyers,omitempty"`
 	// Item names an item's row (the items table): its own sale beside
 	// the default one, sold at once with the other items.
-	Item         string `json:"item,omitempty"`
+	Item string `json:"item,omitempty"`
+	// ClusterLucky is, with --redis-cluster, the sale's lucky read from
+	// the Redis Cluster itself after the row: the row's books must be the
+	// cluster's.
+	ClusterLucky *int64 `json:"cluster_lucky,omitempty"`
 	ExpectedSafe bool   `json:"expected_safe"`
 	Verdict      string `json:"verdict"`
 	Error        string `json:"error,omitempty"`
@@ -73,6 +79,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	buyers := fs.Int("buyers", 500, "after the sales, the redis row again with this many named buyers, the ledger and durable orders in MariaDB (0: no buyers row)")
 	limit := fs.Int("per-user-limit", 1, "the buyers row's stock.per_user_limit")
 	retryRate := fs.Float64("retry-rate", 0.2, "the buyers row's fraction of purchases re-sent with the same Idempotency-Key")
+	onCluster := fs.Bool("redis-cluster", false, "keep the stock (and the Redis locks) on a local Redis Cluster, 3 masters and 3 replicas, instead of one Redis (docs/cluster.md)")
 	items := fs.Int("items", 3, "after the backends, this many items (docs/items.md) sold at once on redis, one row each (0: no items table)")
 	itemStock := fs.Int("item-stock", 100, "each item's stock")
 	itemRequests := fs.Int("item-requests", 150, "reduce requests per item")
@@ -130,6 +137,19 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 
+	// With --redis-cluster every row's replicas sell on the cluster: its
+	// addresses and the sale's hash-tagged keys go over each row's env.
+	var clusterEnv map[string]string
+	if *onCluster {
+		log.Info("starting a local Redis Cluster")
+		cl, err := c.StartRedisCluster(ctx, servers.RedisClusterOptions{})
+		if err != nil {
+			fmt.Fprintf(stderr, "seckill demo: start the redis cluster: %v\n", err)
+			return exitFailure
+		}
+		clusterEnv = localcluster.RedisClusterEnv(cl)
+	}
+
 	if *dash != "" {
 		d, err := demoDashboard(ctx, c, *dash)
 		if err != nil {
@@ -170,17 +190,22 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			// A violation's picture (none's, local's) outlives the cluster.
 			HistoryDir: os.TempDir(),
 		}
-		if i > 0 || r.backend != c.Backend() {
+		if i > 0 || r.backend != c.Backend() || clusterEnv != nil {
 			log.Info("switching replicas", "backend", r.backend, "sale", r.sale, "buyers", r.buyers)
 			edits := []stockd.Edit{base, lab.SaleEnv(r.sale)}
 			if r.buyers {
 				edits = append(edits, buyersEnv(*limit))
 				cfg.Users, cfg.RetryRate = *buyers, *retryRate
 			}
-			err = c.SetBackend(ctx, r.backend, stockd.Overrides(edits...))
+			env := stockd.Overrides(edits...)
+			maps.Copy(env, clusterEnv)
+			err = c.SetBackend(ctx, r.backend, env)
 		}
 		if err == nil {
 			row.Report, err = loadgen.Run(ctx, cfg)
+		}
+		if err == nil && clusterEnv != nil {
+			err = row.onCluster(ctx, c.RedisCluster())
 		}
 		row.judge(err)
 		if *asJSON {
@@ -248,6 +273,22 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return code
+}
+
+// onCluster reads the sale's lucky from the Redis Cluster itself: a row
+// whose replicas sold elsewhere is an error, not a row on the cluster.
+func (r *demoRow) onCluster(ctx context.Context, cl *servers.RedisCluster) error {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	defer cc.Close()
+	lucky, err := cc.Get(ctx, localcluster.ClusterLuckyKey).Int64()
+	if err != nil {
+		return fmt.Errorf("read %s in the redis cluster: %w", localcluster.ClusterLuckyKey, err)
+	}
+	r.ClusterLucky = &lucky
+	if lucky != r.Lucky {
+		return fmt.Errorf("the redis cluster's %s is %d, the row's lucky %d: the replicas did not sell on the cluster", localcluster.ClusterLuckyKey, lucky, r.Lucky)
+	}
+	return nil
 }
 
 // judge sets the row's verdict and whether it fails the demo.
@@ -412,15 +453,26 @@ func firstLine(err error) string {
 }
 
 // demoDashboard serves the dashboard of c's replicas, reading the books
-// straight from c's Redis, until its Stop.
+// straight from c's Redis (its Redis Cluster, when one runs), until its
+// Stop.
 func demoDashboard(ctx context.Context, c *localcluster.Cluster, listen string) (*runningDashboard, error) {
 	urls := make([]string, c.Replicas())
 	for i := range urls {
 		urls[i] = c.ReplicaURL(i)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: c.Redis().Addr(),
-		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
-	agg, err := dashboard.New(dashboard.Config{Replicas: urls, Redis: rdb})
+	var (
+		rdb                redis.UniversalClient
+		stockKey, luckyKey string
+	)
+	if cl := c.RedisCluster(); cl != nil {
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(),
+			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		stockKey, luckyKey = localcluster.ClusterStockKey, localcluster.ClusterLuckyKey
+	} else {
+		rdb = redis.NewClient(&redis.Options{Addr: c.Redis().Addr(),
+			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	}
+	agg, err := dashboard.New(dashboard.Config{Replicas: urls, Redis: rdb, StockKey: stockKey, LuckyKey: luckyKey})
 	if err != nil {
 		_ = rdb.Close()
 		return nil, err
