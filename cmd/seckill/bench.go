@@ -41,7 +41,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			bench.RowsLedger+" (the order ledger's cost, locked and atomic: off, anonymous, buyers+key, +durable; long runs as scaling), "+
 			bench.RowsFlood+" (open-loop floods of buyers: locked, locked+combine and atomic side by side, median of --e2e-runs), "+
 			bench.RowsItems+" (one item vs 8 at once, each its own lock, with and without work in the lock; long runs as scaling), "+
-			bench.RowsMemory+" (a million-unit sale, atomic, durable orders: the stock Redis's peak and retained bytes per unit; minutes)")
+			bench.RowsMemory+" (a million-unit sale, atomic, durable orders: the stock Redis's peak and retained bytes per unit; minutes), "+
+			bench.RowsCluster+" (8 items atomic and locked, and a hot sale of 8 segments, on one Redis and on a 3-master Redis Cluster side by side)")
 	e2eTarget := fs.Duration("e2e-target", 6*time.Second, "how long each scaling (and ledger) run is sized (by calibration) to sell for; below 5s is a rough run")
 	e2eRuns := fs.Int("e2e-runs", 3, "runs per scaling (and ledger) row; the row reports the median (--quick: 1)")
 	segSVG := fs.String("segments-svg", "docs/bench-segments.svg", `SVG chart of end-to-end sales/s against segments ("" for none)`)

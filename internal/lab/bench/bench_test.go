@@ -142,7 +142,27 @@ func TestQuickRun(t *testing.T) {
 		m.Peak <= 0 || m.Peak < m.Retained || m.PeakBacklog <= 0 {
 		t.Errorf("memory: %+v", m)
 	}
-	if got, want := len(rep.Goals), 11+2*len(floods(true))+2+1; got != want {
+	// The cluster rows: each shape on one Redis and on the cluster, every
+	// unit sold once; on the cluster the Redis CPU is the masters', and
+	// 8 items spread over all of them.
+	if got, want := len(rep.Cluster), 2*len(clusterShapes); got != want {
+		t.Fatalf("got %d cluster rows, want %d", got, want)
+	}
+	for _, row := range rep.Cluster {
+		if !row.Consistent || row.Error != "" || row.SalesPerSec <= 0 || len(row.Runs) != 1 {
+			t.Errorf("cluster %s on %s: %+v", row.Shape, row.Layout, row)
+		}
+		switch {
+		case row.Layout == layoutOne && row.MasterShare != nil:
+			t.Errorf("cluster %s on one Redis: master shares %v, want none", row.Shape, row.MasterShare)
+		case row.Layout == layoutCluster && len(row.MasterShare) != 3:
+			t.Errorf("cluster %s on the cluster: master shares %v, want 3", row.Shape, row.MasterShare)
+		case row.Layout == layoutCluster && strings.HasPrefix(row.Shape, "8 items") && row.MasterShare[2] < 0.1:
+			// bench-1..8 hash to the masters 2, 4 and 2 (docs/cluster.md).
+			t.Errorf("cluster %s: master shares %v, want every master a part", row.Shape, row.MasterShare)
+		}
+	}
+	if got, want := len(rep.Goals), 11+2*len(floods(true))+2+1+len(clusterShapes); got != want {
 		t.Errorf("got %d goals, want %d", got, want)
 	}
 	if rep.RTT.Mean <= 0 || rep.SerialBound <= 0 {

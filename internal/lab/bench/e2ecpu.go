@@ -31,6 +31,9 @@ type RunCPU struct {
 	Redis   float64 `json:"redis_us_per_sale"`
 	Loadgen float64 `json:"loadgen_us_per_sale"`
 	Other   float64 `json:"other_us_per_sale"`
+	// Masters is, on a Redis Cluster, each master's µs per sale (as
+	// formed), counted in Redis with the replicas'.
+	Masters []float64 `json:"-"`
 }
 
 // ceiling is what the run could sell with cpus cores its own: cpus ÷
@@ -47,6 +50,13 @@ func (c RunCPU) ceiling(cpus int) float64 {
 type cpuSample struct {
 	at                           time.Time
 	machine, self, stockd, redis time.Duration
+	masters                      []time.Duration
+}
+
+// clusterSource is a procSource whose stock may be on a Redis Cluster
+// (clusterLayout): then every node's CPU is Redis's.
+type clusterSource interface {
+	RedisCluster() *servers.RedisCluster
 }
 
 func sampleCPU(ps procSource) cpuSample {
@@ -57,7 +67,17 @@ func sampleCPU(ps procSource) cpuSample {
 				s.stockd += procCPU(p.Pid())
 			}
 		}
-		if p := ps.Redis(); p != nil {
+		if cs, ok := ps.(clusterSource); ok && cs.RedisCluster() != nil {
+			rcl := cs.RedisCluster()
+			for _, p := range rcl.Masters() {
+				d := procCPU(p.Pid())
+				s.masters = append(s.masters, d)
+				s.redis += d
+			}
+			for _, p := range rcl.Replicas() {
+				s.redis += procCPU(p.Pid())
+			}
+		} else if p := ps.Redis(); p != nil {
 			s.redis = procCPU(p.Pid())
 		}
 	}
@@ -72,11 +92,17 @@ func (b cpuSample) split(a cpuSample, sold int) RunCPU {
 	}
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(sold) }
 	machine, self, stockd, redis := b.machine-a.machine, b.self-a.self, b.stockd-a.stockd, b.redis-a.redis
-	return RunCPU{
+	c := RunCPU{
 		CoresBusy: machine.Seconds() / wall.Seconds(),
 		Stockd:    per(stockd), Redis: per(redis), Loadgen: per(self),
 		Other: per(max(machine-stockd-redis-self, 0)),
 	}
+	if len(a.masters) == len(b.masters) {
+		for i := range b.masters {
+			c.Masters = append(c.Masters, per(b.masters[i]-a.masters[i]))
+		}
+	}
+	return c
 }
 
 // machineBusy is the machine's non-idle CPU time so far, all cores

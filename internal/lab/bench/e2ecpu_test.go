@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -16,11 +17,17 @@ func TestCPUSplit(t *testing.T) {
 		self: 200 * time.Millisecond, stockd: 1000 * time.Millisecond, redis: 300 * time.Millisecond}
 	got := b.split(a, 1000)
 	want := RunCPU{CoresBusy: 1.8, Stockd: 1000, Redis: 300, Loadgen: 200, Other: 300}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("split = %+v, want %+v", got, want)
 	}
-	if got := b.split(a, 0); got != (RunCPU{}) {
+	if got := b.split(a, 0); !reflect.DeepEqual(got, RunCPU{}) {
 		t.Errorf("split of nothing sold = %+v, want zero", got)
+	}
+	// On a Redis Cluster each master's share, per unit sold.
+	a.masters = []time.Duration{0, 100 * time.Millisecond}
+	b.masters = []time.Duration{200 * time.Millisecond, 100 * time.Millisecond}
+	if got := b.split(a, 1000); !reflect.DeepEqual(got.Masters, []float64{200, 0}) {
+		t.Errorf("masters' split = %v, want [200 0]", got.Masters)
 	}
 	if machineBusy() <= 0 {
 		t.Error("machineBusy read nothing from /proc/stat")

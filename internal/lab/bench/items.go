@@ -124,6 +124,7 @@ type itemsRun struct {
 	consistent     bool
 	err            string
 	sold, expected int
+	masters        []float64 // on a Redis Cluster, each master's µs per sale
 }
 
 // sellItems sells units over n items at once (ItemsConcurrency in flight,

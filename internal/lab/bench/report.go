@@ -46,8 +46,12 @@ type Report struct {
 	ItemsTarget time.Duration `json:"e2e_items_target_ns,omitempty"`
 	// Memory is the million-unit sale's Redis memory (RowsMemory).
 	Memory *MemoryRow `json:"e2e_memory,omitempty"`
-	Goals  []Goal     `json:"goals"`
-	Notes  []string   `json:"notes,omitempty"`
+	// Cluster are the same sales on one Redis and a Redis Cluster
+	// (RowsCluster), ClusterTarget how long their runs were sized for.
+	Cluster       []ClusterRow  `json:"e2e_cluster,omitempty"`
+	ClusterTarget time.Duration `json:"e2e_cluster_target_ns,omitempty"`
+	Goals         []Goal        `json:"goals"`
+	Notes         []string      `json:"notes,omitempty"`
 }
 
 // Goal is one ratio the run is judged by.
@@ -183,6 +187,9 @@ func (r *Report) evaluate() {
 	if r.Memory != nil {
 		r.Goals = append(r.Goals, r.memoryGoal())
 	}
+	if len(r.Cluster) > 0 {
+		r.Goals = append(r.Goals, r.clusterGoals()...)
+	}
 	r.LedgerCost = r.LedgerCosts()
 }
 
@@ -221,6 +228,11 @@ func (r *Report) OK() bool {
 	}
 	if m := r.Memory; m != nil && (!m.Consistent || m.Error != "") {
 		return false
+	}
+	for _, row := range r.Cluster {
+		if !row.Consistent || row.Error != "" {
+			return false
+		}
 	}
 	return true
 }
@@ -373,6 +385,7 @@ func (r *Report) WriteMarkdown(w io.Writer, charts Charts) error {
 	r.writeFlood(p)
 	r.writeItems(p)
 	r.writeMemory(p)
+	r.writeCluster(p)
 
 	if len(r.Micro) > 0 {
 		p("\n## What was run\n\n| subject | kind | what |\n|---|---|---|\n")

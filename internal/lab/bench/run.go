@@ -311,6 +311,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, ctx.Err()
 		}
 	}
+	if !cfg.E2E.Skip && cfg.E2E.runs(RowsCluster) {
+		rep.Cluster = runCluster(ctx, cl, cfg.E2E, cfg.Quick, log)
+		rep.ClusterTarget = cfg.E2E.Target
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
 	rep.Machine.LoadEnd = loadAvg()
 	rep.Finished = time.Now().UTC()
 	rep.evaluate()
