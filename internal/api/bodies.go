@@ -127,8 +127,11 @@ type Info struct {
 	ReplicaAckTimeoutMS int64 `json:"replica_ack_timeout_ms,omitempty"`
 	// Sentinel: the stock Redis is reached through Redis Sentinel
 	// (redis.sentinel.master), so it can fail over.
-	Sentinel bool   `json:"sentinel,omitempty"`
-	Version  string `json:"version"`
+	Sentinel bool `json:"sentinel,omitempty"`
+	// Cluster: the stock is on a Redis Cluster (redis.cluster.addrs),
+	// each sale on one master.
+	Cluster bool   `json:"cluster,omitempty"`
+	Version string `json:"version"`
 }
 
 // Durability is GET /info's "durability": the stock Redis's persistence

@@ -73,10 +73,12 @@ type Config struct {
 	// MinReplicaAcks, ReplicaAckTimeout and Sentinel are, for /info,
 	// stock.min_replica_acks in effect (its -1 default resolved),
 	// stock.replica_ack_timeout (shown only with acks on) and whether the
-	// stock Redis is reached through Sentinel (redis.sentinel.master).
+	// stock Redis is reached through Sentinel (redis.sentinel.master), or
+	// is a Redis Cluster (redis.cluster.addrs).
 	MinReplicaAcks    int
 	ReplicaAckTimeout time.Duration
 	Sentinel          bool
+	Cluster           bool
 	// AllowEviction is stock.allow_eviction: a Redis of Deps.Policies
 	// that may evict keys leaves the replica ready, reported in
 	// "eviction" instead of failing "redis".
@@ -631,6 +633,6 @@ func (a *server) info(c *gin.Context) {
 		Backend: a.cfg.Backend, Fencing: a.cfg.Fencing, Mode: a.cfg.Mode, Version: a.cfg.Version,
 		Ledger: a.cfg.Ledger, Durable: a.cfg.Durable, PerUserLimit: a.cfg.PerUserLimit,
 		MinReplicaAcks: a.cfg.MinReplicaAcks, ReplicaAckTimeoutMS: ackTimeout.Milliseconds(),
-		Sentinel: a.cfg.Sentinel, Durability: a.dur.body(),
+		Sentinel: a.cfg.Sentinel, Cluster: a.cfg.Cluster, Durability: a.dur.body(),
 	})
 }

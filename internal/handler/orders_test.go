@@ -246,6 +246,8 @@ func TestInfoReportsReplicaAcks(t *testing.T) {
 			`{"backend":"redis","fencing":false,"min_replica_acks":1,"mode":"locked","replica":"r-test","replica_ack_timeout_ms":500,"sentinel":true,"version":"v"}`},
 		{handler.Config{MinReplicaAcks: 0, ReplicaAckTimeout: 500 * time.Millisecond, Sentinel: true},
 			`{"backend":"redis","fencing":false,"min_replica_acks":0,"mode":"locked","replica":"r-test","sentinel":true,"version":"v"}`},
+		{handler.Config{MinReplicaAcks: 1, ReplicaAckTimeout: 500 * time.Millisecond, Cluster: true},
+			`{"backend":"redis","fencing":false,"min_replica_acks":1,"mode":"locked","replica":"r-test","replica_ack_timeout_ms":500,"cluster":true,"version":"v"}`},
 		{handler.Config{MinReplicaAcks: 2, ReplicaAckTimeout: 1500 * time.Millisecond},
 			`{"backend":"redis","fencing":false,"min_replica_acks":2,"mode":"locked","replica":"r-test","replica_ack_timeout_ms":1500,"version":"v"}`},
 	} {

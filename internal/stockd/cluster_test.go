@@ -63,6 +63,10 @@ func TestBinaryOnACluster(t *testing.T) {
 	t.Run("acks", func(t *testing.T) {
 		p := startStockd(t, clusterEnv(cl, "STOCKD_LOCK_BACKEND=redis")...)
 		resetStock(t, p.Addr(), 10)
+		inf, _ := info(t, p)
+		if !inf.Cluster || inf.MinReplicaAcks != 1 {
+			t.Errorf("/info: cluster %v, min_replica_acks %v; want true and 1 (its default on a cluster)", inf.Cluster, inf.MinReplicaAcks)
+		}
 		node, err := cc.MasterForKey(t.Context(), "{stock}")
 		if err != nil {
 			t.Fatal(err)

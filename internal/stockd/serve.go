@@ -191,6 +191,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		MinReplicaAcks:    store.ReplicaAcks().Replicas,
 		ReplicaAckTimeout: store.ReplicaAcks().Timeout,
 		Sentinel:          cfg.Redis.Sentinel.Master != "",
+		Cluster:           onCluster(cfg),
 		AllowEviction:     cfg.Stock.AllowEviction,
 		RequireAOF:        cfg.Stock.RequireAOF,
 	}, handler.Deps{
