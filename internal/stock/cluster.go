@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -186,3 +187,34 @@ func sentNoAnswer(err error) error {
 type noAnswer struct{ err error }
 
 func (e noAnswer) Error() string { return e.err.Error() }
+
+// MasterReplicas is one master of a cluster and how many replicas it
+// reports connected (INFO replication connected_slaves).
+type MasterReplicas struct {
+	Addr     string
+	Replicas int
+}
+
+// ClusterReplicas reads every master's connected replicas, sorted by
+// address: a master with fewer than stock.min_replica_acks answers each
+// of its sales unconfirmed.
+func ClusterReplicas(ctx context.Context, cc *redis.ClusterClient) ([]MasterReplicas, error) {
+	ms, _, err := mastersOf(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MasterReplicas, 0, len(ms))
+	for _, m := range ms {
+		info, err := m.rdb.Info(ctx, "replication").Result()
+		if err != nil {
+			return nil, fmt.Errorf("master %s: %w", m.addr, wrapRedis(ctx, "INFO replication", err))
+		}
+		v, _ := InfoField(info, "connected_slaves")
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("master %s: INFO replication connected_slaves %q", m.addr, v)
+		}
+		out = append(out, MasterReplicas{Addr: m.addr, Replicas: n})
+	}
+	return out, nil
+}

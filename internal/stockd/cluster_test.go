@@ -95,6 +95,18 @@ func TestBinaryOnACluster(t *testing.T) {
 		}
 	})
 
+	// More acks than any master has replicas: stockd starts, and says at
+	// start, master by master, that their sales will be unconfirmed.
+	t.Run("too few replicas for the acks", func(t *testing.T) {
+		p := startStockd(t, clusterEnv(cl, "STOCKD_LOCK_BACKEND=redis", "STOCKD_STOCK_MIN_REPLICA_ACKS=2")...)
+		logs := p.LogTail(200)
+		for _, m := range cl.Masters() {
+			if !strings.Contains(logs, "fewer replicas than stock.min_replica_acks") || !strings.Contains(logs, "master="+m.Addr()) {
+				t.Errorf("no warning naming master %s in stockd's log:\n%s", m.Addr(), logs)
+			}
+		}
+	})
+
 	// Every master is checked at start, not the one a command happens
 	// to reach: the last may hold no key of the default sale.
 	t.Run("an evicting master is refused", func(t *testing.T) {

@@ -83,6 +83,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 	if err != nil {
 		return err
 	}
+	checkClusterReplicas(ctx, cfg, log, stockRDB, store.ReplicaAcks().Replicas)
 	clocks := checkClocks(ctx, cfg, log, clockCheck(w))
 	m.RegisterStock(func(ctx context.Context) (int64, int64, error) {
 		st, err := store.Status(ctx)
