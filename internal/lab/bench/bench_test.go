@@ -143,8 +143,8 @@ func TestQuickRun(t *testing.T) {
 		t.Errorf("memory: %+v", m)
 	}
 	// The cluster rows: each shape on one Redis and on the cluster, every
-	// unit sold once; on the cluster the Redis CPU is the masters', and
-	// 8 items spread over all of them.
+	// unit sold once; on the cluster the Redis CPU is the masters', 8
+	// items predicted over all three, a hot sale on one.
 	if got, want := len(rep.Cluster), 2*len(clusterShapes); got != want {
 		t.Fatalf("got %d cluster rows, want %d", got, want)
 	}
@@ -157,9 +157,13 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("cluster %s on one Redis: master shares %v, want none", row.Shape, row.MasterShare)
 		case row.Layout == layoutCluster && len(row.MasterShare) != 3:
 			t.Errorf("cluster %s on the cluster: master shares %v, want 3", row.Shape, row.MasterShare)
-		case row.Layout == layoutCluster && strings.HasPrefix(row.Shape, "8 items") && row.MasterShare[2] < 0.1:
-			// bench-1..8 hash to the masters 2, 4 and 2 (docs/cluster.md).
-			t.Errorf("cluster %s: master shares %v, want every master a part", row.Shape, row.MasterShare)
+		case row.Layout == layoutCluster && strings.HasPrefix(row.Shape, "8 items") && !slices.Equal(row.Predicted, []float64{0.5, 0.25, 0.25}):
+			// bench-1..8 hash to the masters 4, 2 and 2 (docs/cluster.md).
+			// The measured shares are judged by the goals of a full run:
+			// a quick run's few milliseconds of Redis CPU are a few ticks.
+			t.Errorf("cluster %s: predicted shares %v, want [0.5 0.25 0.25]", row.Shape, row.Predicted)
+		case row.Layout == layoutCluster && !strings.HasPrefix(row.Shape, "8 items") && !slices.Equal(row.Predicted, []float64{1, 0, 0}):
+			t.Errorf("cluster %s: predicted shares %v, want [1 0 0]: a hot sale is one master's", row.Shape, row.Predicted)
 		}
 	}
 	if got, want := len(rep.Goals), 11+2*len(floods(true))+2+1+len(clusterShapes); got != want {
