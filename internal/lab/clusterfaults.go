@@ -22,7 +22,7 @@ import (
 // count of acknowledged sales lost, by receipt, and the same books.
 
 // clusterScenarios run on a Redis Cluster.
-var clusterScenarios = []string{"cluster-kill", "cluster-lag", "cluster-failover", "cluster-move"}
+var clusterScenarios = []string{"cluster-kill", "cluster-lag", "cluster-failover", "cluster-move", "cluster-items"}
 
 func isCluster(scenario string) bool { return slices.Contains(clusterScenarios, scenario) }
 

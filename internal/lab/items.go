@@ -253,7 +253,7 @@ func haltItem(ctx context.Context, rdb *redis.Client, id string, n int64) (time.
 // waitSold waits (30s at most) until item id has sold at least n units,
 // and returns its lucky then. Redis is polled: its keys have no event to
 // wait on from outside.
-func waitSold(ctx context.Context, rdb *redis.Client, id string, n int64) (int64, error) {
+func waitSold(ctx context.Context, rdb redis.UniversalClient, id string, n int64) (int64, error) {
 	keys := stock.ItemKeys(stock.Keys{}, id)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -52,7 +52,7 @@ type scenario struct {
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
 	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "other-sale", "witnessdown", "consumerkill", "mysqldown", "replayrace",
 	"item-halt", "item-window", "item-restore-all",
-	"failover-kill", "failover-lag", "failover-stop", "split", "cluster-kill", "cluster-lag", "cluster-failover", "cluster-move", "crash", "falsesoldout"}
+	"failover-kill", "failover-lag", "failover-stop", "split", "cluster-kill", "cluster-lag", "cluster-failover", "cluster-move", "cluster-items", "crash", "falsesoldout"}
 
 // Scenarios lists the scenario names in table order.
 func Scenarios() []string { return append([]string(nil), order...) }
@@ -317,6 +317,13 @@ var scenarios = map[string]scenario{
 		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runClusterMove,
 		check:       checkFailover,
+	},
+	"cluster-items": {
+		summary: "two items on two Redis Cluster masters sold at once; kill -9 the first's master once it has sold 30: the second sells on while the first's slot fails over, the first sells again after its old master rejoins, each item's books and history exact, nothing acknowledged lost (acks 1)",
+		cluster: true,
+		items:   true,
+		env:     always(workDelay(5 * time.Millisecond)),
+		run:     runClusterItems,
 	},
 	"split": {
 		summary:     "cut the stock Redis primary off from the Sentinels and its replica mid-sale, not from stockd; heal after the switch: acks 1 with min-replicas-to-write loses nothing, the acks-0 control must lose",
