@@ -155,8 +155,10 @@ func TestQuickRun(t *testing.T) {
 		switch {
 		case row.Layout == layoutOne && row.MasterShare != nil:
 			t.Errorf("cluster %s on one Redis: master shares %v, want none", row.Shape, row.MasterShare)
-		case row.Layout == layoutCluster && len(row.MasterShare) != 3:
-			t.Errorf("cluster %s on the cluster: master shares %v, want 3", row.Shape, row.MasterShare)
+		case row.Layout == layoutCluster && len(row.MasterShare) != 0 && len(row.MasterShare) != 3:
+			// None when the quick run's Redis CPU was below the clock's
+			// tick on every master.
+			t.Errorf("cluster %s on the cluster: master shares %v, want 3 (or none)", row.Shape, row.MasterShare)
 		case row.Layout == layoutCluster && strings.HasPrefix(row.Shape, "8 items") && !slices.Equal(row.Predicted, []float64{0.5, 0.25, 0.25}):
 			// bench-1..8 hash to the masters 4, 2 and 2 (docs/cluster.md).
 			// The measured shares are judged by the goals of a full run:
