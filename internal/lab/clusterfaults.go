@@ -192,18 +192,7 @@ func (x *run) clusterFault(kind string) error {
 	// Recovery, as in the Sentinel cells: from the fault to the first
 	// sale sent after it, bounded from the sale's slot being served (and
 	// replicated) again; then a few more sales.
-	after := func(r response) bool { return r.sold() && !r.Sent.Before(faultAt) }
-	rctx, rcancel := context.WithDeadline(x.ctx, rejoinedAt.Add(RecoveryBound))
-	defer rcancel()
-	r, err := x.load.waitFor(rctx, faultAt, after)
-	if err != nil {
-		x.problemf("no sale within %v of the slot being served again", RecoveryBound)
-		return nil
-	}
-	x.recovered = r.At
-	if _, err := x.load.waitFor(rctx, faultAt, nth(failoverSalesAfter, after)); err != nil {
-		x.problemf("fewer than %d sales within %v of the slot being served again", failoverSalesAfter, RecoveryBound)
-	}
+	x.awaitSales(faultAt, rejoinedAt, "the slot being served again")
 	// The longest time without a sale around the fault: what buyers of a
 	// moving or failing slot wait.
 	var gap time.Duration

@@ -307,19 +307,27 @@ func (x *run) failover(fault failoverFault) error {
 	// woken old primary waits for Sentinel's next INFO (every 10 s) to be
 	// made a replica. Then a few more sales, so a unit a lost sale put back
 	// is sold again, as it would be.
+	x.awaitSales(faultAt, rejoinedAt, "the old primary replicating again")
+	return nil
+}
+
+// awaitSales sets the cell's recovery after a stock Redis failover: the
+// first sale sent after faultAt, then failoverSalesAfter of them, each
+// within RecoveryBound of servedAt (when the sale's Redis could confirm
+// sales again, which served names in the problem).
+func (x *run) awaitSales(faultAt, servedAt time.Time, served string) {
 	after := func(r response) bool { return r.sold() && !r.Sent.Before(faultAt) }
-	rctx, rcancel := context.WithDeadline(x.ctx, rejoinedAt.Add(RecoveryBound))
-	defer rcancel()
+	rctx, cancel := context.WithDeadline(x.ctx, servedAt.Add(RecoveryBound))
+	defer cancel()
 	r, err := x.load.waitFor(rctx, faultAt, after)
 	if err != nil {
-		x.problemf("no sale within %v of the old primary replicating again", RecoveryBound)
-		return nil
+		x.problemf("no sale within %v of %s", RecoveryBound, served)
+		return
 	}
 	x.recovered = r.At
 	if _, err := x.load.waitFor(rctx, faultAt, nth(failoverSalesAfter, after)); err != nil {
-		x.problemf("fewer than %d sales within %v of the old primary replicating again", failoverSalesAfter, RecoveryBound)
+		x.problemf("fewer than %d sales within %v of %s", failoverSalesAfter, RecoveryBound, served)
 	}
-	return nil
 }
 
 // Sales a failover cell sees before its fault and after it.

@@ -228,13 +228,8 @@ func clusterRow(shape, layout string, units int, runs []itemsRun) ClusterRow {
 		row.Error = "no run"
 		return row
 	}
-	for _, r := range runs {
-		row.Runs = append(row.Runs, r.salesPerSec)
-		row.Consistent = row.Consistent && r.consistent
-	}
-	sorted := slices.Clone(runs)
-	slices.SortFunc(sorted, func(a, b itemsRun) int { return cmpFloat(a.salesPerSec, b.salesPerSec) })
-	med := sorted[(len(sorted)-1)/2]
+	var med itemsRun
+	row.Runs, row.Consistent, med = summarize(runs)
 	row.SalesPerSec, row.SoldP99, row.CPU = med.salesPerSec, med.p99, med.cpu
 	if total := sum(med.masters); total > 0 {
 		for _, m := range med.masters {

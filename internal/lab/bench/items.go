@@ -156,6 +156,20 @@ func sellItems(ctx context.Context, cl replicas, ps procSource, n, units int) it
 	return r
 }
 
+// summarize is what a row takes from its runs (at least one): each run's
+// sales/s, whether every run was consistent, and the median run by
+// sales/s.
+func summarize(runs []itemsRun) (rates []float64, consistent bool, median itemsRun) {
+	consistent = true
+	for _, r := range runs {
+		rates = append(rates, r.salesPerSec)
+		consistent = consistent && r.consistent
+	}
+	sorted := slices.Clone(runs)
+	slices.SortFunc(sorted, func(a, b itemsRun) int { return cmpFloat(a.salesPerSec, b.salesPerSec) })
+	return rates, consistent, sorted[(len(sorted)-1)/2]
+}
+
 // itemsRow is a row from its runs: the median run by sales/s.
 func itemsRow(work time.Duration, n, units int, runs []itemsRun) ItemsRow {
 	row := ItemsRow{Work: work, Items: n, Concurrency: ItemsConcurrency, Units: units, Consistent: len(runs) > 0}
@@ -163,13 +177,8 @@ func itemsRow(work time.Duration, n, units int, runs []itemsRun) ItemsRow {
 		row.Error = "no run"
 		return row
 	}
-	for _, r := range runs {
-		row.Runs = append(row.Runs, r.salesPerSec)
-		row.Consistent = row.Consistent && r.consistent
-	}
-	sorted := slices.Clone(runs)
-	slices.SortFunc(sorted, func(a, b itemsRun) int { return cmpFloat(a.salesPerSec, b.salesPerSec) })
-	med := sorted[(len(sorted)-1)/2]
+	var med itemsRun
+	row.Runs, row.Consistent, med = summarize(runs)
 	row.SalesPerSec, row.SoldP50, row.SoldP99, row.Busy, row.Errors, row.CPU = med.salesPerSec, med.p50, med.p99, med.busy, med.errors, med.cpu
 	return row
 }
