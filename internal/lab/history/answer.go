@@ -43,7 +43,7 @@ func Classify(a Answer) (Outcome, int64) {
 	case a.Cut || a.Status == 0 || !stockd:
 		return Unknown, 0
 	case a.Result == api.Sold && a.Replayed:
-		return Replay, 0 // it answers an earlier sale: its stock-after is that one's
+		return Replay, a.Left // it answers an earlier sale: its stock-after is that one's
 	case a.Result == api.Sold:
 		return Sold, a.Left
 	case a.Result == api.SoldOut:

@@ -25,12 +25,18 @@ type buyersState struct {
 	keys   map[purchase]keySale
 }
 
-type keySale struct{ order string }
+// keySale is a key's sale: its order id ("" when unknown) and the stock
+// it left (-1 when unknown).
+type keySale struct {
+	order string
+	after int64
+}
 
 // Buyers is the model of the sale to named buyers, with the per-user
 // limit (0: none). checkAfter as in Counter. A replay must name its key's
-// sale (the order, when both are known); a sale's order is unknown when
-// it was settled by its receipt, or never answered.
+// sale: the order and, with checkAfter, the stock it left, each when both
+// are known; a sale's are unknown when it was settled by its receipt, or
+// never answered.
 //
 // An unanswered send that Check's strip left with no buyer and no key
 // (its buyer's only send) is a plain unit that may have gone, placed
@@ -55,7 +61,7 @@ func Buyers(initial int64, limit int, checkAfter bool) Model {
 			}
 			if op.Key != "" {
 				n.keys = maps.Clone(s.keys)
-				n.keys[purchase{op.User, op.Key}] = keySale{order: op.Order}
+				n.keys[purchase{op.User, op.Key}] = keySale{order: op.Order, after: op.After}
 			}
 			out = append(out, n)
 		}
@@ -81,7 +87,8 @@ func Buyers(initial int64, limit int, checkAfter bool) Model {
 			}
 			return out
 		case Replay:
-			if keyed && (ks.order == "" || op.Order == "" || ks.order == op.Order) {
+			if keyed && (ks.order == "" || op.Order == "" || ks.order == op.Order) &&
+				(!checkAfter || ks.after < 0 || op.After < 0 || ks.after == op.After) {
 				return []any{s}
 			}
 		case SoldOut:
@@ -147,7 +154,7 @@ func buyersHash(s any) uint64 {
 		h ^= entry("u", u, fmt.Sprint(n))
 	}
 	for k, ks := range b.keys {
-		h ^= entry("k", k.user, k.key, ks.order)
+		h ^= entry("k", k.user, k.key, ks.order, fmt.Sprint(ks.after))
 	}
 	return h
 }

@@ -49,8 +49,9 @@ const (
 	// stock-after unknown: an unconfirmed sale its receipt says sold.
 	SoldSometime
 	// Replay is a 200 that repeats the sale of the buyer's key (Op.Order
-	// names it); LimitReached refuses a buyer at the per-user limit. The
-	// counter model takes both for NoChange; Buyers checks them.
+	// names it, Op.After the stock that sale left, -1 if unsaid);
+	// LimitReached refuses a buyer at the per-user limit. The counter
+	// model takes both for NoChange; Buyers checks them.
 	Replay
 	LimitReached
 )
@@ -431,11 +432,18 @@ func (m Model) named(ops []Op) (map[int64]bool, string) {
 // the other sends of its purchase (the same buyer and Idempotency-Key):
 // a key sells at most once. If one of them sold, that was the key's sale,
 // and the unanswered one sold nothing (had it run first, the other would
-// have been its replay). Otherwise, if one replayed the key's sale, that
-// sale was the unanswered send's, when it is the only one: it took effect
-// before the replay was answered. Each unanswered send doubles what the
-// search must consider (sold or not); a client that re-sends its cut
-// purchases would otherwise leave dozens of them open.
+// have been its replay). If one was answered sold_out or limit_reached,
+// the key never sold: before that answer it would have been a replay,
+// and after it neither the stock nor the buyer's count goes back.
+// Otherwise, if one replayed the key's sale, that sale was the unanswered
+// send's, when it is the only one: it took effect before the replay was
+// answered and left the stock the replay names. Each of these is what
+// every order the model accepts says, so the verdict is the same.
+//
+// Each unanswered send doubles what the search must consider (sold or
+// not), and a sale with no stock-after may go anywhere in its window,
+// each wrong place a dead end: a client that re-sends its cut purchases
+// left a dozen of each, and a 261-op history ran out of its minute.
 func resolveKeyed(ops []Op) []Op {
 	groups := map[purchase][]int{}
 	for i, op := range ops {
@@ -447,28 +455,30 @@ func resolveKeyed(ops []Op) []Op {
 	out := slices.Clone(ops)
 	for _, idx := range groups {
 		var unknown []int
-		sold, replayAt, replayOrder := false, Never, ""
+		sold, refused, replayAt, replayOrder, replayAfter := false, false, Never, "", int64(-1)
 		for _, i := range idx {
 			switch out[i].Outcome {
 			case Unknown:
 				unknown = append(unknown, i)
 			case Sold:
 				sold = true
+			case SoldOut, LimitReached:
+				refused = true
 			case Replay:
 				if out[i].Return < replayAt {
-					replayAt, replayOrder = out[i].Return, out[i].Order
+					replayAt, replayOrder, replayAfter = out[i].Return, out[i].Order, out[i].After
 				}
 			}
 		}
 		switch {
 		case len(unknown) == 0:
-		case sold:
+		case sold, refused:
 			for _, i := range unknown {
 				out[i].Outcome = NoChange
 			}
 		case replayAt != Never && len(unknown) == 1:
 			i := unknown[0]
-			out[i].Outcome, out[i].After, out[i].Order = Sold, -1, replayOrder
+			out[i].Outcome, out[i].After, out[i].Order = Sold, replayAfter, replayOrder
 			out[i].Return = min(out[i].Return, replayAt)
 		}
 	}

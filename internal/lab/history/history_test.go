@@ -161,9 +161,9 @@ func TestBuyers(t *testing.T) {
 		ok   bool
 	}{
 		{"a sale, its replay, the limit, another buyer's same key", []history.Op{
-			b(op(0, 0, 1, S, 2), "ann", "k1", "o1"), b(op(0, 2, 3, P, 0), "ann", "k1", "o1"),
+			b(op(0, 0, 1, S, 2), "ann", "k1", "o1"), b(op(0, 2, 3, P, 2), "ann", "k1", "o1"),
 			b(op(0, 4, 5, L, 0), "ann", "k2", ""), b(op(1, 6, 7, S, 1), "bob", "k1", "o2"),
-			b(op(1, 8, 9, P, 0), "bob", "k1", "o2"),
+			b(op(1, 8, 9, P, -1), "bob", "k1", "o2"),
 		}, true},
 		{"a replay of another buyer's key", []history.Op{
 			b(op(0, 0, 1, S, 2), "ann", "k1", "o1"), b(op(1, 2, 3, P, 0), "bob", "k1", "o1"),
@@ -187,8 +187,22 @@ func TestBuyers(t *testing.T) {
 			b(op(0, 0, 1, S, 0), "ann", "k1", "o1"), b(op(0, 2, 3, O, 0), "ann", "k1", ""),
 		}, false},
 		{"an unanswered send, replayed: the replay proves it sold", []history.Op{
-			b(op(0, 0, -1, U, 0), "ann", "k1", ""), b(op(0, 5, 6, P, 0), "ann", "k1", "o1"),
+			b(op(0, 0, -1, U, 0), "ann", "k1", ""), b(op(0, 5, 6, P, 2), "ann", "k1", "o1"),
 			b(op(1, 7, 8, S, 1), "bob", "k2", "o2"),
+		}, true},
+		{"a replay naming another stock-after than its sale's", []history.Op{
+			b(op(0, 0, 1, S, 2), "ann", "k1", "o1"), b(op(0, 2, 3, P, 1), "ann", "k1", "o1"),
+		}, false},
+		// The cut send sold before the replay was answered, so before
+		// bob's sale: it left 2, not the 1 its replay names.
+		{"a replay naming a stock-after its cut send cannot have left", []history.Op{
+			b(op(0, 0, -1, U, 0), "ann", "k1", ""), b(op(0, 5, 6, P, 1), "ann", "k1", "o1"),
+			b(op(1, 7, 8, S, 2), "bob", "k2", "o2"),
+		}, false},
+		{"a cut send re-sent and told sold_out", []history.Op{
+			b(op(1, 0, 1, S, 2), "bob", "k1", "o1"), b(op(2, 0, 1, S, 1), "cat", "k1", "o2"),
+			b(op(0, 0, -1, U, 0), "ann", "k1", ""), b(op(3, 2, 3, S, 0), "dan", "k1", "o3"),
+			b(op(0, 4, 5, O, 0), "ann", "k1", ""),
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

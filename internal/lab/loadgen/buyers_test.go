@@ -118,7 +118,8 @@ func (f *ledgerStockd) reduce(user, key string, reply func(int, any)) {
 				o = f.orders[len(f.orders)-2]
 			}
 		}
-		reply(http.StatusOK, api.Sale{Result: api.Sold, Order: o.ID, Replayed: true})
+		after := o.StockAfter // a replay names its sale's stock-after, as stockd's does
+		reply(http.StatusOK, api.Sale{Result: api.Sold, Order: o.ID, Replayed: true, Stock: &after})
 		return
 	}
 	if f.limit > 0 && user != "" && f.bought[user] >= f.limit && !f.ignoreLimit {
