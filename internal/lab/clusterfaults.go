@@ -123,6 +123,9 @@ func (x *run) clusterFault(kind string) error {
 			return err
 		}
 		x.res.Failover.SwitchMS = ms(time.Since(faultAt))
+		// What the promoted replica held: the first thing to read when
+		// the books do not balance.
+		x.notef("promoted: %s", servers.NodeState(ctx, np.Addr()))
 		if err := master.Start(ctx); err != nil {
 			return fmt.Errorf("start %s again: %w", master.Name(), err)
 		}
@@ -241,6 +244,11 @@ func (x *run) haltedAfterLoss(faultAt, rejoinedAt time.Time) error {
 // sells for clusterLagWindow: the master's writes from then on reach no
 // replica (a woken replica finds its link closed, its master dead).
 func (x *run) starve(ctx context.Context, master, replica *servers.Process) error {
+	// The sales before the lag must be on the replica, so that what the
+	// control loses is the lag's sales, not a replica already behind.
+	if err := waitReplicaCaughtUp(ctx, master.Addr()); err != nil {
+		return err
+	}
 	if err := replica.Pause(); err != nil {
 		return err
 	}
@@ -256,6 +264,29 @@ func (x *run) starve(ctx context.Context, master, replica *servers.Process) erro
 	if err := x.hold(x.lagTo); err != nil {
 		_ = replica.Resume()
 		return err
+	}
+	return nil
+}
+
+// waitReplicaCaughtUp returns once a replica of the master at addr holds
+// everything the master holds: one write of our own in the sale's slot,
+// then WAIT on its connection, which returns as soon as a replica has
+// acknowledged it (and so all before it).
+func waitReplicaCaughtUp(ctx context.Context, addr string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+	conn := rdb.Conn()
+	defer conn.Close()
+	err := conn.Set(ctx, localcluster.ClusterStockKey+":lab:synced", time.Now().UnixNano(), 0).Err()
+	var n int64
+	if err == nil {
+		n, err = conn.Wait(ctx, 1, 10*time.Second).Result()
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("wait for %s's replica: %w", addr, err)
+	case n < 1:
+		return fmt.Errorf("%s's replica did not catch up within 10s: %s", addr, servers.NodeState(ctx, addr))
 	}
 	return nil
 }
