@@ -40,7 +40,7 @@ SENTINEL=${SENTINEL:-1}
 # sentinel_master: the host the first Sentinel names as the primary
 # ("redis" or "redis-replica": Sentinel announces hostnames here).
 sentinel_master() {
-	docker exec "$(cids redis-sentinel1)" redis-cli --raw -p 26379 \
+	timeout 5 docker exec "$(cids redis-sentinel1)" redis-cli --raw -p 26379 \
 		sentinel get-master-addr-by-name seckill 2>/dev/null | head -1 || true
 }
 
@@ -50,7 +50,7 @@ sentinel_books() {
 	local m
 	m=$(sentinel_master)
 	[[ -n "$m" ]] || return 0
-	docker exec "$(cids "$m")" redis-cli --raw mget stock lucky 2>/dev/null | tr '\n' ' ' || true
+	timeout 5 docker exec "$(cids "$m")" redis-cli --raw mget stock lucky 2>/dev/null | tr '\n' ' ' || true
 }
 
 # sentinel_ready SECONDS: every Sentinel knows the replica and the two other
@@ -61,7 +61,7 @@ sentinel_ready() {
 	while :; do
 		ok=1
 		for s in redis-sentinel1 redis-sentinel2 redis-sentinel3; do
-			docker exec "$(cids $s)" redis-cli --raw -p 26379 sentinel master seckill 2>/dev/null |
+			timeout 5 docker exec "$(cids $s)" redis-cli --raw -p 26379 sentinel master seckill 2>/dev/null |
 				awk 'p == "num-slaves" { r = $0 } p == "num-other-sentinels" { o = $0 } { p = $0 }
 					END { exit !(r >= 1 && o >= 2) }' || ok=0
 		done
@@ -90,10 +90,10 @@ sentinel_logs() {
 	for s in redis-sentinel1 redis-sentinel2 redis-sentinel3; do
 		c=$(cids $s)
 		docker logs "$c" >"$OUT/$1.$s.log" 2>&1 || true
-		docker exec "$c" redis-cli -p 26379 sentinel master seckill >>"$OUT/$1.$s.log" 2>&1 || true
+		timeout 5 docker exec "$c" redis-cli -p 26379 sentinel master seckill >>"$OUT/$1.$s.log" 2>&1 || true
 	done
 	for s in redis redis-replica; do
-		docker exec "$(cids $s)" redis-cli info replication >"$OUT/$1.$s.replication" 2>&1 || true
+		timeout 5 docker exec "$(cids $s)" redis-cli info replication >"$OUT/$1.$s.replication" 2>&1 || true
 	done
 }
 
@@ -149,7 +149,7 @@ sentinel_failover() {
 				docker start "$c" >/dev/null || log "docker start of the old primary failed"
 				# At once: it is empty, and a master until told otherwise.
 				for _ in 1 2 3 4 5 6 7 8 9 10; do
-					docker exec "$c" redis-cli replicaof "$other" 6379 >/dev/null 2>&1 && break
+					timeout 5 docker exec "$c" redis-cli replicaof "$other" 6379 >/dev/null 2>&1 && break
 					sleep 0.2
 				done
 			else
@@ -157,7 +157,7 @@ sentinel_failover() {
 			fi
 		fi
 		if [[ -n "$t_switch" && -z "$t_rejoin" ]] &&
-			docker exec "$c" redis-cli info replication 2>/dev/null | grep -q 'master_link_status:up'; then
+			timeout 5 docker exec "$c" redis-cli info replication 2>/dev/null | grep -q 'master_link_status:up'; then
 			t_rejoin=$(date +%s%N)
 		fi
 		if [[ -z "$t_sold" ]]; then
