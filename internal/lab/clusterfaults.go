@@ -246,8 +246,8 @@ func (x *run) haltedAfterLoss(faultAt, rejoinedAt time.Time) error {
 func (x *run) starve(ctx context.Context, master, replica *servers.Process) error {
 	// The sales before the lag must be on the replica, so that what the
 	// control loses is the lag's sales, not a replica already behind.
-	if err := waitReplicaCaughtUp(ctx, master.Addr()); err != nil {
-		return err
+	if err := servers.WaitReplicated(ctx, master.Addr(), localcluster.ClusterStockKey+":lab:synced", 1); err != nil {
+		return fmt.Errorf("%s's replica before the lag: %w: %s", master.Addr(), err, servers.NodeState(ctx, master.Addr()))
 	}
 	if err := replica.Pause(); err != nil {
 		return err
@@ -264,29 +264,6 @@ func (x *run) starve(ctx context.Context, master, replica *servers.Process) erro
 	if err := x.hold(x.lagTo); err != nil {
 		_ = replica.Resume()
 		return err
-	}
-	return nil
-}
-
-// waitReplicaCaughtUp returns once a replica of the master at addr holds
-// everything the master holds: one write of our own in the sale's slot,
-// then WAIT on its connection, which returns as soon as a replica has
-// acknowledged it (and so all before it).
-func waitReplicaCaughtUp(ctx context.Context, addr string) error {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer rdb.Close()
-	conn := rdb.Conn()
-	defer conn.Close()
-	err := conn.Set(ctx, localcluster.ClusterStockKey+":lab:synced", time.Now().UnixNano(), 0).Err()
-	var n int64
-	if err == nil {
-		n, err = conn.Wait(ctx, 1, 10*time.Second).Result()
-	}
-	switch {
-	case err != nil:
-		return fmt.Errorf("wait for %s's replica: %w", addr, err)
-	case n < 1:
-		return fmt.Errorf("%s's replica did not catch up within 10s: %s", addr, servers.NodeState(ctx, addr))
 	}
 	return nil
 }

@@ -145,7 +145,7 @@ func StartSentinelSet(ctx context.Context, dir string, opt SentinelOptions) (_ *
 	if set.Replica, err = startRedisNode(ctx, filepath.Join(dir, "replica"), "redis-replica", raddr, upstream, replicaArgs...); err != nil {
 		return nil, err
 	}
-	if err := waitReplicated(ctx, paddr, 1); err != nil {
+	if err := WaitReplicated(ctx, paddr, harnessKey, 1); err != nil {
 		return nil, fmt.Errorf("replica %s never synced with %s: %w\n%s", raddr, paddr, err, set.Replica.LogTail(20))
 	}
 
@@ -225,17 +225,25 @@ func startRedisNode(ctx context.Context, dir, name, addr, primary string, extra 
 	return Start(ctx, Spec{Name: name, Path: "redis-server", Args: args, Dir: dir, Addr: addr, Ready: redisReady})
 }
 
-// waitReplicated returns once n replicas of the Redis at addr have
-// acknowledged everything written to it so far. WAIT is the event: it
-// returns as soon as they have, so there is nothing to poll.
-func waitReplicated(ctx context.Context, addr string, n int) error {
+// harnessKey is the key WaitReplicated writes on a Sentinel set's primary.
+const harnessKey = "seckill:harness:synced"
+
+// WaitReplicated returns once n replicas of the Redis at addr have
+// acknowledged everything written to it so far, by one write of key (a
+// key the node serves: on a cluster, one of its slots) and WAIT on the
+// same connection. WAIT is the event: it returns as soon as they have, so
+// there is nothing to poll.
+func WaitReplicated(ctx context.Context, addr, key string, n int) error {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer rdb.Close()
+	// WAIT counts the writes of its own connection.
+	conn := rdb.Conn()
+	defer conn.Close()
 	// One write of our own, so WAIT has an offset to wait for. With
 	// min-replicas-to-write a primary without its replica refuses it
 	// (NOREPLICAS) until the replica is back: what this waits for.
 	for {
-		err := rdb.Set(ctx, "seckill:harness:synced", time.Now().UnixNano(), 0).Err()
+		err := conn.Set(ctx, key, time.Now().UnixNano(), 0).Err()
 		if err == nil {
 			break
 		}
@@ -254,7 +262,7 @@ func waitReplicated(ctx context.Context, addr string, n int) error {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl) - 100*time.Millisecond
 	}
-	got, err := rdb.Wait(ctx, n, timeout).Result()
+	got, err := conn.Wait(ctx, n, timeout).Result()
 	if err != nil {
 		return err
 	}
@@ -442,7 +450,7 @@ func (s *SentinelSet) Rejoin(ctx context.Context, p *Process) error {
 	case s.Replica:
 		s.Replica = np
 	}
-	return waitReplicated(ctx, master, 1)
+	return WaitReplicated(ctx, master, harnessKey, 1)
 }
 
 // WaitReplicated returns once n replicas of the current primary have
@@ -453,7 +461,7 @@ func (s *SentinelSet) WaitReplicated(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	return waitReplicated(ctx, addr, n)
+	return WaitReplicated(ctx, addr, harnessKey, n)
 }
 
 // Stop stops every process, Sentinels first (so none starts a failover
