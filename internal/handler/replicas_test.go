@@ -2,7 +2,6 @@ package handler_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -21,22 +20,22 @@ import (
 func TestResetWaitsForReplica(t *testing.T) {
 	set := servertest.Sentinels(t, servers.SentinelOptions{})
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName: servers.SentinelMaster, SentinelAddrs: set.SentinelAddrs(), MaxRetries: -1,
+		MasterName: set.MasterName, SentinelAddrs: set.SentinelAddrs(), MaxRetries: -1,
 	})
 	t.Cleanup(func() { _ = rdb.Close() })
-	// Long enough for a busy machine's replica to ack a step that must be
+	// The long default: a busy machine's replica acks a step that must be
 	// acknowledged; the frozen one cannot, whatever the bound.
-	acks := stock.ReplicaAcks{Replicas: 1, Timeout: time.Second}
+	acks := stock.ReplicaAcks{Replicas: 1}
 	store := stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "fence"}).WithReplicaAcks(acks)
 	svc := stock.NewService(stock.ServiceConfig{Store: store, Locker: locallock.New(), Backend: "local", LockKey: "k"})
 	e := &env{rdb: rdb, store: store, h: handler.New(handler.Config{
-		Replica: replica, AdminToken: token, MinReplicaAcks: acks.Replicas, ReplicaAckTimeout: acks.Timeout, Sentinel: true,
+		Replica: replica, AdminToken: token, MinReplicaAcks: acks.Replicas, ReplicaAckTimeout: acks.Timeout.Duration(), Sentinel: true,
 	}, handler.Deps{Seller: svc, Inventory: store})}
 	replicaRDB := redis.NewClient(&redis.Options{Addr: set.Replica.Addr()})
 	t.Cleanup(func() { _ = replicaRDB.Close() })
 
-	if r := e.do(t, "GET", "/info", ""); r.body["min_replica_acks"] != 1.0 || r.body["sentinel"] != true || r.body["replica_ack_timeout_ms"] != 1000.0 {
-		t.Fatalf("info: got %s, want min_replica_acks 1, replica_ack_timeout_ms 1000, sentinel true", r.raw)
+	if r := e.do(t, "GET", "/info", ""); r.body["min_replica_acks"] != 1.0 || r.body["sentinel"] != true || r.body["replica_ack_timeout_ms"] != float64(stock.DefaultReplicaAckTimeout.Milliseconds()) {
+		t.Fatalf("info: got %s, want min_replica_acks 1, replica_ack_timeout_ms %d, sentinel true", r.raw, stock.DefaultReplicaAckTimeout.Milliseconds())
 	}
 	if err := set.Replica.Pause(); err != nil {
 		t.Fatal(err)

@@ -505,7 +505,7 @@ func TestItemNamesEveryKeyItsSaleWrites(t *testing.T) {
 // again), though the primary holds it.
 func TestItemResetWaitsForReplicas(t *testing.T) {
 	items, _ := newItems(t, true, func(c *stock.ItemsConfig) {
-		c.Acks = stock.ReplicaAcks{Replicas: 1, Timeout: 50 * time.Millisecond}
+		c.Acks = stock.ReplicaAcks{Replicas: 1, Timeout: stock.AckMustNotWithin(50 * time.Millisecond)}
 	})
 	_, err := items.Create(t.Context(), stock.Item{ID: "x", Stock: 5})
 	if !errors.Is(err, stock.ErrNotReplicated) || !errors.Is(err, stock.ErrUnavailable) {

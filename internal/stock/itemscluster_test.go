@@ -12,6 +12,7 @@ import (
 
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
 )
 
@@ -115,8 +116,16 @@ func TestItemReplicaAcksOnACluster(t *testing.T) {
 	cl := servertest.RedisCluster(t)
 	cc := clusterClient(t, cl)
 	ctx := t.Context()
+	// The steps that must be acknowledged wait with the long default bound;
+	// only the one whose replica is frozen takes a short one, by name. Both
+	// handles sell through one lock, as one replica's would.
+	lk := locallock.New()
 	items := itemsOver(cc, true, func(c *stock.ItemsConfig) {
-		c.Acks = stock.ReplicaAcks{Replicas: 1, Timeout: 300 * time.Millisecond}
+		c.Acks, c.Service.Locker = stock.ReplicaAcks{Replicas: 1}, lk
+	})
+	frozen := itemsOver(cc, true, func(c *stock.ItemsConfig) {
+		c.Acks = stock.ReplicaAcks{Replicas: 1, Timeout: stock.AckMustNotWithin(300 * time.Millisecond)}
+		c.Service.Locker = lk
 	})
 	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: 10}); err != nil {
 		t.Fatalf("create, acknowledged by the replica: %v", err)
@@ -129,7 +138,7 @@ func TestItemReplicaAcksOnACluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = replica.Resume() }()
-	sale, err := items.ReduceFor(ctx, "a", stock.Buyer{})
+	sale, err := frozen.ReduceFor(ctx, "a", stock.Buyer{})
 	var ue *stock.UnconfirmedError
 	if !errors.As(err, &ue) || !errors.Is(err, stock.ErrNotReplicated) {
 		t.Fatalf("sale with a's master's replica frozen: got %+v, %v; want unconfirmed (not replicated)", sale, err)
@@ -154,7 +163,7 @@ func TestItemMasterKillOnACluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	items := itemsOver(cc, true, func(c *stock.ItemsConfig) {
-		c.Acks = stock.ReplicaAcks{Replicas: 1, Timeout: 500 * time.Millisecond}
+		c.Acks = stock.ReplicaAcks{Replicas: 1}
 	})
 	const initial, before, after = 2000, 100, 100
 	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: initial}); err != nil {
@@ -384,7 +393,7 @@ func TestItemSlotMigrationOnACluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	items := itemsOver(cc, true, func(c *stock.ItemsConfig) {
-		c.Acks = stock.ReplicaAcks{Replicas: 1, Timeout: 500 * time.Millisecond}
+		c.Acks = stock.ReplicaAcks{Replicas: 1}
 	})
 	const initial, before, after = 5000, 100, 100
 	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: initial}); err != nil {

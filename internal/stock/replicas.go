@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -27,20 +26,15 @@ import (
 // the connection's offset past everything the primary had done, the
 // answered sale included — the replication stream is one ordered log.
 
-// DefaultReplicaAckTimeout is ReplicaAcks.Timeout when it is zero.
-const DefaultReplicaAckTimeout = time.Second
-
 // ReplicaAcks makes a sale wait for replicas (Store.WithReplicaAcks).
 type ReplicaAcks struct {
 	// Replicas is how many replicas must hold a sale before it is answered
 	// sold; 0 turns the wait off (a sale is answered once the primary has
 	// it, as before).
 	Replicas int
-	// Timeout bounds the wait; default DefaultReplicaAckTimeout (1s). A
-	// sale not acknowledged in time is unconfirmed, never sold. It must be
-	// below the Redis client's read timeout, which bounds the pipeline the
-	// wait is part of.
-	Timeout time.Duration
+	// Timeout bounds the wait (AckBound; zero: DefaultReplicaAckTimeout).
+	// A sale not acknowledged in time is unconfirmed, never sold.
+	Timeout AckBound
 }
 
 // ErrNotReplicated: a sale's script ran on the primary but fewer replicas
@@ -54,9 +48,6 @@ var ErrNotReplicated = errors.New("stock: sale not acknowledged by enough replic
 // wait for a.Replicas replicas. a.Replicas 0 returns a store that does not
 // wait.
 func (s *Store) WithReplicaAcks(a ReplicaAcks) *Store {
-	if a.Timeout <= 0 {
-		a.Timeout = DefaultReplicaAckTimeout
-	}
 	if s.wit == nil {
 		return s.with(a, nil, 0)
 	}
@@ -105,7 +96,7 @@ func (s *Store) queueWait(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
 	p.Set(ctx, s.ackKey(), "1", 0)
 	// Do, as a pipeline has no Wait method; the pipeline's read timeout
 	// (the client's) bounds it, hence ReplicaAcks.Timeout's rule.
-	return p.Do(ctx, "wait", s.acks.Replicas, s.acks.Timeout.Milliseconds())
+	return p.Do(ctx, "wait", s.acks.Replicas, s.acks.Timeout.Duration().Milliseconds())
 }
 
 // acked judges WAIT's answer for a run that sold (or answered a sale):

@@ -17,18 +17,19 @@ import (
 	"seckill/internal/stock"
 )
 
-// steadyAcks is the ack timeout of every step that must be acknowledged
-// (a reset, a sale with the replica up): WAIT returns the moment the
-// replica acknowledges, so this only bounds a replica that never does. A
-// short timeout there fails on a busy machine whose replica is merely
-// slow; the steps that must time out (the replica frozen or held) take a
-// store with a short one, strict.
-const steadyAcks = 30 * time.Second
+// steady is s waiting for acks replicas with the long default bound, for
+// every step that must be acknowledged (a reset, a sale with the replica
+// up): WAIT returns the moment the replica acknowledges, so the bound only
+// matters for a replica that never does. The steps that must time out (the
+// replica frozen or held) take a store with a short one, strict.
+func steady(s *stock.Store, acks int) *stock.Store {
+	return s.WithReplicaAcks(stock.ReplicaAcks{Replicas: acks})
+}
 
 // strict is s with acks replicas waited for only timeout, for the steps
 // whose replica cannot answer.
 func strict(s *stock.Store, acks int, timeout time.Duration) *stock.Store {
-	return s.WithReplicaAcks(stock.ReplicaAcks{Replicas: acks, Timeout: timeout})
+	return s.WithReplicaAcks(stock.ReplicaAcks{Replicas: acks, Timeout: stock.AckMustNotWithin(timeout)})
 }
 
 // sentinelClient is a go-redis FailoverClient (no retries of its own, as
@@ -36,7 +37,7 @@ func strict(s *stock.Store, acks int, timeout time.Duration) *stock.Store {
 func sentinelClient(t *testing.T, set *servers.SentinelSet) *redis.Client {
 	t.Helper()
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:    servers.SentinelMaster,
+		MasterName:    set.MasterName,
 		SentinelAddrs: set.SentinelAddrs(),
 		MaxRetries:    -1,
 	})
@@ -58,13 +59,13 @@ func steadyReset(t *testing.T, s *stock.Store, set *servers.SentinelSet, n int64
 }
 
 // replicated is a store behind Sentinel, over the harness's primary,
-// replica and three Sentinels, waiting for acks replicas up to steadyAcks,
+// replica and three Sentinels, waiting for acks replicas with the long default bound,
 // reset to n with the replica holding the reset.
 func replicated(t *testing.T, n int64, keys stock.Keys, acks int) (*stock.Store, *servers.SentinelSet, *redis.Client) {
 	t.Helper()
 	set := servertest.Sentinels(t, servers.SentinelOptions{})
 	rdb := sentinelClient(t, set)
-	s := strict(stock.NewStore(rdb, keys), acks, steadyAcks)
+	s := steady(stock.NewStore(rdb, keys), acks)
 	steadyReset(t, s, set, n)
 	return s, set, rdb
 }
@@ -360,7 +361,7 @@ func TestLaggingReplicaFailover(t *testing.T) {
 			})
 			const initial = 100
 			keys := ledgerKeys(1)
-			s := strict(stock.NewStore(sentinelClient(t, set), keys), acks, steadyAcks)
+			s := steady(stock.NewStore(sentinelClient(t, set), keys), acks)
 			steadyReset(t, s, set, initial)
 			lk := locallock.New()
 			fenced := func(c *stock.ServiceConfig) { c.Fencing = true }
@@ -456,7 +457,7 @@ func TestResetWaitsForReplica(t *testing.T) {
 			})
 			keys := ledgerKeys(1)
 			const timeout = 200 * time.Millisecond
-			s := strict(stock.NewStore(sentinelClient(t, set), keys), acks, steadyAcks)
+			s := steady(stock.NewStore(sentinelClient(t, set), keys), acks)
 			if err := s.Reset(t.Context(), 100); err != nil {
 				t.Fatal(err)
 			}
@@ -542,7 +543,7 @@ func TestUnconfirmedReplayNamesTheOriginalOrder(t *testing.T) {
 			})
 			rdb := sentinelClient(t, set)
 			keys := ledgerKeys(1)
-			s := strict(stock.NewStore(rdb, keys), 1, steadyAcks)
+			s := steady(stock.NewStore(rdb, keys), 1)
 			steadyReset(t, s, set, 10)
 			lk := locallock.New()
 			buyer := stock.Buyer{User: "u1", Key: "k1"}

@@ -366,7 +366,7 @@ func TestWitnessThatForgotIsRefilled(t *testing.T) {
 // waiting for the replica.
 func TestWitnessKeepsEverySegmentsAcks(t *testing.T) {
 	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Segments: 3}
-	acks := stock.ReplicaAcks{Replicas: 1, Timeout: time.Second}
+	acks := stock.ReplicaAcks{Replicas: 1}
 	for _, reg := range []stock.Register{nil, &memRegister{}} {
 		s := stock.NewStore(nil, keys).WithReplicaAcks(acks).WithWitness(reg, 0)
 		for i := range 3 {

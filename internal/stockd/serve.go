@@ -74,7 +74,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		return err
 	}
 	store := stock.NewStore(stockRDB, saleKeys(cfg, ledger)).WithReplicaAcks(stock.ReplicaAcks{
-		Replicas: minReplicaAcks(cfg), Timeout: cfg.Stock.ReplicaAckTimeout,
+		Replicas: minReplicaAcks(cfg), Timeout: stock.AckWithin(cfg.Stock.ReplicaAckTimeout),
 	}).WithWitness(regs.register(cfg), cfg.Stock.WitnessTimeout)
 	checkWitness(ctx, log, store)
 	// After the eviction check, before the sale: logs what a 200 promises,
@@ -190,7 +190,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		PerUserLimit:   cfg.Stock.PerUserLimit,
 		// The store's, so /info shows what sales do, not what was asked.
 		MinReplicaAcks:    store.ReplicaAcks().Replicas,
-		ReplicaAckTimeout: store.ReplicaAcks().Timeout,
+		ReplicaAckTimeout: store.ReplicaAcks().Timeout.Duration(),
 		Sentinel:          cfg.Redis.Sentinel.Master != "",
 		Cluster:           onCluster(cfg),
 		AllowEviction:     cfg.Stock.AllowEviction,

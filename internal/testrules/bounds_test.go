@@ -1,0 +1,134 @@
+package testrules
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A restricted constructor: one that builds a short bound from a plain
+// duration. Tests must not call it: a must-happen wait (an ack, a reply) that
+// a test bounds by a short, fixed time fails whenever the machine is busy.
+// The type it returns gives tests the two honest choices: the zero value
+// (the long default) and the constructor whose name says the event must
+// NOT happen within the bound.
+type restricted struct {
+	pkg     string   // the package's directory, from the module root
+	name    string   // the exported function
+	allowed []string // directories whose non-test files may call it
+	instead string   // what a test uses, for the message
+}
+
+var restrictedBounds = []restricted{{
+	pkg: "internal/stock", name: "AckWithin",
+	allowed: []string{"internal/stock", "internal/stockd"},
+	instead: "the zero stock.AckBound (the long default) for an ack that must come, or stock.AckMustNotWithin(d) for one that must not",
+}}
+
+// TestNoShortBoundOnAMustHappenWait: no test, and no package but the ones
+// that wire configuration, builds a bound with a restricted constructor.
+// Named constants cannot dodge it: the rule is on the call, not its value.
+func TestNoShortBoundOnAMustHappenWait(t *testing.T) {
+	root := moduleRoot(t)
+	fset := token.NewFileSet()
+	checked := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != root {
+				return filepath.SkipDir // another module (deploy/k8s)
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		dir := filepath.ToSlash(filepath.Dir(rel))
+		isTest := strings.HasSuffix(path, "_test.go")
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		checked++
+		for _, r := range restrictedBounds {
+			if !isTest && slices.Contains(r.allowed, dir) {
+				continue
+			}
+			for _, pos := range references(f, dir, r) {
+				t.Errorf("%s: %s.%s builds a short bound from a duration; a test takes %s",
+					fset.Position(pos), filepath.Base(r.pkg), r.name, r.instead)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Fatalf("checked %d Go files under %s, want the whole module", checked, root)
+	}
+}
+
+// references are the places f names r's function: pkg.Name through any
+// import name, or Name alone in r's own package.
+func references(f *ast.File, dir string, r restricted) []token.Pos {
+	local := ""
+	for _, imp := range f.Imports {
+		if strings.TrimSuffix(strings.Trim(imp.Path.Value, `"`), "/") != "seckill/"+r.pkg {
+			continue
+		}
+		local = filepath.Base(r.pkg)
+		if imp.Name != nil {
+			local = imp.Name.Name
+		}
+	}
+	inPkg := dir == r.pkg
+	var out []token.Pos
+	fields := map[*ast.Ident]bool{} // x.Name's Name: a field or method, not the function
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.SelectorExpr:
+			fields[n.Sel] = true
+			if x, ok := n.X.(*ast.Ident); ok && local != "" && x.Name == local && n.Sel.Name == r.name {
+				out = append(out, n.Pos())
+			}
+		case *ast.Ident:
+			if inPkg && !fields[n] && n.Name == r.name {
+				out = append(out, n.Pos())
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// moduleRoot is the directory of seckill's go.mod, above this package.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module seckill\n") {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod of module seckill above the test's directory")
+		}
+		dir = parent
+	}
+}
