@@ -140,14 +140,14 @@ func waitReplicaListed(t *testing.T, rdb *redis.Client) {
 // promote.
 func TestSentinelReplicas(t *testing.T) {
 	set := servertest.Sentinels(t, servers.SentinelOptions{})
-	addrs, err := stock.SentinelReplicas(t.Context(), append([]string{"127.0.0.1:1"}, set.SentinelAddrs()...), servers.SentinelMaster)
+	addrs, err := stock.SentinelReplicas(t.Context(), append([]string{"127.0.0.1:1"}, set.SentinelAddrs()...), set.MasterName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(addrs, []string{set.Replica.Addr()}) {
 		t.Fatalf("sentinel replicas: got %v, want %s", addrs, set.Replica.Addr())
 	}
-	_, err = stock.SentinelReplicas(t.Context(), []string{"127.0.0.1:1"}, servers.SentinelMaster)
+	_, err = stock.SentinelReplicas(t.Context(), []string{"127.0.0.1:1"}, set.MasterName)
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("no Sentinel answering: got %v, want an error naming it", err)
 	}

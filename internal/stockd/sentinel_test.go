@@ -23,7 +23,7 @@ import (
 func TestBinaryBehindSentinel(t *testing.T) {
 	set := servertest.Sentinels(t, servers.SentinelOptions{})
 	p := startStockd(t,
-		"STOCKD_REDIS_SENTINEL_MASTER="+servers.SentinelMaster,
+		"STOCKD_REDIS_SENTINEL_MASTER="+set.MasterName,
 		"STOCKD_REDIS_SENTINEL_ADDRS="+strings.Join(set.SentinelAddrs(), ","),
 		"STOCKD_LOCK_BACKEND=redis",
 		// A step that must be acknowledged waits no longer than its ack;

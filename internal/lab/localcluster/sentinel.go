@@ -112,7 +112,7 @@ func (c *Cluster) StopSentinel() {
 // as their stock Redis (redis.sentinel.master and .addrs).
 func SentinelEnv(set *servers.SentinelSet) map[string]string {
 	return map[string]string{
-		"STOCKD_REDIS_SENTINEL_MASTER": servers.SentinelMaster,
+		"STOCKD_REDIS_SENTINEL_MASTER": set.MasterName,
 		"STOCKD_REDIS_SENTINEL_ADDRS":  strings.Join(set.SentinelAddrs(), ","),
 	}
 }

@@ -97,7 +97,8 @@ func (p *Process) start(ctx context.Context) error {
 	// A group of its own, so signals reach the JVM's or nginx's children and
 	// a Ctrl-C in the terminal is handled by us, not delivered to servers twice.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// spawn, not cmd.Start: the server dies with this process (owned.go).
+	if err := spawn(cmd); err != nil {
 		logf.Close()
 		if errors.Is(err, exec.ErrNotFound) {
 			return fmt.Errorf("%s: %w: %v", p.spec.Name, ErrNotInstalled, err)

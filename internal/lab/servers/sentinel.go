@@ -23,8 +23,12 @@ import (
 // package: SIGKILL or SIGSTOP the primary and Sentinel promotes the replica
 // for real.
 
-// SentinelMaster is the master name the harness's Sentinels monitor.
-const SentinelMaster = "seckill"
+// SentinelMasterPrefix starts every Sentinel set's master name
+// (SentinelSet.MasterName): "seckill-" and eight hex digits of its own. A
+// set of its own name cannot adopt a stray Sentinel of an earlier run that
+// monitors the same name: one left by a killed test binary joined the next
+// run's set by its hellos and failed its failover.
+const SentinelMasterPrefix = "seckill-"
 
 // DefaultDownAfter is SentinelOptions.DownAfter when it is zero.
 const DefaultDownAfter = 3 * time.Second
@@ -79,6 +83,9 @@ type SentinelSet struct {
 	// Front is the primary's front with SentinelOptions.Splittable, else
 	// nil.
 	Front *Front
+	// MasterName is the name the Sentinels monitor the primary by
+	// (SentinelMasterPrefix and a random suffix): redis.sentinel.master.
+	MasterName string
 }
 
 // StartSentinelSet starts a primary, a replica of it (synced before this
@@ -103,7 +110,7 @@ func StartSentinelSet(ctx context.Context, dir string, opt SentinelOptions) (_ *
 	}
 	// Not the named result: each "return nil, err" would nil it before
 	// this cleanup runs, which then panicked and left the servers running.
-	set := &SentinelSet{Quorum: opt.Sentinels/2 + 1}
+	set := &SentinelSet{Quorum: opt.Sentinels/2 + 1, MasterName: SentinelMasterPrefix + sentinelID()[:8]}
 	defer func() {
 		if err != nil {
 			set.Stop(5 * time.Second)
@@ -162,7 +169,7 @@ func StartSentinelSet(ctx context.Context, dir string, opt SentinelOptions) (_ *
 		if err := os.MkdirAll(sdir, 0o755); err != nil {
 			return nil, err
 		}
-		conf := sentinelConf(sdir, addrs, ids, i, monitored, raddr, set.Quorum, opt)
+		conf := sentinelConf(sdir, set.MasterName, addrs, ids, i, monitored, raddr, set.Quorum, opt)
 		confPath := filepath.Join(sdir, "sentinel.conf")
 		if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 			return nil, err
@@ -280,7 +287,7 @@ func sentinelID() string {
 
 // sentinelConf is Sentinel i's config file. Sentinel rewrites it as it
 // learns (hence a file of its own, in its own directory).
-func sentinelConf(dir string, addrs, ids []string, i int, primary, replica string, quorum int, opt SentinelOptions) string {
+func sentinelConf(dir, master string, addrs, ids []string, i int, primary, replica string, quorum int, opt SentinelOptions) string {
 	host, port, _ := net.SplitHostPort(addrs[i])
 	phost, pport, _ := net.SplitHostPort(primary)
 	rhost, rport, _ := net.SplitHostPort(replica)
@@ -293,17 +300,17 @@ func sentinelConf(dir string, addrs, ids []string, i int, primary, replica strin
 		// Sentinel answers, and the Sentinels could not elect a leader.
 		fmt.Fprintf(&b, "bind-source-addr %s\nsentinel announce-ip %s\n", SentinelSource, host)
 	}
-	fmt.Fprintf(&b, "sentinel monitor %s %s %s %d\n", SentinelMaster, phost, pport, quorum)
-	fmt.Fprintf(&b, "sentinel down-after-milliseconds %s %d\n", SentinelMaster, opt.DownAfter.Milliseconds())
-	fmt.Fprintf(&b, "sentinel failover-timeout %s %d\n", SentinelMaster, opt.FailoverTimeout.Milliseconds())
-	fmt.Fprintf(&b, "sentinel parallel-syncs %s 1\n", SentinelMaster)
-	fmt.Fprintf(&b, "sentinel known-replica %s %s %s\n", SentinelMaster, rhost, rport)
+	fmt.Fprintf(&b, "sentinel monitor %s %s %s %d\n", master, phost, pport, quorum)
+	fmt.Fprintf(&b, "sentinel down-after-milliseconds %s %d\n", master, opt.DownAfter.Milliseconds())
+	fmt.Fprintf(&b, "sentinel failover-timeout %s %d\n", master, opt.FailoverTimeout.Milliseconds())
+	fmt.Fprintf(&b, "sentinel parallel-syncs %s 1\n", master)
+	fmt.Fprintf(&b, "sentinel known-replica %s %s %s\n", master, rhost, rport)
 	for j, a := range addrs {
 		if j == i {
 			continue
 		}
 		h, p, _ := net.SplitHostPort(a)
-		fmt.Fprintf(&b, "sentinel known-sentinel %s %s %s %s\n", SentinelMaster, h, p, ids[j])
+		fmt.Fprintf(&b, "sentinel known-sentinel %s %s %s %s\n", master, h, p, ids[j])
 	}
 	return b.String()
 }
@@ -324,7 +331,7 @@ func (s *SentinelSet) Master(ctx context.Context) (string, error) {
 	var errs []error
 	for _, addr := range s.SentinelAddrs() {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		hp, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
+		hp, err := sc.GetMasterAddrByName(ctx, s.MasterName).Result()
 		sc.Close()
 		if err == nil && len(hp) == 2 {
 			return net.JoinHostPort(hp[0], hp[1]), nil
@@ -392,7 +399,7 @@ func (s *SentinelSet) WatchSwitch(ctx context.Context) (<-chan string, error) {
 					}
 					// "<master name> <old ip> <old port> <new ip> <new port>"
 					f := strings.Fields(m.Payload)
-					if len(f) == 5 && f[0] == SentinelMaster {
+					if len(f) == 5 && f[0] == s.MasterName {
 						got <- net.JoinHostPort(f[3], f[4]) // buffered: one per Sentinel
 						return
 					}
@@ -532,7 +539,7 @@ func (s *SentinelSet) ConfigEpochs(ctx context.Context) ([]int64, error) {
 	epochs := make([]int64, 0, len(s.Sentinels))
 	for _, addr := range s.SentinelAddrs() {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		m, err := sc.Master(ctx, SentinelMaster).Result()
+		m, err := sc.Master(ctx, s.MasterName).Result()
 		sc.Close()
 		if err != nil {
 			return epochs, fmt.Errorf("sentinel %s: %w", addr, err)

@@ -27,7 +27,7 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatalf("sentinels name master %s, want the primary %s", master, set.Primary.Addr())
 	}
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:    servers.SentinelMaster,
+		MasterName:    set.MasterName,
 		SentinelAddrs: set.SentinelAddrs(),
 		MaxRetries:    -1,
 	})
