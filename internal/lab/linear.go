@@ -14,11 +14,6 @@ import (
 // the counter model; a control's or a flawed lock's must not be (its
 // oversell shows in the answers, not only in the books).
 
-// historyTimeout bounds one cell's check. The search grows with the
-// requests in flight (the cell's buyers, plus every unanswered one), not
-// with their number: a cell's few hundred answers check in milliseconds.
-const historyTimeout = time.Minute
-
 // Linear is a cell's history check.
 type Linear struct {
 	OK       bool  `json:"ok"`
@@ -85,7 +80,7 @@ func (x *run) checkHistory(resps []response, readAt time.Time) {
 	if x.cell.Buyers {
 		model = history.Buyers(int64(x.res.Initial), buyerLimit, !x.segmented())
 	}
-	res, err := history.Check(model, ops, historyTimeout, dir, name)
+	res, err := history.Check(x.ctx, model, ops, dir, name)
 	l := &Linear{OK: res.OK, Unknown: res.Unknown, Ops: res.Ops, InFlight: res.InFlight, CheckMS: res.Took.Milliseconds(), Picture: res.Picture}
 	x.res.History = l
 	bad := func(format string, args ...any) { x.historyWhy = append(x.historyWhy, fmt.Sprintf(format, args...)) }
@@ -93,7 +88,7 @@ func (x *run) checkHistory(resps []response, readAt time.Time) {
 	case err != nil:
 		bad("history check: %v", err)
 	case res.Unknown:
-		bad("history check ran out of time (%v) with %d ops, %d in flight", historyTimeout, res.Ops, res.InFlight)
+		bad("history check ran out of the run's deadline with %d ops, %d in flight", res.Ops, res.InFlight)
 	case (x.res.Expect == ExpectSafe || x.res.Expect == ExpectHalt) && !res.OK:
 		bad("the answers are not linearizable (picture: %s)", res.Picture)
 	case x.res.Expect == ExpectOversell && res.OK:

@@ -15,6 +15,7 @@ package history
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -298,10 +299,19 @@ func buildModel(init any, step func(state, input, output any) []any,
 	return nm.ToModel()
 }
 
-// Check runs model over ops for at most timeout (the search is CPU-bound
-// and bounded by it). With dir set, a violation's picture is written there
-// as name.html.
-func Check(m Model, ops []Op, timeout time.Duration, dir, name string) (Result, error) {
+// Check runs model over ops. The search is CPU-bound and cannot be
+// interrupted, so ctx's deadline, if it has one, is its bound (Unknown past
+// it): a check is a must-happen wait that ends at its verdict, and takes no
+// budget of its own; a fixed minute ran out on a loaded machine's correct
+// history. With dir set, a violation's picture is written there as
+// name.html.
+func Check(ctx context.Context, m Model, ops []Op, dir, name string) (Result, error) {
+	var timeout time.Duration // porcupine's 0: no bound
+	if d, ok := ctx.Deadline(); ok {
+		if timeout = time.Until(d); timeout <= 0 {
+			return Result{Ops: len(ops), Unknown: true}, ctx.Err()
+		}
+	}
 	ops = resolveKeyed(ops)
 	if m.strip {
 		ops = strip(ops)
@@ -350,8 +360,8 @@ func Check(m Model, ops []Op, timeout time.Duration, dir, name string) (Result, 
 	}
 	res := Result{Ops: len(ops), InFlight: InFlight(ops)}
 	start := time.Now()
-	if res.Reason = reason; res.Reason != "" {
-		timeout = min(timeout, pictureTimeout)
+	if res.Reason = reason; res.Reason != "" && (timeout == 0 || timeout > pictureTimeout) {
+		timeout = pictureTimeout
 	}
 	verdict, info := porcupine.CheckOperationsVerbose(model, pops, timeout)
 	res.Took = time.Since(start)

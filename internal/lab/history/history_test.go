@@ -70,7 +70,7 @@ func TestCounter(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			res, err := history.Check(history.Counter(tc.initial, tc.checkAfter), tc.ops, 10*time.Second, dir, "h")
+			res, err := history.Check(t.Context(), history.Counter(tc.initial, tc.checkAfter), tc.ops, dir, "h")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +106,7 @@ func TestCounterLongHistory(t *testing.T) {
 		at += 3 * buyers
 	}
 	ops = append(ops, op(0, at+1, at+2, history.SoldOut, 0), op(0, at+3, at+4, history.Read, 0))
-	res, err := history.Check(history.Counter(initial, true), ops, time.Minute, "", "")
+	res, err := history.Check(t.Context(), history.Counter(initial, true), ops, "", "")
 	if err != nil || !res.OK {
 		t.Fatalf("got %+v, %v; want ok", res, err)
 	}
@@ -135,12 +135,12 @@ func TestCounterFiveHundredInFlight(t *testing.T) {
 		}
 		return append(ops, op(0, 2000, 2001, history.Read, 0))
 	}
-	res, err := history.Check(history.Counter(300, true), build(false), time.Minute, "", "")
+	res, err := history.Check(t.Context(), history.Counter(300, true), build(false), "", "")
 	if err != nil || !res.OK {
 		t.Fatalf("correct history: got %+v, %v; want ok", res, err)
 	}
 	t.Logf("correct: %d ops, %d in flight, %v", res.Ops, res.InFlight, res.Took)
-	res, err = history.Check(history.Counter(300, true), build(true), time.Minute, "", "")
+	res, err = history.Check(t.Context(), history.Counter(300, true), build(true), "", "")
 	if err != nil || res.OK || !strings.Contains(res.Reason, "sold twice") {
 		t.Fatalf("a unit sold twice: got %+v, %v; want a violation naming it", res, err)
 	}
@@ -206,7 +206,7 @@ func TestBuyers(t *testing.T) {
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := history.Check(history.Buyers(3, 1, true), tc.ops, 10*time.Second, "", "")
+			res, err := history.Check(t.Context(), history.Buyers(3, 1, true), tc.ops, "", "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -236,7 +236,7 @@ func TestCounterManyUnanswered(t *testing.T) {
 		at += 3
 	}
 	ops = append(ops, op(0, at+1, at+2, history.Read, 0))
-	res, err := history.Check(history.Counter(initial, true), ops, time.Minute, "", "")
+	res, err := history.Check(t.Context(), history.Counter(initial, true), ops, "", "")
 	if err != nil || !res.OK {
 		t.Fatalf("got %+v, %v; want ok", res, err)
 	}
@@ -246,7 +246,7 @@ func TestCounterManyUnanswered(t *testing.T) {
 	read := ops[len(ops)-1]
 	ops = append(ops[:len(ops)-1], op(0, at+1, at+2, history.Sold, -1), read)
 	ops[len(ops)-1].Call, ops[len(ops)-1].Return = time.Duration(at+3)*ms, time.Duration(at+4)*ms
-	res, err = history.Check(history.Counter(initial, true), ops, time.Minute, "", "")
+	res, err = history.Check(t.Context(), history.Counter(initial, true), ops, "", "")
 	if err != nil || res.OK || res.Unknown {
 		t.Fatalf("a sale after the last unit: got %+v, %v; want a violation", res, err)
 	}
@@ -286,7 +286,7 @@ func TestCounterKillShape(t *testing.T) {
 		ops = append(ops, op(i%buyers, at+i, at+i+5, history.SoldOut, 0))
 	}
 	ops = append(ops, op(0, at+1000, at+1001, history.Read, 0))
-	res, err := history.Check(history.Counter(initial, true), ops, time.Minute, "", "")
+	res, err := history.Check(t.Context(), history.Counter(initial, true), ops, "", "")
 	if err != nil || !res.OK {
 		t.Fatalf("got %+v, %v; want ok", res, err)
 	}
@@ -357,12 +357,12 @@ func TestBuyersManyUnanswered(t *testing.T) {
 		}
 		return append(ops, op(0, at+40, at+41, history.Read, 0))
 	}
-	res, err := history.Check(history.Buyers(300, 1, true), history_(false), time.Minute, "", "")
+	res, err := history.Check(t.Context(), history.Buyers(300, 1, true), history_(false), "", "")
 	if err != nil || !res.OK {
 		t.Fatalf("got %+v, %v; want ok", res, err)
 	}
 	t.Logf("%d ops, %d in flight: %v", res.Ops, res.InFlight, res.Took)
-	res, err = history.Check(history.Buyers(300, 1, true), history_(true), time.Minute, "", "")
+	res, err = history.Check(t.Context(), history.Buyers(300, 1, true), history_(true), "", "")
 	if err != nil || res.OK || res.Unknown {
 		t.Fatalf("one sale too many: got %+v, %v; want a violation", res, err)
 	}
@@ -378,7 +378,7 @@ func TestBuyersManyUnanswered(t *testing.T) {
 		b(op(0, 5, 6, history.Sold, 2), "ann", "k2", "o2"),
 		op(1, 10, 11, history.Read, 1),
 	}
-	if res, err := history.Check(history.Buyers(3, 1, true), ops, 10*time.Second, "", ""); err != nil || res.OK || res.Unknown {
+	if res, err := history.Check(t.Context(), history.Buyers(3, 1, true), ops, "", ""); err != nil || res.OK || res.Unknown {
 		t.Fatalf("a buyer's cut send that must have sold, and her second sale: got %+v, %v; want a violation", res, err)
 	}
 }

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -15,13 +16,10 @@ import (
 // requests in flight at once than HistoryMaxInFlight is not checked
 // (Report.History says so).
 // Below it the search of a correct history is close to linear, since each
-// sold answer names the one stock it left; HistoryTimeout bounds a search
-// that is not (unanswered requests, each of which may or may not have
-// sold). 500 buyers at once check in milliseconds.
-const (
-	HistoryMaxInFlight = 2048
-	HistoryTimeout     = time.Minute
-)
+// sold answer names the one stock it left; the run's ctx's deadline, if
+// any, bounds a search that is not (unanswered requests, each of which may
+// or may not have sold). 500 buyers at once check in milliseconds.
+const HistoryMaxInFlight = 2048
 
 // History is a run's history check (Report.History).
 type History struct {
@@ -43,7 +41,7 @@ func (h *History) Passed() bool { return h == nil || h.OK || h.Skipped != "" }
 // model (history.Buyers) with limit the per-user limit when the run had
 // buyers, else the counter. A violation's picture goes to dir as
 // name.html when dir is set.
-func CheckHistory(responses []Response, initial int, st api.Stock, readAt time.Time, buyers bool, limit int, dir, name string) *History {
+func CheckHistory(ctx context.Context, responses []Response, initial int, st api.Stock, readAt time.Time, buyers bool, limit int, dir, name string) *History {
 	if len(responses) == 0 {
 		return &History{OK: true}
 	}
@@ -71,7 +69,7 @@ func CheckHistory(responses []Response, initial int, st api.Stock, readAt time.T
 		h.InFlight, h.Skipped = n, "more requests in flight than the checker's bound"
 		return h
 	}
-	res, err := history.Check(m, ops, HistoryTimeout, dir, name)
+	res, err := history.Check(ctx, m, ops, dir, name)
 	h.OK, h.Unknown, h.Reason, h.InFlight, h.CheckMS, h.Picture = res.OK, res.Unknown, res.Reason, res.InFlight, res.Took.Milliseconds(), res.Picture
 	if err != nil && h.Reason == "" {
 		h.Reason = err.Error()
@@ -88,7 +86,7 @@ func (h *History) Text() string {
 	case h.OK:
 		s = "linearizable"
 	case h.Unknown:
-		s = fmt.Sprintf("UNCHECKED: the search ran out of time (%v)", HistoryTimeout)
+		s = "UNCHECKED: the search ran out of the run's deadline"
 	case h.Reason != "":
 		s = "NOT LINEARIZABLE: " + h.Reason
 	default:

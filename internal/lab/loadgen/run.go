@@ -308,7 +308,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.Item, r.Window, name = cfg.Item, CheckWindow(responses, *window), name+"-"+cfg.Item
 	}
 	if !cfg.NoHistory {
-		r.History = CheckHistory(responses, cfg.Stock, stock, readAt, purchases != nil, info.PerUserLimit, cfg.HistoryDir, name)
+		r.History = CheckHistory(ctx, responses, cfg.Stock, stock, readAt, purchases != nil, info.PerUserLimit, cfg.HistoryDir, name)
 	}
 	r.Concurrency = cfg.Concurrency
 	if open {
