@@ -9,5 +9,8 @@
 // Tokens are checked with github.com/golang-jwt/jwt/v5: the signature by
 // the algorithms the configured keys allow and no other (so "none", and
 // HS256 signed with a public key, fail), exp required, nbf, iss and aud
-// checked, within a small clock-skew leeway.
+// checked, within a small clock-skew leeway. Before the library reads a
+// token, its header and claims are read exactly (claims.go): encoding/json
+// matches names without case and lets a repeated name win, so a token
+// with "sub" and "SUB" could name two buyers to two readers.
 package auth

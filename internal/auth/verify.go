@@ -11,11 +11,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// ErrUnauthenticated wraps every refusal of a credential; its text says
-// why (expired, wrong audience, bad signature…), which is safe to tell
-// the client: it names what the client sent, nothing of the keys.
-var ErrUnauthenticated = errors.New("not authenticated")
-
 // MinSecretLen is the shortest HS256 secret accepted: 256 bits, the
 // hash's size (RFC 7518 §3.2).
 const MinSecretLen = 32
@@ -85,6 +80,9 @@ func isP256(k any) bool {
 
 // Buyer verifies token and returns its subject, the buyer.
 func (v *Verifier) Buyer(token string) (string, error) {
+	if err := checkJSON(token); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrUnauthenticated, err)
+	}
 	var claims jwt.RegisteredClaims
 	_, err := v.parser.ParseWithClaims(token, &claims, v.key)
 	if err != nil {
@@ -124,7 +122,8 @@ func reason(err error) string {
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
 		return "unverifiable token (algorithm or key not accepted)"
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return "the token has no exp"
+		// checkJSON names the missing claim before the library looks.
+		return "the token lacks a required claim"
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return "token expired"
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
