@@ -208,6 +208,13 @@ func TestIdentity(t *testing.T) {
 		{"none: X-User", none, "10.1.2.3:80", map[string]string{"X-User": "bob"}, "!"},
 		{"none: a token", none, "10.1.2.3:80", map[string]string{"Authorization": "Bearer " + m.Token("bob")}, "!"},
 		{"none: anonymous", none, "10.1.2.3:80", nil, ""},
+		// A malformed Authorization header is refused in every mode, as a
+		// well-formed one is where it names no buyer: never ignored.
+		{"none: Basic", none, "10.1.2.3:80", map[string]string{"Authorization": "Basic eHl6"}, "!"},
+		{"proxy: Basic", proxy, "10.1.2.3:80", map[string]string{"Authorization": "Basic eHl6", "X-User": "bob"}, "!"},
+		{"jwt: a tab after Bearer", jwtID, "203.0.113.1:1", map[string]string{"Authorization": "Bearer\t" + m.Token("bob")}, "!"},
+		{"jwt: the Token scheme", jwtID, "203.0.113.1:1", map[string]string{"Authorization": "Token " + m.Token("bob")}, "!"},
+		{"jwt: Bearer and no token", jwtID, "203.0.113.1:1", map[string]string{"Authorization": "Bearer "}, "!"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest("POST", "/stock/reduce", nil)

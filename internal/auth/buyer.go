@@ -50,11 +50,16 @@ func (id *Identity) Buyer(r *http.Request) (string, error) {
 }
 
 // Caller is the buyer r names, "" for none (a read of an anonymous order
-// needs none). Every refusal wraps ErrUnauthenticated with what to fix.
+// needs none). Every refusal wraps ErrUnauthenticated with what to fix;
+// a malformed Authorization header is refused in every mode.
 // The buyer header's own validity (printable, bounded; present but empty)
 // is the caller's to check, as for any header.
 func (id *Identity) Caller(r *http.Request) (string, error) {
-	bearer, hasBearer := bearerToken(r)
+	bearer, err := Bearer(r.Header)
+	if err != nil {
+		return "", err
+	}
+	hasBearer := bearer != ""
 	_, hasHeader := r.Header[HeaderBuyer]
 	var user string
 	switch id.Mode {
@@ -85,15 +90,6 @@ func (id *Identity) Caller(r *http.Request) (string, error) {
 		}
 	}
 	return user, nil
-}
-
-// bearerToken is the credential of an Authorization: Bearer header.
-func bearerToken(r *http.Request) (string, bool) {
-	v := r.Header.Get("Authorization")
-	if len(v) < 7 || !strings.EqualFold(v[:7], "bearer ") {
-		return "", false
-	}
-	return strings.TrimSpace(v[7:]), true
 }
 
 // Proxies are the peers trusted to name the buyer.

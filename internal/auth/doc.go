@@ -13,4 +13,7 @@
 // token, its header and claims are read exactly (claims.go): encoding/json
 // matches names without case and lets a repeated name win, so a token
 // with "sub" and "SUB" could name two buyers to two readers.
+//
+// The Authorization header is read in one place (Bearer): "Bearer
+// <token>" or refused, never ignored.
 package auth
