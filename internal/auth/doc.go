@@ -14,6 +14,6 @@
 // matches names without case and lets a repeated name win, so a token
 // with "sub" and "SUB" could name two buyers to two readers.
 //
-// The Authorization header is read in one place (Bearer): "Bearer
-// <token>" or refused, never ignored.
+// The Authorization header is read in one place (Bearer), for buyers and
+// the admin alike: "Bearer <token>" or refused, never ignored.
 package auth

@@ -6,12 +6,10 @@ package handler
 import (
 	"cmp"
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -449,68 +447,6 @@ func (a *server) reset(c *gin.Context) {
 	}
 	a.deps.Logger.Info("stock reset", "stock", n, "remote", c.ClientIP())
 	a.json(c, http.StatusOK, &api.Stock{Stock: n})
-}
-
-// admit checks the admin token, with a back-off per source address after
-// repeated failures; it answers the refusals itself. Refused bodies are not
-// drained: a refused caller cannot hold the connection by trickling one.
-func (a *server) admit(c *gin.Context) bool {
-	if a.shutOut(c) {
-		return false
-	}
-	if !a.authorized(c.Request) {
-		a.adminFailed(c, "missing or bad admin token (X-Admin-Token or Authorization: Bearer)")
-		return false
-	}
-	a.admin.succeeded(c.ClientIP())
-	return true
-}
-
-// shutOut answers 429 to a source the admin back-off holds off, without
-// looking at its credentials.
-func (a *server) shutOut(c *gin.Context) bool {
-	wait := a.admin.blocked(c.ClientIP())
-	if wait <= 0 {
-		return false
-	}
-	a.countAdminFailure()
-	c.Header("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-	a.refuseBody(c, http.StatusTooManyRequests, "too many failed admin attempts; retry later")
-	return true
-}
-
-// adminFailed counts a credential the source could not back in the
-// back-off, logs it (once a second) and answers 401 with msg.
-func (a *server) adminFailed(c *gin.Context, msg string) {
-	ip := c.ClientIP()
-	a.countAdminFailure()
-	fails := a.admin.failed(ip)
-	if ok, suppressed := a.logs.Allow("admin_auth"); ok {
-		a.deps.Logger.Warn("admin call refused: missing or bad token", "path", c.Request.URL.Path,
-			"remote", ip, "failures", fails, "suppressed", suppressed)
-	}
-	a.refuseBody(c, http.StatusUnauthorized, msg)
-}
-
-func (a *server) countAdminFailure() {
-	if m := a.deps.Metrics; m != nil {
-		m.AdminAuthFailures.Inc()
-	}
-}
-
-// authorized compares in constant time so the token cannot be guessed byte
-// by byte from response timings.
-func (a *server) authorized(r *http.Request) bool {
-	got := r.Header.Get("X-Admin-Token")
-	if got == "" {
-		if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			got = strings.TrimSpace(v)
-		}
-	}
-	if got == "" || a.cfg.AdminToken == "" {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(got), []byte(a.cfg.AdminToken)) == 1
 }
 
 // fail answers a non-sale request that hit a dependency error: a generic

@@ -75,11 +75,11 @@ func (a *server) buyer(c *gin.Context) (stock.Buyer, int, string) {
 // (auth.required applies) or a read's.
 func (a *server) identify(c *gin.Context, sale bool) (string, int, string) {
 	id := a.cfg.Buyers
-	unauthorized := func(msg string) (string, int, string) {
-		if id.Mode == auth.ModeJWT {
-			c.Header("WWW-Authenticate", `Bearer realm="seckill"`)
+	unauthorized := func(err error) (string, int, string) {
+		if id.Mode == auth.ModeJWT || errors.Is(err, auth.ErrMalformedAuthorization) {
+			challenge(c, err)
 		}
-		return "", http.StatusUnauthorized, msg
+		return "", http.StatusUnauthorized, err.Error()
 	}
 	who := id.Caller
 	if sale {
@@ -87,7 +87,7 @@ func (a *server) identify(c *gin.Context, sale bool) (string, int, string) {
 	}
 	user, err := who(c.Request)
 	if err != nil {
-		return unauthorized(err.Error())
+		return unauthorized(err)
 	}
 	_, header := c.Request.Header[auth.HeaderBuyer]
 	switch {
@@ -100,7 +100,7 @@ func (a *server) identify(c *gin.Context, sale bool) (string, int, string) {
 		user = b.User
 	case user != "":
 		if msg := checkIdentity("the token's sub", user, stock.MaxUserLen); msg != "" {
-			return unauthorized("not authenticated: " + msg + " (it names the buyer)")
+			return unauthorized(fmt.Errorf("%w: %s (it names the buyer)", auth.ErrUnauthenticated, msg))
 		}
 	}
 	return user, 0, ""
@@ -218,30 +218,29 @@ func (a *server) readOrder(c *gin.Context, r stock.OrderReader, d DurableOrders,
 }
 
 // reader is who reads orders: the admin (the right admin token) or a
-// buyer ("" for none); ok false when the refusal is answered. Reads are
-// no way around the admin back-off: whether another buyer's order answers
-// 200 or 404 would tell a guesser its admin token was right. So a source
-// held off is answered 429 first, and a credential it sent and cannot
-// back (a wrong admin token, a refused buyer token) counts as a failed
-// admin attempt.
+// buyer ("" for none); ok false when the refusal is answered. Reads are no
+// way around the admin back-off (whether another buyer's order answers 200
+// or 404 would tell a guesser its admin token was right), so a wrong admin
+// token is a failed admin attempt here too: X-Admin-Token, or a bearer
+// token that is no buyer's credential. A refused buyer token is the
+// buyer's 401 and leaves the back-off alone: a buyer with an expired token
+// must not shut the admin's address out.
 func (a *server) reader(c *gin.Context) (admin bool, user string, ok bool) {
-	if a.shutOut(c) {
-		return false, "", false
-	}
-	if a.authorized(c.Request) {
+	o, err := a.adminOffer(c.Request)
+	switch {
+	case err == nil && a.rightToken(o.token):
 		a.admin.succeeded(c.ClientIP())
 		return true, "", true
-	}
-	if c.GetHeader("X-Admin-Token") != "" {
-		a.adminFailed(c, "bad admin token")
+	case err != nil:
+		challenge(c, err)
+		a.problem(c, http.StatusUnauthorized, err.Error())
+		return false, "", false
+	case o.token != "" && !o.buyer:
+		a.wrongAdmin(c, "bad admin token")
 		return false, "", false
 	}
 	user, status, msg := a.identify(c, false)
-	switch {
-	case status == http.StatusUnauthorized:
-		a.adminFailed(c, msg)
-		return false, "", false
-	case msg != "":
+	if msg != "" {
 		a.problem(c, status, msg)
 		return false, "", false
 	}

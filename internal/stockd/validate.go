@@ -233,8 +233,9 @@ func Validate(c *Config) error {
 }
 
 // minAdminTokenLen is the shortest admin.token accepted, in characters:
-// long enough that guessing it through the per-source back-off is hopeless
-// (16 random hex digits are 2^64 guesses).
+// long enough that guessing it is hopeless at any rate (16 random hex
+// digits are 2^64 guesses). The per-source back-off cannot be the guard:
+// the right token always passes, so every guess is answered.
 const minAdminTokenLen = 16
 
 // placeholderTokens are refused whatever their length: they are what the
