@@ -52,7 +52,7 @@ type Config struct {
 	// anonymous), the sub of a verified JWT, or the X-User a trusted proxy
 	// sets. Never a header any client may write.
 	Auth struct {
-		Buyers      string        `mapstructure:"buyers" default:"none" doc:"none (every sale anonymous; X-User or a bearer token is a 401), jwt (the sub of a verified Authorization: Bearer token), proxy (X-User, from http.trusted_proxies only, which it requires)"`
+		Buyers      string        `mapstructure:"buyers" default:"none" doc:"none (every sale anonymous; X-User or any Authorization header is a 401), jwt (the sub of a verified Authorization: Bearer token), proxy (X-User, from http.trusted_proxies only, which it requires)"`
 		Required    bool          `mapstructure:"required" default:"false" doc:"an anonymous sale is a 401, so the per-user limit cannot be escaped; refused with auth.buyers none, where nothing could be sold"`
 		JWTSecret   string        `mapstructure:"jwt_secret" default:"" doc:"jwt: an HS256 secret, 32+ bytes (e.g. openssl rand -hex 32); this and/or auth.jwt_keys"`
 		JWTKeys     string        `mapstructure:"jwt_keys" default:"" doc:"jwt: a file of public keys, PEM or JWKS (RS256 with RSA 2048+, ES256 with P-256)"`
