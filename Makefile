@@ -52,8 +52,15 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 # deploy/k8s is a module of its own: the Kubernetes dependencies stay out of seckill's.
+# -p: packages tested at once; -parallel: parallel tests at once, which is
+# also how many fault clusters the matrix runs on (e2e/faults_test.go). The
+# suite mostly waits (leases expiring, links cut, servers starting): at go's
+# defaults (one per core) the two cores sat two-thirds idle.
+TEST_P ?= 4
+TEST_PARALLEL ?= 3
+
 test: deps vet fmt-check
-	$(GO) test -race -count=1 -timeout 30m -tags lab $(TEST_FLAGS) ./...
+	$(GO) test -race -count=1 -timeout 30m -p $(TEST_P) -parallel $(TEST_PARALLEL) -tags lab $(TEST_FLAGS) ./...
 	cd deploy/k8s && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # The suite on a busy machine: STRESS_RUNS (3), STRESS_CMD ('make test'),

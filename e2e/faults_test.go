@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,25 +34,14 @@ func TestFaultMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault matrix: minutes of real processes")
 	}
-	cfg := lab.ClusterConfig()
-	cfg.Stockd = stockdPath(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	c, err := localcluster.Start(ctx, cfg)
-	cancel()
-	if errors.Is(err, servers.ErrNotInstalled) {
-		servertest.SkipOrFail(t, err, "redis-server nginx-light")
-	}
-	if err != nil {
-		t.Fatalf("start fault cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Logf("close fault cluster: %v", err)
-		}
-	})
+	pool := &clusterPool{stockd: stockdPath(t), sem: make(chan struct{}, faultClusters())}
+	t.Cleanup(pool.close(t))
 
 	for _, cell := range lab.Matrix(nil, nil) {
 		t.Run(cell.String(), func(t *testing.T) {
+			t.Parallel()
+			c := pool.get(t)
+			defer pool.put(c)
 			r, err := lab.Run(t.Context(), c, cell)
 			if err != nil {
 				t.Fatal(err)
@@ -128,5 +120,81 @@ func TestFaultMatrix(t *testing.T) {
 				t.Errorf("got status %s, want pass: %s\n%s", r.Status, r.Note, c.Logs(10))
 			}
 		})
+	}
+}
+
+// faultClusters is how many fault clusters the matrix runs on at once, a
+// cell on one of them at a time: go test's -parallel (make test sets 3; go's
+// default is one per core). The cells mostly wait (a lease to expire, a link
+// cut for seconds): measured on two cores, one cluster kept 0.7 of a core
+// busy, and two clusters ran every cell as fast as one did. A cell's name
+// stays as it was, so -run still picks one cell (and starts one cluster).
+func faultClusters() int {
+	if f := flag.Lookup("test.parallel"); f != nil {
+		if n, err := strconv.Atoi(f.Value.String()); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 1
+}
+
+// clusterPool lends the matrix's fault clusters to its cells, starting one
+// when a cell finds none free, up to faultClusters.
+type clusterPool struct {
+	stockd string
+	sem    chan struct{} // one token per cluster lent out
+
+	mu   sync.Mutex
+	free []*localcluster.Cluster
+	all  []*localcluster.Cluster
+}
+
+// get lends t a cluster, started if none is free; it fails (or, for a
+// missing binary outside CI, skips) t when one cannot start.
+func (p *clusterPool) get(t *testing.T) *localcluster.Cluster {
+	t.Helper()
+	p.sem <- struct{}{}
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		c := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return c
+	}
+	p.mu.Unlock()
+	cfg := lab.ClusterConfig()
+	cfg.Stockd = p.stockd
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	c, err := localcluster.Start(ctx, cfg)
+	cancel()
+	if err != nil {
+		<-p.sem
+		if errors.Is(err, servers.ErrNotInstalled) {
+			servertest.SkipOrFail(t, err, "redis-server nginx-light")
+		}
+		t.Fatalf("start fault cluster: %v", err)
+	}
+	p.mu.Lock()
+	p.all = append(p.all, c)
+	p.mu.Unlock()
+	return c
+}
+
+// put returns c for the next cell.
+func (p *clusterPool) put(c *localcluster.Cluster) {
+	p.mu.Lock()
+	p.free = append(p.free, c)
+	p.mu.Unlock()
+	<-p.sem
+}
+
+// close is the matrix's cleanup: it runs once every cell is done.
+func (p *clusterPool) close(t *testing.T) func() {
+	return func() {
+		for _, c := range p.all {
+			if err := c.Close(); err != nil {
+				t.Logf("close fault cluster: %v", err)
+			}
+		}
 	}
 }
