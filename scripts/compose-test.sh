@@ -502,7 +502,7 @@ fault_pause() {
 		verdict "$v" "$b" "pause holder > ttl ${LOCK_TTL_S}s" "pause-$b" "$st" "$note=true"
 	else
 		# Missing the holder is not a safety failure: the books are still
-		# checked below. The lab suite (e2e TestFaultMatrix) pauses the holder
+		# checked below. The lab suite (e2e/matrix TestFaultMatrix) pauses the holder
 		# deterministically for every backend; here the row says it missed.
 		verdict "$v" "$b" "pause holder > ttl ${LOCK_TTL_S}s" "pause-$b" "$st" 'holder not caught in 12 tries, books still checked=true'
 	fi
