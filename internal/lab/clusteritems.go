@@ -57,7 +57,7 @@ func runClusterItems(x *run) error {
 	x.res.Failover = &Failover{Acks: x.cell.Acks}
 	cc := x.clusterClient()
 	defer cc.Close()
-	ctx, cancel := x.within(2 * time.Minute)
+	ctx, cancel := x.until()
 	defer cancel()
 	hit, bystander, err := clusterItemIDs(ctx, cc)
 	if err != nil {

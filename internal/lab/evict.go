@@ -36,7 +36,7 @@ const evictHeadroom = 2 << 20
 // uses and fills it with junk until it refuses writes (OOM), keeps it over
 // its limit for two leases, and frees it.
 func runEvict(x *run) error {
-	ctx, cancel := x.within(time.Minute)
+	ctx, cancel := x.until()
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: x.c.Redis().Addr()})
 	defer rdb.Close()
@@ -95,7 +95,7 @@ func runEvict(x *run) error {
 		return fmt.Errorf("a small write after the spike: %v, want OOM", err)
 	}
 	oomAt := time.Now()
-	wctx, cancel := x.within(10 * time.Second)
+	wctx, cancel := x.until()
 	_, err = x.load.waitFor(wctx, oomAt, func(r response) bool {
 		return r.Status == http.StatusServiceUnavailable && r.Result == api.Error
 	})

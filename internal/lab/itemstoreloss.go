@@ -58,7 +58,7 @@ func runItemRestoreAll(x *run) error {
 		return err
 	}
 	x.undo = append(x.undo, func() error { return x.dropItems(all...) })
-	ctx, cancel := x.within(2 * time.Minute)
+	ctx, cancel := x.until()
 	defer cancel()
 
 	// The sales, and the SAVE once both items have sold.

@@ -116,7 +116,7 @@ func (x *run) answer(r response) history.Answer {
 // its first answers are the failpoint's false sold_out (the buyers through
 // nginx stop at theirs), the rest real sales after them.
 func runFalseSoldOut(x *run) error {
-	ctx, cancel := x.within(30 * time.Second)
+	ctx, cancel := x.until()
 	defer cancel()
 	soldOut, sold := 0, 0
 	for i := range x.c.Replicas() {

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -50,6 +51,7 @@ type load struct {
 	client *http.Client
 	quit   chan struct{}
 	wg     sync.WaitGroup
+	ended  chan struct{} // closed once every buyer has returned
 
 	// plan, when set, makes the buyers named (buyers.go); nil: anonymous.
 	plan *buyerPlan
@@ -66,7 +68,7 @@ type load struct {
 func startLoad(url string, c int, reqTimeout time.Duration, plan *buyerPlan) *load {
 	l := &load{
 		url: url, client: loadgen.NewClient(2*c, reqTimeout), plan: plan,
-		quit: make(chan struct{}), changed: make(chan struct{}),
+		quit: make(chan struct{}), changed: make(chan struct{}), ended: make(chan struct{}),
 	}
 	for range c {
 		if plan != nil {
@@ -75,6 +77,7 @@ func startLoad(url string, c int, reqTimeout time.Duration, plan *buyerPlan) *lo
 			l.wg.Go(l.buyer)
 		}
 	}
+	l.endWithBuyers()
 	return l
 }
 
@@ -109,6 +112,15 @@ func (l *load) buyer() {
 		}
 	}
 }
+
+// endWithBuyers closes ended once every buyer started so far returned (at
+// the sale's end, or stop): its goroutine lives no longer than they do.
+func (l *load) endWithBuyers() {
+	go func() { l.wg.Wait(); close(l.ended) }()
+}
+
+// errLoadEnded: every buyer returned before the awaited answer came.
+var errLoadEnded = errors.New("the load ended (every buyer returned) before the answer came")
 
 // errorPause is how long a buyer waits after an error answer.
 const errorPause = 20 * time.Millisecond
@@ -169,9 +181,11 @@ func (l *load) send(ctx context.Context, url string, p loadgen.Purchase) respons
 }
 
 // waitFor returns the first answer that arrived at or after since and
-// satisfies pred, waiting for it until ctx is done.
+// satisfies pred, waiting for it until ctx is done or every buyer has
+// returned (the sale is over, ErrLoadEnded): a must-happen wait on an
+// ended load would otherwise run to the cell's deadline.
 func (l *load) waitFor(ctx context.Context, since time.Time, pred func(response) bool) (response, error) {
-	seen := 0
+	seen, ended := 0, false
 	for {
 		l.mu.Lock()
 		for _, r := range l.resps[seen:] {
@@ -183,8 +197,13 @@ func (l *load) waitFor(ctx context.Context, since time.Time, pred func(response)
 		seen = len(l.resps)
 		changed := l.changed
 		l.mu.Unlock()
+		if ended {
+			return response{}, errLoadEnded
+		}
 		select {
 		case <-changed:
+		case <-l.ended:
+			ended = true // one more look at what the last buyers recorded
 		case <-ctx.Done():
 			return response{}, ctx.Err()
 		}

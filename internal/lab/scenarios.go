@@ -383,10 +383,6 @@ func isWrite(b []byte) bool {
 	return bytes.Contains(b, luckyKey) && !bytes.Contains(bytes.ToLower(b), []byte("mget"))
 }
 
-func (x *run) within(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(x.ctx, d)
-}
-
 // hold keeps a fault in place until at, or until the run is cancelled: the
 // fault's length is part of its definition, not a synchronisation.
 func (x *run) hold(at time.Time) error {
@@ -402,13 +398,13 @@ func (x *run) hold(at time.Time) error {
 
 // holder waits for the next read of the stock and returns who made it: the
 // replica now inside its critical section.
-func (x *run) holder(bound time.Duration) (int, time.Time, error) {
+func (x *run) holder() (int, time.Time, error) {
 	w, err := x.c.Watch(isRead, false)
 	if err != nil {
 		return -1, time.Time{}, err
 	}
 	defer w.Close()
-	ctx, cancel := x.within(bound)
+	ctx, cancel := x.until()
 	defer cancel()
 	ev, err := w.Next(ctx, time.Now())
 	if err != nil {
@@ -417,17 +413,23 @@ func (x *run) holder(bound time.Duration) (int, time.Time, error) {
 	return ev.Replica, ev.At, nil
 }
 
-// otherSells waits for a sale by a replica other than name after since.
+// otherSells waits for a sale by a replica other than name after since;
+// expected within bound, reported slow after it. The fault stays in place
+// until it returns, so the sale it finds was made during the fault.
 func (x *run) otherSells(name string, since time.Time, bound time.Duration) (response, error) {
-	ctx, cancel := x.within(bound)
+	ctx, cancel := x.until()
 	defer cancel()
-	return x.load.waitFor(ctx, since, func(r response) bool { return r.sold() && r.Replica != name })
+	r, err := x.load.waitFor(ctx, since, func(r response) bool { return r.sold() && r.Replica != name })
+	if err == nil {
+		x.expect("a sale by a replica other than "+name, since, r.At, bound)
+	}
+	return r, err
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
 func runKill(x *run) error {
-	i, readAt, err := x.holder(10 * time.Second)
+	i, readAt, err := x.holder()
 	if err != nil {
 		return err
 	}
@@ -446,13 +448,13 @@ func runKill(x *run) error {
 	// another replica (which could sell the unit twice).
 	// Waited for, not counted at once: under load the buyer holding the 502
 	// may record it after another replica's sale is recorded.
-	wctx, wcancel := x.within(10 * time.Second)
+	wctx, wcancel := x.until()
 	_, err = x.load.waitFor(wctx, x.faultEnd, func(r response) bool { return r.Status == http.StatusBadGateway })
 	wcancel()
 	if err != nil {
 		x.problemf("no 502 for the requests on the killed replica: replayed?")
 	}
-	ctx, cancel := x.within(time.Minute)
+	ctx, cancel := x.until()
 	defer cancel()
 	if err := p.Start(ctx); err != nil {
 		return fmt.Errorf("restart %s: %w", name, err)
@@ -466,7 +468,7 @@ func runPause(x *run) error {
 		return err
 	}
 	defer w.Close()
-	ctx, cancel := x.within(10 * time.Second)
+	ctx, cancel := x.until()
 	i, err := w.Held(ctx)
 	cancel()
 	if err != nil {
@@ -498,7 +500,7 @@ func runPause(x *run) error {
 		return err
 	}
 	x.faultEnd = time.Now()
-	ctx, cancel = x.within(10 * time.Second)
+	ctx, cancel = x.forNote(10 * time.Second)
 	defer cancel()
 	if r, err := x.load.waitFor(ctx, x.faultEnd, func(r response) bool { return r.Replica == name }); err == nil {
 		x.notef("%s answered %q after SIGCONT", name, r.Result)
@@ -508,7 +510,7 @@ func runPause(x *run) error {
 
 func runSlowWork(x *run) error {
 	delay := x.lease * 3 / 2
-	ctx, cancel := x.within(8*delay + 15*time.Second)
+	ctx, cancel := x.until()
 	defer cancel()
 	since := time.Now().Add(-time.Hour) // count the warm-up sale too
 	for n := 0; n < 3; n++ {
@@ -524,7 +526,7 @@ func runSlowWork(x *run) error {
 
 func runPartition(x *run) error {
 	delay := x.lease * 3 / 2
-	i, _, err := x.holder(3*delay + 10*time.Second)
+	i, _, err := x.holder()
 	if err != nil {
 		return err
 	}
@@ -581,7 +583,7 @@ func runPartition(x *run) error {
 // longer than its lease. The others must sell meanwhile; once it heals,
 // the replica must become ready and sell again, and so must the cluster.
 func runNetsplit(x *run) error {
-	i, _, err := x.holder(10 * time.Second)
+	i, _, err := x.holder()
 	if err != nil {
 		return err
 	}
@@ -617,15 +619,24 @@ func runNetsplit(x *run) error {
 	return nil
 }
 
-// sellOn waits (up to readyBound) for replica i's /readyz to pass, then
-// makes one sale on it directly (up to sellBound), counting it in the load's
-// books. Readiness has no event to wait on from outside the process, so it
-// is polled with a growing backoff.
+// sellOn waits for replica i's /readyz to pass, then makes one sale on it
+// directly, counting it in the load's books: must-happen waits (waits.go),
+// expected within readyBound and sellBound of the call, reported slow
+// after them. Readiness has no event to wait on from outside the process,
+// so it is polled with a growing backoff.
 func (x *run) sellOn(i int, readyBound, sellBound time.Duration) (readyAt, soldAt time.Time, err error) {
-	rctx, cancel := x.within(readyBound)
+	ctx, cancel := x.until()
 	defer cancel()
-	ctx, cancel2 := x.within(sellBound)
-	defer cancel2()
+	rctx, from := ctx, time.Now()
+	name := localcluster.ReplicaName(i)
+	defer func() {
+		if !readyAt.IsZero() {
+			x.expect(name+" ready", from, readyAt, readyBound)
+		}
+		if !soldAt.IsZero() {
+			x.expect("a sale on "+name, from, soldAt, sellBound)
+		}
+	}()
 	base := x.c.ReplicaURL(i)
 	poll := backoff.Backoff{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}
 	var last string
@@ -717,7 +728,7 @@ func (x *run) saleEvents(event string) int {
 // replicaCounter sums the series of counter name whose label is value
 // over the replicas' /metrics, -1 if a replica could not be read.
 func (x *run) replicaCounter(name, label, value string) int {
-	ctx, cancel := x.within(5 * time.Second)
+	ctx, cancel := x.until()
 	defer cancel()
 	urls := make([]string, x.c.Replicas())
 	for i := range urls {
@@ -774,7 +785,7 @@ const longLife = 1_000_000
 // fence (lock.TokenAdvancer); etcd and ZooKeeper start again empty, and the
 // fence restarts once it has been quiet for one lock TTL (stock.Fence.Quiet).
 func runLockForget(x *run) error {
-	ctx, cancel := x.within(3 * time.Minute)
+	ctx, cancel := x.until()
 	defer cancel()
 	forget, rounds := func() error { return x.c.ForgetLockServer(ctx) }, 2
 	if lr := x.c.LockRedis(); lr != nil && x.c.LockServer() == lr {
@@ -811,7 +822,7 @@ func (x *run) forgetOnce(forget func() error, n int, worst *time.Duration) error
 		return err
 	}
 	defer w.Close()
-	hctx, cancel := x.within(10 * time.Second)
+	hctx, cancel := x.until()
 	i, err := w.Held(hctx)
 	cancel()
 	if err != nil {
@@ -842,7 +853,7 @@ func runLockRestart(x *run) error {
 	if ls == nil {
 		return errors.New("no lock server process")
 	}
-	ctx, cancel := x.within(time.Minute)
+	ctx, cancel := x.until()
 	defer cancel()
 	start := time.Now()
 	if err := ls.Restart(ctx); err != nil {
@@ -856,7 +867,7 @@ func runLockRestart(x *run) error {
 func runStockDown(x *run) error {
 	// Cut right after a read, so the holder is in its work and no write is
 	// on the wire: a write cut mid-flight has an unknowable outcome.
-	if _, _, err := x.holder(10 * time.Second); err != nil {
+	if _, _, err := x.holder(); err != nil {
 		return err
 	}
 	var restores []func() error
@@ -875,7 +886,7 @@ func runStockDown(x *run) error {
 		}
 		return errors.Join(errs...)
 	}
-	ctx, cancel := x.within(10 * time.Second)
+	ctx, cancel := x.until()
 	r, err := x.load.waitFor(ctx, cutAt, func(r response) bool {
 		return r.Status == http.StatusServiceUnavailable && r.Result == api.Error && strings.Contains(r.Error, "unavailable")
 	})
@@ -902,7 +913,7 @@ func runStockDown(x *run) error {
 }
 
 func runLatency(x *run) error {
-	i, _, err := x.holder(10 * time.Second)
+	i, _, err := x.holder()
 	if err != nil {
 		return err
 	}
@@ -933,7 +944,7 @@ func runLatency(x *run) error {
 		return err
 	}
 	x.faultEnd = time.Now()
-	ctx, cancel := x.within(10 * time.Second)
+	ctx, cancel := x.forNote(10 * time.Second)
 	defer cancel()
 	if r, err := x.load.waitFor(ctx, addAt, func(r response) bool { return r.Replica == name }); err == nil {
 		x.notef("%s's first answer: %q", name, r.Result)
@@ -942,7 +953,7 @@ func runLatency(x *run) error {
 }
 
 func runCrash(x *run) error {
-	ctx, cancel := x.within(15 * time.Second)
+	ctx, cancel := x.until()
 	defer cancel()
 	n := x.c.Replicas()
 	crashed := make(chan int, n)
@@ -971,7 +982,7 @@ func runCrash(x *run) error {
 func checkCrash(x *run) {
 	soldAfter := x.load.count(x.faultEnd, response.sold)
 	busyAfter := x.load.count(x.faultEnd, func(r response) bool { return r.Result == api.Busy })
-	ctx, cancel := x.within(5 * time.Second)
+	ctx, cancel := x.until()
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: x.c.LockServer().Addr()})
 	defer rdb.Close()

@@ -142,7 +142,9 @@ func soakWindow(ctx context.Context, c *localcluster.Cluster, client *http.Clien
 	if err := loadgen.Reset(ctx, client, c.URL(), c.AdminToken(), stock); err != nil {
 		return w, nil, fmt.Errorf("lab: soak %s: reset: %w", cell, err)
 	}
-	x := &run{ctx: ctx, c: c, cell: cell, lease: lease(cfg.Backend), res: &res}
+	wctx, cancelWindow := context.WithTimeout(ctx, CellDeadline) // the window's must-happen waits (waits.go)
+	defer cancelWindow()
+	x := &run{ctx: wctx, c: c, cell: cell, lease: lease(cfg.Backend), res: &res}
 	x.load = startPaced(c.URL()+"/stock/reduce", cfg.Concurrency, cfg.RPS, 60*time.Second)
 	stopped := false
 	defer func() {
@@ -188,7 +190,7 @@ func soakWindow(ctx context.Context, c *localcluster.Cluster, client *http.Clien
 	}
 	x.judge()
 	res.DurationMS = time.Since(start).Milliseconds()
-	res.Note = strings.Join(x.notes, "; ")
+	res.Note, res.Slow = strings.Join(x.notes, "; "), x.slow
 	w.Result = res
 	w.Lost = max(0, int64(res.Sold+res.UnconfirmedSold)-res.Lucky)
 	return w, resps, nil
@@ -201,7 +203,7 @@ func soakWindow(ctx context.Context, c *localcluster.Cluster, client *http.Clien
 func startPaced(url string, c, rps int, reqTimeout time.Duration) *load {
 	l := &load{
 		url: url, client: loadgen.NewClient(2*c, reqTimeout),
-		quit: make(chan struct{}), changed: make(chan struct{}),
+		quit: make(chan struct{}), changed: make(chan struct{}), ended: make(chan struct{}),
 	}
 	tokens := make(chan struct{})
 	l.wg.Go(func() {
@@ -231,6 +233,7 @@ func startPaced(url string, c, rps int, reqTimeout time.Duration) *load {
 			}
 		})
 	}
+	l.endWithBuyers()
 	return l
 }
 

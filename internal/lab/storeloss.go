@@ -146,7 +146,7 @@ const soldAfterSave = 10
 // runWipe kills the stock Redis right after a sale's read (its write is
 // on the way) and starts it empty.
 func runWipe(x *run) error {
-	ctx, cancel := x.within(time.Minute)
+	ctx, cancel := x.until()
 	defer cancel()
 	p := x.c.Redis()
 	// A snapshot a restore cell left would be loaded: this start must
@@ -175,7 +175,7 @@ func runWipe(x *run) error {
 // why the cell waits for every replica to sell after the SAVE, rather
 // than leaving it to nginx's spreading.
 func runRestore(x *run) error {
-	ctx, cancel := x.within(time.Minute)
+	ctx, cancel := x.until()
 	defer cancel()
 	p, rdb, saved, err := x.save(ctx)
 	if err != nil {
@@ -217,7 +217,7 @@ func (x *run) restored(ctx context.Context, rdb *redis.Client, saved, lost time.
 // the witness (stock.witness etcd) knows how low the stock went. Unlike
 // restore, it needs no replica to have sold after the SAVE.
 func runRestoreAll(x *run) error {
-	ctx, cancel := x.within(2 * time.Minute)
+	ctx, cancel := x.until()
 	defer cancel()
 	p, rdb, saved, err := x.save(ctx)
 	if err != nil {
@@ -267,7 +267,7 @@ func (x *run) restartAll(ctx context.Context, p *servers.Process) (time.Time, er
 // one the witness never recorded, so every replica, which took it for a
 // reset by another replica before the witness, must halt.
 func runOtherSale(x *run) error {
-	ctx, cancel := x.within(time.Minute)
+	ctx, cancel := x.until()
 	defer cancel()
 	p := x.c.Redis()
 	if err := removeSnapshot(p); err != nil {
@@ -330,7 +330,7 @@ func (x *run) undoHalt(p *servers.Process, snapshot bool) func() error {
 // write is on its way to a Redis that no longer has the sale, and starts
 // it again.
 func (x *run) restartStore(ctx context.Context, p *servers.Process) error {
-	if _, _, err := x.holder(10 * time.Second); err != nil {
+	if _, _, err := x.holder(); err != nil {
 		return err
 	}
 	x.res.Store = &StoreLoss{}
@@ -410,7 +410,7 @@ func checkStoreLoss(x *run) {
 		x.notef("%d of %d replicas' /readyz %s", m.Rewound, x.c.Replicas(), api.StoreRewound)
 		return
 	}
-	ctx, cancel := x.within(5 * time.Second)
+	ctx, cancel := x.until()
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: x.c.Redis().Addr()})
 	defer rdb.Close()
