@@ -560,7 +560,9 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (_ Result, err
 		}
 	}
 	if !x.recovered.IsZero() {
-		res.RecoveryMS = x.recovered.Sub(x.faultEnd).Milliseconds()
+		// A sale before the fault's end (a slot move serves sales between
+		// its batches) is no outage: 0, not a negative that reads as none.
+		res.RecoveryMS = max(0, x.recovered.Sub(x.faultEnd).Milliseconds())
 	}
 	resps := x.load.stop()
 	stopped = true

@@ -170,7 +170,7 @@ func soakWindow(ctx context.Context, c *localcluster.Cluster, client *http.Clien
 		}
 	}
 	if !x.recovered.IsZero() {
-		res.RecoveryMS = x.recovered.Sub(x.faultEnd).Milliseconds()
+		res.RecoveryMS = max(0, x.recovered.Sub(x.faultEnd).Milliseconds())
 	}
 	// Steady load for the rest of the window: the fault is one event in it.
 	t := time.NewTimer(time.Until(start.Add(cfg.Every)))

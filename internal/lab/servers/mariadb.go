@@ -84,8 +84,16 @@ func StartMariaDB(ctx context.Context, dir, addr string) (*Process, error) {
 	if os.Geteuid() == 0 {
 		asUser = []string{"--user=root"}
 	}
+	// Once more from an empty data directory if it fails: on a loaded
+	// machine the installer's own bootstrap server has been seen to exit
+	// 1 once, then succeed. A second failure is the error, with both logs.
 	if err := mariadbInstall(ctx, install, dir, data, asUser); err != nil {
-		return nil, err
+		if rerr := os.RemoveAll(data); rerr != nil {
+			return nil, errors.Join(err, rerr)
+		}
+		if err2 := mariadbInstall(ctx, install, dir, data, asUser); err2 != nil {
+			return nil, errors.Join(err, err2)
+		}
 	}
 	initFile := filepath.Join(dir, "init.sql")
 	if err := os.WriteFile(initFile, []byte(mariadbInit), 0o600); err != nil {
@@ -137,10 +145,18 @@ func mariadbInstall(ctx context.Context, install, dir, data string, asUser []str
 	if err := cmd.Run(); err != nil {
 		b, _ := os.ReadFile(logPath)
 		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		// The cause is in the server's [ERROR] lines, above the
+		// installer's advice that ends the log.
+		var errs []string
+		for _, l := range lines {
+			if strings.Contains(l, "ERROR") {
+				errs = append(errs, l)
+			}
+		}
 		if len(lines) > 20 {
 			lines = lines[len(lines)-20:]
 		}
-		return fmt.Errorf("mariadb-install-db: %w\n%s", err, strings.Join(lines, "\n"))
+		return fmt.Errorf("mariadb-install-db: %w\n%s\n%s", err, strings.Join(errs, "\n"), strings.Join(lines, "\n"))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
 )
 
@@ -44,5 +45,20 @@ func TestRestartKeepsAddress(t *testing.T) {
 	case <-p.Exited():
 	case <-time.After(5 * time.Second):
 		t.Fatal("process did not exit after Kill")
+	}
+}
+
+// FreePort stays below the ephemeral range, where no outgoing connection
+// can hold a port a restarted server must bind again.
+func TestFreePortBelowTheEphemeralRange(t *testing.T) {
+	hi := servers.EphemeralLow()
+	for range 50 {
+		port, err := servers.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if port < 10000 || port >= hi {
+			t.Fatalf("FreePort() = %d, want in [10000, %d)", port, hi)
+		}
 	}
 }

@@ -1,0 +1,4 @@
+package servers
+
+// EphemeralLow is ephemeralLow, for the external tests.
+var EphemeralLow = ephemeralLow
