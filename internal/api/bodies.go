@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // OK is the value of every healthy check in Health and Ready.
 const OK = "ok"
 
@@ -266,4 +268,18 @@ type Ledger struct {
 	Lucky  int64  `json:"lucky"`
 	Orders int64  `json:"orders"` // entries of this sale in the ledger
 	Sale   string `json:"sale"`
+}
+
+// Adoption is the answer of POST /stock/witness/adopt: the operator's
+// decision to take the stock Redis's sale as the truth after the witness
+// lost it (stock.AdoptWitness), as the witness now records it.
+type Adoption struct {
+	From
+	ID     string    `json:"id"`
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	Epoch  string    `json:"epoch"`
+	Stocks []int64   `json:"stocks"` // per segment, as Redis held them
+	Lucky  int64     `json:"lucky"`
+	Lifted string    `json:"lifted,omitempty"` // the halt it lifted
 }

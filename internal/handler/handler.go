@@ -145,6 +145,8 @@ type WitnessCheck interface {
 	Witness() string // the register's name, "" without one
 	PingWitness(ctx context.Context) error
 	Rewind() string
+	// AdoptWitness is POST /stock/witness/adopt's (witness.go).
+	AdoptWitness(ctx context.Context, by string) (stock.WitnessAdoption, error)
 }
 
 // server is the API: its config, collaborators and admin back-off.
@@ -222,6 +224,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	r.GET("/stock", a.status)
 	r.GET("/stock/receipts/:attempt", a.receipt)
 	r.POST("/stock/reset", a.reset)
+	r.POST("/stock/witness/adopt", a.adoptWitness)
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
 	r.GET("/info", a.info)

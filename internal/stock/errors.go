@@ -74,6 +74,21 @@ var (
 	// sale's acknowledged state is gone from Redis either way.
 	ErrStoreRewound = fmt.Errorf("%w: the stock redis went back in time (halted)", ErrStoreLost)
 
+	// ErrWitnessLost: the witness (witness.go) does not hold what the sale
+	// needs: no record while Redis holds a sale, a record without the
+	// sale's epoch, or one whose generation went back (a restored backup,
+	// a wiped store). Redis alone cannot say which acknowledged sales it
+	// holds, so the sale halts with this reason until an operator adopts
+	// the sale from Redis (AdoptWitness) or reconciles and resets (the
+	// runbook). Its text starts with the halt's reason, witness_lost.
+	ErrWitnessLost = errors.New("witness_lost")
+
+	// ErrWitnessFormat: the witness's record is of a newer format than
+	// this stockd reads (a newer replica wrote it). Nothing is written
+	// back over it; the sale is unavailable on this replica until it is
+	// upgraded. It wraps ErrUnavailable.
+	ErrWitnessFormat = fmt.Errorf("%w: the witness's record is of a newer format", ErrUnavailable)
+
 	// ErrOutOfMemory: the stock Redis, at its maxmemory under noeviction,
 	// refused the command with OOM. Redis refuses a script at its first
 	// write and never midway, so the script wrote nothing: unlike a lost

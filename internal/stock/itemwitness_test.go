@@ -58,7 +58,7 @@ func TestItemWitnessCatchesRewind(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rec, _, err := regs(id).Get(t.Context())
+				rec, err := regs(id).Get(t.Context())
 				if err != nil || !strings.Contains(string(rec), epoch) {
 					t.Fatalf("item %s's witness holds %s, %v; want its epoch %s", id, rec, err, epoch)
 				}

@@ -58,6 +58,14 @@ func (w *watermark) reset(epoch string) {
 	}
 }
 
+// forget makes the next guarded call learn the sale again (learnEpoch),
+// as a new process would.
+func (w *watermark) forget() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.learned = false
+}
+
 // args are the guard's epoch and ceiling arguments for segment seg.
 func (w *watermark) args(seg int) (epoch string, ceiling int64) {
 	w.mu.Lock()
@@ -140,8 +148,8 @@ func (s *Store) learnEpoch(ctx context.Context) error {
 		return nil
 	}
 	err = s.wit.check(ctx, v)
-	if errors.Is(err, errEpochUnknown) {
-		return s.halt(ctx, "learn the sale", err.Error())
+	if errors.Is(err, errEpochUnknown) || errors.Is(err, ErrWitnessLost) {
+		return s.halt(ctx, "learn the sale", haltReason(err))
 	}
 	return err
 }

@@ -324,6 +324,15 @@ func (s *Service) witnessed(ctx context.Context, seg *segment, sale Sale) (Sale,
 	if sale.Replayed {
 		attempt = sale.OrderID // the replay wrote no receipt of its own
 	}
+	if errors.Is(err, ErrWitnessLost) {
+		// The witness lost the sale: this one stays unconfirmed (its
+		// receipt says it sold); every replica's next is refused.
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ConfirmTimeout)
+		if herr := seg.store.halt(hctx, "witness the sale", witnessLostReason(err)); !errors.Is(herr, ErrStoreRewound) {
+			s.log.Error("the witness lost the sale, and the halt was not written", "err", err, "halt", herr)
+		}
+		cancel()
+	}
 	s.cfg.OnEvent(EventUnconfirmed)
 	s.log.Warn("sale unconfirmed: the witness did not record it; its receipt will tell", "attempt", attempt, "err", err)
 	return Sale{}, &UnconfirmedError{Attempt: attempt, Err: err}

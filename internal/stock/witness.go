@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -24,6 +25,19 @@ import (
 //     reset the witness never saw): halted, as a rewind.
 //   - Redis holds no epoch while the witness does: the sale is lost
 //     (ErrStoreLost), and stays refused until a reset.
+//   - Redis holds a sale the witness has no record of, or the record
+//     went back (ErrWitnessLost): halted, reason witness_lost. The
+//     witness forgot (a wiped or new store) or was restored from a
+//     backup; Redis alone cannot say which acknowledged sales it still
+//     holds, and one process's memory is not every replica's, so nothing
+//     is adopted without an operator (AdoptWitness).
+//
+// Unknown means halt, and the record cannot go back unseen: it carries a
+// generation that rises with every write, each process remembers the
+// highest it has seen and refuses a lower one (a restored etcd snapshot or
+// MySQL backup, caught at the next read or write), and the register
+// compares bytes, not a server-side version a restore would take back too
+// (register.go).
 //
 // A sale is answered sold only once the witness holds a ceiling at or below
 // its stock-after (Service: witnessed, after the lock is released); the
@@ -39,10 +53,37 @@ const witnessKeep = 4
 // DefaultWitnessTimeout bounds one register round of the witness.
 const DefaultWitnessTimeout = 2 * time.Second
 
+// witnessFormat is the record's format version. A reader that finds a
+// newer one refuses it (ErrWitnessFormat) rather than drop the fields it
+// does not know and write the record back without them. 0 is a record
+// written before formats and generations (an older stockd during a
+// rolling upgrade): read as format 1, generation unknown.
+const witnessFormat = 1
+
 // witnessRecord is the register's value, JSON.
 type witnessRecord struct {
+	Format int `json:"format"`
+	// Gen rises by one with every write (update), from the highest the
+	// writer has seen: a record below a generation a process saw went
+	// back, and no two records share their bytes.
+	Gen int64 `json:"gen"`
 	// Sales lists recent epochs, oldest first.
 	Sales []witnessSale `json:"sales"`
+	// Adopted is the last operator adoption of a sale from Redis, if any.
+	Adopted *WitnessAdoption `json:"adopted,omitempty"`
+}
+
+// WitnessAdoption is an operator's decision to take Redis's sale as the
+// truth after the witness lost it: who, when, and the books then.
+type WitnessAdoption struct {
+	ID     string    `json:"id"` // new with each adoption, as an epoch with each reset
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	Epoch  string    `json:"epoch"`
+	Stocks []int64   `json:"stocks"` // per segment, as Redis held them
+	Lucky  int64     `json:"lucky"`
+	// Why is the halt the adoption lifted ("" when there was none).
+	Why string `json:"why,omitempty"`
 }
 
 // witnessSale is one epoch and its ceilings per segment (-1: none yet).
@@ -105,10 +146,15 @@ type witness struct {
 	timeout time.Duration
 	mark    *watermark
 
-	// cache is the record as last read or written, at cacheVer (0: none).
+	// cache is the record as last read or written, and raw its bytes in
+	// the register (nil: nothing stored); none while !cacheOK. high is
+	// the highest generation this process has seen.
 	cacheMu  sync.Mutex
 	cache    witnessRecord
-	cacheVer int64
+	cacheRaw []byte
+	cacheOK  bool
+	high     int64
+	seen     map[string]bool // every epoch and adoption id read or written
 
 	mu       sync.Mutex
 	flushed  uint64 // the watermark's noted count last made durable
@@ -161,91 +207,152 @@ func (s *Store) Witness() string {
 // says it sold). It wraps ErrUnavailable.
 var ErrNotWitnessed = fmt.Errorf("%w: the witness did not record the sale", ErrUnavailable)
 
-// load reads the record.
-func (w *witness) load(ctx context.Context) (witnessRecord, int64, error) {
+// load reads the record. Unless back is set (a reset, an adoption: the
+// operator's new start), a record whose generation is below the highest
+// this process has seen is a witness that went back: ErrWitnessLost.
+func (w *witness) load(ctx context.Context, back bool) (witnessRecord, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
-	v, ver, err := w.reg.Get(ctx)
+	raw, err := w.reg.Get(ctx)
 	if err != nil {
-		return witnessRecord{}, 0, fmt.Errorf("stock: read the witness (%s): %w: %w", w.reg.Name(), ErrUnavailable, err)
+		return witnessRecord{}, nil, fmt.Errorf("stock: read the witness (%s): %w: %w", w.reg.Name(), ErrUnavailable, err)
 	}
 	var rec witnessRecord
-	if ver != 0 {
-		if err := json.Unmarshal(v, &rec); err != nil {
-			return rec, 0, fmt.Errorf("stock: the witness (%s) holds no record of ours: %w", w.reg.Name(), err)
+	if raw != nil {
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return rec, nil, fmt.Errorf("stock: the witness (%s) holds no record of ours: %w", w.reg.Name(), err)
 		}
-		w.remember(rec.clone(), ver)
+		if rec.Format > witnessFormat {
+			return rec, nil, fmt.Errorf("%w: the witness (%s) holds format %d, this stockd reads up to %d", ErrWitnessFormat, w.reg.Name(), rec.Format, witnessFormat)
+		}
 	}
-	return rec, ver, nil
+	w.cacheMu.Lock()
+	defer w.cacheMu.Unlock()
+	// A format-0 record is an older stockd's, which writes no generation:
+	// nothing to compare until every replica runs this one. A record
+	// whose newest epoch or adoption this process never saw is a new
+	// start (another process's reset or adoption, from the generation it
+	// knew): no backup holds an id made after it was taken.
+	legacy := raw != nil && rec.Format == 0
+	if rec.Gen < w.high && !back && !legacy && !w.novel(rec) {
+		w.cacheOK = false
+		return rec, nil, fmt.Errorf("%w: the witness (%s) holds generation %d, below the %d this process saw: it went back (a restored backup, a wiped store)",
+			ErrWitnessLost, w.reg.Name(), rec.Gen, w.high)
+	}
+	w.high = rec.Gen
+	w.see(rec)
+	w.cache, w.cacheRaw, w.cacheOK = rec.clone(), raw, true
+	return rec, raw, nil
+}
+
+// novel reports whether rec's newest epoch or its adoption is one this
+// process has not seen; under cacheMu.
+func (w *witness) novel(rec witnessRecord) bool {
+	if n := len(rec.Sales); n > 0 && !w.seen[rec.Sales[n-1].Epoch] {
+		return true
+	}
+	return rec.Adopted != nil && !w.seen[rec.Adopted.ID]
+}
+
+// see notes rec's epochs and adoption as seen; under cacheMu.
+func (w *witness) see(rec witnessRecord) {
+	if w.seen == nil {
+		w.seen = map[string]bool{}
+	}
+	for _, s := range rec.Sales {
+		w.seen[s.Epoch] = true
+	}
+	if rec.Adopted != nil {
+		w.seen[rec.Adopted.ID] = true
+	}
 }
 
 // update applies change to the record until a Put of the result lands,
-// or change says nothing changed; it returns the record as stored. It
-// starts from the record this process last read or wrote, so a round
-// with no other writer is one Put; a Put refused because another
-// replica wrote since reads the record again and merges into it.
-func (w *witness) update(ctx context.Context, change func(*witnessRecord) bool) (witnessRecord, error) {
+// or change says nothing changed (or fails); it returns the record as
+// stored. It starts from the record this process last read or wrote, so
+// a round with no other writer is one Put; a Put refused because the
+// register holds other bytes reads the record again and merges into it.
+// back is load's.
+func (w *witness) update(ctx context.Context, back bool, change func(*witnessRecord) (bool, error)) (witnessRecord, error) {
 	for range 16 {
-		rec, ver, ok := w.cached()
+		rec, raw, high, ok := w.cached()
 		if !ok {
 			var err error
-			if rec, ver, err = w.load(ctx); err != nil {
+			if rec, raw, err = w.load(ctx, back); err != nil {
 				return rec, err
 			}
+			_, _, high, _ = w.cached()
 		}
-		if !change(&rec) {
-			return rec, nil
+		changed, err := change(&rec)
+		if err != nil || !changed {
+			return rec, err
 		}
+		rec.Format, rec.Gen = witnessFormat, max(rec.Gen, high)+1
 		v, err := json.Marshal(&rec)
 		if err != nil {
 			return rec, err
 		}
 		pctx, cancel := context.WithTimeout(ctx, w.timeout)
-		nv, err := w.reg.Put(pctx, v, ver)
+		stored, err := w.reg.Put(pctx, v, raw)
 		cancel()
 		if err != nil {
 			w.forget()
 			return rec, fmt.Errorf("stock: write the witness (%s): %w: %w", w.reg.Name(), ErrUnavailable, err)
 		}
-		if nv != 0 {
-			w.remember(rec.clone(), nv)
+		if stored {
+			w.remember(rec.clone(), v)
 			return rec, nil
 		}
-		w.forget() // another writer's record landed first: read it, merge into it
+		w.forget() // the register holds other bytes than ours: read them, merge into them
 	}
 	return witnessRecord{}, fmt.Errorf("stock: write the witness (%s): %w: too many concurrent writers", w.reg.Name(), ErrUnavailable)
 }
 
-// cached is a deep copy of the record last read or written, if any.
-func (w *witness) cached() (witnessRecord, int64, bool) {
+// cached is a deep copy of the record last read or written, its bytes,
+// and the highest generation seen, if a record is cached.
+func (w *witness) cached() (witnessRecord, []byte, int64, bool) {
 	w.cacheMu.Lock()
 	defer w.cacheMu.Unlock()
-	if w.cacheVer == 0 {
-		return witnessRecord{}, 0, false
+	if !w.cacheOK {
+		return witnessRecord{}, nil, w.high, false
 	}
-	return w.cache.clone(), w.cacheVer, true
+	return w.cache.clone(), w.cacheRaw, w.high, true
 }
 
 // clone is a deep copy of r.
 func (r witnessRecord) clone() witnessRecord {
-	c := witnessRecord{Sales: make([]witnessSale, len(r.Sales))}
+	c := r
+	c.Sales = make([]witnessSale, len(r.Sales))
 	for i, s := range r.Sales {
 		c.Sales[i] = witnessSale{Epoch: s.Epoch, Ceilings: slices.Clone(s.Ceilings)}
+	}
+	if r.Adopted != nil {
+		a := *r.Adopted
+		a.Stocks = slices.Clone(a.Stocks)
+		c.Adopted = &a
 	}
 	return c
 }
 
-func (w *witness) remember(rec witnessRecord, ver int64) {
+// remember caches rec, stored as raw, and raises the highest generation.
+func (w *witness) remember(rec witnessRecord, raw []byte) {
 	w.cacheMu.Lock()
 	defer w.cacheMu.Unlock()
-	w.cache, w.cacheVer = rec, ver
+	w.cache, w.cacheRaw, w.cacheOK = rec, raw, true
+	w.high = max(w.high, rec.Gen)
+	w.see(rec)
 }
 
-func (w *witness) forget() { w.remember(witnessRecord{}, 0) }
+func (w *witness) forget() {
+	w.cacheMu.Lock()
+	defer w.cacheMu.Unlock()
+	w.cache, w.cacheRaw, w.cacheOK = witnessRecord{}, nil, false
+}
 
-// begin records a reset's epoch before Redis gets it.
+// begin records a reset's epoch before Redis gets it. A reset is the
+// operator's new start, so it writes over a record that went back.
 func (w *witness) begin(ctx context.Context, epoch string, segments int) error {
-	_, err := w.update(ctx, func(r *witnessRecord) bool { return r.begin(epoch, segments) })
+	_, err := w.update(ctx, true, func(r *witnessRecord) (bool, error) { return r.begin(epoch, segments), nil })
 	return err
 }
 
@@ -289,13 +396,15 @@ func (w *witness) flush() {
 		var err error
 		if epoch != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*w.timeout)
-			_, err = w.update(ctx, func(r *witnessRecord) bool {
-				// A witness that forgot everything (a new etcd, an
-				// emptied table) takes this sale again: had it stayed
-				// empty, every later sale would be "recorded" in nothing.
-				// One that holds other epochs only was reset since.
-				began := len(r.Sales) == 0 && r.begin(epoch, len(ceilings))
-				return r.lower(epoch, ceilings) || began
+			_, err = w.update(ctx, false, func(r *witnessRecord) (bool, error) {
+				// A record without the sale this process sells in forgot
+				// it (a new etcd, an emptied table, a backup from before
+				// the reset): writing this process's ceilings into it
+				// would "record" one replica's sales, not every one's.
+				if r.find(epoch) == nil {
+					return false, fmt.Errorf("%w: the witness (%s) has no record of sale %s, in which this process sold", ErrWitnessLost, w.reg.Name(), epoch)
+				}
+				return r.lower(epoch, ceilings), nil
 			})
 			cancel()
 		}
@@ -324,24 +433,22 @@ func (w *witness) flush() {
 var errEpochUnknown = errors.New("epoch unknown to the witness")
 
 // check compares the epoch Redis holds with the record, and seeds the
-// watermark with the record's ceilings for it. A record with no sale yet
-// (a witness added to a running sale, an upgrade) adopts Redis's epoch.
+// watermark with the record's ceilings for it. A record with no sale
+// while Redis holds one (a wiped or new witness, one added to a running
+// sale) is ErrWitnessLost: only an operator adopts Redis's sale
+// (AdoptWitness).
 func (w *witness) check(ctx context.Context, redisEpoch string) error {
 	// Read fresh, never from the cache: another replica's reset since
 	// this process last wrote is exactly what must be seen here.
-	rec, _, err := w.load(ctx)
+	rec, _, err := w.load(ctx, false)
 	if err != nil {
 		return err
 	}
-	if len(rec.Sales) == 0 && redisEpoch != "" {
-		rec, err = w.update(ctx, func(r *witnessRecord) bool {
-			return len(r.Sales) == 0 && r.begin(redisEpoch, len(w.mark.ceilings))
-		})
-		if err != nil {
-			return err
-		}
-	}
 	if len(rec.Sales) == 0 {
+		if redisEpoch != "" {
+			return fmt.Errorf("%w: redis holds sale %s, the witness (%s) holds no record of any sale: it forgot, or never had it",
+				ErrWitnessLost, redisEpoch, w.reg.Name())
+		}
 		w.mark.reset(redisEpoch)
 		return nil
 	}
@@ -364,7 +471,7 @@ func (s *Store) PingWitness(ctx context.Context) error {
 	if s.wit == nil {
 		return nil
 	}
-	_, _, err := s.wit.load(ctx)
+	_, _, err := s.wit.load(ctx, false)
 	return err
 }
 
@@ -377,4 +484,22 @@ func (s *Store) Rewind() string {
 			"or if it loads another sale's data (stock.witness none)"
 	}
 	return "caught whichever processes restart: every sale answered 200 is recorded in " + s.wit.reg.Name() + " first"
+}
+
+// witnessLostReason is err's text from ErrWitnessLost's on: the halt's
+// reason, which starts with witness_lost however deep err wraps it.
+func witnessLostReason(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, ErrWitnessLost.Error()); i >= 0 {
+		return msg[i:]
+	}
+	return ErrWitnessLost.Error() + ": " + msg
+}
+
+// haltReason is the halt's reason for a refusal of check.
+func haltReason(err error) string {
+	if errors.Is(err, ErrWitnessLost) {
+		return witnessLostReason(err)
+	}
+	return err.Error()
 }

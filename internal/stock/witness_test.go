@@ -1,9 +1,11 @@
 package stock_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,8 +22,7 @@ import (
 // tested here; package witness tests the real registers (etcd, MySQL).
 type memRegister struct {
 	mu   sync.Mutex
-	val  []byte
-	ver  int64
+	val  []byte // nil: nothing stored
 	down bool
 	// gate, when set, holds every Put until it is closed (or the Put's
 	// context ends).
@@ -32,35 +33,45 @@ type memRegister struct {
 
 func (m *memRegister) Name() string { return "memory" }
 
-func (m *memRegister) Get(ctx context.Context) ([]byte, int64, error) {
+func (m *memRegister) Get(ctx context.Context) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.down {
-		return nil, 0, stock.ErrRegisterUnavailable
+		return nil, stock.ErrRegisterUnavailable
 	}
-	return append([]byte(nil), m.val...), m.ver, nil
+	return bytes.Clone(m.val), nil
 }
 
-func (m *memRegister) Put(ctx context.Context, v []byte, ver int64) (int64, error) {
+func (m *memRegister) Put(ctx context.Context, v, expect []byte) (bool, error) {
 	if g := m.gate.Load(); g != nil {
 		select {
 		case <-*g:
 		case <-ctx.Done():
-			return 0, fmt.Errorf("%w: %w", stock.ErrRegisterUnavailable, ctx.Err())
+			return false, fmt.Errorf("%w: %w", stock.ErrRegisterUnavailable, ctx.Err())
 		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.down {
-		return 0, stock.ErrRegisterUnavailable
+		return false, stock.ErrRegisterUnavailable
 	}
 	m.puts.Add(1)
-	if ver != m.ver {
+	if (expect == nil) != (m.val == nil) || !bytes.Equal(expect, m.val) {
 		m.refused.Add(1)
-		return 0, nil
+		return false, nil
 	}
-	m.val, m.ver = append([]byte(nil), v...), m.ver+1
-	return m.ver, nil
+	m.val = append([]byte{}, v...)
+	return true, nil
+}
+
+// set stores v as a restore or a wipe would (nil: nothing stored), and
+// returns what was there.
+func (m *memRegister) set(v []byte) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.val
+	m.val = bytes.Clone(v)
+	return old
 }
 
 func (m *memRegister) setDown(down bool) {
@@ -327,36 +338,224 @@ func TestWitnessDownAndGroupCommit(t *testing.T) {
 }
 
 // A witness that forgets everything while the sale goes on (the compose
-// etcd on tmpfs, restarted) takes the running sale again at the next
-// sale, so a rewind after it is still caught by a new process.
-func TestWitnessThatForgotIsRefilled(t *testing.T) {
+// etcd on tmpfs, restarted) used to take the running sale again from one
+// process's memory, and a new process after a rewind adopted Redis's
+// epoch silently and sold units twice. Now unknown means halt: the
+// running process's next sale finds its sale missing (its sale stays
+// unconfirmed, its receipt says it sold) and halts the sale witness_lost,
+// and a new process on a forgotten witness halts too.
+func TestWitnessThatForgotHalts(t *testing.T) {
 	srv := servertest.Redis(t)
 	reg := &memRegister{}
 	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
+	atomic := func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }
 	s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
-	svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic })
+	svc := newService(s, locallock.New(), atomic)
 	if err := s.Reset(t.Context(), 10); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.Reduce(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	reg.mu.Lock()
-	reg.val, reg.ver = nil, 0 // forgotten
-	reg.mu.Unlock()
-	for range 3 {
-		if _, err := svc.Reduce(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+	reg.set(nil) // forgotten
+	_, err := svc.Reduce(t.Context())
+	var ue *stock.UnconfirmedError
+	if !errors.As(err, &ue) || !errors.Is(err, stock.ErrWitnessLost) {
+		t.Fatalf("sale of the running process after the witness forgot: %v; want unconfirmed, witness lost", err)
 	}
-	if err := rdb.Set(t.Context(), "stock", 9, 0).Err(); err != nil { // back to after the first sale
+	if _, sold, err := s.Receipt(t.Context(), ue.Attempt); err != nil || !sold {
+		t.Fatalf("receipt of the unconfirmed sale: sold %v, %v; want sold", sold, err)
+	}
+	wantHalted(t, s, "witness_lost")
+	if _, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrStoreRewound) {
+		t.Fatalf("next sale: %v; want refused, halted", err)
+	}
+	if v, _ := reg.Get(t.Context()); v != nil {
+		t.Fatalf("the witness holds %s; want nothing written from one process's memory", v)
+	}
+
+	// A new process on the forgotten witness: halted too, never adopted.
+	if err := rdb.Del(t.Context(), "stock:halt").Err(); err != nil {
 		t.Fatal(err)
 	}
-	fresh := newService(stock.NewStore(rdb, keys).WithWitness(reg, 0), locallock.New(), func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic })
+	fresh := newService(stock.NewStore(rdb, keys).WithWitness(reg, 0), locallock.New(), atomic)
 	if sale, err := fresh.Reduce(t.Context()); !errors.Is(err, stock.ErrStoreRewound) || errors.Is(err, stock.ErrUnconfirmed) {
-		t.Fatalf("a new process on the rewound Redis: got %+v, %v; want ErrStoreRewound", sale, err)
+		t.Fatalf("a new process on a forgotten witness: got %+v, %v; want halted", sale, err)
+	}
+	wantHalted(t, s, "witness_lost")
+	wantStatus(t, s, stock.Status{Stock: 8, Lucky: 2})
+}
+
+// The operator's way back from a witness_lost halt keeps the sale:
+// AdoptWitness records Redis's sale, who decided and the books, lifts the
+// halt, and the sale goes on for the running process and a new one; a
+// rewind after it is caught again. It refuses where Redis is the one
+// behind, and where the halt is not the witness's.
+func TestAdoptWitness(t *testing.T) {
+	srv := servertest.Redis(t)
+	reg := &memRegister{}
+	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	atomic := func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }
+	s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
+	svc := newService(s, locallock.New(), atomic)
+	if err := s.Reset(t.Context(), 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Reduce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AdoptWitness(t.Context(), ""); !errors.Is(err, stock.ErrNotAdoptable) {
+		t.Fatalf("adoption by nobody: %v; want ErrNotAdoptable", err)
+	}
+	// Redis behind the witness: a rewind, not a forgetting.
+	if err := rdb.Set(t.Context(), "stock", 10, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AdoptWitness(t.Context(), "ops"); !errors.Is(err, stock.ErrNotAdoptable) || !strings.Contains(err.Error(), "behind") {
+		t.Fatalf("adoption of a rewound Redis: %v; want ErrNotAdoptable, redis behind", err)
+	}
+	if err := rdb.Set(t.Context(), "stock", 9, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	reg.set(nil) // forgotten
+	fresh := newService(stock.NewStore(rdb, keys).WithWitness(reg, 0), locallock.New(), atomic)
+	if _, err := fresh.Reduce(t.Context()); !errors.Is(err, stock.ErrStoreRewound) {
+		t.Fatalf("a new process on a forgotten witness: %v; want halted", err)
+	}
+	wantHalted(t, s, "witness_lost")
+	a, err := s.AdoptWitness(t.Context(), "ops@example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.By != "ops@example" || a.Lucky != 1 || len(a.Stocks) != 1 || a.Stocks[0] != 9 || !strings.HasPrefix(a.Why, "witness_lost") {
+		t.Fatalf("adoption %+v; want by ops@example, stock [9], lucky 1, the halt's reason", a)
+	}
+	if rec, _ := reg.Get(t.Context()); !strings.Contains(string(rec), "ops@example") {
+		t.Fatalf("the witness holds %s; want the adoption recorded", rec)
+	}
+	wantHalted(t, s, "")
+	for _, p := range []*stock.Service{svc, fresh} {
+		if _, err := p.Reduce(t.Context()); err != nil {
+			t.Fatalf("sale after the adoption: %v", err)
+		}
+	}
+	wantStatus(t, s, stock.Status{Stock: 7, Lucky: 3})
+	// The adopted record holds the sale's ceilings again: a rewind is
+	// caught by a new process.
+	if err := rdb.Set(t.Context(), "stock", 9, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	newest := newService(stock.NewStore(rdb, keys).WithWitness(reg, 0), locallock.New(), atomic)
+	if _, err := newest.Reduce(t.Context()); !errors.Is(err, stock.ErrStoreRewound) {
+		t.Fatalf("a new process on a Redis rewound after the adoption: %v; want halted", err)
+	}
+	// That halt is a rewind's: adoption refuses it.
+	if _, err := s.AdoptWitness(t.Context(), "ops"); !errors.Is(err, stock.ErrNotAdoptable) {
+		t.Fatalf("adoption over a rewind's halt: %v; want ErrNotAdoptable", err)
+	}
+}
+
+// A witness restored from a backup taken before the sale's reset, while
+// the replicas run: the running process's next write finds a record
+// whose generation went back (its cache's bytes no longer match, and the
+// record it reads is older than one it saw) and halts; before, a flush
+// that found its epoch missing wrote nothing and answered sold. The same
+// restore with a record of the right epoch but an older generation is
+// caught too.
+func TestWitnessRestoredFromABackupHalts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		backup func(t *testing.T, s *stock.Store, reg *memRegister) []byte
+	}{
+		{"before the reset", func(t *testing.T, s *stock.Store, reg *memRegister) []byte {
+			if err := s.Reset(t.Context(), 5); err != nil { // an older sale
+				t.Fatal(err)
+			}
+			return reg.set(reg.val)
+		}},
+		{"of the same sale, older", func(t *testing.T, s *stock.Store, reg *memRegister) []byte { return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := servertest.Redis(t)
+			reg := &memRegister{}
+			keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+			t.Cleanup(func() { _ = rdb.Close() })
+			s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
+			svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic })
+			backup := tc.backup(t, s, reg)
+			if err := s.Reset(t.Context(), 10); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := svc.Reduce(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if backup == nil {
+				backup = bytes.Clone(reg.val) // the sale's record, one sale in
+			}
+			for range 2 {
+				if _, err := svc.Reduce(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reg.set(backup)
+			if _, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrWitnessLost) {
+				t.Fatalf("sale after the witness was restored: %v; want witness lost", err)
+			}
+			wantHalted(t, s, "witness_lost")
+			if got := reg.set(backup); !bytes.Equal(got, backup) {
+				t.Fatalf("the witness went on to hold %s; want the restored record untouched", got)
+			}
+			if err := s.PingWitness(t.Context()); !errors.Is(err, stock.ErrWitnessLost) {
+				t.Fatalf("PingWitness (readyz) after the restore: %v; want witness lost", err)
+			}
+		})
+	}
+}
+
+// A record of a newer format (a newer replica wrote it) is refused, and
+// nothing is written back over it: a reader that dropped the fields it
+// does not know would write the record back without them.
+func TestWitnessRefusesANewerFormat(t *testing.T) {
+	srv := servertest.Redis(t)
+	reg := &memRegister{}
+	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
+	if err := s.Reset(t.Context(), 10); err != nil {
+		t.Fatal(err)
+	}
+	newer := []byte(`{"format":2,"gen":99,"sales":[],"fields_v2":{"x":1}}`)
+	reg.set(newer)
+	fresh := stock.NewStore(rdb, keys).WithWitness(reg, 0)
+	if _, err := fresh.SellAtomic(t.Context(), stock.NewAttemptID()); !errors.Is(err, stock.ErrWitnessFormat) || !errors.Is(err, stock.ErrUnavailable) {
+		t.Fatalf("sale on a newer record: %v; want ErrWitnessFormat (unavailable)", err)
+	}
+	if err := s.WitnessBegin(t.Context(), "reset-by-an-older-replica"); !errors.Is(err, stock.ErrWitnessFormat) {
+		t.Fatalf("a reset's write over a newer record: %v; want ErrWitnessFormat", err)
+	}
+	if got := reg.set(newer); !bytes.Equal(got, newer) {
+		t.Fatalf("the newer record became %s; want it untouched", got)
+	}
+	wantHalted(t, s, "")
+}
+
+// wantHalted checks the sale's halt reason starts with prefix ("": not
+// halted).
+func wantHalted(t *testing.T, s *stock.Store, prefix string) {
+	t.Helper()
+	why, err := s.Halted(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prefix == "" && why != "" || !strings.HasPrefix(why, prefix) {
+		t.Fatalf("halt reason %q, want prefix %q", why, prefix)
 	}
 }
 

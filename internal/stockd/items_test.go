@@ -17,8 +17,8 @@ import (
 type nullRegister struct{}
 
 func (nullRegister) Name() string                                      { return "test" }
-func (nullRegister) Get(context.Context) ([]byte, int64, error)        { return nil, 0, nil }
-func (nullRegister) Put(context.Context, []byte, int64) (int64, error) { return 1, nil }
+func (nullRegister) Get(context.Context) ([]byte, error)               { return nil, nil }
+func (nullRegister) Put(context.Context, []byte, []byte) (bool, error) { return true, nil }
 
 // What items do not support is named when one is made: segments; the
 // default configuration sells them, and so do one with a witness (a

@@ -106,18 +106,18 @@ func (r *initFirst) ready(ctx context.Context) error {
 	return nil
 }
 
-func (r *initFirst) Get(ctx context.Context) ([]byte, int64, error) {
+func (r *initFirst) Get(ctx context.Context) ([]byte, error) {
 	if err := r.ready(ctx); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	return r.MySQL.Get(ctx)
 }
 
-func (r *initFirst) Put(ctx context.Context, v []byte, version int64) (int64, error) {
+func (r *initFirst) Put(ctx context.Context, v, expect []byte) (bool, error) {
 	if err := r.ready(ctx); err != nil {
-		return 0, err
+		return false, err
 	}
-	return r.MySQL.Put(ctx, v, version)
+	return r.MySQL.Put(ctx, v, expect)
 }
 
 // checkWitness logs what catches a rewound stock Redis, and whether the

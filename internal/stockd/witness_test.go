@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"seckill/internal/api"
 	"seckill/internal/lab/servers"
@@ -174,4 +175,74 @@ func restartFromSnapshot(t *testing.T, p, srv *servers.Process, env ...string) *
 		t.Fatal(err)
 	}
 	return stockdOn(t, srv.Addr(), env...)
+}
+
+// A host crash, as compose's witness on tmpfs would meet it: the witness
+// forgot (its etcd key gone), the stock Redis came back from an older
+// snapshot, and the only stockd restarted. Before, the new stockd adopted
+// Redis's epoch silently and sold the lost units again; now it halts the
+// sale witness_lost, and the operator's adoption (who decided, the books
+// then) is the way back that keeps the sale.
+func TestBinaryWitnessLostHaltsUntilAdopted(t *testing.T) {
+	etcd := servertest.Etcd(t)
+	srv := servertest.Redis(t)
+	env := []string{"STOCKD_STOCK_MODE=atomic", "STOCKD_STOCK_WITNESS=etcd",
+		"STOCKD_ETCD_ENDPOINTS=http://" + etcd.Addr(), "STOCKD_STOCK_KEY=stock-lost"}
+	p := stockdOn(t, srv.Addr(), env...)
+	resetStock(t, p.Addr(), 50)
+	sell := func(n int) {
+		t.Helper()
+		for range n {
+			if code, s := sellOnce(t, p); code != http.StatusOK {
+				t.Fatalf("sale: %d %+v", code, s)
+			}
+		}
+	}
+	sell(3)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	if err := rdb.Save(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sell(4) // answered 200, lost with the snapshot
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Addr()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Delete(t.Context(), witnessPrefix+"/stock-lost"); err != nil {
+		t.Fatal(err)
+	}
+	p = restartFromSnapshot(t, p, srv, env...)
+
+	code, s := sellOnce(t, p)
+	if code != http.StatusServiceUnavailable || s.Result != api.StoreLost {
+		t.Fatalf("sale on a forgotten witness and a rewound Redis: %d %+v; want 503 %s, never a unit sold twice", code, s, api.StoreLost)
+	}
+	if why, err := rdb.Get(t.Context(), "stock-lost:halt").Result(); err != nil || !strings.HasPrefix(why, "witness_lost") {
+		t.Fatalf("halt %q, %v; want witness_lost", why, err)
+	}
+	if st, _, raw := readyz(t, p); st != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz %d %s; want 503, halted", st, raw)
+	}
+
+	adopt := func(body string) (int, []byte) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+p.Addr()+"/stock/witness/adopt", strings.NewReader(body))
+		req.Header.Set("X-Admin-Token", testAdminToken)
+		return send(t, req)
+	}
+	if code, raw := adopt(`{"by":"ops","BY":"x"}`); code != http.StatusBadRequest {
+		t.Fatalf("adoption with an unknown field: %d %s; want 400", code, raw)
+	}
+	code, raw := adopt(`{"by":"ops@example"}`)
+	var a api.Adoption
+	if err := json.Unmarshal(raw, &a); code != http.StatusOK || err != nil || a.By != "ops@example" || a.Lucky != 3 || !strings.HasPrefix(a.Lifted, "witness_lost") {
+		t.Fatalf("adoption: %d %s; want 200 by ops@example, lucky 3 (the snapshot's), the halt lifted", code, raw)
+	}
+	if code, s := sellOnce(t, p); code != http.StatusOK || s.Stock == nil || *s.Stock != 46 {
+		t.Fatalf("sale after the adoption: %d %+v; want 200, stock 46", code, s)
+	}
+	if st, _, raw := readyz(t, p); st != http.StatusOK {
+		t.Fatalf("/readyz after the adoption %d %s; want 200", st, raw)
+	}
 }

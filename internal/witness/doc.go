@@ -12,8 +12,9 @@
 //
 // The types here are that store: stock.Register implementations on etcd
 // (Etcd) and on MySQL/MariaDB (MySQL). They are dumb compare-and-set
-// registers, one cell of bytes and a version each: Get reads both, Put
-// writes only if the version is still the one read. They know nothing of
+// registers, one cell of bytes each: Get reads it, Put writes only if the
+// bytes are still the ones read (a version counter would go back with a
+// restored backup; the witness's bytes never repeat). They know nothing of
 // what the bytes mean; how two writers' records merge (the lower stock, the
 // newer epoch) is the witness's rule and lives with it in package stock.
 //

@@ -14,9 +14,9 @@ import (
 	"seckill/internal/stock"
 )
 
-// Etcd is a stock.Register in one etcd key. Its version is the key's
-// ModRevision: etcd's revision counter only grows, so a version is never
-// reused (no ABA), even across a delete of the key.
+// Etcd is a stock.Register in one etcd key. Its compare-and-set compares
+// the value itself, not the key's ModRevision: restoring a snapshot takes
+// etcd's revisions back, so a revision can name two different values.
 //
 // The etcd client waits for a connection (gRPC WaitForReady) rather than
 // failing fast: with the server down, Get and Put return only when ctx
@@ -38,39 +38,35 @@ func NewEtcd(cli *clientv3.Client, key string) *Etcd {
 // Name is "etcd " and the key.
 func (e *Etcd) Name() string { return "etcd " + e.key }
 
-// Get reads the key (a linearizable read): its value and ModRevision, or
-// nil and 0 when it is absent.
-func (e *Etcd) Get(ctx context.Context) ([]byte, int64, error) {
+// Get reads the key (a linearizable read): its value, or nil when it is
+// absent.
+func (e *Etcd) Get(ctx context.Context) ([]byte, error) {
 	resp, err := e.cli.Get(ctx, e.key)
 	if err != nil {
-		return nil, 0, etcdErr(ctx, "get", e.key, err)
+		return nil, etcdErr(ctx, "get", e.key, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return nil, 0, nil
+		return nil, nil
 	}
-	kv := resp.Kvs[0]
-	value := kv.Value
+	value := resp.Kvs[0].Value
 	if value == nil {
 		value = []byte{} // stored, but empty: not the nil of "absent"
 	}
-	return value, kv.ModRevision, nil
+	return value, nil
 }
 
-// Put writes value in one transaction that succeeds only while the key's
-// ModRevision is version (0: while the key is absent). The key's new
-// ModRevision is the transaction's revision.
-func (e *Etcd) Put(ctx context.Context, value []byte, version int64) (int64, error) {
-	resp, err := e.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(e.key), "=", version)).
-		Then(clientv3.OpPut(e.key, string(value))).
-		Commit()
+// Put writes value in one transaction that succeeds only while the key
+// holds expect (nil: while the key is absent, its CreateRevision 0).
+func (e *Etcd) Put(ctx context.Context, value, expect []byte) (bool, error) {
+	cmp := clientv3.Compare(clientv3.CreateRevision(e.key), "=", 0)
+	if expect != nil {
+		cmp = clientv3.Compare(clientv3.Value(e.key), "=", string(expect))
+	}
+	resp, err := e.cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(e.key, string(value))).Commit()
 	if err != nil {
-		return 0, etcdErr(ctx, "put", e.key, err)
+		return false, etcdErr(ctx, "put", e.key, err)
 	}
-	if !resp.Succeeded {
-		return 0, nil
-	}
-	return resp.Header.Revision, nil
+	return resp.Succeeded, nil
 }
 
 // etcdErr wraps an error from the client: stock.ErrRegisterUnavailable when

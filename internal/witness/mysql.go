@@ -37,14 +37,14 @@ const schema = `CREATE TABLE IF NOT EXISTS ` + Table + ` (
 ) ENGINE=InnoDB`
 
 const (
-	getSQL    = `SELECT value, version FROM ` + Table + ` WHERE name = ?`
+	getSQL    = `SELECT value FROM ` + Table + ` WHERE name = ?`
 	insertSQL = `INSERT IGNORE INTO ` + Table + ` (name, value, version) VALUES (?, ?, 1)`
-	updateSQL = `UPDATE ` + Table + ` SET value = ?, version = version + 1 WHERE name = ? AND version = ?`
+	updateSQL = `UPDATE ` + Table + ` SET value = ?, version = version + 1 WHERE name = ? AND value = ?`
 )
 
-// MySQL is a stock.Register in one row of Table, keyed by name. Its version
-// starts at 1 and grows by one on every stored Put; rows are never deleted,
-// so a version is never reused.
+// MySQL is a stock.Register in one row of Table, keyed by name. Its Put
+// compares the value, not the version column (which counts stored Puts,
+// for people reading the table): a restored backup takes that count back.
 type MySQL struct {
 	db   *sql.DB
 	name string
@@ -85,43 +85,39 @@ func (m *MySQL) Init(ctx context.Context) error {
 	return nil
 }
 
-// Get reads the row: its value and version, or nil and 0 when there is
-// none.
-func (m *MySQL) Get(ctx context.Context) ([]byte, int64, error) {
+// Get reads the row's value, or nil when there is none.
+func (m *MySQL) Get(ctx context.Context) ([]byte, error) {
 	if m.bad != nil {
-		return nil, 0, m.bad
+		return nil, m.bad
 	}
-	var (
-		value   []byte
-		version int64
-	)
-	err := m.db.QueryRowContext(ctx, getSQL, m.name).Scan(&value, &version)
+	var value []byte
+	err := m.db.QueryRowContext(ctx, getSQL, m.name).Scan(&value)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, 0, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, 0, m.wrap(ctx, "get", err)
+		return nil, m.wrap(ctx, "get", err)
 	}
 	if value == nil {
 		value = []byte{} // stored, but empty: not the nil of "absent"
 	}
-	return value, version, nil
+	return value, nil
 }
 
-// Put writes the row if its version is still version: with 0, an INSERT
+// Put writes the row if its value is still expect: with nil, an INSERT
 // IGNORE that a row already there turns into nothing; otherwise an UPDATE
-// guarded by the version. Either is one autocommitted statement, and
-// either stored exactly when it affected one row. The UPDATE always
-// changes the row (the version moves), so its count is 1 whether the
-// driver counts changed or matched rows.
-func (m *MySQL) Put(ctx context.Context, value []byte, version int64) (int64, error) {
+// guarded by the value. Either is one autocommitted statement, and either
+// stored exactly when it affected one row. The UPDATE always changes the
+// row (the version column moves), so its count is 1 whether the driver
+// counts changed or matched rows.
+func (m *MySQL) Put(ctx context.Context, value, expect []byte) (bool, error) {
 	if m.bad != nil {
-		return 0, m.bad
+		return false, m.bad
 	}
 	// INSERT IGNORE would store a value too long for the column cut short,
 	// with a warning: refuse it before it is sent.
 	if len(value) > maxValueLen {
-		return 0, fmt.Errorf("witness: mysql put %s: value of %d bytes exceeds MEDIUMBLOB's %d", m.name, len(value), maxValueLen)
+		return false, fmt.Errorf("witness: mysql put %s: value of %d bytes exceeds MEDIUMBLOB's %d", m.name, len(value), maxValueLen)
 	}
 	if value == nil {
 		value = []byte{} // NOT NULL: an empty value, not SQL NULL
@@ -130,22 +126,19 @@ func (m *MySQL) Put(ctx context.Context, value []byte, version int64) (int64, er
 		res sql.Result
 		err error
 	)
-	if version == 0 {
+	if expect == nil {
 		res, err = m.db.ExecContext(ctx, insertSQL, m.name, value)
 	} else {
-		res, err = m.db.ExecContext(ctx, updateSQL, value, m.name, version)
+		res, err = m.db.ExecContext(ctx, updateSQL, value, m.name, expect)
 	}
 	if err != nil {
-		return 0, m.wrap(ctx, "put", err)
+		return false, m.wrap(ctx, "put", err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, m.wrap(ctx, "put", err)
+		return false, m.wrap(ctx, "put", err)
 	}
-	if n != 1 {
-		return 0, nil
-	}
-	return version + 1, nil // the INSERT's 1, or the UPDATE's version + 1
+	return n == 1, nil
 }
 
 // wrap wraps an error from the driver: stock.ErrRegisterUnavailable when

@@ -40,14 +40,14 @@ func TestMySQL(t *testing.T) {
 	t.Run("names compare byte for byte", func(t *testing.T) {
 		lower, upper := witness.NewMySQL(db, "case"), witness.NewMySQL(db, "CASE")
 		for _, r := range []*witness.MySQL{lower, upper} {
-			if nv, err := r.Put(t.Context(), []byte(r.Name()), 0); err != nil || nv == 0 {
-				t.Fatalf("%s: first Put version %d, %v; want a row of its own", r.Name(), nv, err)
+			if ok, err := r.Put(t.Context(), []byte(r.Name()), nil); err != nil || !ok {
+				t.Fatalf("%s: first Put stored %v, %v; want a row of its own", r.Name(), ok, err)
 			}
 		}
 	})
 	t.Run("bad names", func(t *testing.T) {
 		for _, name := range []string{strings.Repeat("x", 192), "trailing ", "\xff"} {
-			_, _, err := witness.NewMySQL(db, name).Get(t.Context())
+			_, err := witness.NewMySQL(db, name).Get(t.Context())
 			if err == nil || errors.Is(err, stock.ErrRegisterUnavailable) {
 				t.Errorf("Get of name %q = %v, want a name error", name, err)
 			}
