@@ -84,16 +84,8 @@ func StartMariaDB(ctx context.Context, dir, addr string) (*Process, error) {
 	if os.Geteuid() == 0 {
 		asUser = []string{"--user=root"}
 	}
-	// Once more from an empty data directory if it fails: on a loaded
-	// machine the installer's own bootstrap server has been seen to exit
-	// 1 once, then succeed. A second failure is the error, with both logs.
-	if err := mariadbInstall(ctx, install, dir, data, asUser); err != nil {
-		if rerr := os.RemoveAll(data); rerr != nil {
-			return nil, errors.Join(err, rerr)
-		}
-		if err2 := mariadbInstall(ctx, install, dir, data, asUser); err2 != nil {
-			return nil, errors.Join(err, err2)
-		}
+	if err := mariadbInstall(ctx, install, dir, data, tmp, asUser); err != nil {
+		return nil, err
 	}
 	initFile := filepath.Join(dir, "init.sql")
 	if err := os.WriteFile(initFile, []byte(mariadbInit), 0o600); err != nil {
@@ -123,10 +115,15 @@ func StartMariaDB(ctx context.Context, dir, addr string) (*Process, error) {
 // mariadbInstall creates the system tables in data. --skip-test-db and
 // native root authentication keep it to about two seconds; the log goes
 // to dir/mariadb-install.log and its tail into the error.
-func mariadbInstall(ctx context.Context, install, dir, data string, asUser []string) error {
+func mariadbInstall(ctx context.Context, install, dir, data, tmp string, asUser []string) error {
 	args := append([]string{"--no-defaults"}, asUser...)
 	args = append(args,
 		"--datadir="+data,
+		// Its own: the bootstrap server names its temporary tables
+		// "#sql-temptable-<id>-…" in the temp directory, and two installs
+		// at once in /tmp (tests in parallel) took each other's, failing
+		// with "Unknown table 'mysql.tmp_user_sys'".
+		"--tmpdir="+tmp,
 		"--auth-root-authentication-method=normal",
 		"--skip-test-db",
 	)
