@@ -36,7 +36,7 @@ type Config struct {
 		ReadTimeout       time.Duration `mapstructure:"read_timeout" default:"10s" doc:"the whole request, body included, must arrive within this: a trickled body is cut here"`
 		WriteTimeout      time.Duration `mapstructure:"write_timeout" default:"30s" doc:"the answer's deadline: must stay above lock.wait_timeout + work.delay + 2 x stock.confirm_timeout (3 x with stock.witness; work.delay at its upper end), else the start is refused naming lock.wait_timeout; should not exceed the proxy's read timeout (nginx: 30s; not checked)"`
 		IdleTimeout       time.Duration `mapstructure:"idle_timeout" default:"60s" doc:"an idle keep-alive connection is closed after this"`
-		MaxHeaderBytes    int           `mapstructure:"max_header_bytes" default:"16384" doc:"larger headers get 431"`
+		MaxHeaderBytes    int           `mapstructure:"max_header_bytes" default:"16384" doc:"the request line and headers, in bytes (8 KiB at least); larger get 431"`
 		MaxBodyBytes      int           `mapstructure:"max_body_bytes" default:"65536" doc:"larger bodies get 413 and the connection is closed, not drained (a sale needs no body and takes at most 4 KiB, declared or chunked; a reset ~20 bytes)"`
 		MaxConns          int           `mapstructure:"max_conns" default:"4096" doc:"connections served at once; the rest wait in the accept queue. Keep it below the process's open-file limit"`
 		// TrustedProxies may set the client address by X-Forwarded-For.
