@@ -60,8 +60,10 @@ type Item struct {
 	Lucky   int64  `json:"lucky"`   // units sold
 	// Now is the stock Redis's clock when read: what State was decided
 	// by, and what a countdown should count from.
-	Now          int64 `json:"now"`
-	PerUserLimit int   `json:"per_user_limit"` // 0: unlimited
+	Now int64 `json:"now"`
+	// PerUserLimit is the limit its sales keep: its own, else
+	// stock.per_user_limit (an item set to 0 inherits it); 0: unlimited.
+	PerUserLimit int `json:"per_user_limit"`
 	From
 	SoldOut  bool  `json:"sold_out"`
 	StartsAt int64 `json:"starts_at"`
@@ -74,7 +76,9 @@ type Item struct {
 
 // ItemSettings is the body of POST /items (and, without ID, of POST
 // /items/:id/reset), and an element of Items. Its times are unix ms (the
-// requests also take RFC 3339 strings); 0 or absent is no bound.
+// requests also take RFC 3339 strings); 0 or absent is no bound. Its
+// per_user_limit, 0 or absent in a request, inherits stock.per_user_limit;
+// in GET /items it is the one in effect, as in Item.
 type ItemSettings struct {
 	EndsAt       int64  `json:"ends_at"`
 	ID           string `json:"id,omitempty"`

@@ -226,7 +226,7 @@ func (a *server) itemFail(c *gin.Context, err error) {
 func itemAnswer(st stock.ItemStatus) *api.Item {
 	return &api.Item{
 		ID: st.Item.ID, Stock: st.Stock, Lucky: st.Lucky, Initial: st.Initial, StartsAt: st.StartsAt, EndsAt: st.EndsAt,
-		PerUserLimit: st.Item.PerUserLimit, State: st.State, SoldOut: st.SoldOut, Now: st.Now,
+		PerUserLimit: st.PerUserLimit, State: st.State, SoldOut: st.SoldOut, Now: st.Now,
 	}
 }
 

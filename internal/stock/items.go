@@ -61,7 +61,10 @@ type Item struct {
 	StartsAt int64 `json:"starts_at"`
 	EndsAt   int64 `json:"ends_at"`
 	// PerUserLimit is the most units one named buyer may buy in the sale;
-	// 0 is no limit. Needs the order ledger.
+	// 0 inherits the default sale's (ServiceConfig.PerUserLimit, from
+	// stock.per_user_limit; itself 0: no limit), as an operator who set
+	// one limit for the shop expects of every sale in it. An item that
+	// needs more sets its own. Needs the order ledger.
 	PerUserLimit int `json:"per_user_limit"`
 }
 
@@ -78,7 +81,7 @@ func (it Item) Check() error {
 	case it.StartsAt > 0 && it.EndsAt > 0 && it.EndsAt <= it.StartsAt:
 		return fmt.Errorf("%w: ends_at %d is not after starts_at %d", ErrBadItem, it.EndsAt, it.StartsAt)
 	case it.PerUserLimit < 0 || int64(it.PerUserLimit) > MaxStock:
-		return fmt.Errorf("%w: per_user_limit %d: want 0 (no limit) or more", ErrBadItem, it.PerUserLimit)
+		return fmt.Errorf("%w: per_user_limit %d: want 0 (the default sale's limit) or more", ErrBadItem, it.PerUserLimit)
 	}
 	return nil
 }
@@ -92,10 +95,13 @@ type itemRecord struct {
 
 // ItemStatus is an item's sale at one instant, by Redis's clock.
 type ItemStatus struct {
-	Item    Item  // its settings, as created or last reset
-	Stock   int64 // units left
-	Lucky   int64 // units sold
-	Initial int64 // the stock of its last reset
+	Item Item // its settings, as created or last reset
+	// PerUserLimit is the limit its sales keep (Items.PerUserLimit):
+	// Item's, else the default sale's; 0: none.
+	PerUserLimit int
+	Stock        int64 // units left
+	Lucky        int64 // units sold
+	Initial      int64 // the stock of its last reset
 	// StartsAt and EndsAt are the window Redis holds (unix ms, 0: none).
 	StartsAt, EndsAt int64
 	State            string // ItemUpcoming, ItemOpen, ItemEnded or ItemHalted
@@ -115,7 +121,8 @@ type ItemsConfig struct {
 	Acks ReplicaAcks
 	// Service is the template of every item's service, as the default
 	// sale's is built; Items sets Store, LockKey (ItemLockKey of the
-	// template's) and PerUserLimit (the item's).
+	// template's) and PerUserLimit (the item's, when it sets one: else
+	// the template's, Items.PerUserLimit).
 	Service ServiceConfig
 	// Witness, if set, is item id's witness register (witness.go): each
 	// item's sale is witnessed in a register of its own, as the default
@@ -161,6 +168,12 @@ func NewItems(cfg ItemsConfig) *Items {
 		m.unsupported = fmt.Errorf("%w: %s", ErrItemsUnsupported, strings.Join(why, ", "))
 	}
 	return m
+}
+
+// PerUserLimit is the per-user limit item it's sales keep: its own when
+// it sets one, else the default sale's (0: none).
+func (m *Items) PerUserLimit(it Item) int {
+	return cmp.Or(it.PerUserLimit, m.cfg.Service.PerUserLimit)
 }
 
 // Unsupported says why this configuration cannot sell items, or is nil.
@@ -313,8 +326,9 @@ func parseRecord(id, raw string) (itemRecord, error) {
 	return rec, nil
 }
 
-// List returns every item's settings, by id (at most MaxItems): the
-// registry's ids, then each item's own settings (record), one pipeline.
+// List returns every item's settings, by id (at most MaxItems), its
+// PerUserLimit the one in effect (Items.PerUserLimit): the registry's
+// ids, then each item's own settings (record), one pipeline.
 func (m *Items) List(ctx context.Context) ([]Item, error) {
 	all, err := m.cfg.Redis.HGetAll(ctx, ItemRegistry).Result()
 	if err != nil {
@@ -333,6 +347,7 @@ func (m *Items) List(ctx context.Context) ([]Item, error) {
 		if err != nil {
 			return nil, err
 		}
+		rec.PerUserLimit = m.PerUserLimit(rec.Item)
 		out = append(out, rec.Item)
 	}
 	slices.SortFunc(out, func(a, b Item) int { return strings.Compare(a.ID, b.ID) })
@@ -423,7 +438,7 @@ func (m *Items) sale(ctx context.Context, id string, fresh bool) (*itemSale, err
 	st := m.store(id)
 	st.pinEpoch(rec.Epoch)
 	cfg := m.cfg.Service
-	cfg.Store, cfg.LockKey, cfg.PerUserLimit = st, ItemLockKey(m.cfg.Service.LockKey, id), rec.PerUserLimit
+	cfg.Store, cfg.LockKey, cfg.PerUserLimit = st, ItemLockKey(m.cfg.Service.LockKey, id), m.PerUserLimit(rec.Item)
 	is = &itemSale{rec: rec, store: st, svc: NewService(cfg)}
 	m.sales[id] = is
 	return is, nil

@@ -366,6 +366,41 @@ func TestItemPerUserLimit(t *testing.T) {
 	}
 }
 
+// An item without a per-user limit of its own keeps the default sale's
+// (stock.per_user_limit), and says so; one with its own keeps its own,
+// above or below the default.
+func TestItemInheritsPerUserLimit(t *testing.T) {
+	items, _ := newItems(t, true, func(c *stock.ItemsConfig) { c.Service.PerUserLimit = 2 })
+	for _, tc := range []struct {
+		id        string
+		own, want int
+	}{{"inherits", 0, 2}, {"higher", 4, 4}, {"lower", 1, 1}} {
+		t.Run(tc.id, func(t *testing.T) {
+			create(t, items, stock.Item{ID: tc.id, Stock: 10, PerUserLimit: tc.own})
+			sold := 0
+			for range 6 {
+				_, err := items.ReduceFor(t.Context(), tc.id, stock.Buyer{User: "ann"})
+				switch {
+				case err == nil:
+					sold++
+				case !errors.Is(err, stock.ErrLimitReached):
+					t.Fatal(err)
+				}
+			}
+			if sold != tc.want {
+				t.Fatalf("ann bought %d of 6 tries, want %d (the item's limit %d, the default 2)", sold, tc.want, tc.own)
+			}
+			if st := wantItem(t, items, tc.id, int64(10-tc.want), int64(tc.want)); st.PerUserLimit != tc.want || st.Item.PerUserLimit != tc.own {
+				t.Fatalf("got limit %d in effect, %d set; want %d, %d", st.PerUserLimit, st.Item.PerUserLimit, tc.want, tc.own)
+			}
+		})
+	}
+	list, err := items.List(t.Context())
+	if err != nil || len(list) != 3 || list[1].ID != "inherits" || list[1].PerUserLimit != 2 {
+		t.Fatalf("got list %+v, %v; want inherits listed with its limit in effect, 2", list, err)
+	}
+}
+
 func TestItemsRegistry(t *testing.T) {
 	items, rdb := newItems(t, false, nil)
 	ctx := t.Context()

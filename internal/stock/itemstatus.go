@@ -55,7 +55,9 @@ func (m *Items) Status(ctx context.Context, id string) (ItemStatus, error) {
 	if len(vals) != 7 {
 		return ItemStatus{}, fmt.Errorf("stock: item status: unexpected reply %v", vals)
 	}
-	return itemStatus(rec.Item, keys, vals)
+	st, err := itemStatus(rec.Item, keys, vals)
+	st.PerUserLimit = m.PerUserLimit(rec.Item)
+	return st, err
 }
 
 // itemStatus reads item.lua's answer vals for item it of keys.
