@@ -68,10 +68,13 @@ type Item struct {
 	SoldOut  bool  `json:"sold_out"`
 	StartsAt int64 `json:"starts_at"`
 	// State is "upcoming" (before starts_at), "open" or "ended" (from
-	// ends_at on), as the sale scripts decide it; or "halted" when its
-	// sale went back in time (every sale answers store_lost).
+	// ends_at on), as the sale scripts decide it; "archived" once
+	// archived (DELETE /items/:id: every sale answers 410); or "halted"
+	// when its sale went back in time (every sale answers store_lost).
 	State string `json:"state"`
-	Stock int64  `json:"stock"` // units left
+	// ArchivedAt is when it was archived, unix ms; absent when it is not.
+	ArchivedAt int64 `json:"archived_at,omitempty"`
+	Stock      int64 `json:"stock"` // units left
 }
 
 // ItemSettings is the body of POST /items (and, without ID, of POST

@@ -49,6 +49,8 @@ const (
 	// whatever its window: every sale answers store_lost until an
 	// operator reconciles it.
 	ItemHalted = "halted"
+	// ItemArchived: archived (Items.Archive): it sells no more, for good.
+	ItemArchived = "archived"
 )
 
 // Item is an item's settings, as Create and Reset take them and the
@@ -106,6 +108,7 @@ type ItemStatus struct {
 	StartsAt, EndsAt int64
 	State            string // ItemUpcoming, ItemOpen, ItemEnded or ItemHalted
 	Halted           string // the halt key's reason, when State is ItemHalted
+	ArchivedAt       int64  // when it was archived, unix ms by Redis's clock; 0: it is not
 	SoldOut          bool   // no unit left
 	Now              int64  // Redis's clock at the read, unix ms
 }
@@ -227,10 +230,18 @@ func (m *Items) put(ctx context.Context, it Item, create bool) (ItemStatus, erro
 	_, err := m.record(ctx, it.ID)
 	switch {
 	case create && err == nil:
-		return ItemStatus{}, fmt.Errorf("%w: %s (reset it instead)", ErrItemExists, it.ID)
+		return ItemStatus{}, fmt.Errorf("%w: %s (reset it instead, unless it is archived)", ErrItemExists, it.ID)
 	case create && errors.Is(err, ErrNoItem):
 	case err != nil:
 		return ItemStatus{}, err
+	}
+	// A reset would sweep an archived item's ledger, kept for audit.
+	// (One racing an archive cannot revive it: the MULTI below keeps
+	// archived_at, which every sale checks.)
+	if !create {
+		if err := m.refuseArchived(ctx, it.ID); err != nil {
+			return ItemStatus{}, err
+		}
 	}
 	st := m.store(it.ID)
 	epoch, err := st.beginReset(ctx, it.Stock)
@@ -264,7 +275,7 @@ func (m *Items) put(ctx context.Context, it Item, create bool) (ItemStatus, erro
 	}
 	tx := func(p redis.Pipeliner) error {
 		st.queueReset(ctx, p, it.Stock, epoch)
-		p.Del(ctx, st.keys.Window)
+		p.HDel(ctx, st.keys.Window, "starts_at", "ends_at") // never archived_at
 		if it.StartsAt > 0 || it.EndsAt > 0 {
 			p.HSet(ctx, st.keys.Window, "starts_at", it.StartsAt, "ends_at", it.EndsAt)
 		}
@@ -379,6 +390,13 @@ func (m *Items) ReduceFor(ctx context.Context, id string, b Buyer) (Sale, error)
 			return Sale{}, err
 		}
 		sale, err := is.svc.ReduceFor(ctx, b)
+		if errors.Is(err, ErrEnded) && !errors.Is(err, ErrUnconfirmed) {
+			// An archived item's sales end at its window's check
+			// (window.lua); say which end it was.
+			if aerr := m.refuseArchived(ctx, id); aerr != nil {
+				return Sale{}, aerr
+			}
+		}
 		if !errors.Is(err, errItemChanged) || errors.Is(err, ErrUnconfirmed) {
 			return sale, err
 		}
