@@ -62,21 +62,28 @@ type Item struct {
 	Lucky   int64  `json:"lucky"`   // units sold
 	// Now is the stock Redis's clock when read: what State was decided
 	// by, and what a countdown should count from.
-	Now          int64 `json:"now"`
-	PerUserLimit int   `json:"per_user_limit"` // 0: unlimited
+	Now int64 `json:"now"`
+	// PerUserLimit is the limit its sales keep: its own, else
+	// stock.per_user_limit (an item set to 0 inherits it); 0: unlimited.
+	PerUserLimit int `json:"per_user_limit"`
 	From
 	SoldOut  bool  `json:"sold_out"`
 	StartsAt int64 `json:"starts_at"`
 	// State is "upcoming" (before starts_at), "open" or "ended" (from
-	// ends_at on), as the sale scripts decide it; or "halted" when its
-	// sale went back in time (every sale answers store_lost).
+	// ends_at on), as the sale scripts decide it; "archived" once
+	// archived (DELETE /items/:id: every sale answers 410); or "halted"
+	// when its sale went back in time (every sale answers store_lost).
 	State string `json:"state"`
-	Stock int64  `json:"stock"` // units left
+	// ArchivedAt is when it was archived, unix ms; absent when it is not.
+	ArchivedAt int64 `json:"archived_at,omitempty"`
+	Stock      int64 `json:"stock"` // units left
 }
 
 // ItemSettings is the body of POST /items (and, without ID, of POST
 // /items/:id/reset), and an element of Items. Its times are unix ms (the
-// requests also take RFC 3339 strings); 0 or absent is no bound.
+// requests also take RFC 3339 strings); 0 or absent is no bound. Its
+// per_user_limit, 0 or absent in a request, inherits stock.per_user_limit;
+// in GET /items it is the one in effect, as in Item.
 type ItemSettings struct {
 	EndsAt       int64  `json:"ends_at"`
 	ID           string `json:"id,omitempty"`

@@ -67,7 +67,7 @@ func classify(err error) (status int, result api.Result) {
 // itemProblem is the status of an item call's refusal that is no sale's
 // result (its body a problem with the error's text, which names nothing
 // but the item and the settings): a malformed id or settings, an item
-// that does not exist or exists already, or a configuration that sells
+// that does not exist, exists already or is archived, or a configuration that sells
 // no items.
 func itemProblem(err error) (status int, ok bool) {
 	switch {
@@ -79,6 +79,9 @@ func itemProblem(err error) (status int, ok bool) {
 		return http.StatusNotFound, true
 	case errors.Is(err, stock.ErrItemExists):
 		return http.StatusConflict, true
+	case errors.Is(err, stock.ErrItemArchived):
+		// Gone for good, unlike sold out or ended: no reset brings it back.
+		return http.StatusGone, true
 	case errors.Is(err, stock.ErrItemsUnsupported):
 		return http.StatusNotImplemented, true
 	}

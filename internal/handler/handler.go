@@ -219,7 +219,8 @@ func New(cfg Config, deps Deps) http.Handler {
 	// POST only: a GET that buys would let any page's <img src>, a link
 	// prefetcher or a crawler spend a visitor's request on a sale. The
 	// body is ignored, so an empty POST with any or no Content-Type (what
-	// hey, ab, wrk and JMeter send) sells; GET gets 405 from NoMethod.
+	// hey, ab, wrk and JMeter send) sells; GET gets 405 from NoMethod. A
+	// body over maxSaleBody is refused before the sale (bodyLimit).
 	r.POST("/stock/reduce", a.reduce)
 	r.GET("/stock", a.status)
 	r.GET("/stock/receipts/:attempt", a.receipt)
@@ -236,6 +237,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	r.POST("/items", a.createItem)
 	r.GET("/items/:id", a.item)
 	r.POST("/items/:id/reset", a.resetItem)
+	r.DELETE("/items/:id", a.archiveItem)
 	r.POST("/items/:id/reduce", a.reduceItem) // POST only, as /stock/reduce
 	r.GET("/items/:id/receipts/:attempt", a.itemReceipt)
 	r.GET("/items/:id/orders", a.itemOrdersByUser)
@@ -402,8 +404,8 @@ func (a *server) receipt(c *gin.Context) {
 
 // adminBody reads the JSON body of an admin write (a reset, an item),
 // what names it in the 413: refused with 415 for a content type or
-// encoding other than JSON's, 413 past maxResetBody, 400 when it cannot be
-// read; ok is false when it has answered.
+// encoding other than JSON's, 413 past maxResetBody, 408 or 400 when it
+// cannot be read (unreadBody); ok is false when it has answered.
 func (a *server) adminBody(c *gin.Context, what string) (body []byte, ok bool) {
 	if msg := resetContentProblem(c.Request.Header); msg != "" {
 		a.refuseBody(c, http.StatusUnsupportedMediaType, msg)
@@ -412,7 +414,7 @@ func (a *server) adminBody(c *gin.Context, what string) (body []byte, ok bool) {
 	// One byte over the limit is enough to know it is too large.
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxResetBody+1))
 	if err != nil {
-		a.problem(c, http.StatusBadRequest, "reading body: "+err.Error())
+		a.unreadBody(c, err)
 		return nil, false
 	}
 	if len(body) > maxResetBody {

@@ -21,7 +21,7 @@ import (
 )
 
 // items.go: the items' routes. POST /items and POST /items/:id/reset (the
-// admin token) make and restart an item; GET /items and GET /items/:id
+// admin token) make and restart an item, DELETE /items/:id archives it; GET /items and GET /items/:id
 // read them; POST /items/:id/reduce is POST /stock/reduce for one item,
 // with the same buyer, key and answers, and not_started and ended outside
 // the item's window; GET /items/:id/receipts/:attempt settles its
@@ -39,6 +39,9 @@ type Items interface {
 	Receipt(ctx context.Context, id, attempt string) (stockAfter int64, sold bool, err error)
 	// Orders is item id's order ledger.
 	Orders(ctx context.Context, id string) (stock.OrderReader, error)
+	// Archive stops item id's sales for good and frees its place in the
+	// registry, keeping its books and orders.
+	Archive(ctx context.Context, id string) (stock.ItemStatus, error)
 }
 
 // errBadItemBody marks every client mistake in an item's body (→ 400).
@@ -86,6 +89,23 @@ func (a *server) putItem(c *gin.Context, create bool) {
 	a.deps.Logger.Info("item "+what, "item", it.ID, "stock", it.Stock, "starts_at", it.StartsAt, "ends_at", it.EndsAt,
 		"per_user_limit", it.PerUserLimit, "remote", c.ClientIP())
 	a.json(c, status, itemAnswer(st))
+}
+
+// archiveItem is DELETE /items/:id (the admin token): the item sells no
+// more (410 to its buyers) and leaves the registry's bound, while
+// GET /items/:id, its receipts, orders and ledger stay readable.
+func (a *server) archiveItem(c *gin.Context) {
+	id := c.Param("id")
+	if !a.admit(c) || !a.itemsOn(c) || !a.itemID(c, id) {
+		return
+	}
+	st, err := a.deps.Items.Archive(c.Request.Context(), id)
+	if err != nil {
+		a.itemFail(c, err)
+		return
+	}
+	a.deps.Logger.Info("item archived", "item", id, "stock", st.Stock, "lucky", st.Lucky, "remote", c.ClientIP())
+	a.json(c, http.StatusOK, itemAnswer(st))
 }
 
 func (a *server) item(c *gin.Context) {
@@ -226,7 +246,7 @@ func (a *server) itemFail(c *gin.Context, err error) {
 func itemAnswer(st stock.ItemStatus) *api.Item {
 	return &api.Item{
 		ID: st.Item.ID, Stock: st.Stock, Lucky: st.Lucky, Initial: st.Initial, StartsAt: st.StartsAt, EndsAt: st.EndsAt,
-		PerUserLimit: st.Item.PerUserLimit, State: st.State, SoldOut: st.SoldOut, Now: st.Now,
+		PerUserLimit: st.PerUserLimit, State: st.State, SoldOut: st.SoldOut, Now: st.Now, ArchivedAt: st.ArchivedAt,
 	}
 }
 

@@ -218,6 +218,9 @@ func (f fakeItems) Receipt(context.Context, string, string) (int64, bool, error)
 	return 0, false, f.err
 }
 func (f fakeItems) Orders(context.Context, string) (stock.OrderReader, error) { return nil, f.err }
+func (f fakeItems) Archive(context.Context, string) (stock.ItemStatus, error) {
+	return stock.ItemStatus{}, f.err
+}
 
 // What the items answer when they fail, route by route.
 func TestItemErrors(t *testing.T) {
@@ -276,4 +279,34 @@ func TestItemLimitNeedsBuyersAndItemsOff(t *testing.T) {
 		wantAnswer(t, "items off: GET "+p, off.do(t, http.MethodGet, p, ""), http.StatusNotFound, nil)
 	}
 	wantAnswer(t, "items off: sale", off.do(t, http.MethodPost, "/items/x/reduce", ""), http.StatusNotFound, nil)
+}
+
+// DELETE /items/:id archives an item: the admin token only; its buyers
+// get 410 and nothing is sold; it reads as archived, its ledger stays,
+// a reset is 410 too, and GET /items lists it no more.
+func TestItemArchiveRoute(t *testing.T) {
+	e := itemsEnv(t)
+	if r := e.admin(t, http.MethodPost, "/items", `{"id":"x","stock":3}`); r.code != http.StatusCreated {
+		t.Fatalf("create: got %d %s", r.code, r.raw)
+	}
+	wantAnswer(t, "sale", e.do(t, http.MethodPost, "/items/x/reduce", "", "X-User", "ann"), http.StatusOK, map[string]any{"result": "sold"})
+	wantAnswer(t, "archive without the token", e.do(t, http.MethodDelete, "/items/x", ""), http.StatusUnauthorized, nil)
+	wantAnswer(t, "sale after a refused archive", e.do(t, http.MethodPost, "/items/x/reduce", ""), http.StatusOK, map[string]any{"result": "sold"})
+	r := e.admin(t, http.MethodDelete, "/items/x", "")
+	wantAnswer(t, "archive", r, http.StatusOK, map[string]any{"state": "archived", "stock": float64(1), "lucky": float64(2)})
+	if at, _ := r.body["archived_at"].(float64); at <= 0 {
+		t.Fatalf("archive: got archived_at %v in %s, want its time", r.body["archived_at"], r.raw)
+	}
+	r = e.do(t, http.MethodPost, "/items/x/reduce", "", "X-User", "bob")
+	wantAnswer(t, "sale of an archived item", r, http.StatusGone, nil)
+	if msg, _ := r.body["error"].(string); !strings.Contains(msg, "archived") {
+		t.Fatalf("sale of an archived item: got %s, want an error saying it is archived", r.raw)
+	}
+	wantAnswer(t, "status", e.do(t, http.MethodGet, "/items/x", ""), http.StatusOK, map[string]any{"state": "archived", "stock": float64(1), "lucky": float64(2)})
+	wantAnswer(t, "ledger", e.admin(t, http.MethodGet, "/items/x/ledger", ""), http.StatusOK, map[string]any{"orders": float64(2), "lucky": float64(2)})
+	wantAnswer(t, "reset", e.admin(t, http.MethodPost, "/items/x/reset", `{"stock":9}`), http.StatusGone, nil)
+	wantAnswer(t, "archive of an unknown item", e.admin(t, http.MethodDelete, "/items/nope", ""), http.StatusNotFound, nil)
+	if r := e.do(t, http.MethodGet, "/items", ""); r.code != http.StatusOK || len(r.body["items"].([]any)) != 0 {
+		t.Fatalf("list: got %d %s, want no live item", r.code, r.raw)
+	}
 }

@@ -1,8 +1,11 @@
 package handler
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"time"
@@ -55,19 +58,68 @@ func (a *server) requestLog(c *gin.Context) {
 	)
 }
 
-// bodyLimit bounds every request body. A declared length over the limit is
-// refused before anything is read; an undeclared (chunked) one is cut by
-// http.MaxBytesReader.
+// maxSaleBody bounds a sale's body. A sale reads none: what load tools
+// send ("", "{}", a small form) fits, and a kilobytes-long one is no
+// sale's, so it is refused before anything is sold.
+const maxSaleBody = 4 << 10
+
+// saleRoute reports whether c is a sale (POST /stock/reduce, an item's
+// POST /items/:id/reduce); gin has matched the route before any
+// middleware runs.
+func saleRoute(c *gin.Context) bool {
+	p := c.FullPath()
+	return c.Request.Method == http.MethodPost && (p == "/stock/reduce" || p == "/items/:id/reduce")
+}
+
+// bodyLimit bounds every request body: http.max_body_bytes, and
+// maxSaleBody for a sale. A declared length over the limit is refused
+// before anything is read; an undeclared (chunked) one is cut by
+// http.MaxBytesReader as the handler reads it. A sale's handler reads no
+// body, so a chunked one would never meet that cut: it is read here,
+// whole and bounded, before the sale, and an oversized or unreadable one
+// is refused with nothing sold.
 func (a *server) bodyLimit(c *gin.Context) {
-	if c.Request.ContentLength > a.cfg.MaxBodyBytes {
+	limit, sale := a.cfg.MaxBodyBytes, saleRoute(c)
+	if sale {
+		limit = min(limit, maxSaleBody)
+	}
+	if c.Request.ContentLength > limit {
 		c.Abort()
-		a.refuseBody(c, http.StatusRequestEntityTooLarge, "request body too large")
+		a.refuseBody(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", limit))
 		return
 	}
-	if c.Request.Body != nil {
-		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, a.cfg.MaxBodyBytes)
+	if c.Request.Body == nil {
+		c.Next()
+		return
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, limit)
+	if sale && c.Request.ContentLength < 0 {
+		if _, err := io.Copy(io.Discard, c.Request.Body); err != nil {
+			c.Abort()
+			a.unreadBody(c, err)
+			return
+		}
 	}
 	c.Next()
+}
+
+// unreadBody answers a request whose body could not be read (err from
+// reading it): 413 past its limit, 408 when it did not arrive within
+// http.read_timeout, else 400. Never err's text: a net error names this
+// server's and the peer's socket addresses, which are no client's
+// business (the log has them).
+func (a *server) unreadBody(c *gin.Context, err error) {
+	var tooLarge *http.MaxBytesError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		a.refuseBody(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooLarge.Limit))
+	case errors.As(err, &netErr) && netErr.Timeout():
+		a.refuseBody(c, http.StatusRequestTimeout, "request body not received in time (http.read_timeout)")
+	default:
+		a.deps.Logger.Debug("could not read a request body", "path", c.Request.URL.Path, "err", err)
+		a.refuseBody(c, http.StatusBadRequest, "could not read the request body")
+	}
 }
 
 // refuseBody answers a request whose body will not be read, and closes the

@@ -102,6 +102,9 @@ var (
 	ErrNoItem = errors.New("stock: no such item")
 	// ErrItemExists: an item of that id exists already; reset it instead.
 	ErrItemExists = errors.New("stock: the item exists")
+	// ErrItemArchived: the item is archived (Items.Archive): it sells no
+	// more and cannot be reset; its books and orders stay readable.
+	ErrItemArchived = errors.New("stock: the item is archived and sells no more")
 	// ErrBadItem: an item id or settings that cannot be used; the error
 	// says what is wrong, and nothing was written.
 	ErrBadItem = errors.New("stock: bad item")

@@ -49,6 +49,8 @@ const (
 	// whatever its window: every sale answers store_lost until an
 	// operator reconciles it.
 	ItemHalted = "halted"
+	// ItemArchived: archived (Items.Archive): it sells no more, for good.
+	ItemArchived = "archived"
 )
 
 // Item is an item's settings, as Create and Reset take them and the
@@ -61,7 +63,10 @@ type Item struct {
 	StartsAt int64 `json:"starts_at"`
 	EndsAt   int64 `json:"ends_at"`
 	// PerUserLimit is the most units one named buyer may buy in the sale;
-	// 0 is no limit. Needs the order ledger.
+	// 0 inherits the default sale's (ServiceConfig.PerUserLimit, from
+	// stock.per_user_limit; itself 0: no limit), as an operator who set
+	// one limit for the shop expects of every sale in it. An item that
+	// needs more sets its own. Needs the order ledger.
 	PerUserLimit int `json:"per_user_limit"`
 }
 
@@ -78,7 +83,7 @@ func (it Item) Check() error {
 	case it.StartsAt > 0 && it.EndsAt > 0 && it.EndsAt <= it.StartsAt:
 		return fmt.Errorf("%w: ends_at %d is not after starts_at %d", ErrBadItem, it.EndsAt, it.StartsAt)
 	case it.PerUserLimit < 0 || int64(it.PerUserLimit) > MaxStock:
-		return fmt.Errorf("%w: per_user_limit %d: want 0 (no limit) or more", ErrBadItem, it.PerUserLimit)
+		return fmt.Errorf("%w: per_user_limit %d: want 0 (the default sale's limit) or more", ErrBadItem, it.PerUserLimit)
 	}
 	return nil
 }
@@ -92,14 +97,18 @@ type itemRecord struct {
 
 // ItemStatus is an item's sale at one instant, by Redis's clock.
 type ItemStatus struct {
-	Item    Item  // its settings, as created or last reset
-	Stock   int64 // units left
-	Lucky   int64 // units sold
-	Initial int64 // the stock of its last reset
+	Item Item // its settings, as created or last reset
+	// PerUserLimit is the limit its sales keep (Items.PerUserLimit):
+	// Item's, else the default sale's; 0: none.
+	PerUserLimit int
+	Stock        int64 // units left
+	Lucky        int64 // units sold
+	Initial      int64 // the stock of its last reset
 	// StartsAt and EndsAt are the window Redis holds (unix ms, 0: none).
 	StartsAt, EndsAt int64
 	State            string // ItemUpcoming, ItemOpen, ItemEnded or ItemHalted
 	Halted           string // the halt key's reason, when State is ItemHalted
+	ArchivedAt       int64  // when it was archived, unix ms by Redis's clock; 0: it is not
 	SoldOut          bool   // no unit left
 	Now              int64  // Redis's clock at the read, unix ms
 }
@@ -115,7 +124,8 @@ type ItemsConfig struct {
 	Acks ReplicaAcks
 	// Service is the template of every item's service, as the default
 	// sale's is built; Items sets Store, LockKey (ItemLockKey of the
-	// template's) and PerUserLimit (the item's).
+	// template's) and PerUserLimit (the item's, when it sets one: else
+	// the template's, Items.PerUserLimit).
 	Service ServiceConfig
 	// Witness, if set, is item id's witness register (witness.go): each
 	// item's sale is witnessed in a register of its own, as the default
@@ -161,6 +171,12 @@ func NewItems(cfg ItemsConfig) *Items {
 		m.unsupported = fmt.Errorf("%w: %s", ErrItemsUnsupported, strings.Join(why, ", "))
 	}
 	return m
+}
+
+// PerUserLimit is the per-user limit item it's sales keep: its own when
+// it sets one, else the default sale's (0: none).
+func (m *Items) PerUserLimit(it Item) int {
+	return cmp.Or(it.PerUserLimit, m.cfg.Service.PerUserLimit)
 }
 
 // Unsupported says why this configuration cannot sell items, or is nil.
@@ -214,10 +230,18 @@ func (m *Items) put(ctx context.Context, it Item, create bool) (ItemStatus, erro
 	_, err := m.record(ctx, it.ID)
 	switch {
 	case create && err == nil:
-		return ItemStatus{}, fmt.Errorf("%w: %s (reset it instead)", ErrItemExists, it.ID)
+		return ItemStatus{}, fmt.Errorf("%w: %s (reset it instead, unless it is archived)", ErrItemExists, it.ID)
 	case create && errors.Is(err, ErrNoItem):
 	case err != nil:
 		return ItemStatus{}, err
+	}
+	// A reset would sweep an archived item's ledger, kept for audit.
+	// (One racing an archive cannot revive it: the MULTI below keeps
+	// archived_at, which every sale checks.)
+	if !create {
+		if err := m.refuseArchived(ctx, it.ID); err != nil {
+			return ItemStatus{}, err
+		}
 	}
 	st := m.store(it.ID)
 	epoch, err := st.beginReset(ctx, it.Stock)
@@ -251,7 +275,7 @@ func (m *Items) put(ctx context.Context, it Item, create bool) (ItemStatus, erro
 	}
 	tx := func(p redis.Pipeliner) error {
 		st.queueReset(ctx, p, it.Stock, epoch)
-		p.Del(ctx, st.keys.Window)
+		p.HDel(ctx, st.keys.Window, "starts_at", "ends_at") // never archived_at
 		if it.StartsAt > 0 || it.EndsAt > 0 {
 			p.HSet(ctx, st.keys.Window, "starts_at", it.StartsAt, "ends_at", it.EndsAt)
 		}
@@ -313,8 +337,9 @@ func parseRecord(id, raw string) (itemRecord, error) {
 	return rec, nil
 }
 
-// List returns every item's settings, by id (at most MaxItems): the
-// registry's ids, then each item's own settings (record), one pipeline.
+// List returns every item's settings, by id (at most MaxItems), its
+// PerUserLimit the one in effect (Items.PerUserLimit): the registry's
+// ids, then each item's own settings (record), one pipeline.
 func (m *Items) List(ctx context.Context) ([]Item, error) {
 	all, err := m.cfg.Redis.HGetAll(ctx, ItemRegistry).Result()
 	if err != nil {
@@ -333,6 +358,7 @@ func (m *Items) List(ctx context.Context) ([]Item, error) {
 		if err != nil {
 			return nil, err
 		}
+		rec.PerUserLimit = m.PerUserLimit(rec.Item)
 		out = append(out, rec.Item)
 	}
 	slices.SortFunc(out, func(a, b Item) int { return strings.Compare(a.ID, b.ID) })
@@ -364,6 +390,13 @@ func (m *Items) ReduceFor(ctx context.Context, id string, b Buyer) (Sale, error)
 			return Sale{}, err
 		}
 		sale, err := is.svc.ReduceFor(ctx, b)
+		if errors.Is(err, ErrEnded) && !errors.Is(err, ErrUnconfirmed) {
+			// An archived item's sales end at its window's check
+			// (window.lua); say which end it was.
+			if aerr := m.refuseArchived(ctx, id); aerr != nil {
+				return Sale{}, aerr
+			}
+		}
 		if !errors.Is(err, errItemChanged) || errors.Is(err, ErrUnconfirmed) {
 			return sale, err
 		}
@@ -423,7 +456,7 @@ func (m *Items) sale(ctx context.Context, id string, fresh bool) (*itemSale, err
 	st := m.store(id)
 	st.pinEpoch(rec.Epoch)
 	cfg := m.cfg.Service
-	cfg.Store, cfg.LockKey, cfg.PerUserLimit = st, ItemLockKey(m.cfg.Service.LockKey, id), rec.PerUserLimit
+	cfg.Store, cfg.LockKey, cfg.PerUserLimit = st, ItemLockKey(m.cfg.Service.LockKey, id), m.PerUserLimit(rec.Item)
 	is = &itemSale{rec: rec, store: st, svc: NewService(cfg)}
 	m.sales[id] = is
 	return is, nil

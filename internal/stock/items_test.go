@@ -366,6 +366,41 @@ func TestItemPerUserLimit(t *testing.T) {
 	}
 }
 
+// An item without a per-user limit of its own keeps the default sale's
+// (stock.per_user_limit), and says so; one with its own keeps its own,
+// above or below the default.
+func TestItemInheritsPerUserLimit(t *testing.T) {
+	items, _ := newItems(t, true, func(c *stock.ItemsConfig) { c.Service.PerUserLimit = 2 })
+	for _, tc := range []struct {
+		id        string
+		own, want int
+	}{{"inherits", 0, 2}, {"higher", 4, 4}, {"lower", 1, 1}} {
+		t.Run(tc.id, func(t *testing.T) {
+			create(t, items, stock.Item{ID: tc.id, Stock: 10, PerUserLimit: tc.own})
+			sold := 0
+			for range 6 {
+				_, err := items.ReduceFor(t.Context(), tc.id, stock.Buyer{User: "ann"})
+				switch {
+				case err == nil:
+					sold++
+				case !errors.Is(err, stock.ErrLimitReached):
+					t.Fatal(err)
+				}
+			}
+			if sold != tc.want {
+				t.Fatalf("ann bought %d of 6 tries, want %d (the item's limit %d, the default 2)", sold, tc.want, tc.own)
+			}
+			if st := wantItem(t, items, tc.id, int64(10-tc.want), int64(tc.want)); st.PerUserLimit != tc.want || st.Item.PerUserLimit != tc.own {
+				t.Fatalf("got limit %d in effect, %d set; want %d, %d", st.PerUserLimit, st.Item.PerUserLimit, tc.want, tc.own)
+			}
+		})
+	}
+	list, err := items.List(t.Context())
+	if err != nil || len(list) != 3 || list[1].ID != "inherits" || list[1].PerUserLimit != 2 {
+		t.Fatalf("got list %+v, %v; want inherits listed with its limit in effect, 2", list, err)
+	}
+}
+
 func TestItemsRegistry(t *testing.T) {
 	items, rdb := newItems(t, false, nil)
 	ctx := t.Context()
@@ -583,5 +618,118 @@ func TestItemsSurveyNamesTheHalted(t *testing.T) {
 	}
 	if s, err := items.Survey(t.Context()); err != nil || len(s.Unbalanced) != 1 || len(s.Unledgered) != 0 {
 		t.Fatalf("survey with a trimmed order: got %+v, %v; want b unbalanced only", s, err)
+	}
+}
+
+// An archived item sells no more, in every mode, even with sales in
+// flight when it is archived: each is either sold (and in the books) or
+// refused, none oversells, and every sale begun after the archive is
+// refused ErrItemArchived. Its books and orders stay readable, a reset
+// cannot sweep them, and it leaves the registry's bound.
+func TestItemArchive(t *testing.T) {
+	for _, m := range itemModes {
+		t.Run(m.name, func(t *testing.T) {
+			items, _ := newItems(t, true, func(c *stock.ItemsConfig) { m.cfg(&c.Service) })
+			ctx := t.Context()
+			create(t, items, stock.Item{ID: "a", Stock: 1000})
+			var sold, refused atomic.Int64
+			firstSold := make(chan struct{})
+			var once sync.Once
+			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			for i := range 8 {
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						_, err := items.ReduceFor(ctx, "a", stock.Buyer{User: fmt.Sprintf("u%d", i)})
+						switch {
+						case err == nil:
+							sold.Add(1)
+							once.Do(func() { close(firstSold) })
+						case errors.Is(err, stock.ErrItemArchived):
+							refused.Add(1)
+							if refused.Load() >= 20 {
+								return
+							}
+						case errors.Is(err, stock.ErrBusy):
+						default:
+							t.Errorf("sale: %v", err)
+							return
+						}
+					}
+				})
+			}
+			<-firstSold // sales are in flight
+			st, err := items.Archive(ctx, "a")
+			if err != nil {
+				close(stop)
+				wg.Wait()
+				t.Fatal(err)
+			}
+			if st.State != stock.ItemArchived || st.ArchivedAt == 0 {
+				t.Fatalf("archive answered %+v, want state archived with its time", st)
+			}
+			for range 3 {
+				if _, err := items.ReduceFor(ctx, "a", stock.Buyer{User: "late"}); !errors.Is(err, stock.ErrItemArchived) {
+					t.Fatalf("sale after the archive: got %v, want ErrItemArchived", err)
+				}
+			}
+			wg.Wait()
+			close(stop)
+			st = wantItem(t, items, "a", 1000-sold.Load(), sold.Load())
+			if st.State != stock.ItemArchived {
+				t.Fatalf("got state %q, want archived", st.State)
+			}
+			t.Logf("%d sold before the archive took, %d refused after", sold.Load(), refused.Load())
+			orders, err := items.Orders(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l, err := orders.LedgerStats(ctx); err != nil || l.Orders != sold.Load() {
+				t.Fatalf("archived item's ledger: got %+v, %v; want %d orders", l, err, sold.Load())
+			}
+			if _, err := items.Reset(ctx, stock.Item{ID: "a", Stock: 5}); !errors.Is(err, stock.ErrItemArchived) {
+				t.Fatalf("reset of an archived item: got %v, want ErrItemArchived", err)
+			}
+			if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: 5}); !errors.Is(err, stock.ErrItemExists) {
+				t.Fatalf("create over an archived item: got %v, want ErrItemExists", err)
+			}
+			wantItem(t, items, "a", 1000-sold.Load(), sold.Load()) // the refused reset changed nothing
+			if _, err := items.Archive(ctx, "a"); err != nil {
+				t.Fatalf("archive again: %v", err)
+			}
+			if list, err := items.List(ctx); err != nil || len(list) != 0 {
+				t.Fatalf("got list %+v, %v; want no live item", list, err)
+			}
+		})
+	}
+}
+
+// An archived item no longer counts against MaxItems.
+func TestItemArchiveFreesTheRegistry(t *testing.T) {
+	items, rdb := newItems(t, false, nil)
+	ctx := t.Context()
+	// The registry one short of full, without making 999 sales.
+	fill := make([]any, 0, 2*(stock.MaxItems-1))
+	for i := range stock.MaxItems - 1 {
+		fill = append(fill, fmt.Sprintf("filler-%d", i), `{"stock":0,"epoch":"e"}`)
+	}
+	if err := rdb.HSet(ctx, stock.ItemRegistry, fill...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	create(t, items, stock.Item{ID: "a", Stock: 1})
+	if _, err := items.Create(ctx, stock.Item{ID: "b", Stock: 1}); !errors.Is(err, stock.ErrBadItem) {
+		t.Fatalf("create past MaxItems: got %v, want ErrBadItem", err)
+	}
+	if _, err := items.Archive(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	create(t, items, stock.Item{ID: "b", Stock: 1})
+	if n, err := rdb.HLen(ctx, stock.ItemArchive).Result(); err != nil || n != 1 {
+		t.Fatalf("archive holds %d, %v; want 1 (a)", n, err)
 	}
 }

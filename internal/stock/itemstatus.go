@@ -52,10 +52,12 @@ func (m *Items) Status(ctx context.Context, id string) (ItemStatus, error) {
 	if err != nil {
 		return ItemStatus{}, wrapRedis(ctx, "item status", err)
 	}
-	if len(vals) != 7 {
+	if len(vals) != 8 {
 		return ItemStatus{}, fmt.Errorf("stock: item status: unexpected reply %v", vals)
 	}
-	return itemStatus(rec.Item, keys, vals)
+	st, err := itemStatus(rec.Item, keys, vals)
+	st.PerUserLimit = m.PerUserLimit(rec.Item)
+	return st, err
 }
 
 // itemStatus reads item.lua's answer vals for item it of keys.
@@ -89,6 +91,13 @@ func itemStatus(it Item, keys Keys, vals []string) (ItemStatus, error) {
 		*dst = n
 	}
 	st.State = windowState(st.StartsAt, st.EndsAt, st.Now)
+	if vals[7] != "" {
+		n, err := strconv.ParseInt(vals[7], 10, 64)
+		if err != nil {
+			return ItemStatus{}, fmt.Errorf("stock: item %s: window %q holds archived_at %q, not unix ms", it.ID, keys.Window, truncate(vals[7], 24))
+		}
+		st.State, st.ArchivedAt = ItemArchived, n
+	}
 	if vals[6] != "" {
 		st.State, st.Halted = ItemHalted, truncate(vals[6], 200)
 	}

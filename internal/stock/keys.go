@@ -174,6 +174,10 @@ const (
 	// through the API, not configured); each item's own settings are in
 	// its slot (ItemMetaKey), which is what a sale reads.
 	ItemRegistry = "seckill:items"
+	// ItemArchive is the hash of archived items, id -> settings as
+	// archived (Items.Archive): out of the registry and its bound, kept
+	// so that their ids, books and orders stay findable.
+	ItemArchive = "seckill:items:archived"
 	// MaxItemIDLen bounds an item id (CheckItemID).
 	MaxItemIDLen = 32
 )

@@ -36,8 +36,8 @@ type Config struct {
 		ReadTimeout       time.Duration `mapstructure:"read_timeout" default:"10s" doc:"the whole request, body included, must arrive within this: a trickled body is cut here"`
 		WriteTimeout      time.Duration `mapstructure:"write_timeout" default:"30s" doc:"the answer's deadline: must stay above lock.wait_timeout + work.delay + 2 x stock.confirm_timeout (3 x with stock.witness; work.delay at its upper end), else the start is refused naming lock.wait_timeout; should not exceed the proxy's read timeout (nginx: 30s; not checked)"`
 		IdleTimeout       time.Duration `mapstructure:"idle_timeout" default:"60s" doc:"an idle keep-alive connection is closed after this"`
-		MaxHeaderBytes    int           `mapstructure:"max_header_bytes" default:"16384" doc:"larger headers get 431"`
-		MaxBodyBytes      int           `mapstructure:"max_body_bytes" default:"65536" doc:"larger bodies get 413 and the connection is closed, not drained (a sale has no body, a reset ~20 bytes)"`
+		MaxHeaderBytes    int           `mapstructure:"max_header_bytes" default:"16384" doc:"the request line and headers, in bytes (8 KiB at least); larger get 431"`
+		MaxBodyBytes      int           `mapstructure:"max_body_bytes" default:"65536" doc:"larger bodies get 413 and the connection is closed, not drained (a sale needs no body and takes at most 4 KiB, declared or chunked; a reset ~20 bytes)"`
 		MaxConns          int           `mapstructure:"max_conns" default:"4096" doc:"connections served at once; the rest wait in the accept queue. Keep it below the process's open-file limit"`
 		// TrustedProxies may set the client address by X-Forwarded-For.
 		TrustedProxies []string `mapstructure:"trusted_proxies" default:"" doc:"IP addresses or CIDRs whose X-Forwarded-For names the client (compose: its network's private ranges); required with auth.buyers proxy; empty: the peer is the client"`
@@ -128,7 +128,7 @@ type Config struct {
 		// The order ledger: every sale leaves an order, and the
 		// sale may name its buyer (X-User) and carry an Idempotency-Key.
 		Ledger         bool          `mapstructure:"ledger" default:"true" doc:"every sale leaves an order in a Redis stream (<stock.key>:orders), written by the script that takes the unit; needed by named buyers, Idempotency-Key, /orders, /ledger, stock.per_user_limit and orders.durable. Off when sales are unfenced (lab)"`
-		PerUserLimit   int           `mapstructure:"per_user_limit" default:"0" doc:"most units one named buyer may buy per sale (until a reset); 0 = unlimited; needs stock.ledger and named buyers (refused with auth.buyers none)"` // 0 = unlimited
+		PerUserLimit   int           `mapstructure:"per_user_limit" default:"0" doc:"most units one named buyer may buy per sale (until a reset); 0 = unlimited; items inherit it unless they set their own (docs/items.md); needs stock.ledger and named buyers (refused with auth.buyers none)"` // 0 = unlimited
 		IdempotencyTTL time.Duration `mapstructure:"idempotency_ttl" default:"24h" doc:"how long an Idempotency-Key answers its first sale again"`
 		// A sale is answered sold only once this many replicas hold it
 		// (WAIT); -1: 1 with Sentinel, else 0 (minReplicaAcks).

@@ -79,6 +79,7 @@ func stockRedisNames(c *Config) []stock.KeyName {
 	names := []stock.KeyName{
 		{Name: stock.ItemKeyPrefix, Prefix: true, Of: "items", What: "the items' keys"},
 		{Name: stock.ItemRegistry, Of: "items", What: "the item registry"},
+		{Name: stock.ItemArchive, Of: "items", What: "the archived items"},
 	}
 	names = append(names, saleKeys(c, c.Stock.Ledger).All()...)
 	spec, ok := backends[c.Lock.Backend]

@@ -268,19 +268,27 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 	return nil
 }
 
+// headerSlop is what net/http adds to http.Server.MaxHeaderBytes when it
+// reads a request's head (its initialReadLimitSize: "bufio slop").
+const headerSlop = 4096
+
 // newHTTPServer bounds what one client can hold: header and whole-request
 // read deadlines (a slow body is cut at http.read_timeout), a write deadline
 // above the longest sale (validated: lock.wait_timeout + work.delay), idle
 // keep-alive connections closed after http.idle_timeout, headers capped at
 // http.max_header_bytes (431 beyond).
 func newHTTPServer(cfg *Config, h http.Handler, log *slog.Logger) *http.Server {
+	// net/http reads a request's line and headers up to MaxHeaderBytes
+	// plus headerSlop (room for its bufio read-ahead), so MaxHeaderBytes
+	// set to the key would let 4 KiB more through than it says. The key is
+	// at least 8 KiB (Validate): this never reaches 0, net/http's "1 MiB".
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,
 		IdleTimeout:       cfg.HTTP.IdleTimeout,
-		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
+		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes - headerSlop,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 }

@@ -92,7 +92,7 @@ func Validate(c *Config) error {
 	}
 	between("http.write_timeout", c.HTTP.WriteTimeout, time.Second, 10*time.Minute)
 	between("http.idle_timeout", c.HTTP.IdleTimeout, 100*time.Millisecond, time.Hour)
-	intBetween("http.max_header_bytes", c.HTTP.MaxHeaderBytes, 1<<10, 1<<20)
+	intBetween("http.max_header_bytes", c.HTTP.MaxHeaderBytes, 8<<10, 1<<20) // above headerSlop (newHTTPServer)
 	intBetween("http.max_body_bytes", c.HTTP.MaxBodyBytes, 4<<10, 10<<20)
 	intBetween("http.max_conns", c.HTTP.MaxConns, 1, 1<<20)
 	for _, p := range c.HTTP.TrustedProxies {

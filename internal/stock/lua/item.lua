@@ -1,14 +1,15 @@
 -- item.lua: an item's sale at one instant, by Redis's clock (Items.Status).
 --
 -- KEYS[1] stock key, KEYS[2] lucky key, KEYS[3] initial stock key
--- KEYS[4] window key           (hash starts_at, ends_at; see window.lua)
+-- KEYS[4] window key           (hash starts_at, ends_at, archived_at; see window.lua)
 -- KEYS[5] halt key             (guard.lua: set once the sale went back in time)
 --
--- Returns {stock, lucky, initial, starts_at, ends_at, now, halted}: the three
+-- Returns {stock, lucky, initial, starts_at, ends_at, now, halted, archived_at}: the three
 -- counters as snapshot.lua gives them ('' missing, '!' not a string,
 -- checked in Go), the window's bounds as stored ('' when unset) and now,
 -- Redis's TIME in unix ms: the clock window.lua decides by; halted is the
--- halt key's reason, '' when the sale is not halted.
+-- halt key's reason, '' when the sale is not halted; archived_at is when
+-- the item was archived (unix ms), '' when it is not.
 
 local out = {}
 for i = 1, 3 do
@@ -21,9 +22,9 @@ for i = 1, 3 do
     out[i] = v
   end
 end
-local w = redis.pcall('HMGET', KEYS[4], 'starts_at', 'ends_at')
+local w = redis.pcall('HMGET', KEYS[4], 'starts_at', 'ends_at', 'archived_at')
 if type(w) ~= 'table' or w.err then
-  w = {'!', '!'}
+  w = {'!', '!', '!'}
 end
 out[4] = w[1] or ''
 out[5] = w[2] or ''
@@ -35,4 +36,5 @@ if type(h) == 'string' then
 else
   out[7] = ''
 end
+out[8] = w[3] or ''
 return out

@@ -11,7 +11,11 @@
 -- #KEYS, and nothing here reads Redis.
 --
 -- window() returns nil while the sale is open, else 'not_started' and
--- starts_at, or 'ended' and ends_at (from ends_at on). The clock is Redis's
+-- starts_at, or 'ended' and ends_at (from ends_at on), or 'ended' and
+-- archived_at once the item is archived (Items.Archive: the hash's
+-- archived_at, which no reset removes): an archived item's sale has ended
+-- for good, checked here where the unit would be taken, so an archive
+-- that lands mid-sale refuses that sale's write. The clock is Redis's
 -- (TIME), never a replica's: every replica agrees when a sale opens and
 -- ends, and a write sent after ends_at is refused here, where the unit
 -- would be taken. A caller checks it before its first write, so a refused
@@ -26,7 +30,11 @@ local function window()
   if not windowKey then
     return nil
   end
-  local w = redis.call('HMGET', windowKey, 'starts_at', 'ends_at')
+  local w = redis.call('HMGET', windowKey, 'starts_at', 'ends_at', 'archived_at')
+  local archived = tonumber(w[3]) or 0
+  if archived > 0 then
+    return 'ended', archived
+  end
   local starts, ends = tonumber(w[1]) or 0, tonumber(w[2]) or 0
   if starts <= 0 and ends <= 0 then
     return nil
