@@ -22,9 +22,9 @@ var now = time.Now
 // a token bucket of adminBurst refilled at adminPerMinute; a wrong token
 // that finds it empty is answered 429 with Retry-After. The token is
 // compared first: the right one always passes, so the bound can lock no
-// one out. What makes guessing hopeless is the token's strength (128+
-// bits, checked at start): every guess is an answered guess, 401 or 429
-// alike. The bound is there to tell an operator (a metric and a warning)
+// one out. What makes guessing hopeless is the token's strength (120+
+// bits by estimate, checked at start): every guess is an answered guess,
+// 401 or 429 alike. The bound is there to tell an operator (a metric and a warning)
 // and to slow a flood. It keeps no per-source state: a client address
 // comes from X-Forwarded-For behind a proxy, where it can be forged from
 // inside the trusted ranges (escaping a per-source count), pinned on
