@@ -136,11 +136,14 @@ gobuild healthcheck ./docker/healthcheck
 SECKILL=$STAGE/seckill
 T_GO=$(($(date +%s) - T0))
 
-export ADMIN_TOKEN=ct-$(date +%s)-$RANDOM$RANDOM # stockd wants 16+ characters (always 16..24 here)
-# The buyers' tokens' secret, made for the run: the replicas verify with it,
-# the tools service and the host's seckill (SECKILL_JWT_SECRET) sign with it.
-JWT_SECRET=ct-jwt-$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
-export JWT_SECRET SECKILL_JWT_SECRET=$JWT_SECRET
+# The admin token and the buyers' tokens' secret, made for the run (32
+# random bytes, hex: stockd refuses weak ones, and the compose file's weak
+# lab defaults are accepted only with ALLOW_WEAK_SECRETS, off here): the
+# replicas verify with the secret, the tools service and the host's seckill
+# (SECKILL_JWT_SECRET) sign with it.
+ADMIN_TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+JWT_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+export ADMIN_TOKEN JWT_SECRET SECKILL_JWT_SECRET=$JWT_SECRET ALLOW_WEAK_SECRETS=false
 # Lease lifetimes short enough that a pause can outlast them.
 export LOCK_TTL=${LOCK_TTL_S}s ETCD_SESSION_TTL=${LOCK_TTL_S}s ZK_SESSION_TIMEOUT=${LOCK_TTL_S}s \
 	REDISSON_WATCHDOG=${LOCK_TTL_S}s MYSQL_SESSION_TTL=${LOCK_TTL_S}s

@@ -23,7 +23,7 @@ import (
 	"seckill/internal/stockd/stockdtest"
 )
 
-const testAdminToken = stockdtest.AdminToken
+var testAdminToken = stockdtest.AdminToken
 
 func stockdBinary(t *testing.T) string { return stockdtest.Binary(t) }
 
@@ -45,9 +45,12 @@ func TestBinaryRefusesBadConfig(t *testing.T) {
 		{"bad duration", nil, []string{"STOCKD_LOCK_WAIT_TIMEOUT=-1s"}, "config: lock.wait_timeout:"},
 		{"empty token", nil, []string{"STOCKD_ADMIN_TOKEN="}, "config: admin.token:"},
 		{"no token", nil, nil, "config: admin.token: must be set"},
-		{"placeholder token", nil, []string{"STOCKD_ADMIN_TOKEN=change-me"}, "config: admin.token: is a well-known placeholder"},
-		{"short token", nil, []string{"STOCKD_ADMIN_TOKEN=tok"}, "config: admin.token: too short"},
-		{"12-character token", nil, []string{"STOCKD_ADMIN_TOKEN=s3cret-token"}, "config: admin.token: too short: want at least 16"},
+		{"placeholder token", nil, []string{"STOCKD_ADMIN_TOKEN=change-me"}, "config: admin.token: too weak"},
+		{"short token", nil, []string{"STOCKD_ADMIN_TOKEN=tok"}, "config: admin.token: too weak"},
+		{"a repeated word", nil, []string{"STOCKD_ADMIN_TOKEN=changeme-changeme"}, "config: admin.token: too weak"},
+		{"a weak jwt secret", nil, []string{"STOCKD_AUTH_BUYERS=jwt", "STOCKD_AUTH_JWT_ISSUER=shop", "STOCKD_AUTH_JWT_AUDIENCE=seckill",
+			"STOCKD_AUTH_JWT_SECRET=" + strings.Repeat("a", 32)}, "config: auth.jwt_secret: too weak"},
+		{"trusting every address", nil, []string{"STOCKD_HTTP_TRUSTED_PROXIES=10.0.0.7,0.0.0.0/0"}, `config: http.trusted_proxies: "0.0.0.0/0" covers every address`},
 		{"missing file", []string{"--config", "/nonexistent/stockd.yaml"}, nil, "/nonexistent/stockd.yaml"},
 		{"bad flag", []string{"--nope"}, nil, "flag provided but not defined"},
 		{"bad failpoint", nil, []string{"STOCKD_ADMIN_TOKEN=" + testAdminToken, "STOCKD_LAB_UNSAFE=true", "SECKILL_FAILPOINTS=setnx/afterSetNX=explode"}, "config: SECKILL_FAILPOINTS:"},

@@ -15,25 +15,24 @@ import (
 	"seckill/internal/auth"
 )
 
-// now is the clock of the admin back-off; tests replace it.
+// now is the clock of the admin bound; tests replace it.
 var now = time.Now
 
-// Admin back-off: a source's first freeFailures wrong tokens cost nothing;
-// each one after that shuts the source out for a doubling delay, from
-// firstBackoff up to maxBackoff, during which its wrong tokens are answered
-// 429. The token is compared first: the right one always passes, so no one
-// can lock the admin out by failing from its address (or behind its NAT or
-// proxy). That makes every guess an answered guess, so the back-off tells
-// an operator and slows a polite client; what makes guessing hopeless is
-// admin.token's length (16+ characters: 2^64 guesses for 16 hex digits).
-// A right token clears the source.
+// The admin bound: failed admin tries, from every address together, spend
+// a token bucket of adminBurst refilled at adminPerMinute; a wrong token
+// that finds it empty is answered 429 with Retry-After. The token is
+// compared first: the right one always passes, so the bound can lock no
+// one out. What makes guessing hopeless is the token's strength (120+
+// bits by estimate, checked at start): every guess is an answered guess,
+// 401 or 429 alike. The bound is there to tell an operator (a metric and a warning)
+// and to slow a flood. It keeps no per-source state: a client address
+// comes from X-Forwarded-For behind a proxy, where it can be forged from
+// inside the trusted ranges (escaping a per-source count), pinned on
+// someone else (shutting them out), or shared by everyone behind one
+// proxy; such state gave an attacker a lever and the admin nothing.
 const (
-	freeFailures = 3
-	firstBackoff = time.Second
-	maxBackoff   = 30 * time.Second
-	// forgetAfter drops a quiet source; maxSources bounds the table.
-	forgetAfter = 10 * time.Minute
-	maxSources  = 10000
+	adminBurst     = 10
+	adminPerMinute = 30
 )
 
 // headerAdminToken carries the admin token (Authorization: Bearer does too).
@@ -80,7 +79,6 @@ func (a *server) admit(c *gin.Context) bool {
 	o, err := a.adminOffer(c.Request)
 	switch {
 	case err == nil && a.rightToken(o.token):
-		a.admin.succeeded(c.ClientIP())
 		return true
 	case err != nil:
 		challenge(c, err)
@@ -93,11 +91,19 @@ func (a *server) admit(c *gin.Context) bool {
 	return false
 }
 
-// wrongAdmin refuses a wrong admin token: 429 while the source is shut
-// out, else a failed attempt (401 with msg).
+// wrongAdmin refuses a wrong admin token: 429 while the bound is spent,
+// else a failed attempt (401 with msg).
 func (a *server) wrongAdmin(c *gin.Context, msg string) {
-	if wait := a.admin.blocked(c.ClientIP()); wait > 0 {
+	if wait, first := a.admin.over(); wait > 0 {
 		a.countAdminFailure()
+		if m := a.deps.Metrics; m != nil {
+			m.AdminThrottled.Inc()
+		}
+		if ok, suppressed := a.logs.Allow("admin_throttled"); ok || first {
+			a.deps.Logger.Warn("admin calls throttled: too many failed admin tries on this replica",
+				"bound_per_minute", adminPerMinute, "burst", adminBurst, "path", c.Request.URL.Path,
+				"remote", c.ClientIP(), "first", first, "suppressed", suppressed)
+		}
 		c.Header("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 		a.refuseBody(c, http.StatusTooManyRequests, "too many failed admin attempts; retry later")
 		return
@@ -105,15 +111,14 @@ func (a *server) wrongAdmin(c *gin.Context, msg string) {
 	a.adminFailed(c, msg)
 }
 
-// adminFailed counts a credential the source could not back in the
-// back-off, logs it (once a second) and answers 401 with msg.
+// adminFailed counts a credential that is not the admin token, spends
+// one try of the bound, logs it (once a second) and answers 401 with msg.
 func (a *server) adminFailed(c *gin.Context, msg string) {
-	ip := c.ClientIP()
 	a.countAdminFailure()
-	fails := a.admin.failed(ip)
+	a.admin.spend()
 	if ok, suppressed := a.logs.Allow("admin_auth"); ok {
 		a.deps.Logger.Warn("admin call refused: missing or bad token", "path", c.Request.URL.Path,
-			"remote", ip, "failures", fails, "suppressed", suppressed)
+			"remote", c.ClientIP(), "suppressed", suppressed)
 	}
 	a.refuseBody(c, http.StatusUnauthorized, msg)
 }
@@ -135,71 +140,48 @@ func challenge(c *gin.Context, err error) {
 	c.Header("WWW-Authenticate", v)
 }
 
-type source struct {
-	fails int
-	until time.Time // refused until then
-	last  time.Time
+// adminBound is the token bucket of failed admin tries, one per replica,
+// kept as the time it is full again (GCRA): each try moves that time on
+// by one try's refill, up to the whole burst's.
+type adminBound struct {
+	mu         sync.Mutex
+	full       time.Time // when every try is back; the past: full now
+	throttling bool      // refused a try since the bucket was last full
 }
 
-// adminGuard keeps the failed admin attempts per source address.
-type adminGuard struct {
-	mu      sync.Mutex
-	sources map[string]*source
-}
+// perTry is the time the bucket takes to refill one try.
+const perTry = time.Minute / adminPerMinute
 
-// blocked reports how long addr must still wait, 0 if not at all.
-func (g *adminGuard) blocked(addr string) time.Duration {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if s, ok := g.sources[addr]; ok {
-		if d := s.until.Sub(now()); d > 0 {
-			return d
-		}
-	}
-	return 0
-}
-
-// failed records a wrong token from addr and returns its failure count.
-func (g *adminGuard) failed(addr string) int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+// over reports how long until the bound takes another try, 0 if it takes
+// one now; first is true for the first refusal since the bucket was full
+// (the start of a flood, which the operator is told of).
+func (b *adminBound) over() (wait time.Duration, first bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	t := now()
-	if g.sources == nil {
-		g.sources = map[string]*source{}
+	if !b.full.After(t) {
+		b.throttling = false // quiet long enough to refill the burst
+		return 0, false
 	}
-	s, ok := g.sources[addr]
-	if !ok {
-		if len(g.sources) >= maxSources {
-			g.prune(t)
-		}
-		s = &source{}
-		g.sources[addr] = s
+	if wait = b.full.Add(perTry).Sub(t) - adminBurst*perTry; wait <= 0 {
+		return 0, false
 	}
-	s.fails++
-	s.last = t
-	if over := s.fails - freeFailures; over > 0 {
-		d := firstBackoff << min(over-1, 16)
-		s.until = t.Add(min(d, maxBackoff))
-	}
-	return s.fails
+	first = !b.throttling
+	b.throttling = true
+	return wait, first
 }
 
-// succeeded forgets addr's failures.
-func (g *adminGuard) succeeded(addr string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.sources, addr)
-}
-
-// prune drops quiet sources; if every one is recent (a flood of addresses),
-// it starts over rather than grow without bound.
-func (g *adminGuard) prune(t time.Time) {
-	for a, s := range g.sources {
-		if t.Sub(s.last) > forgetAfter && !t.Before(s.until) {
-			delete(g.sources, a)
-		}
+// spend takes one try (a malformed header spends one too, though it is
+// answered 401, never 429).
+func (b *adminBound) spend() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := now()
+	if b.full.Before(t) {
+		b.full = t
 	}
-	if len(g.sources) >= maxSources {
-		clear(g.sources)
+	b.full = b.full.Add(perTry)
+	if limit := t.Add(adminBurst * perTry); b.full.After(limit) {
+		b.full = limit // never owe more than the burst
 	}
 }

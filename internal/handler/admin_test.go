@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -82,55 +81,10 @@ func (e *adminEnv) failures(t *testing.T) float64 {
 	return 0
 }
 
-// Finding 6: wrong tokens are counted, logged (not once per attempt), and
-// after three a source's wrong tokens are answered 429; other sources are
-// unaffected, and the right token passes from any source, the shut-out one
-// included: failing from the admin's address must not lock the admin out.
-func TestAdminBackoffPerSource(t *testing.T) {
-	clock := time.Unix(1000, 0)
-	defer handler.SetNow(func() time.Time { return clock })()
-	e := newAdminEnv(t)
-	const attacker, admin = "192.0.2.1", "192.0.2.2"
-	for i := range 4 {
-		if rec := e.reset(attacker, "guess"); rec.Code != http.StatusUnauthorized {
-			t.Fatalf("wrong token %d: got %d %s, want 401", i+1, rec.Code, rec.Body)
-		}
-	}
-	rec := e.reset(attacker, "guess")
-	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" {
-		t.Fatalf("wrong token during back-off: got %d Retry-After %q, want 429 with Retry-After 1", rec.Code, rec.Header().Get("Retry-After"))
-	}
-	if rec := e.reset(admin, token); rec.Code != http.StatusOK {
-		t.Fatalf("another source: got %d %s, want 200", rec.Code, rec.Body)
-	}
-	if rec := e.reset(attacker, token); rec.Code != http.StatusOK {
-		t.Fatalf("the right token during the back-off: got %d %s, want 200", rec.Code, rec.Body)
-	}
-	if rec := e.reset(attacker, "guess"); rec.Code != http.StatusUnauthorized {
-		t.Fatalf("a wrong token after the right one cleared the source: got %d %s, want 401", rec.Code, rec.Body)
-	}
-	if got := e.failures(t); got != 6 {
-		t.Fatalf("got seckill_admin_auth_failures_total %v, want 6 (5 wrong tokens, 1 during back-off)", got)
-	}
-	if e.inv.resets != 2 {
-		t.Fatalf("got %d resets, want 2", e.inv.resets)
-	}
-	logs := e.log.String()
-	if n := strings.Count(logs, "admin call refused"); n != 1 {
-		t.Fatalf("got %d refusal log lines within one second, want 1 (rate-limited):\n%s", n, logs)
-	}
-	if !strings.Contains(logs, "remote="+attacker) {
-		t.Fatalf("refusal log does not name the source %s:\n%s", attacker, logs)
-	}
-}
-
-// Finding 5: with no trusted proxy (the default) X-Forwarded-For and
-// X-Real-IP are ignored: the audit log names the peer, and rotating a
-// forged header does not escape the back-off. Behind a trusted proxy the
+// With no trusted proxy (the default) X-Forwarded-For and X-Real-IP are
+// ignored: the audit log names the peer. Behind a trusted proxy the
 // address it appends is the client.
 func TestClientAddressIgnoresForgedHeaders(t *testing.T) {
-	clock := time.Unix(1000, 0)
-	defer handler.SetNow(func() time.Time { return clock })()
 	const peer = "203.0.113.5"
 	e := newAdminEnv(t)
 	if rec := e.reset(peer, token, "X-Forwarded-For", "10.9.9.9, 127.0.0.1", "X-Real-IP", "6.6.6.6"); rec.Code != http.StatusOK {
@@ -139,13 +93,6 @@ func TestClientAddressIgnoresForgedHeaders(t *testing.T) {
 	if logs := e.log.String(); !strings.Contains(logs, "remote="+peer) || strings.Contains(logs, "10.9.9.9") || strings.Contains(logs, "6.6.6.6") {
 		t.Fatalf("reset log should name the peer %s, not a forged address:\n%s", peer, logs)
 	}
-	for i := range 4 {
-		e.reset(peer, "guess", "X-Forwarded-For", "10.0.0."+string(rune('1'+i)))
-	}
-	if rec := e.reset(peer, "guess", "X-Forwarded-For", "10.0.0.9"); rec.Code != http.StatusTooManyRequests {
-		t.Fatalf("forged X-Forwarded-For escaped the back-off: got %d, want 429", rec.Code)
-	}
-
 	proxied := newAdminEnv(t, "127.0.0.1")
 	if rec := proxied.reset("127.0.0.1", token, "X-Forwarded-For", "6.6.6.6, 198.51.100.7"); rec.Code != http.StatusOK {
 		t.Fatalf("got %d, want 200", rec.Code)

@@ -2,7 +2,13 @@ package handler
 
 import "time"
 
-// SetNow replaces the admin back-off's clock until the returned restore.
+// The admin bound: failed admin tries a minute, and at once.
+const (
+	AdminBurst     = adminBurst
+	AdminPerMinute = adminPerMinute
+)
+
+// SetNow replaces the admin bound's clock until the returned restore.
 func SetNow(f func() time.Time) (restore func()) {
 	prev := now
 	now = f

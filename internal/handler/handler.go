@@ -149,11 +149,11 @@ type WitnessCheck interface {
 	AdoptWitness(ctx context.Context, by string) (stock.WitnessAdoption, error)
 }
 
-// server is the API: its config, collaborators and admin back-off.
+// server is the API: its config, collaborators and admin bound.
 type server struct {
 	cfg    Config
 	deps   Deps
-	admin  adminGuard
+	admin  adminBound
 	logs   *metrics.LogLimiter // per-request warnings, at most one per kind per second
 	dur    durabilityState
 	survey cached[stock.ItemsSurvey] // the items' halt marks, for /readyz
@@ -190,7 +190,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	}
 
 	r := gin.New()
-	// The client address (logs, admin back-off) comes from X-Forwarded-For
+	// The client address (the logs) comes from X-Forwarded-For
 	// only when the peer is a trusted proxy; by default none is, and a
 	// client-sent X-Forwarded-For or X-Real-IP is ignored.
 	r.RemoteIPHeaders = []string{"X-Forwarded-For"}

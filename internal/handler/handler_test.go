@@ -219,9 +219,8 @@ func TestStockAndReset(t *testing.T) {
 
 // Every bad request leaves the stock as it was.
 func TestBadRequestsChangeNothing(t *testing.T) {
-	// Every case comes from the same address: a minute passes between
-	// cases so the wrong-token ones do not put the rest in the admin
-	// back-off (TestAdminBackoffPerSource tests that).
+	// A minute passes between cases so the wrong-token ones do not spend
+	// the admin bound for the rest (TestAdminBoundIsGlobal tests that).
 	clock := time.Unix(1000, 0)
 	defer handler.SetNow(func() time.Time { clock = clock.Add(time.Minute); return clock })()
 	e := newEnv(t, 42, nil, nil)

@@ -219,17 +219,16 @@ func (a *server) readOrder(c *gin.Context, r stock.OrderReader, d DurableOrders,
 
 // reader is who reads orders: the admin (the right admin token) or a
 // buyer ("" for none); ok false when the refusal is answered. Reads are no
-// way around the admin back-off (whether another buyer's order answers 200
+// way around the admin bound (whether another buyer's order answers 200
 // or 404 would tell a guesser its admin token was right), so a wrong admin
 // token is a failed admin attempt here too: X-Admin-Token, or a bearer
 // token that is no buyer's credential. A refused buyer token is the
-// buyer's 401 and leaves the back-off alone: a buyer with an expired token
-// must not shut the admin's address out.
+// buyer's 401 and spends nothing of the bound: a buyer with an expired
+// token must not slow the admin.
 func (a *server) reader(c *gin.Context) (admin bool, user string, ok bool) {
 	o, err := a.adminOffer(c.Request)
 	switch {
 	case err == nil && a.rightToken(o.token):
-		a.admin.succeeded(c.ClientIP())
 		return true, "", true
 	case err != nil:
 		challenge(c, err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"seckill/internal/auth"
 	"seckill/internal/lab/localcluster"
 	"seckill/internal/stockd"
 )
@@ -18,10 +19,11 @@ func TestEveryCellConfigValidates(t *testing.T) {
 	if len(cells) < 50 {
 		t.Fatalf("the default matrix has %d cells", len(cells))
 	}
+	token, secret := auth.NewSecret(), auth.NewSecret() // one each: Overrides runs an edit twice
 	for _, cell := range cells {
 		// What the local cluster sets around the cell's settings.
 		env := stockd.Overrides(localcluster.Defaults, func(c *stockd.Config) {
-			c.Admin.Token, c.Auth.JWTSecret = "lab-test-admin-token-0123", "lab-test-jwt-secret-0123456789abcdef"
+			c.Admin.Token, c.Auth.JWTSecret = token, secret
 		})
 		maps.Copy(env, cellEnv(cell))
 		env["STOCKD_LOCK_BACKEND"] = cell.Backend

@@ -28,8 +28,11 @@ type Metrics struct {
 	// advanced past the fence, a fence of another lock (stock.Event).
 	Events *prometheus.CounterVec
 	// AdminAuthFailures counts refused admin calls (bad or missing token,
-	// or refused while the source backs off).
+	// those answered 429 by the bound included).
 	AdminAuthFailures prometheus.Counter
+	// AdminThrottled counts the failed admin tries answered 429: beyond
+	// the replica's bound on failed admin tries per minute. Alert on it.
+	AdminThrottled prometheus.Counter
 	// LogSuppressed counts log lines a LogLimiter held back, by kind: the
 	// aggregate stays visible when the log does not repeat every line.
 	LogSuppressed *prometheus.CounterVec
@@ -76,7 +79,12 @@ func New(constLabels prometheus.Labels) *Metrics {
 		}, []string{"event"}),
 		AdminAuthFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name:        "seckill_admin_auth_failures_total",
-			Help:        "Admin calls refused for a missing or wrong token, or during the source's back-off.",
+			Help:        "Admin calls refused for a missing or wrong token, those answered 429 included.",
+			ConstLabels: constLabels,
+		}),
+		AdminThrottled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name:        "seckill_admin_throttled_total",
+			Help:        "Failed admin tries answered 429: beyond the replica's bound on failed admin tries per minute.",
 			ConstLabels: constLabels,
 		}),
 		LogSuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -90,7 +98,7 @@ func New(constLabels prometheus.Labels) *Metrics {
 			ConstLabels: constLabels,
 		}),
 	}
-	reg.MustRegister(m.Results, m.LockWait, m.SaleDuration, m.Events, m.AdminAuthFailures, m.LogSuppressed,
+	reg.MustRegister(m.Results, m.LockWait, m.SaleDuration, m.Events, m.AdminAuthFailures, m.AdminThrottled, m.LogSuppressed,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

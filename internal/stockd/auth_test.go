@@ -15,12 +15,14 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"seckill/internal/auth"
+	"seckill/internal/stockd/stockdtest"
 )
 
+var testJWTSecret = stockdtest.JWTSecret
+
 const (
-	testJWTSecret = "test-jwt-secret-0123456789abcdef-xyz"
-	testIssuer    = "shop"
-	testAudience  = "seckill"
+	testIssuer   = "shop"
+	testAudience = "seckill"
 )
 
 // jwtEnv runs stockd with buyers from HS256 tokens and, when keysPath is

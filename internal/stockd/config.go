@@ -43,10 +43,7 @@ type Config struct {
 		TrustedProxies []string `mapstructure:"trusted_proxies" default:"" doc:"IP addresses or CIDRs whose X-Forwarded-For names the client (compose: its network's private ranges); required with auth.buyers proxy; empty: the peer is the client"`
 	} `mapstructure:"http" doc:"the listener; its limits are those of a public one (docs/buyers.md, Running it in public)"`
 	Admin struct {
-		Token string `mapstructure:"token" default:"" doc:"required: 16+ characters, not a placeholder (changeme, change-me, ...); guards POST /stock/reset. E.g. STOCKD_ADMIN_TOKEN=$(openssl rand -hex 16)"`
-		// AllowInsecureToken accepts a short or placeholder token, for
-		// demos only; an empty one is refused all the same.
-		AllowInsecureToken bool `mapstructure:"allow_insecure_token" default:"false" doc:"demos only: accept a short or placeholder admin.token (never an empty one), with a loud warning at start"`
+		Token string `mapstructure:"token" default:"" doc:"required: a random secret of 120+ bits by estimate (no repeats, runs or words like changeme), unless auth.allow_weak_secrets; guards POST /stock/reset. E.g. STOCKD_ADMIN_TOKEN=$(openssl rand -hex 16)"`
 	} `mapstructure:"admin" doc:"the operator's endpoints: POST /stock/reset and GET /ledger"`
 	// Auth says who a buyer is (package auth): no one (every sale
 	// anonymous), the sub of a verified JWT, or the X-User a trusted proxy
@@ -54,11 +51,14 @@ type Config struct {
 	Auth struct {
 		Buyers      string        `mapstructure:"buyers" default:"none" doc:"none (every sale anonymous; X-User or any Authorization header is a 401), jwt (the sub of a verified Authorization: Bearer token), proxy (X-User, from http.trusted_proxies only, which it requires)"`
 		Required    bool          `mapstructure:"required" default:"false" doc:"an anonymous sale is a 401, so the per-user limit cannot be escaped; refused with auth.buyers none, where nothing could be sold"`
-		JWTSecret   string        `mapstructure:"jwt_secret" default:"" doc:"jwt: an HS256 secret, 32+ bytes (e.g. openssl rand -hex 32); this and/or auth.jwt_keys"`
+		JWTSecret   string        `mapstructure:"jwt_secret" default:"" doc:"jwt: an HS256 secret, 32+ bytes and 120+ bits by estimate as admin.token (e.g. openssl rand -hex 32); this and/or auth.jwt_keys"`
 		JWTKeys     string        `mapstructure:"jwt_keys" default:"" doc:"jwt: a file of public keys, PEM or JWKS (RS256 with RSA 2048+, ES256 with P-256)"`
 		JWTIssuer   string        `mapstructure:"jwt_issuer" default:"" doc:"jwt: required, the one iss accepted; a buyer is (iss, sub)"`
 		JWTAudience string        `mapstructure:"jwt_audience" default:"" doc:"jwt: required, must be in the token's aud (tokens for another service do not buy here)"`
 		JWTLeeway   time.Duration `mapstructure:"jwt_leeway" default:"30s" doc:"jwt: clock skew allowed on exp and nbf. With auth.buyers none or proxy, any auth.jwt_* key set refuses the start"`
+		// AllowWeakSecrets accepts a weak admin.token and auth.jwt_secret,
+		// for a lab only; an empty token is refused all the same.
+		AllowWeakSecrets bool `mapstructure:"allow_weak_secrets" default:"false" doc:"lab only: accept a weak admin.token and auth.jwt_secret (never an empty token, nor a secret under 32 bytes), with a warning at start while it is on"`
 	} `mapstructure:"auth" doc:"who a buyer is (docs/buyers.md); never a header any client may write"`
 	Log struct {
 		Level  string `mapstructure:"level" default:"info" doc:"slog level; debug logs every request"`

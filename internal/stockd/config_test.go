@@ -57,19 +57,25 @@ func TestValidate(t *testing.T) {
 		{"unknown format", func(c *Config) { c.Log.Format = "xml" }, "log.format"},
 		{"unknown election", func(c *Config) { c.Election.Backend = "consul" }, "election.backend"},
 		{"empty admin token", func(c *Config) { c.Admin.Token = "" }, "admin.token"},
-		{"short admin token", func(c *Config) { c.Admin.Token = "k3Y!x9" }, "admin.token"},
-		{"placeholder changeme", func(c *Config) { c.Admin.Token = "changeme" }, "admin.token"},
-		{"placeholder change-me", func(c *Config) { c.Admin.Token = "change-me" }, "admin.token"},
-		{"long placeholder", func(c *Config) { c.Admin.Token = "CHANGE_ME-1234567890" }, "admin.token"},
-		// 16 (was 12).
-		{"15-character token", func(c *Config) { c.Admin.Token = "k3Y!x9-q7Lm2Vb0" }, "admin.token: too short"},
-		{"16-character token", func(c *Config) { c.Admin.Token = "k3Y!x9-q7Lm2Vb0Z" }, ""},
-		{"15 characters, 30 bytes", func(c *Config) { c.Admin.Token = "ééééééééééééééé" }, "admin.token: too short"},
-		{"insecure allowed: changeme", func(c *Config) { c.Admin.Token, c.Admin.AllowInsecureToken = "changeme", true }, ""},
-		{"insecure allowed: short", func(c *Config) { c.Admin.Token, c.Admin.AllowInsecureToken = "demo", true }, ""},
-		{"insecure allowed: still not empty", func(c *Config) { c.Admin.Token, c.Admin.AllowInsecureToken = "", true }, "admin.token"},
+		{"short admin token", func(c *Config) { c.Admin.Token = "k3Y!x9" }, "admin.token: too weak"},
+		{"placeholder changeme", func(c *Config) { c.Admin.Token = "changeme" }, "admin.token: too weak"},
+		{"placeholder change-me", func(c *Config) { c.Admin.Token = "change-me" }, "admin.token: too weak"},
+		{"long placeholder", func(c *Config) { c.Admin.Token = "CHANGE_ME-1234567890" }, "admin.token: too weak"},
+		{"a repeated word", func(c *Config) { c.Admin.Token = "changeme-changeme" }, "admin.token: too weak"},
+		{"a run", func(c *Config) { c.Admin.Token = strings.Repeat("a", 32) }, "admin.token: too weak"},
+		{"16 random characters", func(c *Config) { c.Admin.Token = "k3Y!x9-q7Lm2Vb0Z" }, "admin.token: too weak"},
+		{"compose's lab default", func(c *Config) { c.Admin.Token = "seckill-compose-lab" }, "admin.token: too weak"},
+		{"32 random hex digits", func(c *Config) { c.Admin.Token = "3f9c2a71e0b84d5f96c13a8e7b2d4f60" }, ""},
+		{"43 random base64url characters", func(c *Config) { c.Admin.Token = "q8Z0m1vKx3LtR9bNw2Yc5HsD7gJf4PeA_u-6iOkTnVo" }, ""},
+		{"weak allowed: changeme", func(c *Config) { c.Admin.Token, c.Auth.AllowWeakSecrets = "changeme", true }, ""},
+		{"weak allowed: short", func(c *Config) { c.Admin.Token, c.Auth.AllowWeakSecrets = "demo", true }, ""},
+		{"weak allowed: still not empty", func(c *Config) { c.Admin.Token, c.Auth.AllowWeakSecrets = "", true }, "admin.token"},
 		{"trusted proxy CIDR and IP", func(c *Config) { c.HTTP.TrustedProxies = []string{"172.16.0.0/12", "10.0.0.7", "::1"} }, ""},
 		{"bad trusted proxy", func(c *Config) { c.HTTP.TrustedProxies = []string{"nginx"} }, "http.trusted_proxies"},
+		{"trusted proxies: every IPv4 address", func(c *Config) { c.HTTP.TrustedProxies = []string{"10.0.0.7", "0.0.0.0/0"} }, "http.trusted_proxies: \"0.0.0.0/0\" covers every address"},
+		{"trusted proxies: every IPv6 address", func(c *Config) { c.HTTP.TrustedProxies = []string{"::/0"} }, "http.trusted_proxies: \"::/0\" covers every address"},
+		{"trusted proxies: every mapped IPv4 address", func(c *Config) { c.HTTP.TrustedProxies = []string{"::ffff:0.0.0.0/96"} }, "http.trusted_proxies"},
+		{"trusted proxies: a private range", func(c *Config) { c.HTTP.TrustedProxies = []string{"10.0.0.0/8"} }, ""},
 		{"zero ttl", func(c *Config) { c.Lock.TTL = 0 }, "lock.ttl"},
 		{"negative wait", func(c *Config) { c.Lock.WaitTimeout = -time.Second }, "lock.wait_timeout"},
 		{"zero shutdown", func(c *Config) { c.HTTP.ShutdownTimeout = 0 }, "http.shutdown_timeout"},
@@ -155,7 +161,20 @@ func TestValidate(t *testing.T) {
 		{"jwt", func(c *Config) { jwtConfig(c) }, ""},
 		{"jwt by keys", func(c *Config) { jwtConfig(c); c.Auth.JWTSecret, c.Auth.JWTKeys = "", "/etc/keys.pem" }, ""},
 		{"jwt without a key", func(c *Config) { jwtConfig(c); c.Auth.JWTSecret = "" }, "auth.jwt_secret"},
-		{"jwt short secret", func(c *Config) { jwtConfig(c); c.Auth.JWTSecret = "short" }, "auth.jwt_secret"},
+		{"jwt short secret", func(c *Config) { jwtConfig(c); c.Auth.JWTSecret = "short" }, "auth.jwt_secret: too short"},
+		{"jwt weak secret", func(c *Config) { jwtConfig(c); c.Auth.JWTSecret = "0123456789abcdef0123456789abcdef" }, "auth.jwt_secret: too weak"},
+		{"jwt words", func(c *Config) {
+			jwtConfig(c)
+			c.Auth.JWTSecret = "seckill-compose-lab-jwt-secret-not-for-production"
+		}, "auth.jwt_secret: too weak"},
+		{"jwt weak secret allowed", func(c *Config) {
+			jwtConfig(c)
+			c.Auth.JWTSecret, c.Auth.AllowWeakSecrets = "0123456789abcdef0123456789abcdef", true
+		}, ""},
+		{"jwt short secret allowed: still too short", func(c *Config) {
+			jwtConfig(c)
+			c.Auth.JWTSecret, c.Auth.AllowWeakSecrets = "short", true
+		}, "auth.jwt_secret: too short"},
 		{"jwt without an issuer", func(c *Config) { jwtConfig(c); c.Auth.JWTIssuer = "" }, "auth.jwt_issuer"},
 		{"jwt without an audience", func(c *Config) { jwtConfig(c); c.Auth.JWTAudience = "" }, "auth.jwt_audience"},
 		{"jwt long leeway", func(c *Config) { jwtConfig(c); c.Auth.JWTLeeway = time.Hour }, "auth.jwt_leeway"},
@@ -439,12 +458,22 @@ func TestKeysAreConfigFields(t *testing.T) {
 	}
 }
 
-// insecureAdminToken names the tokens accepted only by the opt-out, which
-// stockd then warns about.
-func TestInsecureAdminToken(t *testing.T) {
-	for tok, want := range map[string]bool{"changeme": true, "demo-token": true, "seckill-local-admin": false, testAdminToken: false} {
-		if got := insecureAdminToken(tok); got != want {
-			t.Errorf("insecureAdminToken(%q) = %v, want %v", tok, got, want)
+// weakSecrets names the secrets accepted only by auth.allow_weak_secrets,
+// which stockd then warns about.
+func TestWeakSecrets(t *testing.T) {
+	for _, tc := range []struct {
+		token, secret string
+		want          []string
+	}{
+		{"changeme", "", []string{"admin.token"}},
+		{testAdminToken, "", nil},
+		{testAdminToken, testJWTSecret, nil},
+		{"demo-token", "0123456789abcdef0123456789abcdef", []string{"admin.token", "auth.jwt_secret"}},
+	} {
+		c := &Config{}
+		c.Admin.Token, c.Auth.JWTSecret = tc.token, tc.secret
+		if got := weakSecrets(c); !slices.Equal(got, tc.want) {
+			t.Errorf("weakSecrets(%q, %q) = %v, want %v", tc.token, tc.secret, got, tc.want)
 		}
 	}
 }
@@ -503,6 +532,6 @@ func TestLoadYAMLTypes(t *testing.T) {
 
 // jwtConfig sets a valid auth.buyers jwt.
 func jwtConfig(c *Config) {
-	c.Auth.Buyers, c.Auth.JWTSecret = "jwt", "0123456789abcdef0123456789abcdef"
+	c.Auth.Buyers, c.Auth.JWTSecret = "jwt", testJWTSecret
 	c.Auth.JWTIssuer, c.Auth.JWTAudience = "shop", "seckill"
 }

@@ -52,7 +52,7 @@ var probeEnv = []string{
 	"STOCKD_LOCK_BACKEND=mysql",
 	"STOCKD_MYSQL_DSN=seckill:secret@tcp(mysql:3306)/seckill",
 	"STOCKD_AUTH_BUYERS=jwt",
-	"STOCKD_AUTH_JWT_SECRET=0123456789abcdef0123456789abcdef",
+	"STOCKD_AUTH_JWT_SECRET=" + testJWTSecret,
 	"STOCKD_AUTH_JWT_ISSUER=shop",
 	"STOCKD_AUTH_JWT_AUDIENCE=seckill",
 }

@@ -22,7 +22,7 @@ import (
 // a real Redis) to its limits: idle and capped connections,
 // header and body bounds.
 
-const testAdminToken = stockdtest.AdminToken
+var testAdminToken = stockdtest.AdminToken
 
 // exitConfig is cmd/stockd's exit status for a configuration it refuses.
 const exitConfig = 2

@@ -218,8 +218,9 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		"election", cfg.Election.Backend, "ledger", ledger, "durable_orders", durable, "per_user_limit", cfg.Stock.PerUserLimit,
 		"mode", mode, "work_delay", cfg.Work.Delay.String(), "sentinel", cfg.Redis.Sentinel.Master,
 		"min_replica_acks", store.ReplicaAcks().Replicas, "version", BuildVersion())
-	if cfg.Admin.AllowInsecureToken && insecureAdminToken(cfg.Admin.Token) {
-		log.Warn("ADMIN TOKEN IS INSECURE: a short or placeholder admin.token is accepted because admin.allow_insecure_token is on; demos only, never where others can reach /stock/reset")
+	if cfg.Auth.AllowWeakSecrets {
+		log.Warn("auth.allow_weak_secrets is on: a weak admin.token or auth.jwt_secret is accepted; lab only, never where others can reach this replica",
+			"weak", weakSecrets(cfg))
 	}
 	if cfg.Lab.Unsafe {
 		log.Warn("lab.unsafe is on: lab-only backends, unfenced writes and failpoints are permitted; never in production")

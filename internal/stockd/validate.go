@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"seckill/internal/auth"
 	"seckill/internal/stock"
@@ -97,11 +97,15 @@ func Validate(c *Config) error {
 	intBetween("http.max_conns", c.HTTP.MaxConns, 1, 1<<20)
 	for _, p := range c.HTTP.TrustedProxies {
 		// The one parser the buyer check trusts them by (auth.ParseProxy).
-		if _, err := auth.ParseProxy(p); err != nil {
+		prefix, err := auth.ParseProxy(p)
+		switch {
+		case err != nil:
 			bad("http.trusted_proxies", "want an IP address or a CIDR like 172.16.0.0/12, got %q", p)
+		case coversEveryAddress(prefix):
+			bad("http.trusted_proxies", "%q covers every address: any client could name itself by X-Forwarded-For (and X-User); name the proxy's own address", p)
 		}
 	}
-	adminToken(c.Admin.Token, c.Admin.AllowInsecureToken, bad)
+	adminToken(c.Admin.Token, c.Auth.AllowWeakSecrets, bad)
 	validateAuth(c, bad)
 	oneOf("log.level", c.Log.Level, logLevels, "level")
 	oneOf("log.format", c.Log.Format, logFormats, "format")
@@ -232,52 +236,50 @@ func Validate(c *Config) error {
 	return errors.Join(errs...)
 }
 
-// minAdminTokenLen is the shortest admin.token accepted, in characters:
-// long enough that guessing it is hopeless at any rate (16 random hex
-// digits are 2^64 guesses). The per-source back-off cannot be the guard:
-// the right token always passes, so every guess is answered.
-const minAdminTokenLen = 16
+// weakSecretsOptOut is what a weak secret's refusal offers.
+const weakSecretsOptOut = " (or set auth.allow_weak_secrets: true, in a lab only)"
 
-// placeholderTokens are refused whatever their length: they are what the
-// examples and the defaults of other tools say, so the first thing guessed.
-var placeholderTokens = []string{
-	"changeme", "changeit", "replaceme", "password", "secret", "admin", "token",
-	"default", "example", "test", "todo", "xxx", "adminadmin", "admintoken", "secrettoken",
-	"pleasechangeme", "changemeplease", "changethis", "yourtoken", "yourtokenhere", "mysecret",
-}
-
-// adminToken refuses an empty, short or placeholder admin.token; with
-// allowInsecure (admin.allow_insecure_token, for demos) only an empty one.
-// Placeholders are matched without case, separators or digits: "Change-Me",
-// "change_me1" and "CHANGEME-123456" are all changeme.
-func adminToken(tok string, allowInsecure bool, bad func(key, format string, args ...any)) {
-	norm := strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z':
-			return r
-		case r >= 'A' && r <= 'Z':
-			return r + 'a' - 'A'
-		}
-		return -1
-	}, tok)
-	const optOut = " (or set admin.allow_insecure_token: true, for a demo)"
-	switch n := utf8.RuneCountInString(tok); {
+// adminToken refuses an empty admin.token, and a weak one (auth.SecretBits)
+// unless allowWeak (auth.allow_weak_secrets). The bound on failed admin
+// tries cannot be the guard: the right token always passes, so every guess
+// is answered.
+func adminToken(tok string, allowWeak bool, bad func(key, format string, args ...any)) {
+	switch {
 	case tok == "":
-		bad("admin.token", "must be set (%d+ characters; it guards POST /stock/reset)", minAdminTokenLen)
-	case allowInsecure:
-	case slices.Contains(placeholderTokens, norm):
-		bad("admin.token", "is a well-known placeholder; set a random one (e.g. openssl rand -hex 16)"+optOut)
-	case n < minAdminTokenLen:
-		bad("admin.token", "too short: want at least %d characters, got %d"+optOut, minAdminTokenLen, n)
+		bad("admin.token", "must be set (it guards POST /stock/reset), e.g. STOCKD_ADMIN_TOKEN=$(openssl rand -hex 16)")
+	case !allowWeak:
+		weakSecret("admin.token", tok, "openssl rand -hex 16", bad)
 	}
 }
 
-// insecureAdminToken reports whether tok is accepted only because of
-// admin.allow_insecure_token, so that stockd can say so loudly.
-func insecureAdminToken(tok string) bool {
-	var errs int
-	adminToken(tok, false, func(string, string, ...any) { errs++ })
-	return errs > 0
+// weakSecret refuses secret, the value of key, if it is weaker than
+// auth.MinSecretBits; gen says how to make a strong one.
+func weakSecret(key, secret, gen string, bad func(key, format string, args ...any)) {
+	if bits := auth.SecretBits(secret); bits < auth.MinSecretBits {
+		bad(key, "too weak: about %.0f bits by estimate, want %d+ (random, no repeats, runs or words like changeme); e.g. %s"+weakSecretsOptOut,
+			bits, auth.MinSecretBits, gen)
+	}
+}
+
+// weakSecrets names the secrets of c accepted only because of
+// auth.allow_weak_secrets, so that stockd can say so loudly.
+func weakSecrets(c *Config) []string {
+	var keys []string
+	collect := func(key, _ string, _ ...any) { keys = append(keys, key) }
+	if c.Admin.Token != "" {
+		weakSecret("admin.token", c.Admin.Token, "", collect)
+	}
+	if c.Auth.JWTSecret != "" {
+		weakSecret("auth.jwt_secret", c.Auth.JWTSecret, "", collect)
+	}
+	return keys
+}
+
+// coversEveryAddress reports whether p holds every IPv4 or every IPv6
+// address (0.0.0.0/0, ::/0, or ::ffff:0:0/96 and shorter, every IPv4
+// address mapped).
+func coversEveryAddress(p netip.Prefix) bool {
+	return p.Bits() == 0 || (p.Addr().Is4In6() && p.Bits() <= 96)
 }
 
 // validateAuth checks the auth section: each mode has what it needs, and
@@ -296,6 +298,8 @@ func validateAuth(c *Config, bad func(key, format string, args ...any)) {
 		}
 		if a.JWTSecret != "" && len(a.JWTSecret) < auth.MinSecretLen {
 			bad("auth.jwt_secret", "too short: want at least %d bytes, got %d (e.g. openssl rand -hex 32)", auth.MinSecretLen, len(a.JWTSecret))
+		} else if a.JWTSecret != "" && !a.AllowWeakSecrets {
+			weakSecret("auth.jwt_secret", a.JWTSecret, "openssl rand -hex 32", bad)
 		}
 		nonEmptyKey(bad, "auth.jwt_issuer", a.JWTIssuer, "the one issuer accepted: a buyer is (iss, sub)")
 		nonEmptyKey(bad, "auth.jwt_audience", a.JWTAudience, "tokens for another service must not buy here")

@@ -64,7 +64,8 @@ type Config struct {
 	// the durable orders' store) up front; it is always started on first
 	// need otherwise (a mysql backend, or orders.durable in the env).
 	MySQL bool
-	// AdminToken guards POST /stock/reset. The default is a fixed lab token.
+	// AdminToken guards POST /stock/reset. The default is made for the
+	// cluster (auth.NewSecret; AdminToken says it).
 	AdminToken string
 	// ProxyTimeout is nginx's upstream read timeout: how long a request to a
 	// stalled replica waits before nginx answers 504. The default is 30s.
@@ -77,9 +78,6 @@ type Config struct {
 	// act on one replica's path alone.
 	Faults bool
 }
-
-// DefaultAdminToken is the admin token when Config.AdminToken is empty.
-const DefaultAdminToken = "seckill-local-admin"
 
 // Cluster is a running local cluster. Its methods are safe for concurrent
 // use, but SetBackend and Close must not race with requests that need the
@@ -125,7 +123,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		cfg.Backend = "redis"
 	}
 	if cfg.AdminToken == "" {
-		cfg.AdminToken = DefaultAdminToken
+		cfg.AdminToken = auth.NewSecret()
 	}
 	if cfg.ProxyTimeout == 0 {
 		cfg.ProxyTimeout = 30 * time.Second

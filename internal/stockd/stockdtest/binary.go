@@ -10,11 +10,16 @@ import (
 	"sync"
 	"testing"
 
+	"seckill/internal/auth"
 	"seckill/internal/failpoint"
 )
 
-// AdminToken passes the admin.token rules (length, not a placeholder).
-const AdminToken = "test-admin-token-0123"
+// AdminToken passes the admin.token rules (a strong secret), made for
+// the test binary's run; JWTSecret likewise for auth.jwt_secret.
+var (
+	AdminToken = auth.NewSecret()
+	JWTSecret  = auth.NewSecret()
+)
 
 var (
 	once sync.Once
