@@ -115,12 +115,14 @@ func TestQuickRun(t *testing.T) {
 		}
 	}
 	// The floods: every mode under every flood answered every buyer and
-	// kept its books.
+	// kept its books. The sender is paced against the clock: on a busy
+	// machine it falls behind and sends fewer than planned (measured,
+	// reported); it never sends more.
 	if got, want := len(rep.Flood), len(floods(true))*len(floodModes); got != want {
 		t.Fatalf("got %d flood rows, want %d", got, want)
 	}
 	for _, f := range rep.Flood {
-		if !f.Consistent || f.Error != "" || f.Sold != f.Stock || f.Sent != f.Planned || f.Unanswered != 0 || f.SellOutMS <= 0 || f.RedisBytesPerUnit == 0 {
+		if !f.Consistent || f.Error != "" || f.Sold != f.Stock || f.Sent > f.Planned || f.Unanswered != 0 || f.SellOutMS <= 0 || f.RedisBytesPerUnit == 0 {
 			t.Errorf("flood %s %s: %+v", f.Flood, f.Mode, f)
 		}
 	}
