@@ -213,6 +213,12 @@ var ErrNotWitnessed = fmt.Errorf("%w: the witness did not record the sale", ErrU
 func (w *witness) load(ctx context.Context, back bool) (witnessRecord, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
+	// The generation to compare with is the highest seen before the read
+	// began: this process's own write may land while the read is out, and
+	// the record read is then older than that write, not gone back.
+	w.cacheMu.Lock()
+	before := w.high
+	w.cacheMu.Unlock()
 	raw, err := w.reg.Get(ctx)
 	if err != nil {
 		return witnessRecord{}, nil, fmt.Errorf("stock: read the witness (%s): %w: %w", w.reg.Name(), ErrUnavailable, err)
@@ -234,13 +240,21 @@ func (w *witness) load(ctx context.Context, back bool) (witnessRecord, []byte, e
 	// start (another process's reset or adoption, from the generation it
 	// knew): no backup holds an id made after it was taken.
 	legacy := raw != nil && rec.Format == 0
-	if rec.Gen < w.high && !back && !legacy && !w.novel(rec) {
+	if rec.Gen < before && !back && !legacy && !w.novel(rec) {
 		w.cacheOK = false
 		return rec, nil, fmt.Errorf("%w: the witness (%s) holds generation %d, below the %d this process saw: it went back (a restored backup, a wiped store)",
-			ErrWitnessLost, w.reg.Name(), rec.Gen, w.high)
+			ErrWitnessLost, w.reg.Name(), rec.Gen, before)
 	}
-	w.high = rec.Gen
 	w.see(rec)
+	if w.high != before {
+		// Newer than this read was seen (written) meanwhile: keep that,
+		// and the cache that goes with it.
+		w.high = max(w.high, rec.Gen)
+		return rec, raw, nil
+	}
+	// The record is the truth as of now; a new start (reset, adoption)
+	// may take the generation below the one seen.
+	w.high = rec.Gen
 	w.cache, w.cacheRaw, w.cacheOK = rec.clone(), raw, true
 	return rec, raw, nil
 }
