@@ -118,6 +118,9 @@ func TestKilledOwnerLeavesNothing(t *testing.T) {
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	// The owner itself first: its children get Pdeathsig while it exits,
+	// before it is a zombie, and a sweep in that moment sees it alive.
+	waitGone(t, "the killed owner", child.Process.Pid)
 	waitGone(t, "the killed owner's redis-server", redisPid)
 	waitGone(t, "the killed owner's shell", shellPid)
 	// Pdeathsig reaches the children the harness started, not theirs.
