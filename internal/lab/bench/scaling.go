@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"seckill/internal/auth"
@@ -301,6 +302,9 @@ func (lr *longRow) runOnce(ctx context.Context) {
 			run.OK = false
 			row.Error = why
 		}
+		if !run.OK && row.Error == "" {
+			row.Error = runWhy(rep, lr.stock)
+		}
 		row.Runs = append(row.Runs, run)
 		lr.reps = append(lr.reps, rep)
 		row.Consistent = row.Consistent && run.OK
@@ -334,6 +338,34 @@ func (lr *longRow) finish() {
 // check of the buyers' verdict (rep.OK).
 func runOK(rep *loadgen.Report, stock int) bool {
 	return rep.OK() && rep.Oversold == 0 && rep.Errors == 0 && rep.Sold == stock
+}
+
+// runWhy says which of runOK's checks a run failed, for the row's error:
+// a row that reads only "consistent false" cannot be diagnosed.
+func runWhy(rep *loadgen.Report, stock int) string {
+	var why []string
+	if !rep.Consistent {
+		why = append(why, fmt.Sprintf("books (stock %d, lucky %d, initial %d)", rep.Stock, rep.Lucky, rep.Initial))
+	}
+	if rep.Oversold != 0 || rep.FalseSoldOut != 0 {
+		why = append(why, fmt.Sprintf("oversold %d, false sold-out %d", rep.Oversold, rep.FalseSoldOut))
+	}
+	if rep.Errors != 0 {
+		why = append(why, fmt.Sprintf("%d errors %v", rep.Errors, rep.ErrorSample))
+	}
+	if rep.Sold != stock {
+		why = append(why, fmt.Sprintf("sold %d of %d", rep.Sold, stock))
+	}
+	if rep.Buyers != nil && !rep.Buyers.OK() {
+		why = append(why, "buyers' check "+rep.Buyers.Failed())
+	}
+	if !rep.History.Passed() {
+		why = append(why, "history check failed")
+	}
+	if len(why) == 0 {
+		return "run failed its window check"
+	}
+	return "run failed: " + strings.Join(why, "; ")
 }
 
 // medianRun is the index of the run with the median sales/s (the lower
