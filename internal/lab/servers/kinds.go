@@ -29,7 +29,17 @@ func StartRedis(ctx context.Context, dir, addr string) (*Process, error) {
 // a later one wins, so "--appendonly", "yes" keeps an append-only file in
 // dir, which a Start after a Kill loads again.
 func RedisWith(args ...string) func(ctx context.Context, dir, addr string) (*Process, error) {
+	return RedisOnClock(nil, args...)
+}
+
+// RedisOnClock is RedisWith on clock (the machine's when nil): a Start
+// after a Kill runs on it again.
+func RedisOnClock(clock *ShiftedClock, args ...string) func(ctx context.Context, dir, addr string) (*Process, error) {
 	return func(ctx context.Context, dir, addr string) (*Process, error) {
+		var env []string
+		if clock != nil {
+			env = clock.Env()
+		}
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil {
 			return nil, err
@@ -42,6 +52,7 @@ func RedisWith(args ...string) func(ctx context.Context, dir, addr string) (*Pro
 				"--save", "", "--appendonly", "no", "--protected-mode", "no",
 				"--daemonize", "no", "--loglevel", "warning",
 			}, args...),
+			Env:   env,
 			Dir:   dir,
 			Addr:  addr,
 			Ready: redisReady,

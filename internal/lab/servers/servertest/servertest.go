@@ -27,6 +27,21 @@ func RedisWith(t testing.TB, args ...string) *servers.Process {
 	return start(t, servers.RedisWith(args...), "redis-server")
 }
 
+// RedisOnClock starts a redis-server whose wall clock the test steps with
+// the returned clock (servers.ShiftedClock), with more arguments as
+// RedisWith.
+func RedisOnClock(t testing.TB, args ...string) (*servers.Process, *servers.ShiftedClock) {
+	t.Helper()
+	clock, err := servers.NewShiftedClock(t.TempDir())
+	if errors.Is(err, servers.ErrNoCompiler) {
+		SkipOrFail(t, err, "gcc")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return start(t, servers.RedisOnClock(clock, args...), "redis-server"), clock
+}
+
 // Etcd starts a single-member etcd on a free loopback port.
 func Etcd(t testing.TB) *servers.Process {
 	t.Helper()
