@@ -47,6 +47,12 @@ const (
 	NotStarted Result = "not_started"
 	// Ended: an item's sale after its window closed; nothing was sold.
 	Ended Result = "ended"
+	// ClockSkew: an item's sale at an edge of its window while the stock
+	// Redis's clock is off stockd's by more than stock.max_clock_skew,
+	// where the two clocks disagree on the answer; nothing was sold, and
+	// the answer stands until they agree again (a 503: the fault is the
+	// service's, not the buyer's).
+	ClockSkew Result = "clock_skew"
 )
 
 // StoreRewound starts /readyz's "stock" state when the sale is halted
@@ -55,10 +61,11 @@ const StoreRewound = "store_rewound"
 
 // Results lists every result stockd can answer, for tests and tables.
 // LimitReached comes after the results of any sale: it needs a named
-// buyer, and tables of anonymous sales may stop before it; NotStarted and
-// Ended come last, answered only by an item's sale (POST /items/:id/reduce).
+// buyer, and tables of anonymous sales may stop before it; NotStarted,
+// Ended and ClockSkew come last, answered only by an item's sale (POST
+// /items/:id/reduce).
 var Results = []Result{Sold, SoldOut, Fenced, Busy, LockLost, MixedBackends, Unconfirmed, Error, LimitReached, StoreLost,
-	NotStarted, Ended}
+	NotStarted, Ended, ClockSkew}
 
 // Status is the HTTP status stockd answers r with, 0 for an unknown result.
 // Error is 500 here; stockd answers it 503 instead when a dependency is
@@ -69,7 +76,7 @@ func (r Result) Status() int {
 		return http.StatusOK
 	case SoldOut, Fenced, MixedBackends, LimitReached, NotStarted, Ended:
 		return http.StatusConflict
-	case Busy, LockLost, Unconfirmed, StoreLost:
+	case Busy, LockLost, Unconfirmed, StoreLost, ClockSkew:
 		return http.StatusServiceUnavailable
 	case Error:
 		return http.StatusInternalServerError

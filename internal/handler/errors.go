@@ -26,6 +26,8 @@ func classify(err error) (status int, result api.Result) {
 		result = api.NotStarted
 	case errors.Is(err, stock.ErrEnded):
 		result = api.Ended
+	case errors.Is(err, stock.ErrClockSkew):
+		result = api.ClockSkew
 	case errors.Is(err, stock.ErrSoldOut):
 		result = api.SoldOut
 	case errors.Is(err, stock.ErrLimitReached):
@@ -77,7 +79,7 @@ func itemProblem(err error) (status int, ok bool) {
 		return http.StatusBadRequest, true
 	case errors.Is(err, stock.ErrNoItem):
 		return http.StatusNotFound, true
-	case errors.Is(err, stock.ErrItemExists):
+	case errors.Is(err, stock.ErrItemExists), errors.Is(err, stock.ErrWindowEnded):
 		return http.StatusConflict, true
 	case errors.Is(err, stock.ErrItemArchived):
 		// Gone for good, unlike sold out or ended: no reset brings it back.
@@ -107,6 +109,8 @@ func publicError(status int, result api.Result, err error) string {
 			return "the stock Redis went back in time and lost sales it had acknowledged: the sale is halted until an operator reconciles it"
 		}
 		return "the sale is not in the stock Redis (lost, or never reset): nothing sold until an operator resets it"
+	case api.ClockSkew:
+		return "the stock Redis's clock is off this server's at an edge of the sale's window: nothing sold; try again once the clocks agree"
 	case api.Unconfirmed:
 		return "sale outcome unconfirmed; ask GET /stock/receipts/<attempt>"
 	case api.Error:

@@ -238,6 +238,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	r.GET("/items/:id", a.item)
 	r.POST("/items/:id/reset", a.resetItem)
 	r.DELETE("/items/:id", a.archiveItem)
+	r.POST("/items/:id/unlatch", a.unlatchItem)
 	r.POST("/items/:id/reduce", a.reduceItem) // POST only, as /stock/reduce
 	r.GET("/items/:id/receipts/:attempt", a.itemReceipt)
 	r.GET("/items/:id/orders", a.itemOrdersByUser)

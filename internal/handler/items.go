@@ -42,6 +42,10 @@ type Items interface {
 	// Archive stops item id's sales for good and frees its place in the
 	// registry, keeping its books and orders.
 	Archive(ctx context.Context, id string) (stock.ItemStatus, error)
+	// Unlatch lifts item id's window latch set in error (a forward step
+	// of the stock Redis's clock within stock.max_clock_skew), recording
+	// who did it.
+	Unlatch(ctx context.Context, id, by string) (stock.ItemStatus, error)
 }
 
 // errBadItemBody marks every client mistake in an item's body (→ 400).
@@ -105,6 +109,33 @@ func (a *server) archiveItem(c *gin.Context) {
 		return
 	}
 	a.deps.Logger.Info("item archived", "item", id, "stock", st.Stock, "lucky", st.Lucky, "remote", c.ClientIP())
+	a.json(c, http.StatusOK, itemAnswer(st))
+}
+
+// unlatchItem is POST /items/:id/unlatch (the admin token), body
+// {"by":"who"}: an item ended early for good by a clock step (its end
+// latch, window.lua) sells again, once the stock Redis's clock is right
+// (stock.Items.Unlatch). 409 when the window has ended by that clock now.
+func (a *server) unlatchItem(c *gin.Context) {
+	id := c.Param("id")
+	if !a.admit(c) || !a.itemsOn(c) || !a.itemID(c, id) {
+		return
+	}
+	body, ok := a.adminBody(c, "unlatch")
+	if !ok {
+		return
+	}
+	by, err := parseAdopter(body)
+	if err != nil {
+		a.problem(c, http.StatusBadRequest, err.Error())
+		return
+	}
+	st, err := a.deps.Items.Unlatch(c.Request.Context(), id, by)
+	if err != nil {
+		a.itemFail(c, err)
+		return
+	}
+	a.deps.Logger.Warn("item window unlatched", "item", id, "by", by, "state", st.State, "remote", c.ClientIP())
 	a.json(c, http.StatusOK, itemAnswer(st))
 }
 

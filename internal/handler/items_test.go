@@ -221,6 +221,9 @@ func (f fakeItems) Orders(context.Context, string) (stock.OrderReader, error) { 
 func (f fakeItems) Archive(context.Context, string) (stock.ItemStatus, error) {
 	return stock.ItemStatus{}, f.err
 }
+func (f fakeItems) Unlatch(context.Context, string, string) (stock.ItemStatus, error) {
+	return stock.ItemStatus{}, f.err
+}
 
 // What the items answer when they fail, route by route.
 func TestItemErrors(t *testing.T) {
@@ -242,6 +245,9 @@ func TestItemErrors(t *testing.T) {
 		{"sale unconfirmed", &stock.UnconfirmedError{Attempt: "a-1", Err: down}, http.MethodPost, "/items/x/reduce", 503, "GET /items/x/receipts/<attempt>"},
 		{"sale, Redis down", down, http.MethodPost, "/items/x/reduce", 503, "stock service unavailable"},
 		{"sale, a closed window", &stock.WindowError{EndsAt: 5, Err: stock.ErrEnded}, http.MethodPost, "/items/x/reduce", 409, ""},
+		{"sale, clocks apart at an edge", fmt.Errorf("stock: peek: %w", &stock.ClockSkewError{Skew: time.Minute}), http.MethodPost, "/items/x/reduce", 503, "clock"},
+		{"unlatch, ended by Redis's clock", fmt.Errorf("%w: item x", stock.ErrWindowEnded), http.MethodPost, "/items/x/unlatch", 409, "ended"},
+		{"unlatch, archived", fmt.Errorf("%w: x", stock.ErrItemArchived), http.MethodPost, "/items/x/unlatch", 410, "archived"},
 		{"unsupported ledger", unsupported, http.MethodGet, "/items/x/ledger", 501, "segmented stock"},
 		{"orders, no item", fmt.Errorf("%w: x", stock.ErrNoItem), http.MethodGet, "/items/x/orders/o-1", 404, "no such item"},
 	} {
@@ -252,6 +258,9 @@ func TestItemErrors(t *testing.T) {
 				body = `{"id":"x","stock":1}`
 				if strings.HasSuffix(tc.path, "/reset") {
 					body = `{"stock":1}`
+				}
+				if strings.HasSuffix(tc.path, "/unlatch") {
+					body = `{"by":"ops"}`
 				}
 			}
 			r := e.admin(t, tc.method, tc.path, body)
@@ -279,6 +288,26 @@ func TestItemLimitNeedsBuyersAndItemsOff(t *testing.T) {
 		wantAnswer(t, "items off: GET "+p, off.do(t, http.MethodGet, p, ""), http.StatusNotFound, nil)
 	}
 	wantAnswer(t, "items off: sale", off.do(t, http.MethodPost, "/items/x/reduce", ""), http.StatusNotFound, nil)
+}
+
+// POST /items/:id/unlatch lifts an item's end latch (stock.Items.Unlatch,
+// whose clock steps are tested in package stock): the admin token and a
+// "by" only; the item sells again and says so.
+func TestItemUnlatchRoute(t *testing.T) {
+	e := itemsEnv(t)
+	ends := time.Now().Add(time.Hour).UnixMilli()
+	wantAnswer(t, "create", e.admin(t, http.MethodPost, "/items", fmt.Sprintf(`{"id":"x","stock":3,"ends_at":%d}`, ends)), http.StatusCreated, nil)
+	// A latch as a sale under a clock stepped ahead would have left it.
+	if err := e.rdb.HSet(t.Context(), "{item:x}:stock:window", "end_seen_at", ends).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantAnswer(t, "sale, latched", e.do(t, http.MethodPost, "/items/x/reduce", ""), http.StatusConflict, map[string]any{"result": "ended"})
+	wantAnswer(t, "status, latched", e.do(t, http.MethodGet, "/items/x", ""), http.StatusOK, map[string]any{"state": "ended"})
+	wantAnswer(t, "unlatch without the token", e.do(t, http.MethodPost, "/items/x/unlatch", `{"by":"ops"}`), http.StatusUnauthorized, nil)
+	wantAnswer(t, "unlatch without a by", e.admin(t, http.MethodPost, "/items/x/unlatch", `{}`), http.StatusBadRequest, nil)
+	wantAnswer(t, "unlatch of no item", e.admin(t, http.MethodPost, "/items/nope/unlatch", `{"by":"ops"}`), http.StatusNotFound, nil)
+	wantAnswer(t, "unlatch", e.admin(t, http.MethodPost, "/items/x/unlatch", `{"by":"ops"}`), http.StatusOK, map[string]any{"state": "open"})
+	wantAnswer(t, "sale after the unlatch", e.do(t, http.MethodPost, "/items/x/reduce", ""), http.StatusOK, map[string]any{"result": "sold"})
 }
 
 // DELETE /items/:id archives an item: the admin token only; its buyers

@@ -116,6 +116,7 @@ func TestOutcomeMatchesLoadgen(t *testing.T) {
 		api.StoreLost:    loadgen.OutcomeError,
 		api.NotStarted:   loadgen.OutcomeError,
 		api.Ended:        loadgen.OutcomeError,
+		api.ClockSkew:    loadgen.OutcomeError,
 	}
 	for _, res := range api.Results {
 		w, ok := want[res]

@@ -40,6 +40,7 @@ func TestHandlerResultsReachTheBooks(t *testing.T) {
 		// Only an item's sale has a window; the lab sells the default one.
 		api.NotStarted: {&stock.WindowError{StartsAt: 1, Err: stock.ErrNotStarted}, func(r Result) int { return r.Errors }},
 		api.Ended:      {&stock.WindowError{EndsAt: 1, Err: stock.ErrEnded}, func(r Result) int { return r.Errors }},
+		api.ClockSkew:  {&stock.ClockSkewError{Skew: 1}, func(r Result) int { return r.Errors }},
 	}
 	for _, result := range api.Results {
 		t.Run(string(result), func(t *testing.T) {

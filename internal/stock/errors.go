@@ -153,9 +153,43 @@ func windowRefusal(early bool, bound int64) *WindowError {
 	return &WindowError{EndsAt: bound, Err: ErrEnded}
 }
 
-// isWindowRefusal reports a sale refused by its window.
+// ErrClockSkew: the stock Redis's clock and this process's are further
+// apart than stock.max_clock_skew, and the sale is at an edge of its
+// window, where the two clocks decide differently: refused, not guessed
+// (window.lua). Nothing was written. Not ErrUnavailable, which the sale
+// retries at once: the answer stands until the clocks agree again or both
+// have passed the edge. A *ClockSkewError carries the skew.
+var ErrClockSkew = errors.New("stock: the stock redis's clock is off this process's at an edge of the sale's window")
+
+// ClockSkewError is a sale refused by ErrClockSkew.
+type ClockSkewError struct {
+	Skew time.Duration // Redis's clock less this process's, as the script saw them
+}
+
+func (e *ClockSkewError) Error() string {
+	return fmt.Sprintf("%v (by %s)", ErrClockSkew, e.Skew)
+}
+
+// Unwrap lets errors.Is see ErrClockSkew.
+func (e *ClockSkewError) Unwrap() error { return ErrClockSkew }
+
+// isWindowRefusal reports a sale refused at its window's check: outside
+// the window, or at an edge the clocks disagree on.
 func isWindowRefusal(err error) bool {
-	return errors.Is(err, ErrNotStarted) || errors.Is(err, ErrEnded)
+	return errors.Is(err, ErrNotStarted) || errors.Is(err, ErrEnded) || errors.Is(err, ErrClockSkew)
+}
+
+// windowCode is the error of a window check's status, nil for a code that
+// is not one: code is early, ended or skewed (a script's three codes), and
+// bound the edge (unix ms) or the skew (ms).
+func windowCode(code, early, ended, skewed, bound int64) error {
+	switch code {
+	case early, ended:
+		return windowRefusal(code == early, bound)
+	case skewed:
+		return &ClockSkewError{Skew: time.Duration(bound) * time.Millisecond}
+	}
+	return nil
 }
 
 func unixMS(ms int64) string {

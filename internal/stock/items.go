@@ -111,6 +111,10 @@ type ItemStatus struct {
 	ArchivedAt       int64  // when it was archived, unix ms by Redis's clock; 0: it is not
 	SoldOut          bool   // no unit left
 	Now              int64  // Redis's clock at the read, unix ms
+	// EndSeenAt is when a sale first saw the window ended (unix ms by
+	// Redis's clock): the end latch, which keeps the item ended whatever
+	// the clock says later (window.lua); 0: not latched.
+	EndSeenAt int64
 }
 
 // ItemsConfig wires Items.
@@ -133,6 +137,9 @@ type ItemsConfig struct {
 	// itself. WitnessTimeout bounds one round (0: DefaultWitnessTimeout).
 	Witness        func(id string) Register
 	WitnessTimeout time.Duration
+	// Clock is what items' windows check the stock Redis's clock
+	// against (Store.WithWindowClock): stock.max_clock_skew.
+	Clock WindowClock
 	// Unsupported lists what else in the configuration items do not
 	// support: Create and every sale are then refused with
 	// ErrItemsUnsupported naming it.
@@ -196,10 +203,10 @@ func (m *Items) LoadScripts(ctx context.Context) error {
 // answered once recorded, and its learning of the sale checks it.
 func (m *Items) store(id string) *Store {
 	st := NewStore(m.cfg.Redis, ItemKeys(m.cfg.Base, id)).WithReplicaAcks(m.cfg.Acks)
-	if m.cfg.Witness == nil {
-		return st
+	if m.cfg.Witness != nil {
+		st = st.WithWitness(m.cfg.Witness(id), m.cfg.WitnessTimeout)
 	}
-	return st.WithWitness(m.cfg.Witness(id), m.cfg.WitnessTimeout)
+	return st.WithWindowClock(m.cfg.Clock)
 }
 
 // Create makes item it, with it.Stock units and its window, and returns
@@ -275,7 +282,9 @@ func (m *Items) put(ctx context.Context, it Item, create bool) (ItemStatus, erro
 	}
 	tx := func(p redis.Pipeliner) error {
 		st.queueReset(ctx, p, it.Stock, epoch)
-		p.HDel(ctx, st.keys.Window, "starts_at", "ends_at") // never archived_at
+		// A new window: its end not seen yet. Never archived_at, nor the
+		// high-water clock, which is the clock's, not the sale's.
+		p.HDel(ctx, st.keys.Window, "starts_at", "ends_at", "end_seen_at")
 		if it.StartsAt > 0 || it.EndsAt > 0 {
 			p.HSet(ctx, st.keys.Window, "starts_at", it.StartsAt, "ends_at", it.EndsAt)
 		}

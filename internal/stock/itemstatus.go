@@ -52,7 +52,7 @@ func (m *Items) Status(ctx context.Context, id string) (ItemStatus, error) {
 	if err != nil {
 		return ItemStatus{}, wrapRedis(ctx, "item status", err)
 	}
-	if len(vals) != 8 {
+	if len(vals) != 10 {
 		return ItemStatus{}, fmt.Errorf("stock: item status: unexpected reply %v", vals)
 	}
 	st, err := itemStatus(rec.Item, keys, vals)
@@ -79,18 +79,25 @@ func itemStatus(it Item, keys Keys, vals []string) (ItemStatus, error) {
 		}
 		*c.dst = n
 	}
-	for i, dst := range []*int64{&st.StartsAt, &st.EndsAt, &st.Now} {
-		v := vals[3+i]
-		if v == "" {
+	var high int64
+	for _, f := range []struct {
+		dst *int64
+		v   string
+	}{{&st.StartsAt, vals[3]}, {&st.EndsAt, vals[4]}, {&st.Now, vals[5]}, {&st.EndSeenAt, vals[8]}, {&high, vals[9]}} {
+		if f.v == "" {
 			continue
 		}
-		n, err := strconv.ParseInt(v, 10, 64)
+		n, err := strconv.ParseInt(f.v, 10, 64)
 		if err != nil {
-			return ItemStatus{}, fmt.Errorf("stock: item %s: window %q holds %q, not unix ms", it.ID, keys.Window, truncate(v, 24))
+			return ItemStatus{}, fmt.Errorf("stock: item %s: window %q holds %q, not unix ms", it.ID, keys.Window, truncate(f.v, 24))
 		}
-		*dst = n
+		*f.dst = n
 	}
-	st.State = windowState(st.StartsAt, st.EndsAt, st.Now)
+	// window.lua's clock: only forward, and ended once a sale saw the end.
+	st.State = windowState(st.StartsAt, st.EndsAt, max(st.Now, high))
+	if st.EndsAt > 0 && st.EndSeenAt > 0 {
+		st.State = ItemEnded
+	}
 	if vals[7] != "" {
 		n, err := strconv.ParseInt(vals[7], 10, 64)
 		if err != nil {

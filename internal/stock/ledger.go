@@ -129,9 +129,9 @@ func memberArgs(args []any, members []member) []any {
 // each got. Exactly-once per lease like Write: a retry returns the first
 // run's verdicts.
 func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []member, la ledgerArgs) ([]verdict, error) {
-	keys := s.windowed(s.ledgerKeys([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}, members))
 	args := []any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, read, ReceiptTTL.Milliseconds(), len(members)}
-	args = memberArgs(append(args, la.argv()...), members)
+	keys, args := s.windowed(s.ledgerKeys([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}, members),
+		memberArgs(append(args, la.argv()...), members))
 	cmd, wait := s.eval(ctx, s.scripts().write, keys, args...)
 	res, err := cmd.Slice()
 	if err != nil {
@@ -141,8 +141,8 @@ func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []
 	if err != nil {
 		return nil, fmt.Errorf("stock: fenced write: %w", err)
 	}
-	if code == statusEarly || code == statusEnded {
-		return nil, fmt.Errorf("stock: fenced write: %w", windowRefusal(code == statusEarly, bound))
+	if werr := windowCode(code, statusEarly, statusEnded, statusSkewed, bound); werr != nil {
+		return nil, fmt.Errorf("stock: fenced write: %w", werr)
 	}
 	if code == statusNotInt {
 		return nil, fmt.Errorf("stock: fenced write: %w", notInt(s.keys.Lucky))
@@ -195,8 +195,8 @@ func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArg
 		epoch    string
 	)
 	err := s.guarded(ctx, func(gkeys []string, gargs []any, e string) error {
-		keys := s.windowed(s.ledgerKeys(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...), members))
-		args := memberArgs(append(append([]any{ReceiptTTL.Milliseconds()}, gargs...), la.argv()...), members)
+		keys, args := s.windowed(s.ledgerKeys(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...), members),
+			memberArgs(append(append([]any{ReceiptTTL.Milliseconds()}, gargs...), la.argv()...), members))
 		var cmd *redis.Cmd
 		cmd, wait = s.eval(ctx, s.scripts().atomic, keys, args...)
 		res, err := cmd.Slice()

@@ -26,7 +26,8 @@ import (
 
 // Peek returns the stock without the lock, and whether idem (the buyer's
 // idempotency record, "" for none) exists. It writes nothing unless it
-// finds a rewound sale, which it halts as any guarded read does. Outside
+// finds a rewound sale, which it halts as any guarded read does, or an
+// ended window, which it latches (window.lua). Outside
 // the sale's window (Keys.Window) it returns a *WindowError, with record
 // set all the same.
 func (s *Store) Peek(ctx context.Context, idem string) (stock int64, record bool, err error) {
@@ -35,7 +36,8 @@ func (s *Store) Peek(ctx context.Context, idem string) (stock int64, record bool
 		if idem != "" {
 			keys = append(keys, idem)
 		}
-		res, err := s.scripts().peek.Run(ctx, s.rdb, s.windowed(keys), gargs...).Slice()
+		keys, args := s.windowed(keys, gargs)
+		res, err := s.scripts().peek.Run(ctx, s.rdb, keys, args...).Slice()
 		if err != nil {
 			return wrapRedis(ctx, "peek", err)
 		}

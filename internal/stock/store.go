@@ -123,13 +123,14 @@ func (s *Store) scripts() scriptSet {
 	return plainScripts
 }
 
-// windowed appends the window key to a script's keys when the sale has one
-// (window.lua: it is the last).
-func (s *Store) windowed(keys []string) []string {
-	if s.keys.Window != "" {
-		return append(keys, s.keys.Window)
+// windowed appends, when the sale has a window, its key to a script's keys
+// and this process's clock and the skew bound to its args (window.lua:
+// they are the last).
+func (s *Store) windowed(keys []string, args []any) ([]string, []any) {
+	if s.keys.Window == "" {
+		return keys, args
 	}
-	return keys
+	return append(keys, s.keys.Window), append(args, s.clock.now().UnixMilli(), s.clock.MaxSkew.Milliseconds())
 }
 
 // Script status codes shared by fenced_read.lua and fenced_write.lua.
@@ -138,12 +139,13 @@ const (
 	statusFenced    = 1
 	statusMixed     = 2
 	statusCollision = 3
-	statusNotInt    = 4 // the stock key (read) or the lucky key (write) holds a non-integer
-	statusLost      = 5 // the stock key is missing (read): see ErrStoreLost
-	statusHalted    = 6 // the sale is halted (read): see ErrStoreRewound
-	statusEpoch     = 7 // the caller's epoch is not the sale's (read): rewind.go
-	statusEarly     = 8 // the sale's window has not started (window.lua)
-	statusEnded     = 9 // the sale's window has ended (window.lua)
+	statusNotInt    = 4  // the stock key (read) or the lucky key (write) holds a non-integer
+	statusLost      = 5  // the stock key is missing (read): see ErrStoreLost
+	statusHalted    = 6  // the sale is halted (read): see ErrStoreRewound
+	statusEpoch     = 7  // the caller's epoch is not the sale's (read): rewind.go
+	statusEarly     = 8  // the sale's window has not started (window.lua)
+	statusEnded     = 9  // the sale's window has ended (window.lua)
+	statusSkewed    = 10 // the clocks disagree at an edge of the window (window.lua)
 )
 
 // sell_atomic.lua's answers besides the stock after a sale.
@@ -156,6 +158,7 @@ const (
 	atomicEpoch       = -6 // the caller's epoch is not the sale's: rewind.go
 	atomicEarly       = -7 // the sale's window has not started (window.lua)
 	atomicEnded       = -8 // the sale's window has ended (window.lua)
+	atomicSkewed      = -9 // the clocks disagree at an edge of the window (window.lua)
 )
 
 // ReceiptTTL is how long a write's receipt outlives it: far longer than any
@@ -274,6 +277,9 @@ type Store struct {
 	wit *witness
 	// pin, if set, is the only epoch the store sells in (pinEpoch).
 	pin string
+	// clock is what a windowed sale's scripts check Redis's clock
+	// against (WithWindowClock).
+	clock WindowClock
 }
 
 // NewStore returns a Store over rdb using keys. The caller owns rdb.
@@ -435,8 +441,8 @@ func (s *Store) read(ctx context.Context, f Fence, replays bool) (Reading, error
 		if s.keys.Window != "" {
 			args = append(args, boolArg(replays))
 		}
-		res, err := s.scripts().read.Run(ctx, s.rdb, s.windowed(append([]string{s.keys.Stock, s.keys.Fence}, gkeys...)),
-			args...).Slice()
+		keys, args := s.windowed(append([]string{s.keys.Stock, s.keys.Fence}, gkeys...), args)
+		res, err := s.scripts().read.Run(ctx, s.rdb, keys, args...).Slice()
 		if err != nil {
 			return wrapRedis(ctx, "fenced read", err)
 		}
@@ -473,8 +479,8 @@ func (s *Store) readRefusal(ctx context.Context, op string, code, bound int64) e
 		return s.halted(ctx, op)
 	case statusEpoch:
 		return errEpochMoved
-	case statusEarly, statusEnded:
-		return fmt.Errorf("stock: %s: %w", op, windowRefusal(code == statusEarly, bound))
+	case statusEarly, statusEnded, statusSkewed:
+		return fmt.Errorf("stock: %s: %w", op, windowCode(code, statusEarly, statusEnded, statusSkewed, bound))
 	}
 	return nil
 }
@@ -521,9 +527,10 @@ func (s *Store) writeAnonymous(ctx context.Context, f Fence, read int64, units i
 // write runs fenced_write.lua; extra, if given, is its units argument
 // (omitted for one unit, as every single sale has always sent it).
 func (s *Store) write(ctx context.Context, f Fence, newStock int64, extra ...any) error {
-	args := append([]any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, newStock, ReceiptTTL.Milliseconds()}, extra...)
+	keys, args := s.windowed([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease},
+		append([]any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, newStock, ReceiptTTL.Milliseconds()}, extra...))
 	cmd, wait := s.eval(ctx, s.scripts().write,
-		s.windowed([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}), args...)
+		keys, args...)
 	code, bound, rerr, err := codeReply(cmd)
 	if rerr != nil {
 		return wrapRedis(ctx, "fenced write", rerr)
@@ -531,8 +538,8 @@ func (s *Store) write(ctx context.Context, f Fence, newStock int64, extra ...any
 	if err != nil {
 		return fmt.Errorf("stock: fenced write: %w", err)
 	}
-	if code == statusEarly || code == statusEnded {
-		return fmt.Errorf("stock: fenced write: %w", windowRefusal(code == statusEarly, bound))
+	if werr := windowCode(code, statusEarly, statusEnded, statusSkewed, bound); werr != nil {
+		return fmt.Errorf("stock: fenced write: %w", werr)
 	}
 	if code == statusNotInt {
 		return fmt.Errorf("stock: fenced write: %w", notInt(s.keys.Lucky))
@@ -710,8 +717,9 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 	)
 	err := s.guarded(ctx, func(gkeys []string, gargs []any, e string) error {
 		var cmd *redis.Cmd
-		cmd, wait = s.eval(ctx, s.scripts().atomic, s.windowed(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...)),
-			append([]any{ReceiptTTL.Milliseconds()}, gargs...)...)
+		keys, args := s.windowed(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...),
+			append([]any{ReceiptTTL.Milliseconds()}, gargs...))
+		cmd, wait = s.eval(ctx, s.scripts().atomic, keys, args...)
 		var (
 			bound     int64
 			rerr, err error
@@ -741,8 +749,8 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 // forms), nil for a sale or sold out (-1); bound is a closed window's.
 func (s *Store) atomicRefusal(ctx context.Context, code, bound int64) error {
 	switch code {
-	case atomicEarly, atomicEnded:
-		return fmt.Errorf("stock: atomic sell: %w", windowRefusal(code == atomicEarly, bound))
+	case atomicEarly, atomicEnded, atomicSkewed:
+		return fmt.Errorf("stock: atomic sell: %w", windowCode(code, atomicEarly, atomicEnded, atomicSkewed, bound))
 	case atomicStockNotInt:
 		return fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Stock))
 	case atomicLuckyNotInt:

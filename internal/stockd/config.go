@@ -146,7 +146,7 @@ type Config struct {
 		WitnessTimeout time.Duration `mapstructure:"witness_timeout" default:"2s" doc:"one round trip to the witness"`
 		// MaxClockSkew bounds how far a clock may be off the stock Redis
 		// primary's, which decides items' windows (clock.go).
-		MaxClockSkew time.Duration `mapstructure:"max_clock_skew" default:"1s" doc:"warn (log, /readyz clock; still ready) when a replica of the stock Redis or this process has a clock off the primary's by more than this, checked at start and by /readyz every 30 s: after a failover the promoted replica's clock decides items' windows (docs/items.md). 0 turns the check off"`
+		MaxClockSkew time.Duration `mapstructure:"max_clock_skew" default:"1s" doc:"how far the stock Redis primary's clock may be from this process's for an item's window to move (its high-water clock and end latch); beyond it a sale at a window's edge answers 503 clock_skew. Also warns (log, /readyz clock; still ready) when a Redis replica's or this process's clock is off the primary's by more: after a failover the promoted replica's clock decides items' windows (docs/items.md). 0 turns the bound and the warning off"`
 	} `mapstructure:"stock" doc:"the sale: its Redis keys, how it sells, what it promises"`
 	// Orders is the ledger's durable copy in MySQL (mysql.dsn), written by
 	// a consumer group on the ledger stream in every replica.

@@ -303,5 +303,6 @@ func buildItems(cfg *Config, rdb redis.UniversalClient, store *stock.Store, regs
 	return stock.NewItems(stock.ItemsConfig{
 		Redis: rdb, Base: saleKeys(cfg, ledger), Acks: store.ReplicaAcks(), Service: saleCfg,
 		Witness: regs.items(cfg), WitnessTimeout: cfg.Stock.WitnessTimeout,
+		Clock: stock.WindowClock{MaxSkew: cfg.Stock.MaxClockSkew},
 	})
 }

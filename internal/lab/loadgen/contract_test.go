@@ -36,6 +36,7 @@ var saleErrors = map[api.Result]error{
 	api.StoreLost:     fmt.Errorf("stock: atomic sell: %w", stock.ErrStoreLost),
 	api.NotStarted:    &stock.WindowError{StartsAt: 1, Err: stock.ErrNotStarted},
 	api.Ended:         &stock.WindowError{EndsAt: 1, Err: stock.ErrEnded},
+	api.ClockSkew:     &stock.ClockSkewError{Skew: time.Minute},
 }
 
 // Every result the real handler answers reaches the load tool as the
@@ -58,6 +59,9 @@ func TestHandlerResultsRoundTrip(t *testing.T) {
 		// apart, and held to the window by Report.Window.
 		api.NotStarted: loadgen.OutcomeNotStarted,
 		api.Ended:      loadgen.OutcomeEnded,
+		// Refused at a window's edge while the clocks disagree: nothing
+		// sold, and not the buyer's doing; an error to the books.
+		api.ClockSkew: loadgen.OutcomeError,
 	}
 	unavailable := fmt.Errorf("%w: dial tcp: refused", stock.ErrUnavailable) // error, 503 this time
 	for _, result := range append(slices.Clone(api.Results), "error/503") {

@@ -81,6 +81,8 @@ func TestNginxRetryPolicy(t *testing.T) {
 		{"/stock/reset", http.StatusBadGateway, false},
 		{"/items/x/reduce", http.StatusBadGateway, false},
 		{"/items/x/reset", http.StatusBadGateway, false},
+		{"/items/x/unlatch", http.StatusBadGateway, false},
+		{"/stock/witness/adopt", http.StatusBadGateway, false},
 		{"/items", http.StatusBadGateway, false},
 		{"/stock", http.StatusOK, true},
 	} {

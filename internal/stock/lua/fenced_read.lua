@@ -23,11 +23,13 @@
 -- key is missing: Redis lost the sale or it was never reset (int.lua),
 -- 6 = the sale is halted (guard.lua), 7 = the caller's epoch is not the
 -- sale's (guard.lua), 8 = the sale's window has not started (stock is then
--- its starts_at), 9 = it has ended (stock is its ends_at; window.lua). An
+-- its starts_at), 9 = it has ended (stock is its ends_at; window.lua), 10 =
+-- Redis's clock and the caller's disagree at an edge of the window (stock
+-- is the skew in ms; window.lua's 'clock_skew'). An
 -- ended sale is read as usual when ARGV[7] is '1': only the write's ledger
 -- can tell a replay of a key sold before the end, which it answers
 -- (ledger.lua), from a new sale, which it refuses.
--- On status 1, 2, 4, 5, 6, 7, 8 or 9 the fence is left untouched.
+-- On status 1, 2, 4, 5, 6, 7, 8, 9 or 10 the fence is left untouched.
 --
 -- restarted is 1 when this read restarted the fence (below).
 --
@@ -69,8 +71,10 @@ if refused == 'halted' then
 elseif refused == 'epoch' then
   return {7, 0, '', 0}
 end
-local closed, bound = window()
-if closed == 'not_started' then
+local closed, bound = window(true)
+if closed == 'clock_skew' then
+  return {10, bound, '', 0}
+elseif closed == 'not_started' then
   return {8, bound, '', 0}
 elseif closed == 'ended' and ARGV[7] ~= '1' then
   return {9, bound, '', 0}

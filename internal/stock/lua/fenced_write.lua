@@ -36,7 +36,8 @@
 -- An item's window (window.lua) is checked here, at the write, where the
 -- unit is taken: a sale that read inside it and writes after it is
 -- refused. Not started: {8, starts_at} ({8, '', starts_at} in the ledger
--- form); ended: {9, ends_at}, while the ledger form answers each member
+-- form); ended: {9, ends_at}; Redis's clock beyond the bound of the
+-- caller's at an edge: {10, skew ms}, while the ledger form answers each member
 -- (ledger.lua: a replayed key its original sale, the others 'ended'). A
 -- receipt found first still answers: that write was made in time.
 --
@@ -100,8 +101,10 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return answer(5)
 end
 
-local closed, bound = window()
-if closed == 'not_started' then
+local closed, bound = window(true)
+if closed == 'clock_skew' then
+  return refuse(10, bound)
+elseif closed == 'not_started' then
   return refuse(8, bound)
 end
 if ledger then
@@ -122,7 +125,10 @@ if closed == 'ended' then
   return refuse(9, bound)
 end
 
-local units = tonumber(ARGV[6] or '1')
+local units = 1
+if nargv >= 6 then
+  units = tonumber(ARGV[6])
+end
 local receipt = ARGV[4]
 if units ~= 1 then
   receipt = ARGV[4] .. ':' .. ARGV[6]

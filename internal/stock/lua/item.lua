@@ -4,12 +4,14 @@
 -- KEYS[4] window key           (hash starts_at, ends_at, archived_at; see window.lua)
 -- KEYS[5] halt key             (guard.lua: set once the sale went back in time)
 --
--- Returns {stock, lucky, initial, starts_at, ends_at, now, halted, archived_at}: the three
+-- Returns {stock, lucky, initial, starts_at, ends_at, now, halted, archived_at,
+-- end_seen_at, high_water}: the three
 -- counters as snapshot.lua gives them ('' missing, '!' not a string,
 -- checked in Go), the window's bounds as stored ('' when unset) and now,
 -- Redis's TIME in unix ms: the clock window.lua decides by; halted is the
 -- halt key's reason, '' when the sale is not halted; archived_at is when
--- the item was archived (unix ms), '' when it is not.
+-- the item was archived (unix ms), '' when it is not; end_seen_at and
+-- high_water are window.lua's end latch and high-water clock ('' unset).
 
 local out = {}
 for i = 1, 3 do
@@ -22,9 +24,9 @@ for i = 1, 3 do
     out[i] = v
   end
 end
-local w = redis.pcall('HMGET', KEYS[4], 'starts_at', 'ends_at', 'archived_at')
+local w = redis.pcall('HMGET', KEYS[4], 'starts_at', 'ends_at', 'archived_at', 'end_seen_at', 'high_water')
 if type(w) ~= 'table' or w.err then
-  w = {'!', '!', '!'}
+  w = {'!', '!', '!', '!', '!'}
 end
 out[4] = w[1] or ''
 out[5] = w[2] or ''
@@ -37,4 +39,6 @@ else
   out[7] = ''
 end
 out[8] = w[3] or ''
+out[9] = w[4] or ''
+out[10] = w[5] or ''
 return out

@@ -13,7 +13,8 @@
 -- Returns {status, stock, record}: status 0 = ok, 4 = the stock key holds a
 -- non-integer, 5 = the stock key is missing, 6 = the sale is halted, 7 =
 -- the caller's epoch is not the sale's, 8 = the window has not started
--- and 9 = it has ended, stock then being starts_at or ends_at
+-- and 9 = it has ended, stock then being starts_at or ends_at, 10 = the
+-- clocks disagree at an edge (window.lua's 'clock_skew'), stock the skew
 -- (fenced_read.lua's codes). record is 1 when KEYS[4] exists: a replay the
 -- sale script must answer, since only it knows whether the record is this
 -- sale's and this buyer's (after the end too: ledger.lua).
@@ -38,8 +39,10 @@ local record = 0
 if nkeys >= 4 and redis.call('EXISTS', KEYS[4]) == 1 then
   record = 1
 end
-local closed, bound = window()
-if closed == 'not_started' then
+local closed, bound = window(false)
+if closed == 'clock_skew' then
+  return {10, bound, record}
+elseif closed == 'not_started' then
   return {8, bound, record}
 elseif closed == 'ended' then
   return {9, bound, record}

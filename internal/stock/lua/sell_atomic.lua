@@ -27,7 +27,8 @@
 --
 -- An item's window (window.lua) refuses a sale before it with {-7,
 -- starts_at} ({-7, '', starts_at} in the ledger form) and after it with
--- {-8, ends_at}; the ledger form answers an ended sale's member as
+-- {-8, ends_at}, and one its clocks disagree on (window.lua's
+-- 'clock_skew') with {-9, skew ms} ({-9, '', skew}); the ledger form answers an ended sale's member as
 -- ledger.lua does (a replayed key its original sale, else 'ended').
 --
 -- Idempotent per attempt: a second run (a retry after a lost reply) returns
@@ -55,8 +56,10 @@ if nkeys > 5 then
   if not lucky then
     return {-3, ''}
   end
-  local closed, bound = window()
-  if closed == 'not_started' then
+  local closed, bound = window(true)
+  if closed == 'clock_skew' then
+    return {-9, '', bound}
+  elseif closed == 'not_started' then
     return {-7, '', bound}
   end
   local ended = nil
@@ -87,8 +90,10 @@ if refused == 'halted' then
 elseif refused == 'epoch' then
   return -6
 end
-local closed, bound = window()
-if closed == 'not_started' then
+local closed, bound = window(true)
+if closed == 'clock_skew' then
+  return {-9, bound}
+elseif closed == 'not_started' then
   return {-7, bound}
 elseif closed == 'ended' then
   return {-8, bound}
