@@ -98,6 +98,7 @@ func named(ids []string, n int) string {
 type ClockCheck struct {
 	Clocks interface {
 		ReadClocks(ctx context.Context) (stock.Clocks, error)
+		ReadProcess(ctx context.Context) (stock.ClockSkew, error)
 	}
 	// MaxSkew is stock.max_clock_skew.
 	MaxSkew time.Duration
@@ -108,6 +109,10 @@ type ClockCheck struct {
 	// clocks drift by milliseconds a day, and a reading dials every
 	// replica.
 	Every time.Duration
+	// FreshEvery bounds how often it reads this process's clock against
+	// the primary's, which is what a step of either shows in and what
+	// items' windows are checked by; default 1 s (one round trip).
+	FreshEvery time.Duration
 }
 
 // clockState is the last reading of the clocks, and what /readyz last
@@ -115,7 +120,8 @@ type ClockCheck struct {
 type clockState struct {
 	check *ClockCheck
 	cached[stock.Clocks]
-	said atomic.Pointer[string]
+	process cached[stock.ClockSkew]
+	said    atomic.Pointer[string]
 }
 
 func (s *clockState) init(c *ClockCheck) {
@@ -126,7 +132,10 @@ func (s *clockState) init(c *ClockCheck) {
 	if cc.Every <= 0 {
 		cc.Every = 30 * time.Second
 	}
-	s.check, s.every = &cc, cc.Every
+	if cc.FreshEvery <= 0 {
+		cc.FreshEvery = time.Second
+	}
+	s.check, s.every, s.process.every = &cc, cc.Every, cc.FreshEvery
 	if cc.Known != nil {
 		known := *cc.Known
 		s.last.Store(&known)
@@ -162,6 +171,17 @@ func (a *server) clocks(ctx context.Context) string {
 	})
 	if c == nil {
 		return ""
+	}
+	// This process's clock against the primary's, read fresh: a step of
+	// either shows within FreshEvery, not at the next full reading.
+	if p := s.process.get(func() (stock.ClockSkew, error) {
+		rctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
+		defer cancel()
+		return s.check.Clocks.ReadProcess(rctx)
+	}); p != nil {
+		fresh := *c
+		fresh.Process = *p
+		c = &fresh
 	}
 	says := clockProblems(*c, s.check.MaxSkew)
 	if prev := s.said.Swap(&says); prev == nil || *prev != says {

@@ -60,10 +60,49 @@ func TestReadyNamesHaltedItems(t *testing.T) {
 	}
 }
 
-// clocksFunc is a reading of the clocks.
-type clocksFunc func(context.Context) (stock.Clocks, error)
+// A step of the primary's clock (or this process's) shows in /readyz at
+// the next probe a second later, though the full reading (every replica)
+// is taken only every ClockCheck.Every.
+func TestReadyShowsAClockStepAtOnce(t *testing.T) {
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t.Cleanup(handler.SetNow(func() time.Time { return clock }))
+	ok := stock.Clocks{Process: stock.ClockSkew{Of: stock.ThisProcess, Skew: 3 * time.Millisecond, Uncertainty: time.Millisecond}}
+	reading, full, fresh := ok, 0, 0
+	read := clocksReader{
+		all:     func() stock.Clocks { full++; return reading },
+		process: func() stock.ClockSkew { fresh++; return reading.Process },
+	}
+	e := &env{}
+	e.h = handler.New(handler.Config{Replica: replica},
+		handler.Deps{
+			Seller: sellerFunc(func(context.Context) (stock.Sale, error) { return stock.Sale{}, nil }), Inventory: &cannedInventory{},
+			Clocks: &handler.ClockCheck{Clocks: read, MaxSkew: time.Second, Known: &ok, Every: time.Minute},
+		})
+	if r := e.do(t, http.MethodGet, "/readyz", ""); r.code != http.StatusOK || r.body["clock"] != nil {
+		t.Fatalf("readyz in step: got %d %s, want 200 without clock", r.code, r.raw)
+	}
+	// The primary's clock steps back 6 s: this process is 6 s ahead.
+	reading.Process.Skew = 6 * time.Second
+	clock = clock.Add(time.Second)
+	r := e.do(t, http.MethodGet, "/readyz", "")
+	if msg, _ := r.body["clock"].(string); r.code != http.StatusOK || !strings.Contains(msg, "this process +6s") {
+		t.Fatalf("readyz a second after a 6 s step: got %d %s, want 200 with a clock naming this process +6s", r.code, r.raw)
+	}
+	if full != 0 || fresh != 2 {
+		t.Fatalf("got %d full readings and %d of this process, want 0 and 2 (one per probe a second apart)", full, fresh)
+	}
+}
 
-func (f clocksFunc) ReadClocks(ctx context.Context) (stock.Clocks, error) { return f(ctx) }
+// clocksReader answers the full reading and this process's apart.
+type clocksReader struct {
+	all     func() stock.Clocks
+	process func() stock.ClockSkew
+}
+
+func (c clocksReader) ReadClocks(context.Context) (stock.Clocks, error) { return c.all(), nil }
+func (c clocksReader) ReadProcess(context.Context) (stock.ClockSkew, error) {
+	return c.process(), nil
+}
 
 // A replica's clock off the primary's by more than stock.max_clock_skew
 // shows in /readyz's "clock", and the replica stays ready; read again at
@@ -78,7 +117,10 @@ func TestReadyWarnsOfClockSkew(t *testing.T) {
 	skewed := ok
 	skewed.Replicas = []stock.ClockSkew{{Of: "replica 10.0.0.2:6379", Skew: 1800 * time.Millisecond, Uncertainty: 2 * time.Millisecond}}
 	reading, reads := skewed, 0
-	read := clocksFunc(func(context.Context) (stock.Clocks, error) { reads++; return reading, nil })
+	read := clocksReader{
+		all:     func() stock.Clocks { reads++; return reading },
+		process: func() stock.ClockSkew { return reading.Process },
+	}
 	e := &env{}
 	e.h = handler.New(handler.Config{Replica: replica},
 		handler.Deps{

@@ -130,6 +130,21 @@ type ClockCheck struct {
 	Now func() time.Time
 }
 
+// ReadProcess reads this process's clock against the primary's: one
+// round trip of clockSamples TIMEs, no replica dialled, so /readyz can
+// read it fresh on every probe and show a step of either clock at once.
+func (c ClockCheck) ReadProcess(ctx context.Context) (ClockSkew, error) {
+	now := c.Now
+	if now == nil {
+		now = time.Now
+	}
+	p, err := ReadClock(ctx, c.Primary, now)
+	if err != nil {
+		return ClockSkew{}, fmt.Errorf("the primary's clock: %w", err)
+	}
+	return ClockSkew{Of: ThisProcess, Skew: -p.Offset(), Uncertainty: p.Uncertainty()}, nil
+}
+
 // ReadClocks reads every clock against the primary's. An error only when
 // the primary's cannot be read; a replica that cannot be listed or read
 // is a ClockSkew with Err.

@@ -205,3 +205,29 @@ func TestItemUnlatchUndoesAForwardStep(t *testing.T) {
 	}
 	wantItem(t, items, "x", 99, 1)
 }
+
+// ReadProcess sees a step of the primary's clock at once, either way,
+// with the sign ClockSkew documents (this process's clock less the
+// primary's).
+func TestReadProcessSeesAStep(t *testing.T) {
+	srv, rc := servertest.RedisOnClock(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	check := stock.ClockCheck{Primary: rdb}
+	for _, step := range []time.Duration{0, 5 * time.Second, -6 * time.Second} {
+		if err := rc.Set(step); err != nil {
+			t.Fatal(err)
+		}
+		s, err := check.ReadProcess(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The reading is off by at most its uncertainty (and TIME's µs).
+		if d := (s.Skew + step).Abs(); d > s.Uncertainty+time.Millisecond {
+			t.Fatalf("primary %s off: this process reads %s, want %s (±%s)", step, s, -step, s.Uncertainty)
+		}
+		if beyond := s.Beyond(time.Second); beyond != (step != 0) {
+			t.Fatalf("primary %s off: Beyond(1s) %v", step, beyond)
+		}
+	}
+}
