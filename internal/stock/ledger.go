@@ -97,12 +97,17 @@ func (s *Store) Ledger() bool { return s.keys.Orders != "" }
 // the fixed ones, then each member's idempotency record.
 func (s *Store) ledgerKeys(keys []string, members []member) []string {
 	k := s.keys
-	keys = append(keys, k.Orders, k.Sale, k.Buyers, k.OrderIndex, k.ByUser)
+	keys = append(keys, k.Orders, k.Sale, k.Buyers, k.OrderIndex, k.ByUser, s.idemIndex())
 	for _, m := range members {
 		keys = append(keys, s.idemKey(m.User, m.Key))
 	}
 	return keys
 }
+
+// idemIndex names the idempotency records' index (ledger.lua): under
+// their prefix, so a reset's sweep takes it with them, and with no digit
+// first, so no record can have its name.
+func (s *Store) idemIndex() string { return s.keys.Idempotency + "by-time" }
 
 // idemKey names the idempotency record of key sent by user: a key is its
 // buyer's own (as Stripe scopes keys to the account), so another buyer

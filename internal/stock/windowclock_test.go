@@ -2,6 +2,7 @@ package stock_test
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
 )
 
@@ -229,5 +231,85 @@ func TestReadProcessSeesAStep(t *testing.T) {
 		if beyond := s.Beyond(time.Second); beyond != (step != 0) {
 			t.Fatalf("primary %s off: Beyond(1s) %v", step, beyond)
 		}
+	}
+}
+
+// Finding: Redis's clock jumped past stock.idempotency_ttl (24 h) and the
+// same Idempotency-Key sold a second unit. A record has no TTL: it lives
+// as long as its sale, and only the sellers' clock trims it.
+func TestIdempotencyOutlivesAClockJump(t *testing.T) {
+	for _, m := range itemModes {
+		t.Run(m.name, func(t *testing.T) {
+			srv, rc := servertest.RedisOnClock(t)
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+			t.Cleanup(func() { _ = rdb.Close() })
+			s := stock.NewStore(rdb, ledgerKeys(1))
+			if err := s.Reset(t.Context(), 10); err != nil {
+				t.Fatal(err)
+			}
+			svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) {
+				c.Fencing, c.Replica, c.IdempotencyTTL = true, "r1", 24*time.Hour
+				m.cfg(c)
+			})
+			ann := stock.Buyer{User: "ann", Key: "k1"}
+			first, err := svc.ReduceFor(t.Context(), ann)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rc.Step(25 * time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			again, err := svc.ReduceFor(t.Context(), ann)
+			if err != nil || !again.Replayed || again.OrderID != first.OrderID {
+				t.Fatalf("the same key after Redis's clock jumped 25 h: %+v, %v; want the replay of %s", again, err, first.OrderID)
+			}
+			if err := rc.Step(-25 * time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if back, err := svc.ReduceFor(t.Context(), ann); err != nil || back.OrderID != first.OrderID {
+				t.Fatalf("the same key after the clock came back: %+v, %v; want the replay of %s", back, err, first.OrderID)
+			}
+			if st, err := s.Status(t.Context()); err != nil || st.Lucky != 1 {
+				t.Fatalf("status %+v, %v: want 1 unit sold to one key", st, err)
+			}
+		})
+	}
+}
+
+// The records are trimmed by the sellers' clock as sales go on: one
+// older than the TTL is removed by the next keyed sale, and its key may
+// buy again; a reset removes every record and the index.
+func TestIdempotencyTrimmedBySalesClock(t *testing.T) {
+	s, rdb := ledgerStore(t, 10, 1)
+	svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) {
+		c.Fencing, c.Replica, c.IdempotencyTTL = true, "r1", time.Millisecond
+	})
+	sellKey := func(key string) stock.Sale {
+		t.Helper()
+		sale, err := svc.ReduceFor(t.Context(), stock.Buyer{User: "ann", Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sale
+	}
+	first := sellKey("k1")
+	// The next sale's clock past the TTL: a reading, not a wait on a bound.
+	for t0 := time.Now().UnixMilli(); time.Now().UnixMilli() <= t0+1; {
+		time.Sleep(time.Millisecond)
+	}
+	sellKey("k2")
+	names, err := rdb.ZRange(t.Context(), ordersKey+":idem:by-time", 0, -1).Result()
+	if err != nil || len(names) != 1 || !strings.HasSuffix(names[0], ":k2") {
+		t.Fatalf("index after k2's sale: %q, %v; want only k2's record (k1's trimmed)", names, err)
+	}
+	if again := sellKey("k1"); again.Replayed || again.OrderID == first.OrderID {
+		t.Fatalf("k1 after its record was trimmed: %+v, want a new sale", again)
+	}
+	if err := s.Reset(t.Context(), 5); err != nil {
+		t.Fatal(err)
+	}
+	left, err := rdb.Keys(t.Context(), ordersKey+":idem:*").Result()
+	if err != nil || len(left) != 0 {
+		t.Fatalf("after a reset: %q, %v; want no record and no index", left, err)
 	}
 }

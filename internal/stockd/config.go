@@ -129,7 +129,7 @@ type Config struct {
 		// sale may name its buyer (X-User) and carry an Idempotency-Key.
 		Ledger         bool          `mapstructure:"ledger" default:"true" doc:"every sale leaves an order in a Redis stream (<stock.key>:orders), written by the script that takes the unit; needed by named buyers, Idempotency-Key, /orders, /ledger, stock.per_user_limit and orders.durable. Off when sales are unfenced (lab)"`
 		PerUserLimit   int           `mapstructure:"per_user_limit" default:"0" doc:"most units one named buyer may buy per sale (until a reset); 0 = unlimited; items inherit it unless they set their own (docs/items.md); needs stock.ledger and named buyers (refused with auth.buyers none)"` // 0 = unlimited
-		IdempotencyTTL time.Duration `mapstructure:"idempotency_ttl" default:"24h" doc:"how long an Idempotency-Key answers its first sale again"`
+		IdempotencyTTL time.Duration `mapstructure:"idempotency_ttl" default:"24h" doc:"how long an Idempotency-Key answers its first sale again, at least, by the selling stockd's clock: its record has no Redis TTL (Redis's clock may jump), later keyed sales trim it, a reset removes it"`
 		// A sale is answered sold only once this many replicas hold it
 		// (WAIT); -1: 1 with Sentinel, else 0 (minReplicaAcks).
 		MinReplicaAcks    int           `mapstructure:"min_replica_acks" default:"-1" doc:"a sale is answered sold only once this many replicas hold it (WAIT after its script), else 503 unconfirmed, settled by its receipt; -1: 1 with redis.sentinel.master, else 0"`

@@ -15,11 +15,12 @@
 -- KEYS[kb+3]  order index hash     (order id -> stream entry id)
 -- KEYS[kb+4]  per-user sorted set  (all scores 0; members "user count id",
 --                                   so ZRANGEBYLEX lists a user's orders oldest first)
--- KEYS[kb+4+i] member i's idempotency record, named for its buyer and key
+-- KEYS[kb+5]  the records' index   (sorted set: record name -> its sale's time, below)
+-- KEYS[kb+5+i] member i's idempotency record, named for its buyer and key
 --              (Store.idemKey: a key is its buyer's own), or the prefix
 --              alone if it has no key
 -- ARGV[ab]    per-user limit       (0 = none; anonymous buyers are never limited)
--- ARGV[ab+1]  idempotency TTL in ms
+-- ARGV[ab+1]  how long a key answers its sale, in ms (stock.idempotency_ttl)
 -- ARGV[ab+2]  replica name
 -- ARGV[ab+3]  now, unix ms         (from the caller: a retry writes the same time)
 -- ARGV[ab+4]  a fresh sale id      (taken only if the sale id is missing: a
@@ -48,11 +49,19 @@
 -- record of an earlier sale (another id) counts as absent, so a Reset need
 -- not find every record before the next sale may reuse its keys.
 --
+-- Records have no TTL: Redis expires keys by its own clock, and a clock
+-- that jumped a day forward let a key buy twice. Each is listed in the
+-- index with the time of its sale (ARGV[ab+3], the seller's clock), and a
+-- sale that writes a record first removes at most two older than the TTL
+-- by that same clock: trimming moves with the sales, never with Redis's
+-- clock, and never falls behind them. A reset sweeps records and index.
+--
 -- Returns the units sold and the outcomes joined with ',' (what the
 -- receipt keeps, so a retry answers every member as the first run did).
 
 local function sellTo(stock, kb, ab, token, n, lucky, closed)
   local orders, saleKey, buyers, index, byUser = KEYS[kb], KEYS[kb + 1], KEYS[kb + 2], KEYS[kb + 3], KEYS[kb + 4]
+  local idemIndex = KEYS[kb + 5]
   local limit = tonumber(ARGV[ab])
   local ttl, replica, now = ARGV[ab + 1], ARGV[ab + 2], ARGV[ab + 3]
   local sale = redis.call('GET', saleKey)
@@ -65,7 +74,7 @@ local function sellTo(stock, kb, ab, token, n, lucky, closed)
   for i = 1, n do
     local a = ab + 5 + 3 * (i - 1)
     local user, key, id = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-    local idem = KEYS[kb + 4 + i]
+    local idem = KEYS[kb + 5 + i]
     local outcome
     if key ~= '' then
       local rec = redis.call('GET', idem)
@@ -96,7 +105,13 @@ local function sellTo(stock, kb, ab, token, n, lucky, closed)
         redis.call('ZADD', byUser, 0, user .. ' ' .. string.format('%010d', count) .. ' ' .. id)
       end
       if key ~= '' then
-        redis.call('SET', idem, sale .. ' ' .. user .. ' ' .. id .. ' ' .. after .. ' ' .. token, 'PX', ttl)
+        local old = redis.call('ZRANGEBYSCORE', idemIndex, '-inf', '(' .. (tonumber(now) - tonumber(ttl)), 'LIMIT', 0, 2)
+        for _, name in ipairs(old) do
+          redis.call('UNLINK', name)
+          redis.call('ZREM', idemIndex, name)
+        end
+        redis.call('SET', idem, sale .. ' ' .. user .. ' ' .. id .. ' ' .. after .. ' ' .. token)
+        redis.call('ZADD', idemIndex, now, idem)
       end
       outcome = 'sold ' .. id .. ' ' .. after .. ' ' .. token
     end
