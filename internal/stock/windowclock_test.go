@@ -313,3 +313,31 @@ func TestIdempotencyTrimmedBySalesClock(t *testing.T) {
 		t.Fatalf("after a reset: %q, %v; want no record and no index", left, err)
 	}
 }
+
+// On a Redis Cluster the trim removes records its script did not name
+// (they share the item's hash tag, so its slot): an item's keyed sales
+// trim there as on one Redis.
+func TestItemIdempotencyTrimmedOnACluster(t *testing.T) {
+	cl := servertest.RedisCluster(t)
+	cc := clusterClient(t, cl)
+	items := itemsOver(cc, true, func(c *stock.ItemsConfig) { c.Service.IdempotencyTTL = time.Millisecond })
+	create(t, items, stock.Item{ID: "x", Stock: 5})
+	first, err := items.ReduceFor(t.Context(), "x", stock.Buyer{User: "ann", Key: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for t0 := time.Now().UnixMilli(); time.Now().UnixMilli() <= t0+1; {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := items.ReduceFor(t.Context(), "x", stock.Buyer{User: "ann", Key: "k2"}); err != nil {
+		t.Fatalf("a keyed sale that trims on a cluster: %v", err)
+	}
+	index := stock.ItemKeys(defaultBase.Derive(true), "x").Idempotency + "by-time"
+	names, err := cc.ZRange(t.Context(), index, 0, -1).Result()
+	if err != nil || len(names) != 1 || !strings.HasSuffix(names[0], ":k2") {
+		t.Fatalf("index %s: %q, %v; want only k2's record", index, names, err)
+	}
+	if again, err := items.ReduceFor(t.Context(), "x", stock.Buyer{User: "ann", Key: "k1"}); err != nil || again.OrderID == first.OrderID {
+		t.Fatalf("k1 after its record was trimmed: %+v, %v; want a new sale", again, err)
+	}
+}
