@@ -12,6 +12,7 @@ import (
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock/locallock"
+	"seckill/internal/lock/redislock"
 	"seckill/internal/stock"
 )
 
@@ -340,4 +341,58 @@ func TestItemIdempotencyTrimmedOnACluster(t *testing.T) {
 	if again, err := items.ReduceFor(t.Context(), "x", stock.Buyer{User: "ann", Key: "k1"}); err != nil || again.OrderID == first.OrderID {
 		t.Fatalf("k1 after its record was trimmed: %+v, %v; want a new sale", again, err)
 	}
+}
+
+// A lock key that expires early because the lock Redis's clock jumped
+// forward lets a second holder in; the fence, on the stock Redis, refuses
+// the first holder's write, so the unit is sold once.
+func TestFencingRefusesAHolderAClockJumpExpired(t *testing.T) {
+	ctx := t.Context()
+	srv, rc := servertest.RedisOnClock(t)
+	lrdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = lrdb.Close() })
+	// Two replicas' lockers: within one, a second acquisition would queue
+	// behind the first hold until its watchdog found it lost.
+	locker := redislock.New(lrdb, redislock.Options{TTL: 30 * time.Second})
+	t.Cleanup(func() { _ = locker.Close() })
+	other := redislock.New(lrdb, redislock.Options{TTL: 30 * time.Second})
+	t.Cleanup(func() { _ = other.Close() })
+	s, _ := newStore(t, 5)
+	const ident = "redis/seckill:lock"
+
+	a, err := locker.Acquire(ctx, "seckill:lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa := stock.Fence{Lock: ident, Token: a.Token(), Lease: "a"}
+	ra, err := s.Read(ctx, fa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lock Redis's clock jumps past a's TTL: its key is gone.
+	if err := rc.Step(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	b, err := other.Acquire(ctx, "seckill:lock")
+	if err != nil {
+		t.Fatalf("a second holder after the jump: %v", err)
+	}
+	if b.Token() <= a.Token() {
+		t.Fatalf("b's token %d not above a's %d", b.Token(), a.Token())
+	}
+	fb := stock.Fence{Lock: ident, Token: b.Token(), Lease: "b"}
+	rb, err := s.Read(ctx, fb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, fb, rb.Stock-1); err != nil {
+		t.Fatalf("b's write: %v", err)
+	}
+	if err := s.Write(ctx, fa, ra.Stock-1); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("a's write after b's: %v, want ErrFenced", err)
+	}
+	if st, err := s.Status(ctx); err != nil || st.Stock != 4 || st.Lucky != 1 {
+		t.Fatalf("status %+v, %v; want stock 4, lucky 1: one unit, sold once", st, err)
+	}
+	_ = b.Release(ctx)
 }
