@@ -2,6 +2,7 @@ package stock_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -395,4 +396,47 @@ func TestFencingRefusesAHolderAClockJumpExpired(t *testing.T) {
 		t.Fatalf("status %+v, %v; want stock 4, lucky 1: one unit, sold once", st, err)
 	}
 	_ = b.Release(ctx)
+}
+
+// A retry of a fenced write whose receipt expired (Redis's clock jumped
+// past ReceiptTTL between the write and its retry, a lost reply apart)
+// answers the first write and counts nothing again: the fence keeps the
+// lease that wrote. Plain and ledger forms.
+func TestRetryAfterTheReceiptExpiredSellsOnce(t *testing.T) {
+	for _, ledger := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ledger %v", ledger), func(t *testing.T) {
+			ctx := t.Context()
+			srv, rc := servertest.RedisOnClock(t)
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+			t.Cleanup(func() { _ = rdb.Close() })
+			keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+			if ledger {
+				keys = ledgerKeys(1)
+			}
+			s := stock.NewStore(rdb, keys)
+			if err := s.Reset(ctx, 5); err != nil {
+				t.Fatal(err)
+			}
+			f := stock.Fence{Lock: "test/k", Token: 7, Lease: "lease-1"}
+			rd, err := s.Read(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Write(ctx, f, rd.Stock-1); err != nil {
+				t.Fatal(err)
+			}
+			if err := rc.Step(stock.ReceiptTTL + time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := rdb.Exists(ctx, "stock:fence:receipt:lease-1").Result(); err != nil || n != 0 {
+				t.Fatalf("the receipt after the jump: exists %d, %v; want expired", n, err)
+			}
+			if err := s.Write(ctx, f, rd.Stock-1); err != nil {
+				t.Fatalf("the retry: %v, want the first write's answer", err)
+			}
+			if st, err := s.Status(ctx); err != nil || st.Stock != 4 || st.Lucky != 1 {
+				t.Fatalf("status %+v, %v; want stock 4, lucky 1: sold once", st, err)
+			}
+		})
+	}
 }

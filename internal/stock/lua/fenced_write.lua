@@ -53,6 +53,12 @@
 -- on EOF; the service retries too, with the same lease id). It holds the
 -- new stock, and for a batch ":units" after it, so that each member of the
 -- batch can learn whether it was among the units sold.
+--
+-- The receipt expires by Redis's clock, which may jump: a retry that finds
+-- it gone would find the fence still naming its lease and sell again. So
+-- the write also leaves its lease and receipt in the fence ('wrote',
+-- 'receipt'), where they stay until the next write: a retry answers from
+-- there, whatever the clock did.
 
 local ledger = nkeys > 4
 local function answer(status, outcomes)
@@ -70,6 +76,12 @@ local function refuse(status, bound)
 end
 
 local done = redis.call('GET', KEYS[4])
+if not done then
+  local w = redis.call('HMGET', KEYS[3], 'wrote', 'receipt')
+  if w[1] == ARGV[3] then
+    done = w[2]
+  end
+end
 if done then
   return answer(0, done)
 end
@@ -118,6 +130,7 @@ if ledger then
     redis.call('SET', KEYS[1], string.format('%d', read - sold))
     redis.call('INCRBY', KEYS[2], sold)
     redis.call('SET', KEYS[4], outcomes, 'PX', ARGV[5])
+    redis.call('HSET', KEYS[3], 'wrote', ARGV[3], 'receipt', outcomes)
   end
   return {0, outcomes}
 end
@@ -136,4 +149,5 @@ end
 redis.call('SET', KEYS[1], ARGV[4])
 redis.call('INCRBY', KEYS[2], units)
 redis.call('SET', KEYS[4], receipt, 'PX', ARGV[5])
+redis.call('HSET', KEYS[3], 'wrote', ARGV[3], 'receipt', receipt)
 return 0
