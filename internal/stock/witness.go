@@ -145,6 +145,9 @@ type witness struct {
 	reg     Register
 	timeout time.Duration
 	mark    *watermark
+	// note says what the witness itself does not survive (NoteWitness);
+	// set before the first sale.
+	note string
 
 	// cache is the record as last read or written, and raw its bytes in
 	// the register (nil: nothing stored); none while !cacheOK. high is
@@ -497,7 +500,20 @@ func (s *Store) Rewind() string {
 		return "caught while a stockd that sold in this sale keeps running; missed if every stockd restarts with the Redis, " +
 			"or if it loads another sale's data (stock.witness none)"
 	}
-	return "caught whichever processes restart: every sale answered 200 is recorded in " + s.wit.reg.Name() + " first"
+	claim := "caught whichever processes restart: every sale answered 200 is recorded in " + s.wit.reg.Name() + " first"
+	if s.wit.note != "" {
+		claim += "; but the witness is " + s.wit.note
+	}
+	return claim
+}
+
+// NoteWitness adds to Rewind's claim what the witness itself does not
+// survive, as stockd surveyed it at start ("" when nothing is amiss).
+// Call it before the first sale.
+func (s *Store) NoteWitness(note string) {
+	if s.wit != nil {
+		s.wit.note = note
+	}
 }
 
 // witnessLostReason is err's text from ErrWitnessLost's on: the halt's

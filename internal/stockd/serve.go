@@ -76,6 +76,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 	store := stock.NewStore(stockRDB, saleKeys(cfg, ledger)).WithReplicaAcks(stock.ReplicaAcks{
 		Replicas: minReplicaAcks(cfg), Timeout: stock.AckWithin(cfg.Stock.ReplicaAckTimeout),
 	}).WithWitness(regs.register(cfg), cfg.Stock.WitnessTimeout)
+	store.NoteWitness(surveyWitness(ctx, w, log))
 	checkWitness(ctx, log, store)
 	// After the eviction check, before the sale: logs what a 200 promises,
 	// and refuses a Redis without AOF when stock.require_aof asks.
