@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"seckill/internal/election/audit"
+	"seckill/internal/testwait"
 )
 
 // records reads the group's audit stream.
@@ -27,7 +28,7 @@ func (s *suite) awaitRecord(t *testing.T, g *group, id string) {
 	t.Helper()
 	tick := time.NewTicker(Interval)
 	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
+	until := testwait.Until(t)
 	for {
 		recs := s.records(t, g)
 		if n := len(recs); n > 0 && recs[n-1].Replica == id {
@@ -35,8 +36,8 @@ func (s *suite) awaitRecord(t *testing.T, g *group, id string) {
 		}
 		select {
 		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%s recorded no audit run within 10s", id)
+		case <-until.Done():
+			t.Fatalf("%s recorded no audit run", id)
 		}
 	}
 }
@@ -45,7 +46,7 @@ func (s *suite) awaitRecord(t *testing.T, g *group, id string) {
 // after c reconnects.
 func awaitLeaderView(t *testing.T, c Candidate, want string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	until := testwait.Until(t)
 	for {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		got, err := c.Leader(ctx)
@@ -53,7 +54,7 @@ func awaitLeaderView(t *testing.T, c Candidate, want string) {
 		if err == nil && got.ID == want {
 			return
 		}
-		if time.Now().After(deadline) {
+		if until.Err() != nil {
 			t.Fatalf("%s sees leader %+v (%v), want %s", c.ID(), got, err, want)
 		}
 		time.Sleep(Interval) // reconnection has no event visible from here
