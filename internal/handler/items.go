@@ -121,13 +121,8 @@ func (a *server) unlatchItem(c *gin.Context) {
 	if !a.admit(c) || !a.itemsOn(c) || !a.itemID(c, id) {
 		return
 	}
-	body, ok := a.adminBody(c, "unlatch")
+	by, ok := a.adminBy(c, "unlatch")
 	if !ok {
-		return
-	}
-	by, err := parseAdopter(body)
-	if err != nil {
-		a.problem(c, http.StatusBadRequest, err.Error())
 		return
 	}
 	st, err := a.deps.Items.Unlatch(c.Request.Context(), id, by)

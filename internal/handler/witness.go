@@ -30,13 +30,8 @@ func (a *server) adoptWitness(c *gin.Context) {
 		a.problem(c, http.StatusConflict, "the sale has no witness (stock.witness none): nothing to adopt")
 		return
 	}
-	body, ok := a.adminBody(c, "adoption")
+	by, ok := a.adminBy(c, "adoption")
 	if !ok {
-		return
-	}
-	by, err := parseAdopter(body)
-	if err != nil {
-		a.problem(c, http.StatusBadRequest, err.Error())
 		return
 	}
 	ad, err := w.AdoptWitness(c.Request.Context(), by)
@@ -51,6 +46,21 @@ func (a *server) adoptWitness(c *gin.Context) {
 	a.deps.Logger.Warn("the witness adopted the stock Redis's sale", "by", ad.By, "epoch", ad.Epoch,
 		"stocks", ad.Stocks, "lucky", ad.Lucky, "lifted", ad.Why, "remote", c.ClientIP())
 	a.json(c, http.StatusOK, &api.Adoption{ID: ad.ID, By: ad.By, At: ad.At, Epoch: ad.Epoch, Stocks: ad.Stocks, Lucky: ad.Lucky, Lifted: ad.Why})
+}
+
+// adminBy reads an admin decision's body, {"by":"who decides"} (an
+// adoption, an unlatch), answering the refusal itself when it is not one.
+func (a *server) adminBy(c *gin.Context, what string) (string, bool) {
+	body, ok := a.adminBody(c, what)
+	if !ok {
+		return "", false
+	}
+	by, err := parseAdopter(body)
+	if err != nil {
+		a.problem(c, http.StatusBadRequest, err.Error())
+		return "", false
+	}
+	return by, true
 }
 
 // parseAdopter reads {"by":"who decides"}, strictly (strictObject).
