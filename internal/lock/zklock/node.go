@@ -77,6 +77,48 @@ func (n *node) Release(ctx context.Context) error {
 	l.mu.Unlock()
 
 	path := n.path
+	for lostReply := false; ; lostReply = true {
+		err := n.deleteOnce(ctx, path)
+		switch {
+		case err == nil:
+			l.forget(path)
+			return nil
+		case errors.Is(err, zk.ErrNoNode) && lostReply && l.sess.Alive(n.inc):
+			// The first delete's reply was lost with the connection,
+			// and the session that owned the node never ended: the
+			// node is gone because that delete went through.
+			l.forget(path)
+			return nil
+		case errors.Is(err, zk.ErrNoNode):
+			l.forget(path)
+			return fmt.Errorf("%w: lock node deleted before release", lock.ErrNotHeld)
+		case ctx.Err() != nil:
+			// The delete is still in flight; its late result is handled
+			// by deleteOnce.
+			return fmt.Errorf("%w: release not confirmed: %w", lock.ErrUnavailable, ctx.Err())
+		case errors.Is(err, zk.ErrConnectionClosed) && l.sess.Await(ctx) == nil && l.sess.Alive(n.inc):
+			// The connection dropped under the delete and came back to
+			// the same session: the node is still ours to delete (or was
+			// deleted, which the next try tells). Without this a blip of
+			// a busy machine would leave the next holder waiting for the
+			// orphan sweep.
+			continue
+		default:
+			if !errors.Is(err, lock.ErrClosed) {
+				l.orphan(path)
+			}
+			if !l.sess.Alive(n.inc) && errors.Is(err, zk.ErrConnectionClosed) {
+				return fmt.Errorf("%w: session ended during release: %w", lock.ErrNotHeld, err)
+			}
+			return fmt.Errorf("%w: release failed: %w", lock.ErrUnavailable, err)
+		}
+	}
+}
+
+// deleteOnce makes one delete of path; a result that comes after ctx ended
+// settles the bookkeeping (forgotten if deleted, orphaned otherwise).
+func (n *node) deleteOnce(ctx context.Context, path string) error {
+	l := n.l
 	_, err := zksess.Do(ctx, l.sess, func() (struct{}, error) {
 		return struct{}{}, l.conn.Delete(path, -1)
 	}, func(_ struct{}, err error) {
@@ -86,22 +128,7 @@ func (n *node) Release(ctx context.Context) error {
 			l.orphan(path)
 		}
 	})
-	switch {
-	case err == nil:
-		l.forget(path)
-		return nil
-	case errors.Is(err, zk.ErrNoNode):
-		l.forget(path)
-		return fmt.Errorf("%w: lock node deleted before release", lock.ErrNotHeld)
-	case ctx.Err() != nil:
-		// The delete is still in flight; its late result is handled above.
-		return fmt.Errorf("%w: release not confirmed: %w", lock.ErrUnavailable, ctx.Err())
-	default:
-		if !errors.Is(err, lock.ErrClosed) {
-			l.orphan(path)
-		}
-		return fmt.Errorf("%w: release failed: %w", lock.ErrUnavailable, err)
-	}
+	return err
 }
 
 // detachLocked marks n given up and stops its monitor. It reports false if
