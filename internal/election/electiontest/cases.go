@@ -22,7 +22,7 @@ func (s *suite) oneLeader(t *testing.T) {
 	g := s.group(t, 3)
 	leader := g.awaitLeader(t)
 	g.sample(t, 20*Interval, g.nodes)
-	recs := s.records(t, g)
+	recs := s.records(testwait.Until(t), t, g)
 	checkStream(t, recs)
 	if len(recs) < 5 {
 		t.Fatalf("got %d audit records in %s, want at least 5", len(recs), 20*Interval)
@@ -62,7 +62,7 @@ func (s *suite) crashFailover(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("FAILOVER kill %s: %s -> %s in %s (bound %s)%s", old.Backend(), old.ID(), next.ID(), took.Round(time.Millisecond), bound, slow(took, bound))
 	s.awaitRecord(t, g, next.ID())
-	checkStream(t, s.records(t, g))
+	checkStream(t, s.records(testwait.Until(t), t, g))
 }
 
 // gracefulFailover: the leader's Runner stops (shutdown) and resigns; a
@@ -76,7 +76,7 @@ func (s *suite) gracefulFailover(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("FAILOVER graceful %s: %s -> %s in %s (bound %s)%s", old.Backend(), old.ID(), next.ID(), took.Round(time.Millisecond), Interval, slow(took, Interval))
 	s.awaitRecord(t, g, next.ID())
-	checkStream(t, s.records(t, g))
+	checkStream(t, s.records(testwait.Until(t), t, g))
 }
 
 // pausedLeaderFenced: the leader is cut off past its session TTL (a
@@ -108,9 +108,7 @@ func (s *suite) pausedLeaderFenced(t *testing.T) {
 			t.Fatalf("%s still believes it leads after being cut off", old.ID())
 		}
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	if _, err := old.auditor.Write(ctx, late); !errors.Is(err, audit.ErrFenced) || !errors.Is(err, election.ErrNotLeader) {
+	if _, err := old.auditor.Write(until, late); !errors.Is(err, audit.ErrFenced) || !errors.Is(err, election.ErrNotLeader) {
 		t.Fatalf("late record under term %d: got %v, want ErrFenced", oldTerm, err)
 	}
 	old.Restore()
@@ -122,13 +120,13 @@ func (s *suite) pausedLeaderFenced(t *testing.T) {
 		t.Fatalf("leader after restore is %s, want %s", got.ID(), next.ID())
 	}
 	succeeded := false
-	for _, r := range s.records(t, g) {
+	for _, r := range s.records(testwait.Until(t), t, g) {
 		succeeded = succeeded || r.Replica == next.ID()
 		if succeeded && r.Replica == old.ID() {
 			t.Fatalf("deposed leader's run recorded after its successor's: %+v", r)
 		}
 	}
-	checkStream(t, s.records(t, g))
+	checkStream(t, s.records(testwait.Until(t), t, g))
 }
 
 // serverRestart: the coordination server restarts; afterwards there is a
@@ -141,7 +139,7 @@ func (s *suite) serverRestart(t *testing.T) {
 	leader := g.awaitLeader(t)
 	s.awaitRecord(t, g, leader.ID())
 	g.sample(t, 10*Interval, g.nodes)
-	checkStream(t, s.records(t, g))
+	checkStream(t, s.records(testwait.Until(t), t, g))
 }
 
 // campaignCancel: a candidate whose ctx ends while it waits gets
@@ -157,9 +155,7 @@ func (s *suite) campaignCancel(t *testing.T) {
 		t.Fatalf("Campaign with a leader in place: got %v, want ErrNotElected wrapping DeadlineExceeded", err)
 	}
 	leader.stop()
-	lctx, lcancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer lcancel()
-	if got, err := c.Leader(lctx); !errors.Is(err, election.ErrNoLeader) {
+	if got, err := c.Leader(testwait.Until(t)); !errors.Is(err, election.ErrNoLeader) {
 		t.Fatalf("after the leader resigned and the waiter withdrew: got leader %+v, %v, want ErrNoLeader", got, err)
 	}
 }

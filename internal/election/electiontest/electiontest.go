@@ -196,6 +196,7 @@ func (g *group) others(nd *node) []*node {
 func (g *group) sample(t *testing.T, d time.Duration, alive []*node) {
 	t.Helper()
 	var wg sync.WaitGroup
+	until := testwait.Until(t) // a steady-state read must answer
 	tick := time.NewTicker(Interval / 4) // sampling cadence, not synchronisation
 	defer tick.Stop()
 	end := time.Now().Add(d)
@@ -210,14 +211,18 @@ func (g *group) sample(t *testing.T, d time.Duration, alive []*node) {
 			t.Fatalf("two leaders at once: %v", leading)
 		}
 		seen := make([]election.Leader, len(alive))
+		errs := make([]error, len(alive))
 		for i, nd := range alive {
-			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-				defer cancel()
-				seen[i], _ = nd.Leader(ctx)
-			})
+			wg.Go(func() { seen[i], errs[i] = nd.Leader(until) })
 		}
 		wg.Wait()
+		for i, err := range errs {
+			// A read a busy machine made slow is late, not wrong; one that
+			// fails is the finding.
+			if err != nil {
+				t.Fatalf("%s could not read the leader in steady state: %v", alive[i].ID(), err)
+			}
+		}
 		for i := range seen[1:] {
 			// A transition between two reads may legitimately differ; the
 			// steady state may not. Callers sample only in steady state.

@@ -9,11 +9,10 @@ import (
 	"seckill/internal/testwait"
 )
 
-// records reads the group's audit stream.
-func (s *suite) records(t *testing.T, g *group) []audit.Record {
+// records reads the group's audit stream; a read that must answer, bounded
+// by ctx (testwait.Until).
+func (s *suite) records(ctx context.Context, t *testing.T, g *group) []audit.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
 	recs, err := audit.ReadStream(ctx, s.rdb, g.stream)
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +29,7 @@ func (s *suite) awaitRecord(t *testing.T, g *group, id string) {
 	defer tick.Stop()
 	until := testwait.Until(t)
 	for {
-		recs := s.records(t, g)
+		recs := s.records(until, t, g)
 		if n := len(recs); n > 0 && recs[n-1].Replica == id {
 			return
 		}

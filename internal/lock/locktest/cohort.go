@@ -6,9 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"seckill/internal/lock"
+	"seckill/internal/testwait"
 )
 
 // Queuer is implemented by cohort lockers (the cohort package's Locker and
@@ -105,7 +105,8 @@ func runCohort(t *testing.T, env Cohort, handoffs, bound int) {
 		})
 	}
 
-	a0 := MustAcquire(t, a, key, 10*time.Second)
+	a0 := MustAcquire(t, a, key)
+	until := testwait.Until(t)
 	remote := env.ServerQueued != nil
 	if remote {
 		take(newLocker(), "b")
@@ -114,9 +115,7 @@ func runCohort(t *testing.T, env Cohort, handoffs, bound int) {
 	local := bound + 2 // more than the bound lets through in one batch
 	for i := 1; i <= local; i++ {
 		take(a, fmt.Sprintf("a%d", i))
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		err := q.WaitQueued(ctx, key, i)
-		cancel()
+		err := q.WaitQueued(until, key, i)
 		if err != nil {
 			t.Fatalf("a%d never queued locally: %v", i, err)
 		}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"seckill/internal/lock"
+	"seckill/internal/testwait"
 )
 
 // Env tells the suite how to drive one backend and what it can do.
@@ -136,13 +137,13 @@ func other(t *testing.T, env Env, lk lock.Locker) lock.Locker {
 	return lk
 }
 
-// MustAcquire acquires key on lk within timeout and checks the lease's Key;
-// it fails the test otherwise.
-func MustAcquire(t *testing.T, lk lock.Locker, key string, timeout time.Duration) lock.Lease {
+// MustAcquire acquires key on lk and checks the lease's Key; it fails the
+// test otherwise.
+func MustAcquire(t *testing.T, lk lock.Locker, key string) lock.Lease {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	l, err := lk.Acquire(ctx, key)
+	// A must-happen grant: bounded by the test's deadline, never by a
+	// number a busy machine can outrun.
+	l, err := lk.Acquire(testwait.Until(t), key)
 	if err != nil {
 		t.Fatalf("Acquire(%q): %v", key, err)
 	}

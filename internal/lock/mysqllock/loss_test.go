@@ -20,11 +20,11 @@ func TestKilledConnectionClosesDone(t *testing.T) {
 			a := newLocker(t, backend, srv.dsn, Config{TTL: 3 * time.Second, KeepAlive: 100 * time.Millisecond})
 			b := newLocker(t, backend, srv.dsn, Config{})
 			key := locktest.Key(t)
-			l := locktest.MustAcquire(t, a, key, 10*time.Second)
+			l := locktest.MustAcquire(t, a, key)
 			srv.exec(t, "KILL CONNECTION ?", sessionOf(t, l))
 
 			// Free for others at once, before the holder even notices.
-			lb := locktest.MustAcquire(t, b, key, time.Second)
+			lb := locktest.MustAcquire(t, b, key)
 			select {
 			case <-l.Done():
 			case <-time.After(2 * time.Second):
@@ -43,7 +43,7 @@ func TestKilledConnectionClosesDone(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The Locker recovers: its next acquisition uses a new session.
-			l2 := locktest.MustAcquire(t, a, key, 5*time.Second)
+			l2 := locktest.MustAcquire(t, a, key)
 			if err := l2.Release(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -65,12 +65,12 @@ func TestServerRestart(t *testing.T) {
 		lockers[backend] = newLocker(t, backend, srv.dsn, cfg)
 		// Some history, so the counter is well above its first value.
 		for range 3 {
-			l := locktest.MustAcquire(t, lockers[backend], key, 10*time.Second)
+			l := locktest.MustAcquire(t, lockers[backend], key)
 			if err := l.Release(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 		}
-		leases[backend] = locktest.MustAcquire(t, lockers[backend], key, 10*time.Second)
+		leases[backend] = locktest.MustAcquire(t, lockers[backend], key)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -87,7 +87,7 @@ func TestServerRestart(t *testing.T) {
 		if err := l.Err(); !errors.Is(err, lock.ErrLost) {
 			t.Fatalf("%s: Err() = %v, want ErrLost", backend, err)
 		}
-		after := locktest.MustAcquire(t, lockers[backend], key, 10*time.Second)
+		after := locktest.MustAcquire(t, lockers[backend], key)
 		if after.Token() <= l.Token() {
 			t.Fatalf("%s: token after the restart %#x, want above %#x from before", backend, after.Token(), l.Token())
 		}
@@ -107,7 +107,7 @@ func TestSilentServerClosesDone(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			lk := newLocker(t, backend, srv.dsn, Config{TTL: 10 * time.Second, KeepAlive: 200 * time.Millisecond})
 			key := locktest.Key(t)
-			l := locktest.MustAcquire(t, lk, key, 10*time.Second)
+			l := locktest.MustAcquire(t, lk, key)
 			if err := srv.proc.Pause(); err != nil {
 				t.Fatal(err)
 			}
@@ -127,7 +127,7 @@ func TestSilentServerClosesDone(t *testing.T) {
 			}
 			t.Logf("Done closed %v after the server paused", waited.Round(time.Millisecond))
 			other := newLocker(t, backend, srv.dsn, Config{})
-			l2 := locktest.MustAcquire(t, other, key, 5*time.Second)
+			l2 := locktest.MustAcquire(t, other, key)
 			if l2.Token() <= l.Token() {
 				t.Fatalf("token %#x after the pause, want above %#x", l2.Token(), l.Token())
 			}
@@ -149,7 +149,7 @@ func TestReleaseBoundedWhenUnreachable(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			p := newProxy(t, srv.proc.Addr())
 			lk := newLocker(t, backend, dsnVia(p.addr()), Config{TTL: 10 * time.Second, CleanupTimeout: time.Second})
-			l := locktest.MustAcquire(t, lk, locktest.Key(t), 10*time.Second)
+			l := locktest.MustAcquire(t, lk, locktest.Key(t))
 			p.freeze()
 			res := make(chan error, 1)
 			start := time.Now()

@@ -74,14 +74,14 @@ func TestAdvanceTokens(t *testing.T) {
 	srv := newServer(t)
 	lk := newLocker(t, BackendGetLock, srv.dsn, Config{})
 	key := locktest.Key(t)
-	l := locktest.MustAcquire(t, lk, key, 10*time.Second)
+	l := locktest.MustAcquire(t, lk, key)
 	first := l.Token()
 	if err := l.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	// The database is recreated: the counter row is gone.
 	srv.exec(t, "DELETE FROM "+tokenTable+" WHERE name = ?", LockName(key))
-	l = locktest.MustAcquire(t, lk, key, 10*time.Second)
+	l = locktest.MustAcquire(t, lk, key)
 	if l.Token() > first {
 		t.Fatalf("token %#x after the counter was deleted, want it back at the start (≤ %#x)", l.Token(), first)
 	}
@@ -94,7 +94,7 @@ func TestAdvanceTokens(t *testing.T) {
 	if err := lk.AdvanceTokens(t.Context(), key, 5<<16); err != nil { // stale: no effect
 		t.Fatal(err)
 	}
-	l = locktest.MustAcquire(t, lk, key, 10*time.Second)
+	l = locktest.MustAcquire(t, lk, key)
 	if l.Token() <= fence {
 		t.Fatalf("token %#x after AdvanceTokens(%#x), want above it", l.Token(), fence)
 	}
@@ -110,7 +110,7 @@ func TestMintsCommitDespiteDSN(t *testing.T) {
 			lk := newLocker(t, backend, srv.dsn+"?autocommit=0", Config{})
 			key := locktest.Key(t)
 			for i := 1; i <= 3; i++ {
-				l := locktest.MustAcquire(t, lk, key, 10*time.Second)
+				l := locktest.MustAcquire(t, lk, key)
 				got := srv.count(t, "SELECT COALESCE(MAX(token), 0) FROM "+tokenTable+" WHERE name = ?", LockName(key))
 				if got != i || l.Token()>>16 != uint64(i) {
 					t.Fatalf("acquisition %d: committed counter %d, lease base %d; want both %d", i, got, l.Token()>>16, i)

@@ -25,7 +25,7 @@ func TestCancelledAcquireLeavesNoLock(t *testing.T) {
 				holder := newLocker(t, backend, srv.dsn, cfg)
 				waiter := newLocker(t, backend, srv.dsn, cfg)
 				key := locktest.Key(t)
-				held := locktest.MustAcquire(t, holder, key, 10*time.Second)
+				held := locktest.MustAcquire(t, holder, key)
 
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
@@ -100,7 +100,7 @@ func TestUnreachableAcquireReturnsAtDeadline(t *testing.T) {
 				t.Fatal(err)
 			}
 			key := locktest.Key(t)
-			held := locktest.MustAcquire(t, holder, key, 10*time.Second)
+			held := locktest.MustAcquire(t, holder, key)
 			defer held.Release(context.Background())
 
 			const deadline = time.Second
