@@ -135,8 +135,8 @@ func memberArgs(args []any, members []member) []any {
 // run's verdicts.
 func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []member, la ledgerArgs) ([]verdict, error) {
 	args := []any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, read, ReceiptTTL.Milliseconds(), len(members)}
-	keys, args := s.windowed(s.ledgerKeys([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}, members),
-		memberArgs(append(args, la.argv()...), members))
+	keys, args := s.windowed(s.receiptKept(s.ledgerKeys([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}, members),
+		memberArgs(append(args, la.argv()...), members)))
 	cmd, wait := s.eval(ctx, s.scripts().write, keys, args...)
 	res, err := cmd.Slice()
 	if err != nil {
@@ -200,8 +200,8 @@ func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArg
 		epoch    string
 	)
 	err := s.guarded(ctx, func(gkeys []string, gargs []any, e string) error {
-		keys, args := s.windowed(s.ledgerKeys(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...), members),
-			memberArgs(append(append([]any{ReceiptTTL.Milliseconds()}, gargs...), la.argv()...), members))
+		keys, args := s.windowed(s.receiptKept(s.ledgerKeys(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...), members),
+			memberArgs(append(append([]any{ReceiptTTL.Milliseconds()}, gargs...), la.argv()...), members)))
 		var cmd *redis.Cmd
 		cmd, wait = s.eval(ctx, s.scripts().atomic, keys, args...)
 		res, err := cmd.Slice()

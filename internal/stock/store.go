@@ -86,6 +86,8 @@ var (
 	peekSrc string
 	//go:embed lua/window.lua
 	windowSrc string
+	//go:embed lua/salesclock.lua
+	salesClockSrc string
 
 	// The scripts that read a counter share int.lua's readInt; the two that
 	// sell share ledger.lua's sellTo for their ledger form; the four that
@@ -109,8 +111,8 @@ func newScriptSet(windowed bool) scriptSet {
 	win := "local windowed = " + strconv.FormatBool(windowed) + "\n" + windowSrc
 	return scriptSet{
 		read:   redis.NewScript(intSrc + guardSrc + win + fencedReadSrc),
-		write:  redis.NewScript(intSrc + ledgerSrc + win + fencedWriteSrc),
-		atomic: redis.NewScript(intSrc + guardSrc + ledgerSrc + win + sellAtomicSrc),
+		write:  redis.NewScript(intSrc + salesClockSrc + ledgerSrc + win + fencedWriteSrc),
+		atomic: redis.NewScript(intSrc + guardSrc + salesClockSrc + ledgerSrc + win + sellAtomicSrc),
 		peek:   redis.NewScript(intSrc + guardSrc + win + peekSrc),
 	}
 }
@@ -122,6 +124,17 @@ func (s *Store) scripts() scriptSet {
 	}
 	return plainScripts
 }
+
+// receiptKept appends what a selling script needs to keep its receipt by
+// the sales' clock (salesclock.lua), last before a window's: the
+// receipts' index and this process's clock.
+func (s *Store) receiptKept(keys []string, args []any) ([]string, []any) {
+	return append(keys, s.receiptIndex()), append(args, s.clock.now().UnixMilli())
+}
+
+// receiptIndex names the receipts' index (salesclock.lua): under their
+// prefix, and with a '-', which no attempt or lease id holds.
+func (s *Store) receiptIndex() string { return s.keys.Receipts + "by-time" }
 
 // windowed appends, when the sale has a window, its key to a script's keys
 // and this process's clock and the skew bound to its args (window.lua:
@@ -163,7 +176,8 @@ const (
 
 // ReceiptTTL is how long a write's receipt outlives it: far longer than any
 // retry of that write (Service.ConfirmTimeout), so a late retry still finds
-// it and sells nothing twice.
+// it and sells nothing twice. It is measured by the sales' clock, not by a
+// Redis TTL (salesclock.lua): a later sale removes a receipt older than it.
 const ReceiptTTL = 10 * time.Minute
 
 // MaxStock is the largest stock a sale can hold, 2^53-1. The scripts read
@@ -527,8 +541,8 @@ func (s *Store) writeAnonymous(ctx context.Context, f Fence, read int64, units i
 // write runs fenced_write.lua; extra, if given, is its units argument
 // (omitted for one unit, as every single sale has always sent it).
 func (s *Store) write(ctx context.Context, f Fence, newStock int64, extra ...any) error {
-	keys, args := s.windowed([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease},
-		append([]any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, newStock, ReceiptTTL.Milliseconds()}, extra...))
+	keys, args := s.windowed(s.receiptKept([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease},
+		append([]any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, newStock, ReceiptTTL.Milliseconds()}, extra...)))
 	cmd, wait := s.eval(ctx, s.scripts().write,
 		keys, args...)
 	code, bound, rerr, err := codeReply(cmd)
@@ -717,8 +731,8 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 	)
 	err := s.guarded(ctx, func(gkeys []string, gargs []any, e string) error {
 		var cmd *redis.Cmd
-		keys, args := s.windowed(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...),
-			append([]any{ReceiptTTL.Milliseconds()}, gargs...))
+		keys, args := s.windowed(s.receiptKept(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...),
+			append([]any{ReceiptTTL.Milliseconds()}, gargs...)))
 		cmd, wait = s.eval(ctx, s.scripts().atomic, keys, args...)
 		var (
 			bound     int64

@@ -398,45 +398,119 @@ func TestFencingRefusesAHolderAClockJumpExpired(t *testing.T) {
 	_ = b.Release(ctx)
 }
 
-// A retry of a fenced write whose receipt expired (Redis's clock jumped
-// past ReceiptTTL between the write and its retry, a lost reply apart)
-// answers the first write and counts nothing again: the fence keeps the
-// lease that wrote. Plain and ledger forms.
-func TestRetryAfterTheReceiptExpiredSellsOnce(t *testing.T) {
-	for _, ledger := range []bool{false, true} {
-		t.Run(fmt.Sprintf("ledger %v", ledger), func(t *testing.T) {
-			ctx := t.Context()
-			srv, rc := servertest.RedisOnClock(t)
-			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
-			t.Cleanup(func() { _ = rdb.Close() })
-			keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
-			if ledger {
-				keys = ledgerKeys(1)
-			}
-			s := stock.NewStore(rdb, keys)
-			if err := s.Reset(ctx, 5); err != nil {
-				t.Fatal(err)
-			}
-			f := stock.Fence{Lock: "test/k", Token: 7, Lease: "lease-1"}
-			rd, err := s.Read(ctx, f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Write(ctx, f, rd.Stock-1); err != nil {
-				t.Fatal(err)
-			}
-			if err := rc.Step(stock.ReceiptTTL + time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			if n, err := rdb.Exists(ctx, "stock:fence:receipt:lease-1").Result(); err != nil || n != 0 {
-				t.Fatalf("the receipt after the jump: exists %d, %v; want expired", n, err)
-			}
-			if err := s.Write(ctx, f, rd.Stock-1); err != nil {
-				t.Fatalf("the retry: %v, want the first write's answer", err)
-			}
-			if st, err := s.Status(ctx); err != nil || st.Stock != 4 || st.Lucky != 1 {
-				t.Fatalf("status %+v, %v; want stock 4, lucky 1: sold once", st, err)
-			}
-		})
+// A retry after Redis's clock jumped past ReceiptTTL (a lost reply, then
+// the jump, then the retry) finds its receipt, which lives by the sales'
+// clock, and counts nothing again. A fenced write whose receipt is gone
+// all the same (an older replica wrote it with a Redis TTL) answers from
+// the fence, which keeps the lease that wrote. Fenced and atomic, plain
+// and ledger forms.
+func TestRetryAfterAClockJumpSellsOnce(t *testing.T) {
+	for _, mode := range []string{"fenced", "atomic"} {
+		for _, ledger := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s ledger %v", mode, ledger), func(t *testing.T) {
+				ctx := t.Context()
+				srv, rc := servertest.RedisOnClock(t)
+				rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+				t.Cleanup(func() { _ = rdb.Close() })
+				keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+				if ledger {
+					keys = ledgerKeys(1)
+				}
+				s := stock.NewStore(rdb, keys)
+				if err := s.Reset(ctx, 5); err != nil {
+					t.Fatal(err)
+				}
+				var sell func() error
+				receipt := keys.Fence + ":receipt:"
+				switch mode {
+				case "fenced":
+					f := stock.Fence{Lock: "test/k", Token: 7, Lease: "lease-1"}
+					rd, err := s.Read(ctx, f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					sell = func() error { return s.Write(ctx, f, rd.Stock-1) }
+					receipt += f.Lease
+				case "atomic":
+					id := stock.NewAttemptID()
+					sell = func() error {
+						after, err := s.SellAtomic(ctx, id)
+						if err == nil && after != 4 {
+							return fmt.Errorf("stock after %d, want the first run's 4", after)
+						}
+						return err
+					}
+					receipt += id
+				}
+				if err := sell(); err != nil {
+					t.Fatal(err)
+				}
+				if err := rc.Step(stock.ReceiptTTL + time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				if n, err := rdb.Exists(ctx, receipt).Result(); err != nil || n != 1 {
+					t.Fatalf("the receipt after Redis's clock jumped past its TTL: exists %d, %v; want kept", n, err)
+				}
+				if err := sell(); err != nil {
+					t.Fatalf("the retry: %v, want the first run's answer", err)
+				}
+				if mode == "fenced" {
+					if err := rdb.Del(ctx, receipt).Err(); err != nil {
+						t.Fatal(err)
+					}
+					if err := sell(); err != nil {
+						t.Fatalf("the retry with its receipt gone: %v, want the fence's answer", err)
+					}
+				}
+				if st, err := s.Status(ctx); err != nil || st.Stock != 4 || st.Lucky != 1 {
+					t.Fatalf("status %+v, %v; want stock 4, lucky 1: sold once", st, err)
+				}
+			})
+		}
+	}
+}
+
+// Receipts are trimmed by the sales' clock: a sale whose seller's clock is
+// past an older receipt's ReceiptTTL removes it, and Redis's clock jumping
+// does not.
+func TestReceiptsTrimmedBySalesClock(t *testing.T) {
+	ctx := t.Context()
+	srv, rc := servertest.RedisOnClock(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	var now atomic.Int64
+	now.Store(time.Now().UnixMilli())
+	s := stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}).
+		WithWindowClock(stock.WindowClock{Now: func() time.Time { return time.UnixMilli(now.Load()) }})
+	if err := s.Reset(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	const index = "stock:fence:receipt:by-time"
+	sell := func() string {
+		t.Helper()
+		id := stock.NewAttemptID()
+		if _, err := s.SellAtomic(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	first := sell()
+	if err := rc.Step(2 * stock.ReceiptTTL); err != nil {
+		t.Fatal(err)
+	}
+	second := sell()
+	if got, err := rdb.ZRange(ctx, index, 0, -1).Result(); err != nil || len(got) != 2 {
+		t.Fatalf("index after Redis's clock jumped: %q, %v; want both receipts", got, err)
+	}
+	now.Add((stock.ReceiptTTL + time.Second).Milliseconds())
+	third := sell()
+	got, err := rdb.ZRange(ctx, index, 0, -1).Result()
+	if err != nil || len(got) != 1 || got[0] != "stock:fence:receipt:"+third {
+		t.Fatalf("index after the sellers' clock passed the TTL: %q, %v; want only the newest receipt", got, err)
+	}
+	for _, id := range []string{first, second} {
+		if n, err := rdb.Exists(ctx, "stock:fence:receipt:"+id).Result(); err != nil || n != 0 {
+			t.Fatalf("receipt %s: exists %d, %v; want trimmed", id, n, err)
+		}
 	}
 }

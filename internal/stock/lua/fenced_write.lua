@@ -12,6 +12,8 @@
 -- ARGV[5] receipt TTL in ms    (longer than any retry of this write)
 -- ARGV[6] units sold           (optional, default 1: a combined sale of a
 --                               batch of buyers, Store.WriteBatch)
+-- Then, last of KEYS and ARGV before a window's, the receipts' index and
+-- the seller's clock in unix ms (salesclock.lua).
 -- Last of all KEYS, an item's window key (window.lua, windowed variant).
 --
 -- The ledger form (Keys.Orders set), told apart by its extra keys:
@@ -54,11 +56,16 @@
 -- new stock, and for a batch ":units" after it, so that each member of the
 -- batch can learn whether it was among the units sold.
 --
--- The receipt expires by Redis's clock, which may jump: a retry that finds
--- it gone would find the fence still naming its lease and sell again. So
--- the write also leaves its lease and receipt in the fence ('wrote',
--- 'receipt'), where they stay until the next write: a retry answers from
--- there, whatever the clock did.
+-- The receipt lives ReceiptTTL by the sales' clock, not Redis's
+-- (salesclock.lua), so a jump of Redis's clock cannot take it before its
+-- retry. The write also leaves its lease and receipt in the fence ('wrote',
+-- 'receipt'), where they stay until the next write: a retry whose receipt
+-- a reset or an older replica's TTL took answers from there.
+
+-- The receipts' index and this seller's clock (salesclock.lua: the
+-- receipt has no Redis TTL) come last of KEYS and ARGV, before a window's.
+local receiptIndex, sellerNow = KEYS[nkeys], ARGV[nargv]
+nkeys, nargv = nkeys - 1, nargv - 1
 
 local ledger = nkeys > 4
 local function answer(status, outcomes)
@@ -129,7 +136,7 @@ if ledger then
   if sold > 0 then
     redis.call('SET', KEYS[1], string.format('%d', read - sold))
     redis.call('INCRBY', KEYS[2], sold)
-    redis.call('SET', KEYS[4], outcomes, 'PX', ARGV[5])
+    keepBySalesClock(receiptIndex, KEYS[4], outcomes, sellerNow, ARGV[5])
     redis.call('HSET', KEYS[3], 'wrote', ARGV[3], 'receipt', outcomes)
   end
   return {0, outcomes}
@@ -148,6 +155,6 @@ if units ~= 1 then
 end
 redis.call('SET', KEYS[1], ARGV[4])
 redis.call('INCRBY', KEYS[2], units)
-redis.call('SET', KEYS[4], receipt, 'PX', ARGV[5])
+keepBySalesClock(receiptIndex, KEYS[4], receipt, sellerNow, ARGV[5])
 redis.call('HSET', KEYS[3], 'wrote', ARGV[3], 'receipt', receipt)
 return 0

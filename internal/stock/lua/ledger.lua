@@ -49,12 +49,9 @@
 -- record of an earlier sale (another id) counts as absent, so a Reset need
 -- not find every record before the next sale may reuse its keys.
 --
--- Records have no TTL: Redis expires keys by its own clock, and a clock
--- that jumped a day forward let a key buy twice. Each is listed in the
--- index with the time of its sale (ARGV[ab+3], the seller's clock), and a
--- sale that writes a record first removes at most two older than the TTL
--- by that same clock: trimming moves with the sales, never with Redis's
--- clock, and never falls behind them. A reset sweeps records and index.
+-- Records have no TTL: they live by the sales' clock (salesclock.lua),
+-- listed in the index with the time of their sale (ARGV[ab+3], the
+-- seller's clock). A reset sweeps records and index.
 --
 -- Returns the units sold and the outcomes joined with ',' (what the
 -- receipt keeps, so a retry answers every member as the first run did).
@@ -105,13 +102,7 @@ local function sellTo(stock, kb, ab, token, n, lucky, closed)
         redis.call('ZADD', byUser, 0, user .. ' ' .. string.format('%010d', count) .. ' ' .. id)
       end
       if key ~= '' then
-        local old = redis.call('ZRANGEBYSCORE', idemIndex, '-inf', '(' .. (tonumber(now) - tonumber(ttl)), 'LIMIT', 0, 2)
-        for _, name in ipairs(old) do
-          redis.call('UNLINK', name)
-          redis.call('ZREM', idemIndex, name)
-        end
-        redis.call('SET', idem, sale .. ' ' .. user .. ' ' .. id .. ' ' .. after .. ' ' .. token)
-        redis.call('ZADD', idemIndex, now, idem)
+        keepBySalesClock(idemIndex, idem, sale .. ' ' .. user .. ' ' .. id .. ' ' .. after .. ' ' .. token, now, ttl)
       end
       outcome = 'sold ' .. id .. ' ' .. after .. ' ' .. token
     end

@@ -8,6 +8,9 @@
 -- KEYS[4] epoch key, KEYS[5] halt key (guard.lua)
 -- ARGV[1] receipt TTL in ms    (longer than any retry of this attempt)
 -- ARGV[2] the caller's epoch, ARGV[3] its ceiling (guard.lua)
+-- Then, last of KEYS and ARGV before a window's, the receipts' index and
+-- the seller's clock in unix ms (salesclock.lua: the receipt lives by the
+-- sales' clock, so a jump of Redis's clock cannot take it before a retry).
 -- Last of all KEYS, an item's window key (window.lua, windowed variant).
 --
 -- Returns the stock after the sale, or -1 when sold out, -2 when the stock
@@ -33,6 +36,11 @@
 --
 -- Idempotent per attempt: a second run (a retry after a lost reply) returns
 -- the first run's stock-after from the receipt and sells nothing more.
+
+-- The receipts' index and this seller's clock (salesclock.lua: the
+-- receipt has no Redis TTL) come last of KEYS and ARGV, before a window's.
+local receiptIndex, sellerNow = KEYS[nkeys], ARGV[nargv]
+nkeys, nargv = nkeys - 1, nargv - 1
 
 local done = redis.call('GET', KEYS[3])
 if nkeys > 5 then
@@ -70,7 +78,7 @@ if nkeys > 5 then
   if sold > 0 then
     redis.call('INCRBY', KEYS[2], sold)
     redis.call('DECRBY', KEYS[1], sold)
-    redis.call('SET', KEYS[3], outcomes, 'PX', ARGV[1])
+    keepBySalesClock(receiptIndex, KEYS[3], outcomes, sellerNow, ARGV[1])
   end
   return {0, outcomes}
 end
@@ -106,5 +114,5 @@ if not readInt(KEYS[2]) then
 end
 redis.call('INCR', KEYS[2])
 local after = redis.call('DECR', KEYS[1])
-redis.call('SET', KEYS[3], after, 'PX', ARGV[1])
+keepBySalesClock(receiptIndex, KEYS[3], after, sellerNow, ARGV[1])
 return after
