@@ -196,7 +196,7 @@ func (g *group) others(nd *node) []*node {
 func (g *group) sample(t *testing.T, d time.Duration, alive []*node) {
 	t.Helper()
 	var wg sync.WaitGroup
-	until := testwait.Until(t) // a steady-state read must answer
+	until := testwait.Until(t)           // a steady-state read must answer
 	tick := time.NewTicker(Interval / 4) // sampling cadence, not synchronisation
 	defer tick.Stop()
 	end := time.Now().Add(d)
