@@ -261,7 +261,8 @@ func (r Result) Passed() bool { return r.Status == "pass" }
 // never do), the pause control (fencing off) on every correct backend, the
 // latency control on redis, the buyers' cells on redis (buyerScenarios,
 // named buyers and durable orders), the items' cells on redis
-// (itemScenarios), the failover cells (failoverCells), and each flawed
+// (itemScenarios), the clock cells on redis and etcd (clockScenarios),
+// the failover cells (failoverCells), and each flawed
 // backend in the scenario that breaks it.
 func Matrix(backends, scenarios []string) []Cell {
 	want := func(list []string, s string) bool { return len(list) == 0 || slices.Contains(list, s) }
@@ -272,7 +273,7 @@ func Matrix(backends, scenarios []string) []Cell {
 			continue
 		}
 		for _, s := range Scenarios() {
-			if s == "crash" || s == "falsesoldout" || buyersOnly(s) || IsFailover(s) || isItems(s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
+			if s == "crash" || s == "falsesoldout" || buyersOnly(s) || IsFailover(s) || isItems(s) || slices.Contains(clockScenarios, s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
 				continue
 			}
 			if (slices.Contains(experimental[s], b) || slices.Contains(byName[b], s)) && !named {
@@ -291,6 +292,13 @@ func Matrix(backends, scenarios []string) []Cell {
 		}
 		if b == "redis" && want(scenarios, "falsesoldout") {
 			cells = append(cells, Cell{Backend: b, Scenario: "falsesoldout", Fencing: true})
+		}
+		if b == "redis" || b == "etcd" {
+			for _, s := range clockScenarios {
+				if want(scenarios, s) {
+					cells = append(cells, Cell{Backend: b, Scenario: s, Fencing: true, Buyers: !isItemsCell(s)})
+				}
+			}
 		}
 		if b == "redis" {
 			for _, s := range buyerScenarios {

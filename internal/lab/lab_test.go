@@ -41,8 +41,9 @@ func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	// with acks 1 and its control on redis; restore-all, other-sale,
 	// witnessdown and evict on redis and etcd; the none and local flawed
 	// cells, falsesoldout on redis, the 3 items' cells on redis, and the
-	// 5 cluster cells with acks 1 and cluster-lag's control on redis.
-	if got, want := len(cells), 4*14-2+12+3+6+1+1+3+2*3+4+2+1+2+2*4+2+1+3+6; got != want {
+	// 5 cluster cells with acks 1 and cluster-lag's control on redis; the
+	// 2 clock cells on redis and etcd.
+	if got, want := len(cells), 4*14-2+12+3+6+1+1+3+2*3+4+2+1+2+2*4+2+1+3+6+2*2; got != want {
 		t.Fatalf("got %d cells, want %d", got, want)
 	}
 	if got := Matrix([]string{"etcd"}, nil); slices.ContainsFunc(got, func(c Cell) bool { return c.Scenario == "lockforget" }) {
@@ -65,7 +66,7 @@ func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 }
 
 // The buyers' cells run on redis, fenced, each scenario of buyerScenarios
-// once; the scenarios that exist only for buyers never run anonymous.
+// once, and the clock-jump cell on redis and etcd; the scenarios that exist only for buyers never run anonymous.
 func TestMatrixBuyers(t *testing.T) {
 	var got []string
 	for _, c := range Matrix(nil, nil) {
@@ -78,7 +79,8 @@ func TestMatrixBuyers(t *testing.T) {
 			t.Errorf("%s: a buyers-only scenario without buyers", c)
 		}
 	}
-	want := []string{"redis/pause/fenced/buyers", "redis/consumerkill/fenced/buyers", "redis/mysqldown/fenced/buyers", "redis/replayrace/fenced/buyers"}
+	want := []string{"redis/clock-jump/fenced/buyers", "redis/pause/fenced/buyers", "redis/consumerkill/fenced/buyers",
+		"redis/mysqldown/fenced/buyers", "redis/replayrace/fenced/buyers", "etcd/clock-jump/fenced/buyers"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got buyers' cells %v, want %v", got, want)
 	}

@@ -51,7 +51,7 @@ type scenario struct {
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
 	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "other-sale", "witnessdown", "consumerkill", "mysqldown", "replayrace",
-	"item-halt", "item-window", "item-restore-all",
+	"item-halt", "item-window", "item-restore-all", "item-clock-back", "clock-jump",
 	"failover-kill", "failover-lag", "failover-stop", "split", "cluster-kill", "cluster-lag", "cluster-failover", "cluster-move", "cluster-items", "crash", "falsesoldout"}
 
 // Scenarios lists the scenario names in table order.
@@ -263,6 +263,19 @@ var scenarios = map[string]scenario{
 		env:     always(workDelay(time.Millisecond)),
 		run:     runItemWindow,
 		items:   true,
+	},
+	"item-clock-back": {
+		summary: "an item's window as in item-window, buyers on past its end, and 0.5s after the end the stock Redis's clock steps back 2.5s (beyond stock.max_clock_skew): no sale after the advertised end, ended only after it (redis, etcd)",
+		env:     always(workDelay(time.Millisecond)),
+		run:     runItemClockBack,
+		items:   true,
+	},
+	"clock-jump": {
+		summary:     "the stock Redis's clock jumps 25h (past stock.idempotency_ttl and every receipt) and, on redis, the lock Redis's past the lock TTL with a write held: 10 keyed purchases made before replay after, the held write is fenced (named buyers; redis, etcd)",
+		concurrency: 6,
+		buyers:      true,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runClockJump,
 	},
 	"item-restore-all": {
 		summary: "restore-all with two items (stock.witness etcd): SAVE once both sold 20, sell on, restart every stockd around the Redis's restart from it: both items halt on every replica, none sold twice, a new item sells out (redis)",

@@ -19,6 +19,9 @@ import (
 //     the window only gets emptier, so a short d cannot flake.
 //   - x.forNote(d): an observation that feeds a note and judges nothing.
 //
+// A fault scheduled at a time (a window's end) waits with x.at(t): there
+// the time is the event.
+//
 // The speed of a recovery is the benchmark's and the lab report's to
 // show (Result.Slow), never a failure: a test that fails on wall-clock
 // speed fails on a busy machine.
@@ -43,6 +46,19 @@ func (x *run) mustNotWithin(d time.Duration) (context.Context, context.CancelFun
 // forNote is the context of a wait that only feeds a note.
 func (x *run) forNote(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(x.ctx, d)
+}
+
+// at waits until t, when a fault is scheduled (the event is the time
+// itself), and reports false if the cell ended first.
+func (x *run) at(t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-x.ctx.Done():
+		return false
+	}
 }
 
 // expect records, as slow, an event that came later than a correct

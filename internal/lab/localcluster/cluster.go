@@ -75,7 +75,8 @@ type Config struct {
 	// Faults turns on the fault layer (faults.go): the lock gets its own
 	// redis-server (lock.redis_addr), and every replica reaches each server
 	// through its own in-process toxiproxy, so Cut, Latency and Watch can
-	// act on one replica's path alone.
+	// act on one replica's path alone. The stock Redis and the lock Redis
+	// then also run on wall clocks a cell can step (StockClock, LockClock).
 	Faults bool
 }
 
@@ -101,6 +102,9 @@ type Cluster struct {
 	replicas  []*servers.Process
 	nginx     *servers.Process
 	faults    *faultNet // nil unless Config.Faults
+	// stockClock and lockClock step the stock Redis's and the lock
+	// Redis's wall clocks (Config.Faults; nil otherwise).
+	stockClock, lockClock *servers.ShiftedClock
 	// sentinel is the replicated stock Redis of StartSentinel, or nil.
 	sentinel    *servers.SentinelSet
 	sentinelGen int
@@ -151,8 +155,15 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	var wg sync.WaitGroup
 	errs := make([]error, 6)
 	wg.Go(func() { errs[0] = c.ensureStockd(ctx) })
+	redisStart := servers.StartRedis
+	if cfg.Faults {
+		if c.stockClock, c.lockClock, err = newClocks(c.cfg.Dir); err != nil {
+			return nil, err
+		}
+		redisStart = servers.RedisOnClock(c.stockClock)
+	}
 	wg.Go(func() {
-		c.redis, errs[1] = startServer(ctx, c.cfg.Dir, "redis", servers.StartRedis)
+		c.redis, errs[1] = startServer(ctx, c.cfg.Dir, "redis", redisStart)
 	})
 	if cfg.Etcd || needsEtcd(c.backend, c.env) {
 		wg.Go(func() { c.etcd, errs[2] = startServer(ctx, c.cfg.Dir, "etcd", servers.StartEtcd) })
@@ -165,7 +176,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	if cfg.Faults {
 		c.faults = newFaultNet()
-		wg.Go(func() { c.faults.lockRedis, errs[4] = startLockRedis(ctx, c.cfg.Dir) })
+		wg.Go(func() { c.faults.lockRedis, errs[4] = startLockRedis(ctx, c.cfg.Dir, c.lockClock) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

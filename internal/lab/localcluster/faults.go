@@ -80,7 +80,7 @@ func newFaultNet() *faultNet {
 // appends every write to its AOF and fsyncs it: a lock server that forgets
 // its token counter on restart hands out tokens lower than the fence has
 // seen, and every fenced sale is then refused for good (safe, but dead).
-func startLockRedis(ctx context.Context, dir string) (*servers.Process, error) {
+func startLockRedis(ctx context.Context, dir string, clock *servers.ShiftedClock) (*servers.Process, error) {
 	addr, err := servers.LoopbackAddr()
 	if err != nil {
 		return nil, fmt.Errorf("localcluster: lock redis: %w", err)
@@ -95,6 +95,7 @@ func startLockRedis(ctx context.Context, dir string) (*servers.Process, error) {
 			"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--protected-mode", "no",
 			"--daemonize", "no", "--loglevel", "warning",
 		},
+		Env:   clock.Env(),
 		Dir:   dir,
 		Addr:  addr,
 		Ready: redisPing,

@@ -64,8 +64,12 @@ func NewShiftedClock(dir string) (*ShiftedClock, error) {
 	return c, nil
 }
 
-// Env is what a server's environment needs to run on this clock.
+// Env is what a server's environment needs to run on this clock; nil for a
+// nil clock (the machine's).
 func (c *ShiftedClock) Env() []string {
+	if c == nil {
+		return nil
+	}
 	return []string{"LD_PRELOAD=" + c.lib, ClockOffsetEnv + "=" + c.file}
 }
 
