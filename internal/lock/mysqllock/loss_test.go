@@ -8,6 +8,7 @@ import (
 
 	"seckill/internal/lock"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/testwait"
 )
 
 // An operator's KILL CONNECTION of the holder's session frees the lock at
@@ -25,9 +26,14 @@ func TestKilledConnectionClosesDone(t *testing.T) {
 
 			// Free for others at once, before the holder even notices.
 			lb := locktest.MustAcquire(t, b, key, time.Second)
+			// How soon is the check, not a guard: the 100ms keep-alive is
+			// what must notice.
+			start := time.Now()
 			select {
 			case <-l.Done():
-			case <-time.After(2 * time.Second):
+			case <-testwait.Until(t).Done():
+			}
+			if time.Since(start) > 2*time.Second {
 				t.Fatal("Done not closed 2s after the session was killed (keep-alive 100ms)")
 			}
 			if err := l.Err(); !errors.Is(err, lock.ErrLost) {
@@ -72,16 +78,15 @@ func TestServerRestart(t *testing.T) {
 		}
 		leases[backend] = locktest.MustAcquire(t, lockers[backend], key, 10*time.Second)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := srv.proc.Restart(ctx); err != nil {
+	if err := srv.proc.Restart(testwait.Until(t)); err != nil {
 		t.Fatal(err)
 	}
+	until := testwait.Until(t)
 	for _, backend := range backends {
 		l := leases[backend]
 		select {
 		case <-l.Done():
-		case <-time.After(5 * time.Second):
+		case <-until.Done():
 			t.Fatalf("%s: Done not closed after the server restarted", backend)
 		}
 		if err := l.Err(); !errors.Is(err, lock.ErrLost) {
@@ -114,13 +119,16 @@ func TestSilentServerClosesDone(t *testing.T) {
 			paused := time.Now()
 			select {
 			case <-l.Done():
-			case <-time.After(3 * time.Second):
-				_ = srv.proc.Resume()
-				t.Fatal("Done not closed 3s into a server pause (keep-alive 200ms)")
+			case <-testwait.Until(t).Done():
 			}
 			waited := time.Since(paused)
 			if err := srv.proc.Resume(); err != nil {
 				t.Fatal(err)
+			}
+			// How soon is the check: within about two keep-alives, long
+			// before wait_timeout.
+			if waited > 3*time.Second {
+				t.Fatal("Done not closed 3s into a server pause (keep-alive 200ms)")
 			}
 			if err := l.Err(); !errors.Is(err, lock.ErrLost) {
 				t.Fatalf("Err() = %v, want ErrLost", err)
@@ -157,8 +165,8 @@ func TestReleaseBoundedWhenUnreachable(t *testing.T) {
 			var err error
 			select {
 			case err = <-res:
-			case <-time.After(5 * time.Second):
-				t.Fatal("Release still running 5s after the server became unreachable (CleanupTimeout 1s)")
+			case <-testwait.Until(t).Done():
+				t.Fatalf("Release still running %v after the server became unreachable (CleanupTimeout 1s)", time.Since(start).Round(time.Second))
 			}
 			if took := time.Since(start); took > 3*time.Second {
 				t.Fatalf("Release took %v, want about CleanupTimeout (1s)", took)
