@@ -187,6 +187,8 @@ func TestDashboardInBrowser(t *testing.T) {
 			done <- result{r, err}
 		}()
 		var views []dashView
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
 		for {
 			views = append(views, view())
 			select {
@@ -198,7 +200,7 @@ func TestDashboardInBrowser(t *testing.T) {
 				// show the end of the sale.
 				time.Sleep(900 * time.Millisecond)
 				return res.r, append(views, view())
-			case <-time.After(100 * time.Millisecond):
+			case <-tick.C:
 			}
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"seckill/internal/lab/localcluster"
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 )
 
 // shutdownTimeout is stockd's http.shutdown_timeout in these tests, and
@@ -152,6 +153,7 @@ func stopWhileCut(t *testing.T, c *localcluster.Cluster, backend string, links [
 			t.Errorf("%s (%s, links %v cut) exited with status %d after SIGTERM, want 0:\n%s", p.Name(), backend, links, code, p.LogTail(15))
 		}
 		return took
+	//testwait:ok the bound is what is tested (exit within http.shutdown_timeout + slack), and the goroutine dump needs stockd still running at it
 	case <-time.After(bound):
 	}
 	// Still running: dump its goroutines (SIGQUIT: the Go runtime prints
@@ -159,7 +161,7 @@ func stopWhileCut(t *testing.T, c *localcluster.Cluster, backend string, links [
 	_ = syscall.Kill(p.Pid(), syscall.SIGQUIT)
 	select {
 	case <-p.Exited():
-	case <-time.After(5 * time.Second):
+	case <-testwait.Until(t).Done():
 		_ = p.Kill()
 	}
 	t.Errorf("%s (%s, links %v cut) still running %v after SIGTERM, want exit within http.shutdown_timeout %v + %v; goroutine dump in %s; stockd's stacks:\n%s",
@@ -185,12 +187,12 @@ func inFlight(t *testing.T, client *http.Client, url string, n int) {
 			}
 		}()
 	}
-	timeout := time.After(10 * time.Second)
+	until := testwait.Until(t)
 	for range n {
 		select {
 		case <-wrote:
-		case <-timeout:
-			t.Fatalf("sales not sent to %s within 10s", url)
+		case <-until.Done():
+			t.Fatalf("sales not sent to %s", url)
 		}
 	}
 }
@@ -230,15 +232,15 @@ func firstSale(t *testing.T, client *http.Client, base string) float64 {
 // event: it is polled with a short backoff.
 func waitLocked(t *testing.T, client *http.Client, url string, after float64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	until := testwait.Until(t)
 	for backoff := time.Millisecond; ; backoff = min(2*backoff, 50*time.Millisecond) {
 		if n := metric(t, client, url, "seckill_lock_wait_seconds_count"); n > after {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no sale acquired the lock within 10s (%s)", url)
+		if until.Err() != nil {
+			t.Fatalf("no sale acquired the lock (%s)", url)
 		}
-		<-time.After(backoff)
+		time.Sleep(backoff)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/lab/dashboard"
+	"seckill/internal/testwait"
 )
 
 // lockedBuffer is an io.Writer the command and the test share.
@@ -58,20 +59,21 @@ func TestDashboardCmd(t *testing.T) {
 		code <- run(ctx, []string{"dashboard", "--replicas", replica.URL, "--interval", "50ms"}, &stdout, &stderr)
 	}()
 
+	until := testwait.Until(t) // the URL, the state and the stop must come
 	re := regexp.MustCompile(`dashboard: (http://127\.0\.0\.1:\d+/)`)
 	var url string
-	for deadline := time.Now().Add(5 * time.Second); url == ""; {
+	for url == "" {
 		if m := re.FindStringSubmatch(stdout.String()); m != nil {
 			url = m[1]
-		} else if time.Now().After(deadline) {
+		} else if until.Err() != nil {
 			t.Fatalf("no URL printed; stdout %q stderr %q", stdout.String(), stderr.String())
 		} else {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	var st dashboard.State
-	for deadline := time.Now().Add(5 * time.Second); st.Books.Stock != 42 || st.Backend != "redis"; {
-		if time.Now().After(deadline) {
+	for st.Books.Stock != 42 || st.Backend != "redis" {
+		if until.Err() != nil {
 			t.Fatalf("state never showed stock 42 on redis: %+v", st)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -91,7 +93,7 @@ func TestDashboardCmd(t *testing.T) {
 		if c != exitOK {
 			t.Fatalf("exit %d, want 0; stderr %q", c, stderr.String())
 		}
-	case <-time.After(5 * time.Second):
+	case <-until.Done():
 		t.Fatal("seckill dashboard did not stop when interrupted")
 	}
 }

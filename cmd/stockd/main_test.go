@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -14,13 +13,13 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"seckill/internal/api"
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/stockd"
 	"seckill/internal/stockd/stockdtest"
+	"seckill/internal/testwait"
 )
 
 var testAdminToken = stockdtest.AdminToken
@@ -129,15 +128,14 @@ func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 	}()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
+	ctx := testwait.Until(t) // every step below must happen
 	select {
 	case <-started:
 	case err := <-exited:
 		t.Fatalf("stockd exited before starting: %v\n%s", err, logs.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("stockd did not log its start within 30s")
+	case <-ctx.Done():
+		t.Fatal("stockd did not log its start")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
 	base := "http://" + addr
 	if err := servers.HTTPReady("/readyz")(ctx, addr); err != nil {
 		t.Fatalf("readyz: %v", err)
@@ -162,8 +160,8 @@ func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 		if err != nil {
 			t.Fatalf("got %v after SIGTERM, want exit 0\n%s", err, logs.String())
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("stockd did not exit within 15s of SIGTERM")
+	case <-ctx.Done():
+		t.Fatal("stockd did not exit after SIGTERM")
 	}
 	if !strings.Contains(logs.String(), "msg=stopped") {
 		t.Fatalf("no clean-stop log line:\n%s", logs.String())

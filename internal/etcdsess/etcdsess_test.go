@@ -13,6 +13,7 @@ import (
 	"seckill/internal/etcdsess"
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 )
 
 func leaseTTL(t *testing.T, cli *clientv3.Client, id clientv3.LeaseID) int64 {
@@ -68,7 +69,7 @@ func TestSession(t *testing.T) {
 		}
 		select {
 		case <-s1.Done():
-		case <-time.After(5 * time.Second):
+		case <-testwait.Until(t).Done():
 			t.Fatal("session Done not closed after its lease was revoked")
 		}
 		s2, err := m.Session(t.Context())
@@ -182,8 +183,9 @@ func TestValidUntil(t *testing.T) {
 		t.Fatalf("ValidUntil right after the grant = before+%v, want in (now, before+%v]", v.Sub(before), granted)
 	}
 	// Two TTLs later the grant alone would have lapsed: only keep-alives
-	// confirmed since can keep the validity in the future.
-	<-time.After(2 * granted)
+	// confirmed since can keep the validity in the future. The time passing
+	// is the point: a sleep, not a bound on an event.
+	time.Sleep(2 * granted)
 	if v2 := m.ValidUntil(s); !v2.After(time.Now()) {
 		t.Fatalf("ValidUntil two TTLs after the grant = %v ago, want in the future (kept alive)", time.Since(v2))
 	}

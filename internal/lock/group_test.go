@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"seckill/internal/testwait"
 )
 
 // Close waits for the work under way and refuses new work.
@@ -23,7 +25,7 @@ func TestGroup(t *testing.T) {
 	select {
 	case <-closed:
 		t.Fatal("Close returned with work under way")
-	case <-time.After(20 * time.Millisecond):
+	case <-testwait.MustNotWithin(20 * time.Millisecond):
 	}
 	close(release)
 	done()

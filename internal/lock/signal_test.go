@@ -3,7 +3,8 @@ package lock
 import (
 	"errors"
 	"testing"
-	"time"
+
+	"seckill/internal/testwait"
 )
 
 func TestSignalKeepsFirstReason(t *testing.T) {
@@ -47,14 +48,14 @@ func TestSignalAfterFunc(t *testing.T) {
 	stopped.Close(ErrLost)
 	select {
 	case <-ran:
-	case <-time.After(10 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("AfterFunc did not run after Close")
 	}
 	late := make(chan struct{})
 	s.AfterFunc(func() { close(late) }) // on a closed Signal: runs at once
 	select {
 	case <-late:
-	case <-time.After(10 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("AfterFunc on a closed Signal did not run")
 	}
 }

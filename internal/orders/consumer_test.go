@@ -260,7 +260,7 @@ func TestRunStopsPromptly(t *testing.T) {
 	}
 	stop = run(t, c)
 	e.sell(t, "seckill:orders", "sale-a", "b", 3)
-	eventually(t, 10*time.Second, func() (bool, string) {
+	eventually(t, func() (bool, string) {
 		return c.Stats().Errors >= 3, "fewer than 3 failed attempts"
 	})
 	start = time.Now()
@@ -270,7 +270,7 @@ func TestRunStopsPromptly(t *testing.T) {
 	}
 	_ = e.rdb.Close()
 	_ = e.db.Close()
-	eventually(t, 5*time.Second, func() (bool, string) {
+	eventually(t, func() (bool, string) {
 		n := runtime.NumGoroutine()
 		return n <= base, fmt.Sprintf("%d goroutines, %d before the consumer", n, base)
 	})
@@ -287,7 +287,7 @@ func TestReplicasShareAndOneStops(t *testing.T) {
 	e.sell(t, "seckill:orders", "sale-a", "a", n)
 	stop1 := run(t, c1)
 	run(t, c2)
-	eventually(t, 10*time.Second, func() (bool, string) {
+	eventually(t, func() (bool, string) {
 		return c1.Stats().Inserted > 0 && c2.Stats().Inserted > 0, fmt.Sprintf("r1 %+v, r2 %+v: want both inserting", c1.Stats(), c2.Stats())
 	})
 	stop1()

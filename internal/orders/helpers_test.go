@@ -14,6 +14,7 @@ import (
 
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 )
 
 // env is a real Redis and a real MariaDB for one test.
@@ -78,9 +79,11 @@ func cmp(s, def string) string {
 }
 
 // run starts c.Run; the returned stop cancels it and fails the test unless
-// Run returns nil within two seconds. Cleanup stops it too.
+// Run returns nil (it must return; the wait is bounded by the test's
+// deadline). Cleanup stops it too.
 func run(t testing.TB, c interface{ Run(context.Context) error }) (stop func()) {
 	t.Helper()
+	until := testwait.Until(t) // before the cleanup below: cancelled after it
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -97,8 +100,8 @@ func run(t testing.TB, c interface{ Run(context.Context) error }) (stop func()) 
 			if err != nil {
 				t.Errorf("Run returned %v, want nil", err)
 			}
-		case <-time.After(2 * time.Second):
-			t.Errorf("Run still running 2s after its context was cancelled")
+		case <-until.Done():
+			t.Errorf("Run still running after its context was cancelled")
 		}
 	}
 	t.Cleanup(stop)
@@ -164,23 +167,25 @@ func (e *env) count(t testing.TB, q string, args ...any) int64 {
 }
 
 // eventually polls cond (a state in another process, which sends no
-// event) every 20ms until it holds, failing after timeout with what it
-// last said.
-func eventually(t testing.TB, timeout time.Duration, cond func() (ok bool, state string)) {
+// event) every 20ms until it holds, which it must: it fails at the test's
+// deadline with what cond last said.
+func eventually(t testing.TB, cond func() (ok bool, state string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	until := testwait.Until(t)
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		ok, state := cond()
 		if ok {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, state)
-		}
 		select {
+		case <-until.Done():
+			t.Fatalf("after %v: %s", time.Since(start).Round(time.Millisecond), state)
 		case <-t.Context().Done():
 			t.Fatal(t.Context().Err())
-		case <-time.After(20 * time.Millisecond):
+		case <-poll.C:
 		}
 	}
 }
@@ -188,7 +193,7 @@ func eventually(t testing.TB, timeout time.Duration, cond func() (ok bool, state
 // drained waits until c's lag is 0 and the table holds want rows.
 func (e *env) drained(t testing.TB, c *Consumer, table string, want int64) {
 	t.Helper()
-	eventually(t, 20*time.Second, func() (bool, string) {
+	eventually(t, func() (bool, string) {
 		lag, err := c.Lag(t.Context())
 		rows := e.count(t, "SELECT COUNT(*) FROM `"+table+"`")
 		return err == nil && lag == 0 && rows == want,

@@ -80,7 +80,7 @@ func TestItemConsumersStoreEveryItem(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 20*time.Second, func() (bool, string) {
+		eventually(t, func() (bool, string) {
 			n := rows(item, sale)
 			lag, err := c.Lag(ctx)
 			xlen, _ := e.rdb.XLen(ctx, itemStream(item)).Result()
@@ -142,7 +142,7 @@ func TestItemConsumersIsolateAFailingItem(t *testing.T) {
 	}
 	e.sell(t, itemStream("b"), "sale-b", "b", 20)
 	m := e.itemConsumers(t, &itemList{ids: []string{"a", "b"}}, "r1")
-	eventually(t, 20*time.Second, func() (bool, string) {
+	eventually(t, func() (bool, string) {
 		b := e.count(t, "SELECT COUNT(*) FROM `"+DefaultItemsTable+"` WHERE item = 'b'")
 		return b == 20 && m.Stats().Errors > 0, fmt.Sprintf("b: %d rows (want 20) while a fails; stats %+v", b, m.Stats())
 	})
@@ -152,7 +152,7 @@ func TestItemConsumersIsolateAFailingItem(t *testing.T) {
 	if _, err := e.db.ExecContext(ctx, "ALTER TABLE `"+DefaultItemsTable+"` MODIFY replica VARCHAR(64) CHARACTER SET utf8mb4 NOT NULL"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() (bool, string) {
+	eventually(t, func() (bool, string) {
 		a := e.count(t, "SELECT COUNT(*) FROM `"+DefaultItemsTable+"` WHERE item = 'a'")
 		return a == 20, fmt.Sprintf("a: %d rows once the table is mended, want 20; stats %+v", a, m.Stats())
 	})
@@ -211,7 +211,7 @@ func TestItemConsumersOnACluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer run(t, m)()
-	eventually(t, 20*time.Second, func() (bool, string) {
+	eventually(t, func() (bool, string) {
 		rows := e.count(t, "SELECT COUNT(*) FROM cluster_items")
 		var left int64
 		for _, id := range ids {

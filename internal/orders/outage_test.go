@@ -1,10 +1,11 @@
 package orders
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"seckill/internal/testwait"
 )
 
 // MariaDB stops during the drain: the consumer keeps running and failing,
@@ -63,7 +64,7 @@ func TestMySQLDown(t *testing.T) {
 func waitHeld(t *testing.T, e *env, c *Consumer, lag int64) {
 	t.Helper()
 	errs := c.Stats().Errors
-	eventually(t, 10*time.Second, func() (bool, string) {
+	eventually(t, func() (bool, string) {
 		p, err := e.rdb.XPending(t.Context(), "seckill:orders", "orders").Result()
 		l, lerr := c.Lag(t.Context())
 		s := c.Stats()
@@ -75,9 +76,7 @@ func waitHeld(t *testing.T, e *env, c *Consumer, lag int64) {
 
 func startMaria(t *testing.T, e *env) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := e.maria.Start(ctx); err != nil {
+	if err := e.maria.Start(testwait.Until(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -94,12 +93,10 @@ func TestRedisDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	errs := c.Stats().Errors
-	eventually(t, 10*time.Second, func() (bool, string) {
+	eventually(t, func() (bool, string) {
 		return c.Stats().Errors >= errs+2, fmt.Sprintf("stats %+v, want at least 2 more errors", c.Stats())
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := e.redis.Start(ctx); err != nil {
+	if err := e.redis.Start(testwait.Until(t)); err != nil {
 		t.Fatal(err)
 	}
 	e.sell(t, "seckill:orders", "sale-b", "b", 15)

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"seckill/internal/testwait"
 )
 
 // Serve, started while MySQL is down, creates the table once it is up
@@ -32,7 +34,7 @@ func TestServeWaitsForMySQL(t *testing.T) {
 	})
 	e.sell(t, "seckill:orders", "sale-a", "a", 10)
 	startMaria(t, e)
-	eventually(t, 20*time.Second, func() (bool, string) {
+	eventually(t, func() (bool, string) {
 		n := e.count(t, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'served'")
 		return n == 1, "the table is not there yet"
 	})
@@ -43,7 +45,7 @@ func TestServeWaitsForMySQL(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Serve returned %v, want nil", err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve still running 5s after its context was cancelled")
+	case <-testwait.Until(t).Done():
+		t.Fatal("Serve still running after its context was cancelled")
 	}
 }

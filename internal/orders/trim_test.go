@@ -138,7 +138,7 @@ func TestTrimKeepsPendingEntries(t *testing.T) {
 		t.Fatalf("stalled read: %v, %v; want 10 entries", stalled, err)
 	}
 	run(t, c)
-	eventually(t, 20*time.Second, func() (bool, string) {
+	eventually(t, func() (bool, string) {
 		rows := e.count(t, "SELECT COUNT(*) FROM orders")
 		return rows == 90, fmt.Sprintf("%d rows, want 90 (all but the stalled 10)", rows)
 	})
@@ -161,7 +161,7 @@ func TestTrimKeepsPendingEntries(t *testing.T) {
 func (e *env) trimmed(t testing.TB, keys stock.Keys, table string, rows int64) {
 	t.Helper()
 	keys = keys.Derive(true)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	eventually(t, func() (bool, string) {
 		n := e.count(t, "SELECT COUNT(*) FROM `"+table+"`")
 		xlen, err1 := e.rdb.XLen(t.Context(), keys.Orders).Result()
 		hlen, err2 := e.rdb.HLen(t.Context(), keys.OrderIndex).Result()
@@ -210,7 +210,7 @@ func (e *env) client(t testing.TB) *redis.Client {
 // clients again (closed ones are freed as the server notices).
 func (e *env) settledMemory(t *testing.T, conns int64) int64 {
 	t.Helper()
-	eventually(t, 10*time.Second, func() (bool, string) {
+	eventually(t, func() (bool, string) {
 		n := clients(t, e.rdb)
 		return n == conns, fmt.Sprintf("%d clients connected, want %d", n, conns)
 	})

@@ -16,6 +16,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
+	"seckill/internal/testwait"
 )
 
 // writeCounter counts the fenced writes (and atomic sells) a client sends:
@@ -70,9 +71,9 @@ func (g *gatedLocker) Acquire(ctx context.Context, key string) (lock.Lease, erro
 // waitQueued waits until n requests are queued behind segment seg's gatherer.
 func waitQueued(t *testing.T, svc *stock.Service, seg, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	until := testwait.Until(t)
 	for svc.Queued(seg) != n {
-		if time.Now().After(deadline) {
+		if until.Err() != nil {
 			t.Fatalf("got %d requests queued, want %d", svc.Queued(seg), n)
 		}
 		time.Sleep(time.Millisecond)
@@ -92,8 +93,8 @@ func buyQueued(t *testing.T, ctx context.Context, svc *stock.Service, g *gatedLo
 	out := make([]outcome, n)
 	var wg sync.WaitGroup
 	wg.Go(func() { out[0].sale, out[0].err = svc.Reduce(ctx) })
-	deadline := time.Now().Add(10 * time.Second)
-	for !svc.Gathering(0) && time.Now().Before(deadline) {
+	until := testwait.Until(t)
+	for !svc.Gathering(0) && until.Err() == nil {
 		time.Sleep(time.Millisecond)
 	}
 	for i := 1; i < n; i++ {

@@ -15,6 +15,7 @@ import (
 	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
+	"seckill/internal/testwait"
 )
 
 const ordersKey = "seckill:orders"
@@ -512,8 +513,8 @@ func buyInOrder(t *testing.T, ctx context.Context, svc *stock.Service, g *gatedL
 	for i, b := range buyers {
 		wg.Go(func() { out[i].buyer = b; out[i].sale, out[i].err = svc.ReduceFor(ctx, b) })
 		if i == 0 {
-			deadline := time.Now().Add(10 * time.Second)
-			for !svc.Gathering(0) && time.Now().Before(deadline) {
+			until := testwait.Until(t)
+			for !svc.Gathering(0) && until.Err() == nil {
 				time.Sleep(time.Millisecond)
 			}
 			continue

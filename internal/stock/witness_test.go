@@ -318,6 +318,8 @@ func TestWitnessDownAndGroupCommit(t *testing.T) {
 			}
 		})
 	}
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		lucky, err := rdb.Get(t.Context(), "lucky").Int64()
 		if err != nil {
@@ -329,7 +331,7 @@ func TestWitnessDownAndGroupCommit(t *testing.T) {
 		select {
 		case <-t.Context().Done():
 			t.Fatalf("lucky %d, want %d", lucky, 2+buyers)
-		case <-time.After(5 * time.Millisecond):
+		case <-poll.C:
 		}
 	}
 	close(gate)

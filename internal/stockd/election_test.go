@@ -10,6 +10,7 @@ import (
 	"seckill/internal/election/audit"
 	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/testwait"
 )
 
 // The lock and the election run on one session per process: the election
@@ -109,11 +110,12 @@ func TestElectionAuditsTheLedger(t *testing.T) {
 	}
 	defer stop()
 	// Two reads of the ledger: the first run has been recorded by then.
+	until := testwait.Until(t)
 	for range 2 {
 		select {
 		case <-ledger.reads:
-		case <-time.After(30 * time.Second):
-			t.Fatal("the leader's audit did not read the ledger within 30s")
+		case <-until.Done():
+			t.Fatal("the leader's audit did not read the ledger")
 		}
 	}
 	recs, err := audit.ReadStream(ctx, w.stockRedis(), audit.DefaultStream)

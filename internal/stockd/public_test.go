@@ -16,6 +16,7 @@ import (
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/stockd/stockdtest"
+	"seckill/internal/testwait"
 )
 
 // These tests hold the public surface of a real stockd (the binary, against
@@ -192,7 +193,7 @@ func TestConnectionCap(t *testing.T) {
 	select {
 	case err := <-answered:
 		t.Fatalf("connection %d was served while %d were held (err %v)", limit+1, limit, err)
-	case <-time.After(300 * time.Millisecond):
+	case <-testwait.MustNotWithin(300 * time.Millisecond):
 	}
 	_ = held[0].Close()
 	if err := <-answered; err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 	"seckill/internal/zksess"
 	"seckill/internal/zksess/zksesstest"
 )
@@ -26,7 +27,7 @@ func TestAwait(t *testing.T) {
 	events, cancel := s.Subscribe()
 	defer cancel()
 	proxy.Cut()
-	nextState(t, events, 5*time.Second, zk.StateDisconnected)
+	nextState(t, events, zk.StateDisconnected)
 
 	const wait = 300 * time.Millisecond
 	ctx, stop := context.WithTimeout(t.Context(), wait)
@@ -49,15 +50,15 @@ func TestAwait(t *testing.T) {
 	go func() { res <- s.Await(t.Context()) }()
 	// Whether the server has expired the cut session by then or not,
 	// Await returns once go-zookeeper has a session again.
-	nextState(t, events, 10*time.Second, zk.StateConnecting)
+	nextState(t, events, zk.StateConnecting)
 	proxy.Restore(t)
 	select {
 	case err := <-res:
 		if err != nil {
 			t.Fatalf("Await across the reconnection = %v, want nil", err)
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Await still blocked 15s after the network came back")
+	case <-testwait.Until(t).Done():
+		t.Fatal("Await still blocked after the network came back")
 	}
 	if s.State() != zk.StateHasSession {
 		t.Fatalf("Await returned with state %v", s.State())

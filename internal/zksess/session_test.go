@@ -10,14 +10,16 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 	"seckill/internal/zksess"
 	"seckill/internal/zksess/zksesstest"
 )
 
-// nextState reads events until one with a state in want arrives.
-func nextState(t *testing.T, events <-chan zk.Event, timeout time.Duration, want ...zk.State) zk.State {
+// nextState reads events until one with a state in want arrives, which it
+// must: the wait is bounded by the test's deadline only.
+func nextState(t *testing.T, events <-chan zk.Event, want ...zk.State) zk.State {
 	t.Helper()
-	deadline := time.After(timeout)
+	until := testwait.Until(t)
 	for {
 		select {
 		case ev, ok := <-events:
@@ -29,8 +31,8 @@ func nextState(t *testing.T, events <-chan zk.Event, timeout time.Duration, want
 					return ev.State
 				}
 			}
-		case <-deadline:
-			t.Fatalf("no %v within %v", want, timeout)
+		case <-until.Done():
+			t.Fatalf("no %v", want)
 		}
 	}
 }
@@ -117,10 +119,10 @@ func TestSuspendExpireReconnect(t *testing.T) {
 	oldID := s.SessionID()
 	events, cancel := s.Subscribe()
 	defer cancel()
-	nextState(t, events, time.Second, zk.StateHasSession)
+	nextState(t, events, zk.StateHasSession)
 
 	proxy.Cut()
-	nextState(t, events, 5*time.Second, zk.StateDisconnected)
+	nextState(t, events, zk.StateDisconnected)
 	if got := s.State(); got == zk.StateHasSession {
 		t.Fatalf("State() = %v after the cut", got)
 	}
@@ -130,13 +132,13 @@ func TestSuspendExpireReconnect(t *testing.T) {
 		if ev.Type != zk.EventNodeDeleted {
 			t.Fatalf("watch on the ephemeral node: %v, want NodeDeleted", ev.Type)
 		}
-	case <-time.After(10 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("ephemeral node of a cut session not deleted")
 	}
 
 	proxy.Restore(t)
-	nextState(t, events, 10*time.Second, zk.StateExpired)
-	nextState(t, events, 10*time.Second, zk.StateHasSession)
+	nextState(t, events, zk.StateExpired)
+	nextState(t, events, zk.StateHasSession)
 	if id := s.SessionID(); id == 0 || id == oldID {
 		t.Fatalf("SessionID() = %#x after expiry, want a new non-zero id (old %#x)", id, oldID)
 	}

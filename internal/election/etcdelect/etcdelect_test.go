@@ -1,7 +1,6 @@
 package etcdelect_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"seckill/internal/etcdsess"
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 	"seckill/internal/zksess/zksesstest"
 )
 
@@ -25,9 +25,7 @@ func (c *cluster) SessionTTL() time.Duration { return ttl }
 
 func (c *cluster) Restart(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := c.etcd.Restart(ctx); err != nil {
+	if err := c.etcd.Restart(testwait.Until(t)); err != nil {
 		t.Fatal(err)
 	}
 }

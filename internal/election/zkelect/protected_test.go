@@ -11,6 +11,7 @@ import (
 
 	"seckill/internal/election/zkelect"
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 	"seckill/internal/zksess"
 	"seckill/internal/zksess/zksesstest"
 )
@@ -73,7 +74,7 @@ func TestLostLatchCreateReplyLeavesNoOrphan(t *testing.T) {
 	// client may see the broken connection (and Campaign fail) first.
 	select {
 	case <-lost:
-	case <-time.After(5 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatalf("the latch create's reply was not lost (Campaign: %v)", err)
 	}
 	if got := latchNodesOf(t, admin, path, sidA); len(got) != 1 {

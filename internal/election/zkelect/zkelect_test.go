@@ -1,7 +1,6 @@
 package zkelect_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	"seckill/internal/election/zkelect"
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 	"seckill/internal/zksess/zksesstest"
 )
 
@@ -21,9 +21,7 @@ func (c *cluster) SessionTTL() time.Duration { return timeout }
 
 func (c *cluster) Restart(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := c.zk.Restart(ctx); err != nil {
+	if err := c.zk.Restart(testwait.Until(t)); err != nil {
 		t.Fatal(err)
 	}
 }

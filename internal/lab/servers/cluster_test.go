@@ -161,6 +161,8 @@ func TestRedisClusterFailover(t *testing.T) {
 
 	// The client still maps the slot to the dead master until a
 	// failed call makes it reload the slots: retry until it has.
+	retry := time.NewTicker(50 * time.Millisecond)
+	defer retry.Stop()
 	for {
 		err := rdb.Set(waitCtx, key, "after", 0).Err()
 		if err == nil {
@@ -169,7 +171,7 @@ func TestRedisClusterFailover(t *testing.T) {
 		select {
 		case <-waitCtx.Done():
 			t.Fatalf("SET %s after failover: %v", key, err)
-		case <-time.After(50 * time.Millisecond):
+		case <-retry.C:
 		}
 	}
 	t.Logf("ClusterClient wrote %s %v after SIGKILL", key, time.Since(killed).Round(time.Millisecond))

@@ -18,6 +18,7 @@ import (
 	"seckill/internal/backoff"
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 )
 
 // ownedChildEnv makes this test binary, run again by TestKilledOwnerLeavesNothing,
@@ -169,13 +170,13 @@ func alive(pid int) bool {
 // the test's deadline.
 func waitGone(t *testing.T, what string, pid int) {
 	t.Helper()
+	until := testwait.Until(t)
 	poll := backoff.Backoff{Initial: 5 * time.Millisecond, Max: 200 * time.Millisecond}
 	for alive(pid) {
-		select {
-		case <-t.Context().Done():
+		if until.Err() != nil {
 			t.Fatalf("%s (pid %d) still runs", what, pid)
-		case <-time.After(poll.Next()):
 		}
+		time.Sleep(poll.Next())
 	}
 }
 

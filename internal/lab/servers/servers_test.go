@@ -2,10 +2,10 @@ package servers_test
 
 import (
 	"testing"
-	"time"
 
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 )
 
 // Each server must come up, answer its probe, and come back on the same
@@ -43,7 +43,7 @@ func TestRestartKeepsAddress(t *testing.T) {
 	}
 	select {
 	case <-p.Exited():
-	case <-time.After(5 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("process did not exit after Kill")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"seckill/internal/lock"
+	"seckill/internal/testwait"
 )
 
 // A hold lost while lent: its lease's Done closes with ErrLost, the lease
@@ -32,7 +33,7 @@ func TestLossDuringPass(t *testing.T) {
 	s.hold(0).lose()
 	select {
 	case <-l1.Done():
-	case <-time.After(10 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("Done not closed after the hold was lost")
 	}
 	if err := l1.Err(); !errors.Is(err, lock.ErrLost) {
@@ -242,9 +243,9 @@ func TestCloseWithWaiters(t *testing.T) {
 	}
 	// The waiters' goroutines end as they return; there is no event to
 	// wait on but the count itself.
-	deadline := time.Now().Add(5 * time.Second)
+	until := testwait.Until(t)
 	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
+		if until.Err() != nil {
 			t.Fatalf("%d goroutines after Close, want at most %d as before New", runtime.NumGoroutine(), before)
 		}
 		time.Sleep(time.Millisecond)

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"seckill/internal/lock"
+	"seckill/internal/testwait"
 )
 
 // fakeServer is an in-memory lock server shared by several cohort Lockers
@@ -127,7 +127,7 @@ func (s *fakeServer) queued(key string) int {
 // waitFor waits until cond (called under s.mu) holds.
 func (s *fakeServer) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	until := testwait.Until(t)
 	for {
 		s.mu.Lock()
 		ok, ch := cond(), s.changed
@@ -137,7 +137,7 @@ func (s *fakeServer) waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		select {
 		case <-ch:
-		case <-timeout:
+		case <-until.Done():
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
@@ -205,9 +205,7 @@ func newLocker(t *testing.T, s *fakeServer, handoffs int) *Locker {
 
 func acquire(t *testing.T, c *Locker, key string) lock.Lease {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	l, err := c.Acquire(ctx, key)
+	l, err := c.Acquire(testwait.Until(t), key)
 	if err != nil {
 		t.Fatalf("Acquire(%q): %v", key, err)
 	}
@@ -232,9 +230,7 @@ func queueUp(t *testing.T, c *Locker, key string, n int) <-chan lock.Lease {
 
 func waitLocal(t *testing.T, c *Locker, key string, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if err := c.WaitQueued(ctx, key, n); err != nil {
+	if err := c.WaitQueued(testwait.Until(t), key, n); err != nil {
 		t.Fatalf("%d local waiters for %q: %v (have %d)", n, key, err, c.Waiting(key))
 	}
 }
@@ -249,7 +245,7 @@ func recv(t *testing.T, ch <-chan lock.Lease) lock.Lease {
 			t.Error("waiter failed to acquire")
 		}
 		return l
-	case <-time.After(10 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Error("waiter never acquired")
 		return nil
 	}

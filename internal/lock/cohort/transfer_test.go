@@ -8,6 +8,7 @@ import (
 
 	"seckill/internal/lock"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/testwait"
 )
 
 // newTransferServer returns a fake whose holds are Transferers.
@@ -125,7 +126,7 @@ func TestLossDuringTransfer(t *testing.T) {
 	s.hold(0).lose()
 	select {
 	case <-l0.Done():
-	case <-time.After(10 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("Done not closed on a loss during the transfer")
 	}
 	s.mu.Lock()
@@ -172,13 +173,13 @@ func TestCloseDuringTransfer(t *testing.T) {
 	go func() { closed <- c.Close() }()
 	select {
 	case <-l0.Done():
-	case <-time.After(10 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("the releasing lease did not end on Close")
 	}
 	select {
 	case err := <-closed:
 		t.Fatalf("Close returned (%v) with a transfer in flight", err)
-	case <-time.After(50 * time.Millisecond):
+	case <-testwait.MustNotWithin(50 * time.Millisecond):
 	}
 	close(gate)
 	if err := <-closed; err != nil {

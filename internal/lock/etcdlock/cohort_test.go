@@ -10,6 +10,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/lock/etcdlock"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/testwait"
 )
 
 // holding is one acquisition as seen from inside the critical section.
@@ -172,7 +173,7 @@ func TestQueuedKeyDeletedByHand(t *testing.T) {
 			if !errors.Is(err, lock.ErrNotObtained) {
 				t.Fatalf("%s waiter: Acquire after its key was deleted = %v, want ErrNotObtained", which, err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-testwait.Until(t).Done():
 			t.Fatalf("%s waiter, whose key was deleted, neither failed nor returned", which)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/lock/etcdlock"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/testwait"
 )
 
 func TestConformance(t *testing.T) {
@@ -233,7 +234,7 @@ func TestSessionExpiredWhileQueued(t *testing.T) {
 		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Acquire after session expiry = %v, want ErrNotObtained at its deadline", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("queued waiter did not return by its deadline after its session expired")
 	}
 	select {
@@ -287,6 +288,8 @@ func TestLocalHandoverDoesNotStarveOthers(t *testing.T) {
 		})
 	}
 	acquire(t, busy, key).Release(t.Context()) // the busy loop is running
+	// The bound is the check: a busy queue that starved the other process
+	// for a while would pass an unbounded wait.
 	wctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	l, err := other.Acquire(wctx, key)

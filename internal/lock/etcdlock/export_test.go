@@ -1,7 +1,6 @@
 package etcdlock
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 
 	"seckill/internal/lock"
 	"seckill/internal/lock/cohort"
+	"seckill/internal/testwait"
 )
 
 func ownershipOf(le lock.Lease) *ownership {
@@ -30,12 +30,10 @@ func LeaseID(le lock.Lease) clientv3.LeaseID { return ownershipOf(le).sess.Lease
 
 // WaitQueued waits until n goroutines of l are queued locally behind the
 // holder of name (they cannot be observed in etcd: only the front of the
-// local queue puts a key), and fails the test after 10s.
+// local queue puts a key), and fails the test at its deadline.
 func WaitQueued(t testing.TB, l *Locker, name string, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := l.co.WaitQueued(ctx, name, n); err != nil {
+	if err := l.co.WaitQueued(testwait.Until(t), name, n); err != nil {
 		t.Fatalf("%d goroutines queued locally for %q, want %d: %v", l.co.Waiting(name), name, n, err)
 	}
 }

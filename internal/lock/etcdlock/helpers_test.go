@@ -1,7 +1,6 @@
 package etcdlock_test
 
 import (
-	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/etcdlock"
+	"seckill/internal/testwait"
 )
 
 // cluster is one real etcd plus the clients its lockers were made with, so
@@ -91,8 +91,7 @@ func (c *cluster) keys(t testing.TB, prefix string) ([]string, int64) {
 // prefix satisfies ok, and returns them.
 func (c *cluster) waitKeys(t testing.TB, prefix string, ok func(n int) bool) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
+	ctx := testwait.Until(t)
 	ks, rev := c.keys(t, prefix)
 	if ok(len(ks)) {
 		return ks
@@ -116,7 +115,7 @@ func (c *cluster) waitKeys(t testing.TB, prefix string, ok func(n int) bool) []s
 			return ks
 		}
 	}
-	t.Fatalf("keys under %s: condition not met within 10s (%d live)", prefix, len(live))
+	t.Fatalf("keys under %s: condition not met (%d live)", prefix, len(live))
 	return nil
 }
 
@@ -124,14 +123,13 @@ func (c *cluster) waitKeys(t testing.TB, prefix string, ok func(n int) bool) []s
 // a new waiter has queued.
 func (c *cluster) waitPut(t testing.TB, prefix string, rev int64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
+	ctx := testwait.Until(t)
 	for wr := range c.admin.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterDelete()) {
 		if len(wr.Events) > 0 {
 			return
 		}
 	}
-	t.Fatalf("no key put under %s within 10s", prefix)
+	t.Fatalf("no key put under %s", prefix)
 }
 
 // otherLease returns the lease of the key under prefix that is not mine.
@@ -150,12 +148,10 @@ func (c *cluster) otherLease(t testing.TB, prefix, mine string) clientv3.LeaseID
 	return 0
 }
 
-// acquire takes key on lk within 10s or fails the test.
+// acquire takes key on lk, which must become free, or fails the test.
 func acquire(t testing.TB, lk *etcdlock.Locker, key string) lock.Lease {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	l, err := lk.Acquire(ctx, key)
+	l, err := lk.Acquire(testwait.Until(t), key)
 	if err != nil {
 		t.Fatalf("Acquire(%q): %v", key, err)
 	}

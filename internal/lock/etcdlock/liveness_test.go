@@ -13,6 +13,7 @@ import (
 	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/etcdlock"
+	"seckill/internal/testwait"
 )
 
 // queuedRun is a batch of Acquires queued on one key behind a holder whose
@@ -32,14 +33,13 @@ type queuedRun struct {
 
 // queueBehind starts n Acquires on lk and returns once they are queued:
 // all n behind first when lk holds it, else n-1 behind lk's front.
-func queueBehind(t *testing.T, lk *etcdlock.Locker, key string, first lock.Lease, n int, wait time.Duration, holds bool) *queuedRun {
+func queueBehind(t *testing.T, lk *etcdlock.Locker, key string, first lock.Lease, n int, holds bool) *queuedRun {
 	t.Helper()
 	r := &queuedRun{first: first, results: make(chan error, n)}
+	until := testwait.Until(t)
 	for range n {
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), wait)
-			defer cancel()
-			l, err := lk.Acquire(ctx, key)
+			l, err := lk.Acquire(until, key)
 			if err != nil {
 				r.results <- err
 				return
@@ -105,7 +105,7 @@ func TestQueuedSurviveLeaseLoss(t *testing.T) {
 	key := testKey(t)
 	first := acquire(t, lk, key)
 	const n = 8
-	r := queueBehind(t, lk, key, first, n, 20*time.Second, true)
+	r := queueBehind(t, lk, key, first, n, true)
 	r.dead.Store(int64(etcdlock.LeaseID(first)))
 	c.steal(t, first)
 	r.check(t, n)
@@ -123,7 +123,7 @@ func TestQueuedSurviveLeaseLossWhileQueued(t *testing.T) {
 	key := testKey(t)
 	first := acquire(t, holder, key)
 	const n = 8
-	r := queueBehind(t, waiter, key, first, n, 20*time.Second, false)
+	r := queueBehind(t, waiter, key, first, n, false)
 	pfx := holder.KeyPrefix(key)
 	c.waitKeys(t, pfx, func(n int) bool { return n == 2 }) // the front queued in etcd
 	dead := c.otherLease(t, pfx, etcdlock.EtcdKey(first))
@@ -133,8 +133,7 @@ func TestQueuedSurviveLeaseLossWhileQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The front queues again on a new lease: a new key behind the holder's.
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
+	ctx := testwait.Until(t)
 	requeued := false
 	for wr := range c.admin.Watch(ctx, pfx, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterDelete()) {
 		if len(wr.Events) > 0 {
@@ -162,7 +161,7 @@ func TestQueuedSurviveServerRestart(t *testing.T) {
 	key := testKey(t)
 	first := acquire(t, holder, key)
 	const n = 8
-	r := queueBehind(t, waiter, key, first, n, 30*time.Second, false)
+	r := queueBehind(t, waiter, key, first, n, false)
 	c.waitKeys(t, holder.KeyPrefix(key), func(n int) bool { return n == 2 }) // the front queued in etcd
 	if err := srv.Restart(t.Context()); err != nil {
 		t.Fatal(err)

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"seckill/internal/lock"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/testwait"
 )
 
 func TestConformance(t *testing.T) {
@@ -67,13 +67,14 @@ func TestFIFOAndAbandonedTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []int{0, 1, 3, 4}
+	until := testwait.Until(t)
 	for _, w := range want {
 		select {
 		case got := <-order:
 			if got != w {
 				t.Fatalf("waiter %d acquired, want %d (FIFO order)", got, w)
 			}
-		case <-time.After(5 * time.Second):
+		case <-until.Done():
 			t.Fatalf("waiter %d never acquired", w)
 		}
 	}

@@ -1,7 +1,6 @@
 package mysqllock
 
 import (
-	"context"
 	"database/sql"
 	"io"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/cohort"
+	"seckill/internal/testwait"
 )
 
 // server is a real MariaDB for one test, with an admin connection pool
@@ -44,8 +44,7 @@ var backends = []string{BackendGetLock, BackendRow}
 func newLocker(t testing.TB, backend, dsn string, cfg Config) *Locker {
 	t.Helper()
 	cfg.DSN = dsn
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	ctx := testwait.Until(t)
 	open := New
 	if backend == BackendRow {
 		open = NewRow
@@ -114,15 +113,15 @@ func (s *server) free(t *testing.T, backend, key string) bool {
 	return err == nil
 }
 
-// eventually polls cond with a growing backoff for up to 10s. It is only
-// for server-side state with no event to wait for (a session queued in
-// GET_LOCK, a row-lock wait).
+// eventually polls cond, which must come to hold, with a growing backoff
+// until the test's deadline. It is only for server-side state with no event
+// to wait for (a session queued in GET_LOCK, a row-lock wait).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	until := testwait.Until(t)
 	backoff := 2 * time.Millisecond
 	for !cond() {
-		if time.Now().After(deadline) {
+		if until.Err() != nil {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(backoff)

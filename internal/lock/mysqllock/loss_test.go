@@ -8,27 +8,40 @@ import (
 
 	"seckill/internal/lock"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/testwait"
 )
 
 // An operator's KILL CONNECTION of the holder's session frees the lock at
 // once; the lease's Done closes within the keep-alive, Err says ErrLost,
 // and Release then says ErrNotHeld.
 func TestKilledConnectionClosesDone(t *testing.T) {
+	// Far longer than the keep-alive: what frees the lock and closes Done
+	// must be the kill, and the checks below compare with it.
+	const ttl = 30 * time.Second
 	srv := newServer(t)
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
-			a := newLocker(t, backend, srv.dsn, Config{TTL: 3 * time.Second, KeepAlive: 100 * time.Millisecond})
+			a := newLocker(t, backend, srv.dsn, Config{TTL: ttl, KeepAlive: 100 * time.Millisecond})
 			b := newLocker(t, backend, srv.dsn, Config{})
 			key := locktest.Key(t)
 			l := locktest.MustAcquire(t, a, key)
 			srv.exec(t, "KILL CONNECTION ?", sessionOf(t, l))
 
 			// Free for others at once, before the holder even notices.
+			start := time.Now()
 			lb := locktest.MustAcquire(t, b, key)
+			if took := time.Since(start); took >= ttl {
+				t.Fatalf("the other locker got the lock %v after the kill: it waited for the TTL (%v), not the kill", took, ttl)
+			}
+			// Measured against the TTL, not a number a busy machine can
+			// outrun: a keep-alive that did not notice leaves Done open
+			// until the lease would end.
 			select {
 			case <-l.Done():
-			case <-time.After(2 * time.Second):
-				t.Fatal("Done not closed 2s after the session was killed (keep-alive 100ms)")
+			case <-testwait.Until(t).Done():
+			}
+			if took := time.Since(start); took >= ttl {
+				t.Fatalf("Done closed %v after the session was killed (keep-alive 100ms): not before the TTL (%v)", took, ttl)
 			}
 			if err := l.Err(); !errors.Is(err, lock.ErrLost) {
 				t.Fatalf("Err() = %v, want ErrLost", err)
@@ -72,16 +85,15 @@ func TestServerRestart(t *testing.T) {
 		}
 		leases[backend] = locktest.MustAcquire(t, lockers[backend], key)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := srv.proc.Restart(ctx); err != nil {
+	if err := srv.proc.Restart(testwait.Until(t)); err != nil {
 		t.Fatal(err)
 	}
+	until := testwait.Until(t)
 	for _, backend := range backends {
 		l := leases[backend]
 		select {
 		case <-l.Done():
-		case <-time.After(5 * time.Second):
+		case <-until.Done():
 			t.Fatalf("%s: Done not closed after the server restarted", backend)
 		}
 		if err := l.Err(); !errors.Is(err, lock.ErrLost) {
@@ -114,13 +126,16 @@ func TestSilentServerClosesDone(t *testing.T) {
 			paused := time.Now()
 			select {
 			case <-l.Done():
-			case <-time.After(3 * time.Second):
-				_ = srv.proc.Resume()
-				t.Fatal("Done not closed 3s into a server pause (keep-alive 200ms)")
+			case <-testwait.Until(t).Done():
 			}
 			waited := time.Since(paused)
 			if err := srv.proc.Resume(); err != nil {
 				t.Fatal(err)
+			}
+			// How soon is the check: within about two keep-alives, long
+			// before wait_timeout.
+			if waited > 3*time.Second {
+				t.Fatal("Done not closed 3s into a server pause (keep-alive 200ms)")
 			}
 			if err := l.Err(); !errors.Is(err, lock.ErrLost) {
 				t.Fatalf("Err() = %v, want ErrLost", err)
@@ -157,8 +172,8 @@ func TestReleaseBoundedWhenUnreachable(t *testing.T) {
 			var err error
 			select {
 			case err = <-res:
-			case <-time.After(5 * time.Second):
-				t.Fatal("Release still running 5s after the server became unreachable (CleanupTimeout 1s)")
+			case <-testwait.Until(t).Done():
+				t.Fatalf("Release still running %v after the server became unreachable (CleanupTimeout 1s)", time.Since(start).Round(time.Second))
 			}
 			if took := time.Since(start); took > 3*time.Second {
 				t.Fatalf("Release took %v, want about CleanupTimeout (1s)", took)

@@ -1,13 +1,12 @@
 package mysqllock
 
 import (
-	"context"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"seckill/internal/lock/locktest"
+	"seckill/internal/testwait"
 )
 
 // Tokens grow strictly in lock order across two processes (Lockers with
@@ -27,12 +26,11 @@ func TestTokensStrictlyIncreaseAcrossProcesses(t *testing.T) {
 				tokens []uint64
 				wg     sync.WaitGroup
 			)
+			until := testwait.Until(t)
 			for g := range 8 {
 				wg.Go(func() {
 					for range 10 {
-						ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-						l, err := procs[g%2].Acquire(ctx, key)
-						cancel()
+						l, err := procs[g%2].Acquire(until, key)
 						if err != nil {
 							t.Error(err)
 							return

@@ -16,6 +16,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/lock/locktest"
 	"seckill/internal/lock/redislock"
+	"seckill/internal/testwait"
 )
 
 // Under contention each acquisition from Redis should cost about one acquire
@@ -178,9 +179,9 @@ func contended(who []int, lockers, work int) (from, to int) {
 // waitFor polls cond: queue lengths have no event to wait on from outside.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	until := testwait.Until(t)
 	for !cond() {
-		if time.Now().After(deadline) {
+		if until.Err() != nil {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -317,10 +318,17 @@ func TestHandoffSkipsGoneWaiter(t *testing.T) {
 				if l == nil {
 					t.FailNow()
 				}
-				t.Logf("next waiter acquired %v after release", time.Since(start))
+				took := time.Since(start)
+				t.Logf("next waiter acquired %v after release", took)
 				_ = l.Release(t.Context())
-			case <-time.After(ttl / 2):
-				t.Fatalf("next waiter still waiting %v after release: stalled behind the gone waiter", ttl/2)
+				// The bound is the check, not a guard: a waiter stalled
+				// behind the gone one still acquires, once its entry
+				// lapses, a TTL later.
+				if took >= ttl/2 {
+					t.Fatalf("next waiter still waiting %v after release: stalled behind the gone waiter", ttl/2)
+				}
+			case <-testwait.Until(t).Done():
+				t.Fatalf("next waiter still waiting %v after release: stalled behind the gone waiter", time.Since(start).Round(time.Millisecond))
 			}
 			if err := <-goneErr; !errors.Is(err, want) {
 				t.Fatalf("gone waiter's Acquire = %v, want %v", err, want)
@@ -345,10 +353,8 @@ func TestRedisDown(t *testing.T) {
 	}
 	for name, lk := range map[string]*redislock.Locker{"Subscribed": warm, "Fresh": cold} {
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-			defer cancel()
 			start := time.Now()
-			_, err := lk.Acquire(ctx, locktest.Key(t))
+			_, err := lk.Acquire(testwait.Until(t), locktest.Key(t))
 			if !errors.Is(err, lock.ErrUnavailable) {
 				t.Fatalf("Acquire = %v, want ErrUnavailable", err)
 			}
@@ -365,7 +371,7 @@ func TestRedisDown(t *testing.T) {
 		if err := held.Err(); !errors.Is(err, lock.ErrLost) {
 			t.Fatalf("Err() = %v, want ErrLost", err)
 		}
-	case <-time.After(ttl + 5*time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("Done not closed after Redis stayed down past the TTL")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/lock/locktest"
 	"seckill/internal/lock/redislock"
+	"seckill/internal/testwait"
 )
 
 // The cohort contract: the bound, FIFO order and the token layout, with
@@ -127,7 +128,7 @@ func TestLostLockEndsPassing(t *testing.T) {
 	}
 	select {
 	case <-l1.Done():
-	case <-time.After(3*ttl + 5*time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("current holder's Done not closed after the lock was taken away")
 	}
 	if err := l1.Err(); !errors.Is(err, lock.ErrLost) {

@@ -1,7 +1,6 @@
 package redissonlock
 
 import (
-	"context"
 	"errors"
 	"math"
 	"strconv"
@@ -13,12 +12,13 @@ import (
 
 	"seckill/internal/lock"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/testwait"
 )
 
 // acquireToken acquires key, releases it, and returns its token.
 func acquireToken(t *testing.T, lk *Locker, key string) uint64 {
 	t.Helper()
-	l := mustAcquire(t, lk, key, 5*time.Second)
+	l := mustAcquire(t, lk, key)
 	if err := l.Release(t.Context()); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -59,15 +59,14 @@ func TestAdvanceTokensAfterForget(t *testing.T) {
 
 	// A lease held across the advance keeps its low token; the goroutine
 	// that starts waiting afterwards and gets it by local hand-off does not.
-	old := mustAcquire(t, lk, key, 5*time.Second)
+	old := mustAcquire(t, lk, key)
 	if err := lk.AdvanceTokens(t.Context(), key, high); err != nil {
 		t.Fatalf("AdvanceTokens: %v", err)
 	}
 	got := make(chan *Lease, 1)
+	until := testwait.Until(t)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		l, err := lk.Acquire(ctx, key)
+		l, err := lk.Acquire(until, key)
 		if err != nil {
 			t.Error(err)
 			got <- nil

@@ -68,13 +68,13 @@ func TestCohort(t *testing.T) {
 		ServerQueued: func(t *testing.T, key string, n int) {
 			// The other process's front listens on the channel once it
 			// found the lock busy; nobody else listens yet.
-			eventually(t, 5*time.Second, "a listener on the channel", func() bool {
+			eventually(t, "a listener on the channel", func() bool {
 				m, err := admin.PubSubNumSub(t.Context(), channelOf(key)).Result()
 				return err == nil && m[channelOf(key)] >= int64(n)
 			})
 		},
 		Settled: func(t *testing.T, key string) {
-			eventually(t, 5*time.Second, "the lock freed", func() bool {
+			eventually(t, "the lock freed", func() bool {
 				return admin.Exists(t.Context(), key).Val() == 0
 			})
 		},

@@ -21,7 +21,7 @@ func TestWatchdogKeepsLock(t *testing.T) {
 	other := newLocker(t, addr, Options{Watchdog: watchdog})
 	key := locktest.Key(t)
 
-	l := mustAcquire(t, holder, key, 5*time.Second)
+	l := mustAcquire(t, holder, key)
 	mustNotAcquire(t, other, key, 3*watchdog) // holding 3× the TTL is the point
 	pttl, err := rdb.PTTL(t.Context(), key).Result()
 	if err != nil || pttl <= 0 || pttl > watchdog {
@@ -39,7 +39,7 @@ func TestWatchdogKeepsLock(t *testing.T) {
 	renewals := holder.Stats().Renewals
 	// The watchdog stops with the final release: no renewal re-creates the key
 	// and the counter stays put over another renewal period.
-	mustAcquire(t, other, key, time.Second).Release(t.Context())
+	mustAcquireWithin(t, other, key, time.Second).Release(t.Context())
 	if got := holder.Stats().Renewals; got != renewals {
 		t.Fatalf("Renewals went %d → %d after Release, want the watchdog stopped", renewals, got)
 	}
@@ -56,11 +56,11 @@ func TestLeaseTimeExpires(t *testing.T) {
 	key := locktest.Key(t)
 
 	start := time.Now()
-	l := mustAcquire(t, holder, key, 5*time.Second)
+	l := mustAcquire(t, holder, key)
 	if pttl, err := rdb.PTTL(t.Context(), key).Result(); err != nil || pttl <= 100*time.Millisecond {
 		t.Fatalf("PTTL = %v, %v; want the lease time %v, not the watchdog", pttl, err, lease)
 	}
-	waitDone(t, l, 5*time.Second)
+	waitDone(t, l)
 	if held := time.Since(start); held < lease-50*time.Millisecond {
 		t.Fatalf("Done closed after %v, want about the lease time %v", held, lease)
 	}
@@ -72,7 +72,7 @@ func TestLeaseTimeExpires(t *testing.T) {
 	}
 	// Expired on the server too: another locker takes it within the slack of
 	// one round trip.
-	l2 := mustAcquire(t, other, key, time.Second)
+	l2 := mustAcquireWithin(t, other, key, time.Second)
 	defer l2.Release(t.Context())
 	if err := l.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Release after expiry = %v, want ErrNotHeld", err)
@@ -89,13 +89,13 @@ func TestLeaseTimeReentryExtends(t *testing.T) {
 	holder := newLocker(t, addr, Options{LeaseTime: lease})
 	key := locktest.Key(t)
 
-	l := mustAcquire(t, holder, key, 5*time.Second)
+	l := mustAcquire(t, holder, key)
 	time.Sleep(lease / 2) // let half the lease pass before re-entering; nothing to wait for
 	extended := time.Now()
 	if err := l.Reacquire(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, l, 5*time.Second)
+	waitDone(t, l)
 	if since := time.Since(extended); since < lease-50*time.Millisecond {
 		t.Fatalf("Done closed %v after the re-entry, want about %v", since, lease)
 	}

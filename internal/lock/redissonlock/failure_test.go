@@ -10,6 +10,7 @@ import (
 
 	"seckill/internal/lock"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/testwait"
 )
 
 // ForceUnlock frees a lock held elsewhere, wakes its waiters at once, and the
@@ -23,17 +24,16 @@ func TestForceUnlock(t *testing.T) {
 	admin := newLocker(t, addr, Options{})
 	key := locktest.Key(t)
 
-	l := mustAcquire(t, holder, key, 5*time.Second)
+	l := mustAcquire(t, holder, key)
 	type result struct {
 		l   *Lease
 		err error
 		at  time.Time
 	}
 	got := make(chan result, 1)
+	until := testwait.Until(t)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		l, err := waiter.Acquire(ctx, key)
+		l, err := waiter.Acquire(until, key)
 		r := result{err: err, at: time.Now()}
 		if err == nil {
 			r.l = l.(*Lease)
@@ -59,7 +59,7 @@ func TestForceUnlock(t *testing.T) {
 	if woke := r.at.Sub(forced); woke >= maxWait {
 		t.Fatalf("waiter acquired %v after ForceUnlock, want before the %v fallback (woken by the publish)", woke, maxWait)
 	}
-	if took := waitDone(t, l, watchdog); took > watchdog/3+time.Second {
+	if took := waitDone(t, l); took > watchdog/3+time.Second {
 		t.Fatalf("holder's Done closed %v after ForceUnlock, want within one renewal period", took)
 	}
 	if err := l.Err(); !errors.Is(err, lock.ErrLost) {
@@ -76,7 +76,7 @@ func TestForceUnlock(t *testing.T) {
 	if err := r.l.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	own := mustAcquire(t, admin, key, time.Second)
+	own := mustAcquireWithin(t, admin, key, time.Second)
 	if err := admin.ForceUnlock(t.Context(), key); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestRedisDown(t *testing.T) {
 	waiter := newLocker(t, p.Addr(), Options{Watchdog: watchdog})
 	key := locktest.Key(t)
 
-	l := mustAcquire(t, holder, key, 5*time.Second)
+	l := mustAcquire(t, holder, key)
 	waitErr := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -135,12 +135,13 @@ func TestRedisDown(t *testing.T) {
 			t.Fatalf("queued waiter = %v, want ErrUnavailable", err)
 		}
 		t.Logf("queued waiter failed %v after Redis stopped: %v", time.Since(stopped).Round(time.Millisecond), err)
-	case <-time.After(20 * time.Second):
-		// Well short of the waiter's 30s ctx: still blocked here means it
-		// would only have ended by timing out, not by noticing Redis is gone.
-		t.Fatal("queued waiter still blocked 20s after Redis stopped")
+	case <-testwait.Until(t).Done():
+		// A waiter that only ended by timing out, not by noticing Redis is
+		// gone, would have said ErrNotObtained wrapping DeadlineExceeded at
+		// its 30s ctx, refused above.
+		t.Fatalf("queued waiter still blocked %v after Redis stopped", time.Since(stopped).Round(time.Second))
 	}
-	waitDone(t, l, watchdog+5*time.Second)
+	waitDone(t, l)
 	if err := l.Err(); !errors.Is(err, lock.ErrLost) {
 		t.Fatalf("holder Err() = %v, want ErrLost", err)
 	}
@@ -155,12 +156,12 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 	other := newLocker(t, addr, Options{})
 	key := locktest.Key(t)
-	held := mustAcquire(t, other, key, 5*time.Second)
+	held := mustAcquire(t, other, key)
 	defer held.Release(context.Background())
 	baseline := runtime.NumGoroutine()
 
 	lk := New(rdb, Options{Watchdog: 600 * time.Millisecond})
-	mine := mustAcquire(t, lk, locktest.Key(t), 5*time.Second) // arms a watchdog timer
+	mine := mustAcquire(t, lk, locktest.Key(t)) // arms a watchdog timer
 	var wg sync.WaitGroup
 	errs := make(chan error, 5)
 	for range 5 { // queue up, which starts the pub/sub goroutines
@@ -192,8 +193,8 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 	// go-redis's pub/sub health checker exits on its own schedule after
 	// PubSub.Close and offers no event; everything of ours is gone already.
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
+	until := testwait.Until(t)
+	for runtime.NumGoroutine() > baseline && until.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if n := runtime.NumGoroutine(); n > baseline {

@@ -1,7 +1,6 @@
 package redissonlock
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,16 +9,17 @@ import (
 
 	"seckill/internal/lock"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/testwait"
 )
 
-// eventually polls cond until it holds, failing the test after timeout. It
-// waits for a state to be reached, never for time to pass.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+// eventually polls cond until it holds, which it must, failing the test at
+// its deadline. It waits for a state to be reached, never for time to pass.
+func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	until := testwait.Until(t)
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		if until.Err() != nil {
+			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -47,7 +47,7 @@ func TestHandoffReplacesOwner(t *testing.T) {
 	key := locktest.Key(t)
 	ctx := t.Context()
 
-	first := mustAcquire(t, lk, key, 5*time.Second)
+	first := mustAcquire(t, lk, key)
 	got := make(chan *Lease, 1)
 	go func() {
 		l, err := lk.Acquire(ctx, key)
@@ -58,7 +58,7 @@ func TestHandoffReplacesOwner(t *testing.T) {
 		}
 		got <- l.(*Lease)
 	}()
-	eventually(t, 5*time.Second, "an idle local waiter", func() bool { return idleWaiters(lk, key) == 1 })
+	eventually(t, "an idle local waiter", func() bool { return idleWaiters(lk, key) == 1 })
 	before := lk.Stats()
 	if err := first.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -91,7 +91,7 @@ func TestHandoffReplacesOwner(t *testing.T) {
 	// The new owner's watchdog renews: wait for three renewals (a full TTL
 	// and more) and check the lock is still held by it.
 	base := lk.Stats().Renewals
-	eventually(t, 10*time.Second, "three renewals", func() bool { return lk.Stats().Renewals >= base+3 })
+	eventually(t, "three renewals", func() bool { return lk.Stats().Renewals >= base+3 })
 	if !isOpen(second) {
 		t.Fatalf("handed lease ended after renewals: %v", second.Err())
 	}
@@ -123,7 +123,7 @@ func TestHandoffLeaseLoss(t *testing.T) {
 	key := locktest.Key(t)
 	ctx := t.Context()
 
-	first := mustAcquire(t, lk, key, 5*time.Second)
+	first := mustAcquire(t, lk, key)
 	got := make(chan lock.Lease, 1)
 	go func() {
 		l, err := lk.Acquire(ctx, key)
@@ -132,7 +132,7 @@ func TestHandoffLeaseLoss(t *testing.T) {
 		}
 		got <- l
 	}()
-	eventually(t, 5*time.Second, "an idle local waiter", func() bool { return idleWaiters(lk, key) == 1 })
+	eventually(t, "an idle local waiter", func() bool { return idleWaiters(lk, key) == 1 })
 	if err := first.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -146,7 +146,7 @@ func TestHandoffLeaseLoss(t *testing.T) {
 	if err := rdb.Del(ctx, key).Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, second, 5*time.Second)
+	waitDone(t, second)
 	if err := second.Err(); !errors.Is(err, lock.ErrLost) {
 		t.Fatalf("Err() = %v, want ErrLost", err)
 	}
@@ -255,7 +255,7 @@ func TestHandoffBounded(t *testing.T) {
 			key := locktest.Key(t)
 			ctx := t.Context()
 
-			holder := mustAcquire(t, a, key, 5*time.Second)
+			holder := mustAcquire(t, a, key)
 			var (
 				mu    sync.Mutex
 				order []string
@@ -277,14 +277,14 @@ func TestHandoffBounded(t *testing.T) {
 			// b's waiter is subscribed and asleep once it ran its first
 			// attempt and the retry after the subscription.
 			wg.Go(func() { take("b", b) })
-			eventually(t, 5*time.Second, "b's waiter asleep", func() bool {
+			eventually(t, "b's waiter asleep", func() bool {
 				return b.Stats().AcquireScripts >= 2 && subscribed(b, key)
 			})
 			locals := k + 4
 			for i := range locals {
 				wg.Go(func() { take(fmt.Sprintf("a%d", i), a) })
 			}
-			eventually(t, 5*time.Second, "a's waiters queued and subscribed", func() bool {
+			eventually(t, "a's waiters queued and subscribed", func() bool {
 				return idleWaiters(a, key) == locals && subscribed(a, key)
 			})
 			if err := holder.Release(ctx); err != nil {
@@ -331,20 +331,19 @@ func TestHandoffYieldFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	holder := mustAcquire(t, lk, key, 5*time.Second)
+	holder := mustAcquire(t, lk, key)
 	results := make(chan lock.Lease, 2)
+	until := testwait.Until(t)
 	for range 2 {
 		go func() {
-			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			l, err := lk.Acquire(cctx, key)
+			l, err := lk.Acquire(until, key)
 			if err != nil {
 				t.Errorf("Acquire: %v", err)
 			}
 			results <- l
 		}()
 	}
-	eventually(t, 5*time.Second, "two idle waiters, subscribed", func() bool {
+	eventually(t, "two idle waiters, subscribed", func() bool {
 		return idleWaiters(lk, key) == 2 && subscribed(lk, key)
 	})
 	// holder → first waiter by hand-off (streak 1 = the bound); its Release

@@ -11,6 +11,7 @@ import (
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
+	"seckill/internal/testwait"
 )
 
 // startRedis runs a real redis-server for the test and returns its address.
@@ -36,16 +37,30 @@ func newLocker(t testing.TB, addr string, opts Options) *Locker {
 	return lk
 }
 
-// mustAcquire acquires key within timeout and returns the concrete lease.
-func mustAcquire(t testing.TB, lk *Locker, key string, timeout time.Duration) *Lease {
+// mustAcquire acquires key, which must become free, and returns the
+// concrete lease.
+func mustAcquire(t testing.TB, lk *Locker, key string) *Lease {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	l, err := lk.Acquire(ctx, key)
+	l, err := lk.Acquire(testwait.Until(t), key)
 	if err != nil {
 		t.Fatalf("Acquire(%q): %v", key, err)
 	}
 	return l.(*Lease)
+}
+
+// mustAcquireWithin is mustAcquire where how soon is the check: key is free
+// now, so it is granted within d, where a hold left behind (a key not
+// deleted, a leaked hold) would only free it once it expired, later. The
+// wait itself is bounded by the test's deadline only.
+func mustAcquireWithin(t testing.TB, lk *Locker, key string, d time.Duration) *Lease {
+	t.Helper()
+	start := time.Now()
+	l := mustAcquire(t, lk, key)
+	if took := time.Since(start); took > d {
+		_ = l.Release(context.Background())
+		t.Fatalf("Acquire(%q) took %v, want within %v", key, took, d)
+	}
+	return l
 }
 
 // mustNotAcquire checks that key stays unavailable for d.
@@ -63,15 +78,16 @@ func mustNotAcquire(t testing.TB, lk *Locker, key string, d time.Duration) {
 	}
 }
 
-// waitDone waits for l.Done up to timeout and returns how long it took.
-func waitDone(t testing.TB, l lock.Lease, timeout time.Duration) time.Duration {
+// waitDone waits for l.Done, which must close, and returns how long it
+// took.
+func waitDone(t testing.TB, l lock.Lease) time.Duration {
 	t.Helper()
 	start := time.Now()
 	select {
 	case <-l.Done():
 		return time.Since(start)
-	case <-time.After(timeout):
-		t.Fatalf("Done not closed within %v", timeout)
+	case <-testwait.Until(t).Done():
+		t.Fatalf("Done not closed within %v", time.Since(start).Round(time.Millisecond))
 		return 0
 	}
 }

@@ -1,12 +1,12 @@
 package redissonlock
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
 
 	"seckill/internal/lock/locktest"
+	"seckill/internal/testwait"
 )
 
 // Each release must wake one waiter per process, not every waiting
@@ -24,15 +24,14 @@ func TestOneWakeupPerProcess(t *testing.T) {
 		newLocker(t, addr, Options{}),
 	}
 	key := locktest.Key(t)
+	until := testwait.Until(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, len(lockers)*perLocker)
 	for _, lk := range lockers {
 		for range perLocker {
 			wg.Go(func() {
 				for range rounds {
-					ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-					l, err := lk.Acquire(ctx, key)
-					cancel()
+					l, err := lk.Acquire(until, key)
 					if err != nil {
 						errs <- err
 						return

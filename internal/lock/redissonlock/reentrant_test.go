@@ -18,7 +18,7 @@ func TestReentrancy(t *testing.T) {
 	key := locktest.Key(t)
 	ctx := t.Context()
 
-	l := mustAcquire(t, lk, key, 5*time.Second)
+	l := mustAcquire(t, lk, key)
 	token := l.Token()
 	for range 2 {
 		if err := l.Reacquire(ctx); err != nil {
@@ -76,7 +76,7 @@ func TestReentrancy(t *testing.T) {
 		t.Fatalf("EXISTS %q = %d after a Reacquire of a released lease, want 0", key, n)
 	}
 	// Free now: the other locker gets it at once, with a larger token.
-	l2 := mustAcquire(t, other, key, time.Second)
+	l2 := mustAcquireWithin(t, other, key, time.Second)
 	if l2.Token() <= token {
 		t.Fatalf("next token %d, want > %d", l2.Token(), token)
 	}
@@ -91,7 +91,7 @@ func TestReacquireAfterLoss(t *testing.T) {
 	lk := newLocker(t, addr, Options{Watchdog: 5 * time.Second})
 	key := locktest.Key(t)
 
-	l := mustAcquire(t, lk, key, 5*time.Second)
+	l := mustAcquire(t, lk, key)
 	if err := rdb.Del(t.Context(), key).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 )
 
 type event struct{ channel, payload string }
@@ -28,7 +29,7 @@ func ready(t *testing.T, s *Sub) {
 	t.Helper()
 	select {
 	case <-s.Ready():
-	case <-time.After(10 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("subscription never confirmed")
 	}
 	if err := s.Err(); err != nil || !s.Confirmed() {
@@ -41,7 +42,7 @@ func next(t *testing.T, got <-chan event) event {
 	select {
 	case e := <-got:
 		return e
-	case <-time.After(10 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("nothing arrived")
 		return event{}
 	}
@@ -63,9 +64,9 @@ func TestSubscribeMessageUnsubscribe(t *testing.T) {
 		t.Fatalf("got %v, want a 1", e)
 	}
 	c.Unsubscribe("a")
-	deadline := time.Now().Add(10 * time.Second)
+	until := testwait.Until(t)
 	for rdb.PubSubNumSub(t.Context(), "a").Val()["a"] != 0 {
-		if time.Now().After(deadline) {
+		if until.Err() != nil {
 			t.Fatal("still subscribed to a after Unsubscribe")
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"seckill/internal/lock"
+	"seckill/internal/testwait"
 )
 
 const ttl = 90 * time.Millisecond
@@ -68,7 +69,7 @@ func waitLost(t *testing.T, f *fake) error {
 			t.Fatalf("lost with %v, want ErrLost", err)
 		}
 		return err
-	case <-time.After(10 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("loss never reported")
 		return nil
 	}
@@ -77,9 +78,9 @@ func waitLost(t *testing.T, f *fake) error {
 // Renewals keep the lock valid well past its TTL; Stop ends them.
 func TestRenewsUntilStopped(t *testing.T) {
 	f, d := start(t)
-	deadline := time.Now().Add(10 * time.Second)
+	until := testwait.Until(t)
 	for f.renewed.Load() < 4 {
-		if time.Now().After(deadline) {
+		if until.Err() != nil {
 			t.Fatal("fewer than 4 renewals")
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -13,6 +13,7 @@ import (
 	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/testwait"
 	"seckill/internal/zksess/zksesstest"
 )
 
@@ -29,14 +30,13 @@ type queuedRun struct {
 	inside atomic.Int32
 }
 
-func queueBehind(t *testing.T, lk *Locker, key string, first lock.Lease, n int, wait time.Duration) *queuedRun {
+func queueBehind(t *testing.T, lk *Locker, key string, first lock.Lease, n int) *queuedRun {
 	t.Helper()
 	r := &queuedRun{first: first, results: make(chan error, n)}
+	until := testwait.Until(t)
 	for range n {
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), wait)
-			defer cancel()
-			l, err := lk.Acquire(ctx, key)
+			l, err := lk.Acquire(until, key)
 			if err != nil {
 				r.results <- err
 				return
@@ -101,12 +101,12 @@ func TestQueuedSurviveSessionExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 8
-	r := queueBehind(t, holder.Locker, key, first, n, 30*time.Second)
+	r := queueBehind(t, holder.Locker, key, first, n)
 
 	holder.proxy.Cut()
 	select {
 	case <-gone: // the server expired the session: its node went with it
-	case <-time.After(15 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("node of an expired session not deleted")
 	}
 	select {
@@ -135,7 +135,7 @@ func TestQueuedSurviveServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 8
-	r := queueBehind(t, lk.Locker, key, first, n, 60*time.Second)
+	r := queueBehind(t, lk.Locker, key, first, n)
 	if err := srv.Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -194,9 +194,7 @@ func TestNoSessionFailsAtDeadline(t *testing.T) {
 // the server), so that the next one queues behind it.
 func waitFront(t *testing.T, lk *Locker, key string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if err := lk.WaitQueued(ctx, key, 0); err != nil {
+	if err := lk.WaitQueued(testwait.Until(t), key, 0); err != nil {
 		t.Fatalf("no front for %q: %v", key, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/testwait"
 	"seckill/internal/zksess"
 	"seckill/internal/zksess/zksesstest"
 )
@@ -71,7 +72,7 @@ func TestLostCreateReplyLeavesNoOrphan(t *testing.T) {
 	// Acquire may return first.
 	select {
 	case <-lost:
-	case <-time.After(5 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatalf("the create's reply was not lost (Acquire: %v)", err)
 	}
 	if got := nodesOwnedBy(t, admin, dir, sidA); len(got) != 1 {
@@ -141,7 +142,7 @@ func TestHoldRefusesNodeOfExpiredSession(t *testing.T) {
 		if ev.Type != zk.EventNodeDeleted {
 			t.Fatalf("watch on the lock node: %v, want NodeDeleted", ev.Type)
 		}
-	case <-time.After(15 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("the server never expired the cut session")
 	}
 	p.proxy.Restore(t)
@@ -169,7 +170,7 @@ func TestHoldRefusesNodeOfExpiredSession(t *testing.T) {
 // waitState reads session events until want arrives.
 func waitState(t *testing.T, events <-chan zk.Event, want zk.State) {
 	t.Helper()
-	deadline := time.After(15 * time.Second)
+	until := testwait.Until(t)
 	for {
 		select {
 		case ev, ok := <-events:
@@ -179,7 +180,7 @@ func waitState(t *testing.T, events <-chan zk.Event, want zk.State) {
 			if ev.State == want {
 				return
 			}
-		case <-deadline:
+		case <-until.Done():
 			t.Fatalf("no %v event", want)
 		}
 	}

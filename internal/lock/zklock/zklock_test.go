@@ -17,6 +17,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/lock/cohort"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/testwait"
 	"seckill/internal/zksess"
 	"seckill/internal/zksess/zksesstest"
 )
@@ -74,7 +75,7 @@ func TestConformance(t *testing.T) {
 // waitChildren waits, event-driven, until dir has n children.
 func waitChildren(t *testing.T, conn *zk.Conn, dir string, n int) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	until := testwait.Until(t)
 	for {
 		children, _, ch, err := conn.ChildrenW(dir)
 		if err == nil && len(children) == n {
@@ -91,7 +92,7 @@ func waitChildren(t *testing.T, conn *zk.Conn, dir string, n int) {
 		}
 		select {
 		case <-ch:
-		case <-deadline:
+		case <-until.Done():
 			t.Fatalf("%s has %d children, want %d", dir, len(children), n)
 		}
 	}
@@ -100,9 +101,7 @@ func waitChildren(t *testing.T, conn *zk.Conn, dir string, n int) {
 // waitQueued waits until n goroutines wait locally for key on lk.
 func waitQueued(t *testing.T, lk *Locker, key string, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if err := lk.co.WaitQueued(ctx, key, n); err != nil {
+	if err := lk.co.WaitQueued(testwait.Until(t), key, n); err != nil {
 		t.Fatalf("%d local waiters: %v (have %d)", n, err, lk.co.Waiting(key))
 	}
 }
@@ -380,7 +379,7 @@ func TestDoneOnDisconnect(t *testing.T) {
 	holder.proxy.Cut()
 	select {
 	case <-l.Done():
-	case <-time.After(5 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("Done not closed after the connection was cut")
 	}
 	if took := time.Since(start); took >= sessionTimeout/2 {
@@ -442,7 +441,7 @@ func TestDoneOnExpiry(t *testing.T) {
 		if ev.Type != zk.EventNodeDeleted {
 			t.Fatalf("watch on the holder's node: %v, want NodeDeleted", ev.Type)
 		}
-	case <-time.After(10 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatal("node of an expired session not deleted")
 	}
 	select {
@@ -453,8 +452,7 @@ func TestDoneOnExpiry(t *testing.T) {
 	holder.proxy.Restore(t)
 	// After reconnection the client learns of the expiry and gets a new
 	// session; the Locker is usable again.
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
+	ctx := testwait.Until(t)
 	events, stop := holder.sess.Subscribe()
 	defer stop()
 	for ev := range events {
@@ -531,8 +529,13 @@ func TestUnreachableNeverHangs(t *testing.T) {
 		if !errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, lock.ErrUnavailable) {
 			t.Fatalf("Acquire = %v, want ErrNotObtained or ErrUnavailable", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-testwait.Until(t).Done():
 		t.Fatalf("Acquire still blocked %v after the cut with a 1.5s deadline", time.Since(start))
+	}
+	// How late is the check: returning at all could be the session's
+	// expiry, not the deadline.
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Acquire still blocked %v after the cut with a 1.5s deadline", took)
 	}
 }
 
@@ -595,10 +598,10 @@ func TestLossWatchDelay(t *testing.T) {
 		}
 		// The watch is set in the background; the server's count is the
 		// only sign of it, so look until it shows.
-		deadline := time.Now().Add(10 * time.Second)
+		until := testwait.Until(t)
 		for mntr(t, srv.Addr(), "zk_watch_count") != 1 {
-			if time.Now().After(deadline) {
-				t.Fatal("no watch on the server 10s into a hold, with a 1ms delay")
+			if until.Err() != nil {
+				t.Fatal("no watch on the server during a hold, with a 1ms delay")
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -607,8 +610,8 @@ func TestLossWatchDelay(t *testing.T) {
 		}
 		select {
 		case <-l.Done():
-		case <-time.After(10 * time.Second):
-			t.Fatal("Done still open 10s after the held node was deleted")
+		case <-until.Done():
+			t.Fatal("Done still open after the held node was deleted")
 		}
 		if !errors.Is(l.Err(), lock.ErrLost) {
 			t.Fatalf("Err() = %v, want ErrLost", l.Err())
@@ -629,8 +632,8 @@ func TestLossWatchDelay(t *testing.T) {
 		}
 		select {
 		case <-l.Done():
-		case <-time.After(15 * time.Second):
-			t.Fatal("Done still open 15s after the held node was deleted, with a 2s delay")
+		case <-testwait.Until(t).Done():
+			t.Fatal("Done still open after the held node was deleted, with a 2s delay")
 		}
 		if !errors.Is(l.Err(), lock.ErrLost) {
 			t.Fatalf("Err() = %v, want ErrLost", l.Err())
