@@ -1,12 +1,14 @@
 package lab
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"seckill/internal/api"
 	"seckill/internal/lab/loadgen"
+	"seckill/internal/lab/servers"
 )
 
 // clockfaults.go: the cells whose fault is a clock that steps. The stock
@@ -178,3 +180,124 @@ func runClockJump(x *run) error {
 // isItemsCell reports whether scenario sells items of its own (scenario's
 // items), as the item cells beside itemScenarios do.
 func isItemsCell(scenario string) bool { return scenarios[scenario].items }
+
+// The failover-clock cell: an item sold on a Sentinel set whose replica's
+// clock is failoverSkew ahead. failoverClockKill after the opening the
+// primary is killed (the replica, ahead, is promoted); the old primary
+// comes back failoverSkew behind, and the new primary is killed in turn
+// (the one behind is promoted), all inside the window, which then ends
+// with buyers still trying.
+const (
+	failoverSkew      = time.Minute
+	failoverClockKill = 2 * time.Second
+	failoverClockOpen = 14 * time.Second // the window's length
+	failoverClockRate = 40
+	labItemFailover   = "lab-failover-clock"
+)
+
+// runFailoverClock: a failover to a primary whose clock is ahead must not
+// end the item early (nor latch its end), and one to a primary behind must
+// not sell after the end or send it back to not_started. Every answer is
+// judged by the advertised window on the lab's clock; the primaries whose
+// clocks are off answer clock_skew where the clocks disagree.
+func runFailoverClock(x *run) error {
+	set := x.sentinel
+	if set == nil {
+		return errors.New("no Sentinel set")
+	}
+	ahead, behind := set.Clock(set.Replica), set.Clock(set.Primary)
+	if ahead == nil || behind == nil {
+		return errors.New("the Sentinel set's nodes have no steppable clocks")
+	}
+	ctx, cancel := x.until()
+	defer cancel()
+	if err := ahead.Set(failoverSkew); err != nil {
+		return err
+	}
+	if err := set.WaitReplicated(ctx, 1); err != nil {
+		return fmt.Errorf("the replica, its clock ahead, is not replicating: %w", err)
+	}
+	now := time.Now()
+	opens := now.Add(windowOpens)
+	cfg := x.itemRun(labItemFailover, loadgen.Config{Stock: windowStock, Rate: failoverClockRate,
+		Duration: windowOpens + failoverClockOpen + 3*time.Second, StartsAt: opens, EndsAt: opens.Add(failoverClockOpen)})
+	type result struct {
+		rep *loadgen.Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := loadgen.Run(x.ctx, cfg)
+		done <- result{rep, err}
+	}()
+	ferr := x.failoverTwice(ctx, opens.Add(failoverClockKill), behind)
+	r := <-done
+	if ferr != nil {
+		return ferr
+	}
+	if r.err != nil {
+		return r.err
+	}
+	rep := r.rep
+	it := x.addItem(labItemFailover, "window", rep)
+	w := rep.Window
+	if !rep.OK() {
+		x.problemf("%s: verdict %q: %s", labItemFailover, it.Verdict, w.Text())
+	}
+	skewed, results := 0, map[string]int{}
+	for _, a := range rep.Answers {
+		if a.Result == api.ClockSkew {
+			skewed++
+		}
+		results[fmt.Sprintf("%s/%d", a.Result, a.Status)]++
+	}
+	if skewed == 0 {
+		x.problemf("%s: no clock_skew answer: the primaries whose clocks are off were not put to the test", labItemFailover)
+	}
+	if it.Sold == 0 {
+		x.problemf("%s: nothing sold in the window", labItemFailover)
+	}
+	x.notef("%s: primary killed %v after the opening, replica %v ahead promoted; old primary back %v behind, promoted in turn: %d sold, %d ended, %d clock_skew, %d not_started; misplaced: sold %d, ended early %d, not_started late %d; answers %v",
+		labItemFailover, failoverClockKill, failoverSkew, failoverSkew, it.Sold, it.Ended, skewed, it.NotStarted, w.SoldOutside, w.EndedEarly, w.NotStartedLate, results)
+	return nil
+}
+
+// failoverTwice kills the Sentinel set's primary at at, brings it back
+// behind (its clock set there first) as a replica of the promoted one,
+// and kills that in turn: both failovers must happen.
+func (x *run) failoverTwice(ctx context.Context, at time.Time, behind *servers.ShiftedClock) error {
+	set := x.sentinel
+	if !x.at(at) {
+		return x.ctx.Err()
+	}
+	for turn := range 2 {
+		switched, err := set.WatchSwitch(ctx)
+		if err != nil {
+			return err
+		}
+		master, err := set.Master(ctx)
+		if err != nil {
+			return err
+		}
+		old := set.Node(master)
+		if err := old.Kill(); err != nil {
+			return fmt.Errorf("kill %s: %w", old.Name(), err)
+		}
+		killedAt := time.Now()
+		newPrimary, ok := <-switched
+		if !ok {
+			return fmt.Errorf("failover %d: the Sentinels did not all switch: %w", turn+1, ctx.Err())
+		}
+		x.notef("failover %d: %s killed, all Sentinels on %s in %dms", turn+1, old.Name(), newPrimary, ms(time.Since(killedAt)))
+		if turn == 0 {
+			// Dead, so no running server sees its clock step.
+			if err := behind.Set(-failoverSkew); err != nil {
+				return err
+			}
+		}
+		if err := set.Rejoin(ctx, old); err != nil {
+			return fmt.Errorf("bring back %s: %w", old.Name(), err)
+		}
+	}
+	return nil
+}

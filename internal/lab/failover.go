@@ -27,7 +27,7 @@ import (
 // must be none; the control (acks 0) may lose some, and the row shows it.
 
 // failoverScenarios are the scenarios that need the Sentinel set.
-var failoverScenarios = []string{"failover-kill", "failover-lag", "failover-stop", "split"}
+var failoverScenarios = []string{"failover-kill", "failover-lag", "failover-stop", "split", "failover-clock"}
 
 // IsFailover reports whether scenario takes the stock Redis primary away
 // (the cells run on a Sentinel set), or fails the master of its slot on
@@ -62,6 +62,8 @@ func failoverSentinel(c Cell) servers.SentinelOptions {
 	switch c.Scenario {
 	case "failover-lag":
 		opt.FailoverTimeout = time.Minute
+	case "failover-clock":
+		opt.Clocks = true
 	case "split":
 		opt.Splittable = true
 		if c.Acks > 0 {
@@ -98,7 +100,7 @@ func failoverCells(b string, backends, scenarios []string) []Cell {
 			continue
 		}
 		ours := slices.Contains(failoverBackends, b)
-		byDefault := s == "failover-kill" || (s == "failover-lag" || s == "split" || isCluster(s)) && b == failoverBackends[0]
+		byDefault := s == "failover-kill" || s == "failover-clock" || (s == "failover-lag" || s == "split" || isCluster(s)) && b == failoverBackends[0]
 		if !(ours && (byDefault || named)) && !(named && slices.Contains(backends, b)) {
 			continue
 		}
@@ -125,7 +127,12 @@ func failoverCells(b string, backends, scenarios []string) []Cell {
 // Sentinel addresses: the replica acks, and the Redis locks in the stock
 // Redis (not the lab's lock Redis), so their token counter fails over too.
 func failoverEnv(cell Cell) stockd.Edit {
-	return func(c *stockd.Config) { c.Stock.MinReplicaAcks, c.Lock.RedisAddr = cell.Acks, "" }
+	return func(c *stockd.Config) {
+		c.Stock.MinReplicaAcks = cell.Acks
+		if cell.Scenario != "failover-clock" {
+			c.Lock.RedisAddr = ""
+		}
+	}
 }
 
 // Failover is a failover cell's own measure.

@@ -502,7 +502,7 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (_ Result, err
 		return res, fmt.Errorf("lab: %s: %w", cell, err)
 	}
 	if sc.items {
-		return runItems(&run{ctx: ctx, c: c, cell: cell, lease: lease(cell.Backend), res: &res, rcluster: redisCluster}, sc, start)
+		return runItems(&run{ctx: ctx, c: c, cell: cell, lease: lease(cell.Backend), res: &res, sentinel: sentinelSet, rcluster: redisCluster}, sc, start)
 	}
 	client := loadgen.NewClient(4, 10*time.Second)
 	defer client.CloseIdleConnections()

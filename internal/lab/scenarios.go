@@ -52,7 +52,7 @@ type scenario struct {
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
 	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "other-sale", "witnessdown", "consumerkill", "mysqldown", "replayrace",
 	"item-halt", "item-window", "item-restore-all", "item-clock-back", "clock-jump",
-	"failover-kill", "failover-lag", "failover-stop", "split", "cluster-kill", "cluster-lag", "cluster-failover", "cluster-move", "cluster-items", "crash", "falsesoldout"}
+	"failover-kill", "failover-lag", "failover-stop", "split", "failover-clock", "cluster-kill", "cluster-lag", "cluster-failover", "cluster-move", "cluster-items", "crash", "falsesoldout"}
 
 // Scenarios lists the scenario names in table order.
 func Scenarios() []string { return append([]string(nil), order...) }
@@ -282,6 +282,13 @@ var scenarios = map[string]scenario{
 		env:     storeLossEnv(witnessEnv),
 		run:     runItemRestoreAll,
 		items:   true,
+	},
+	"failover-clock": {
+		summary:  "an item sold on a Sentinel set whose replica's clock is 60s ahead: 2s after the opening the primary is killed (the one ahead is promoted), comes back 60s behind and is promoted in turn when the other is killed, all inside a 14s window that then ends with buyers on: no sold outside it, no ended before its end (redis, etcd)",
+		env:      always(workDelay(time.Millisecond)),
+		run:      runFailoverClock,
+		failover: true,
+		items:    true,
 	},
 	"failover-kill": {
 		summary:     "kill -9 the stock Redis primary mid-sale; Sentinel promotes the replica, the old primary rejoins as its replica (acks 1, and the acks-0 control)",

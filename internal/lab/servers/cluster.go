@@ -89,7 +89,7 @@ func StartRedisCluster(ctx context.Context, dir string, opt RedisClusterOptions)
 		if err != nil {
 			return nil, err
 		}
-		p, err := startRedisNode(ctx, filepath.Join(root, fmt.Sprintf("node%d", i+1)), fmt.Sprintf("redis-cluster%d", i+1), addr, "",
+		p, err := startRedisNode(ctx, filepath.Join(root, fmt.Sprintf("node%d", i+1)), fmt.Sprintf("redis-cluster%d", i+1), addr, "", nil,
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.FormatInt(opt.NodeTimeout.Milliseconds(), 10),
 			"--cluster-port", strconv.Itoa(bus))

@@ -70,6 +70,10 @@ type SentinelOptions struct {
 	// with Redis's default min-replicas-max-lag of 10 s: a primary that
 	// has heard from none of its replicas that long refuses writes.
 	MinReplicasToWrite int
+	// Clocks runs each data node on a wall clock of its own that the test
+	// can step (SentinelSet.Clock), at offset 0 at start; a Rejoin keeps a
+	// node's. The Sentinels keep the machine's.
+	Clocks bool
 }
 
 // SentinelSet is the running set. After a failover the roles swap: ask
@@ -86,7 +90,12 @@ type SentinelSet struct {
 	// MasterName is the name the Sentinels monitor the primary by
 	// (SentinelMasterPrefix and a random suffix): redis.sentinel.master.
 	MasterName string
+
+	clocks map[string]*ShiftedClock // by node name, with Clocks
 }
+
+// Clock is the wall clock node p runs on (SentinelOptions.Clocks), or nil.
+func (s *SentinelSet) Clock(p *Process) *ShiftedClock { return s.clocks[p.Name()] }
 
 // StartSentinelSet starts a primary, a replica of it (synced before this
 // returns) and the Sentinels in dir, each in a subdirectory of its own.
@@ -139,7 +148,15 @@ func StartSentinelSet(ctx context.Context, dir string, opt SentinelOptions) (_ *
 		primaryArgs = append(primaryArgs, "--replica-announce-ip", "127.0.0.1", "--replica-announce-port", fport)
 		replicaArgs = append(replicaArgs, "--bind-source-addr", ReplicaSource, "--replica-announce-ip", "127.0.0.1")
 	}
-	if set.Primary, err = startRedisNode(ctx, filepath.Join(dir, "primary"), "redis-primary", paddr, "", primaryArgs...); err != nil {
+	if opt.Clocks {
+		set.clocks = map[string]*ShiftedClock{}
+		for _, name := range []string{"redis-primary", "redis-replica"} {
+			if set.clocks[name], err = NewShiftedClock(filepath.Join(dir, "clock-"+name)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if set.Primary, err = startRedisNode(ctx, filepath.Join(dir, "primary"), "redis-primary", paddr, "", set.clocks["redis-primary"].Env(), primaryArgs...); err != nil {
 		return nil, err
 	}
 	raddr, err := LoopbackAddr()
@@ -149,7 +166,7 @@ func StartSentinelSet(ctx context.Context, dir string, opt SentinelOptions) (_ *
 	if opt.ReplicaVia != nil {
 		upstream = opt.ReplicaVia(paddr)
 	}
-	if set.Replica, err = startRedisNode(ctx, filepath.Join(dir, "replica"), "redis-replica", raddr, upstream, replicaArgs...); err != nil {
+	if set.Replica, err = startRedisNode(ctx, filepath.Join(dir, "replica"), "redis-replica", raddr, upstream, set.clocks["redis-replica"].Env(), replicaArgs...); err != nil {
 		return nil, err
 	}
 	if err := WaitReplicated(ctx, paddr, harnessKey, 1); err != nil {
@@ -210,7 +227,7 @@ func sentinelBinary() (string, error) {
 // replica of primary when primary is set. Diskless sync with no delay
 // makes the replica's first sync (and its resync after a failover)
 // immediate; the default waits 5 s for more replicas to share it.
-func startRedisNode(ctx context.Context, dir, name, addr, primary string, extra ...string) (*Process, error) {
+func startRedisNode(ctx context.Context, dir, name, addr, primary string, env []string, extra ...string) (*Process, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -229,7 +246,7 @@ func startRedisNode(ctx context.Context, dir, name, addr, primary string, extra 
 		args = append(args, "--replicaof", phost, pport)
 	}
 	args = append(args, extra...)
-	return Start(ctx, Spec{Name: name, Path: "redis-server", Args: args, Dir: dir, Addr: addr, Ready: redisReady})
+	return Start(ctx, Spec{Name: name, Path: "redis-server", Args: args, Env: env, Dir: dir, Addr: addr, Ready: redisReady})
 }
 
 // harnessKey is the key WaitReplicated writes on a Sentinel set's primary.
@@ -447,7 +464,7 @@ func (s *SentinelSet) Rejoin(ctx context.Context, p *Process) error {
 	if master == p.Addr() {
 		return fmt.Errorf("%s is still the Sentinels' master", p.Name())
 	}
-	np, err := startRedisNode(ctx, p.Dir(), p.Name(), p.Addr(), master)
+	np, err := startRedisNode(ctx, p.Dir(), p.Name(), p.Addr(), master, s.Clock(p).Env())
 	if err != nil {
 		return err
 	}
