@@ -181,6 +181,14 @@ func runClockJump(x *run) error {
 // items), as the item cells beside itemScenarios do.
 func isItemsCell(scenario string) bool { return scenarios[scenario].items }
 
+// checkClockJump: on redis, the write held across the lock Redis's jump
+// landed after another holder's and must have been refused by the fence.
+func checkClockJump(x *run) {
+	if x.cell.Backend == "redis" && x.res.Fenced == 0 {
+		x.problemf("no write was fenced: the one held across the lock Redis's jump, behind a newer holder's, must be")
+	}
+}
+
 // The failover-clock cell: an item sold on a Sentinel set whose replica's
 // clock is failoverSkew ahead. failoverClockKill after the opening the
 // primary is killed (the replica, ahead, is promoted); the old primary

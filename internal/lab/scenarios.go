@@ -276,6 +276,7 @@ var scenarios = map[string]scenario{
 		buyers:      true,
 		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runClockJump,
+		check:       checkClockJump,
 	},
 	"item-restore-all": {
 		summary: "restore-all with two items (stock.witness etcd): SAVE once both sold 20, sell on, restart every stockd around the Redis's restart from it: both items halt on every replica, none sold twice, a new item sells out (redis)",
