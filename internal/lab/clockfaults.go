@@ -217,6 +217,7 @@ func runFailoverClock(x *run) error {
 	if ahead == nil || behind == nil {
 		return errors.New("the Sentinel set's nodes have no steppable clocks")
 	}
+	x.res.Failover = &Failover{Acks: x.cell.Acks}
 	ctx, cancel := x.until()
 	defer cancel()
 	if err := ahead.Set(failoverSkew); err != nil {
@@ -248,6 +249,10 @@ func runFailoverClock(x *run) error {
 	}
 	rep := r.rep
 	it := x.addItem(labItemFailover, "window", rep)
+	// Acknowledged sales lost: sold answers the item's lucky count, read on
+	// the last primary, does not hold.
+	x.res.Failover.Lost = max(0, it.Sold-int(it.Lucky))
+	checkFailover(x)
 	w := rep.Window
 	if !rep.OK() {
 		x.problemf("%s: verdict %q: %s", labItemFailover, it.Verdict, w.Text())
@@ -296,7 +301,8 @@ func (x *run) failoverTwice(ctx context.Context, at time.Time, behind *servers.S
 		if !ok {
 			return fmt.Errorf("failover %d: the Sentinels did not all switch: %w", turn+1, ctx.Err())
 		}
-		x.notef("failover %d: %s killed, all Sentinels on %s in %dms", turn+1, old.Name(), newPrimary, ms(time.Since(killedAt)))
+		took := time.Since(killedAt)
+		x.notef("failover %d: %s killed, all Sentinels on %s in %dms", turn+1, old.Name(), newPrimary, ms(took))
 		if turn == 0 {
 			// Dead, so no running server sees its clock step.
 			if err := behind.Set(-failoverSkew); err != nil {
@@ -305,6 +311,9 @@ func (x *run) failoverTwice(ctx context.Context, at time.Time, behind *servers.S
 		}
 		if err := set.Rejoin(ctx, old); err != nil {
 			return fmt.Errorf("bring back %s: %w", old.Name(), err)
+		}
+		if turn == 0 {
+			x.res.Failover.SwitchMS, x.res.Failover.RejoinMS = ms(took), ms(time.Since(killedAt))
 		}
 	}
 	return nil
