@@ -17,6 +17,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 )
 
 // stockdCall sends one request to a stockd and decodes its JSON answer.
@@ -193,16 +194,24 @@ func TestDurableOrdersWiring(t *testing.T) {
 		}
 	}
 
+	// The consumer must end with the process: stockd waits for it before
+	// it exits, so a consumer that did not end would keep it running until
+	// Stop's SIGKILL, given the test's whole deadline here, and the exit
+	// status would say so. How long the stop took is only noted.
+	until, _ := testwait.Until(t).Deadline()
 	began := time.Now()
-	if err := p.Stop(15 * time.Second); err != nil {
+	if err := p.Stop(time.Until(until)); err != nil {
 		t.Fatal(err)
 	}
 	if code := p.ExitCode(); code != 0 {
-		t.Fatalf("got exit status %d after SIGTERM, want 0\n%s", code, p.LogTail(30))
+		t.Fatalf("got exit status %d after SIGTERM, want 0 (exited by itself, the consumer ended)\n%s", code, p.LogTail(30))
 	}
-	if d := time.Since(began); d > 10*time.Second {
-		t.Errorf("stop took %v: the consumer must end with the process", d)
+	d := time.Since(began)
+	note := ""
+	if d > 10*time.Second {
+		note = " (SLOW)"
 	}
+	t.Logf("stopped %v after SIGTERM%s", d.Round(time.Millisecond), note)
 	if !strings.Contains(p.LogTail(5), "msg=stopped") {
 		t.Fatalf("no clean-stop log line:\n%s", p.LogTail(30))
 	}
