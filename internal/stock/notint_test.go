@@ -114,18 +114,22 @@ func TestCounterLimitsExact(t *testing.T) {
 // modes: not retried until the confirm deadline, and never "unconfirmed"
 // (nothing was written).
 func TestServiceNotInteger(t *testing.T) {
+	// A refusal that was retried would end at the confirm deadline: long,
+	// so that it cannot pass for a slow machine. Nothing waits for it when
+	// the refusal is definite.
+	const confirmTimeout = 30 * time.Second
 	for _, mode := range []stock.Mode{stock.ModeLocked, stock.ModeAtomic} {
 		s, rdb := newStore(t, 5)
 		rdb.Set(t.Context(), "stock", "abc", 0)
 		svc := stock.NewService(stock.ServiceConfig{Store: s, Locker: locallock.New(), Backend: "local", LockKey: "k",
-			Mode: mode, Fencing: true, ConfirmTimeout: 5 * time.Second})
+			Mode: mode, Fencing: true, ConfirmTimeout: confirmTimeout})
 		start := time.Now()
 		_, err := svc.Reduce(t.Context())
 		if !errors.Is(err, stock.ErrNotInteger) || errors.Is(err, stock.ErrUnconfirmed) {
 			t.Fatalf("mode %v: got %v, want ErrNotInteger, not unconfirmed", mode, err)
 		}
-		if d := time.Since(start); d > time.Second {
-			t.Fatalf("mode %v: took %v: a definite refusal was retried", mode, d)
+		if d := time.Since(start); d >= confirmTimeout {
+			t.Fatalf("mode %v: took %v: a definite refusal was retried until the confirm deadline (%v)", mode, d, confirmTimeout)
 		}
 	}
 }

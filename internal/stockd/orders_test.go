@@ -17,6 +17,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 )
 
 // stockdCall sends one request to a stockd and decodes its JSON answer.
@@ -133,14 +134,15 @@ func TestDurableOrdersWiring(t *testing.T) {
 	}
 
 	front.forward.Store(true)
-	deadline := time.Now().Add(45 * time.Second)
+	answering := time.Now()
+	until := testwait.Until(t)
 	for {
 		_, _, ledger = stockdCall(t, base, "GET", "/ledger")
 		if ledger["durable"] == 3.0 && ledger["lag"] == 0.0 {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orders not stored within 45s of MySQL answering: %v\n%s", ledger, p.LogTail(30))
+		if until.Err() != nil {
+			t.Fatalf("orders not stored %v after MySQL answered: %v\n%s", time.Since(answering).Round(time.Second), ledger, p.LogTail(30))
 		}
 		time.Sleep(200 * time.Millisecond) // polling a remote's progress: no event to wait on
 	}
@@ -159,13 +161,13 @@ func TestDurableOrdersWiring(t *testing.T) {
 	// from MySQL; the ledger still counts them.
 	rdb := redis.NewClient(&redis.Options{Addr: rds.Addr()})
 	defer rdb.Close()
-	for deadline := time.Now().Add(15 * time.Second); ; {
+	for stored := time.Now(); ; {
 		n, err := rdb.XLen(t.Context(), "stock:orders").Result()
 		if err == nil && n == 0 {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stored orders are still in the stream 15s on: XLEN %d, %v\n%s", n, err, p.LogTail(30))
+		if until.Err() != nil {
+			t.Fatalf("the stored orders are still in the stream %v on: XLEN %d, %v\n%s", time.Since(stored).Round(time.Second), n, err, p.LogTail(30))
 		}
 		time.Sleep(100 * time.Millisecond) // polling a remote's progress: no event to wait on
 	}
@@ -193,16 +195,24 @@ func TestDurableOrdersWiring(t *testing.T) {
 		}
 	}
 
+	// The consumer must end with the process: stockd waits for it before
+	// it exits, so a consumer that did not end would keep it running until
+	// Stop's SIGKILL, given the test's whole deadline here, and the exit
+	// status would say so. How long the stop took is only noted.
+	killAt, _ := until.Deadline()
 	began := time.Now()
-	if err := p.Stop(15 * time.Second); err != nil {
+	if err := p.Stop(time.Until(killAt)); err != nil {
 		t.Fatal(err)
 	}
 	if code := p.ExitCode(); code != 0 {
-		t.Fatalf("got exit status %d after SIGTERM, want 0\n%s", code, p.LogTail(30))
+		t.Fatalf("got exit status %d after SIGTERM, want 0 (exited by itself, the consumer ended)\n%s", code, p.LogTail(30))
 	}
-	if d := time.Since(began); d > 10*time.Second {
-		t.Errorf("stop took %v: the consumer must end with the process", d)
+	d := time.Since(began)
+	note := ""
+	if d > 10*time.Second {
+		note = " (SLOW)"
 	}
+	t.Logf("stopped %v after SIGTERM%s", d.Round(time.Millisecond), note)
 	if !strings.Contains(p.LogTail(5), "msg=stopped") {
 		t.Fatalf("no clean-stop log line:\n%s", p.LogTail(30))
 	}

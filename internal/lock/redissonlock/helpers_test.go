@@ -48,17 +48,19 @@ func mustAcquire(t testing.TB, lk *Locker, key string) *Lease {
 	return l.(*Lease)
 }
 
-// mustAcquireWithin is mustAcquire where how soon is the check: key is free
-// now, so it is granted within d, where a hold left behind (a key not
-// deleted, a leaked hold) would only free it once it expired, later. The
-// wait itself is bounded by the test's deadline only.
-func mustAcquireWithin(t testing.TB, lk *Locker, key string, d time.Duration) *Lease {
+// mustAcquireAtOnce is mustAcquire for a key that is free now: the first
+// run of the acquire script takes it. A hold left behind (a key not
+// deleted, a leaked hold) would make that run fail and the Locker wait for
+// the hold to expire; the count tells the two apart where a duration would
+// also count how busy the machine is. The wait itself is bounded by the
+// test's deadline only.
+func mustAcquireAtOnce(t testing.TB, lk *Locker, key string) *Lease {
 	t.Helper()
-	start := time.Now()
+	before := lk.Stats().AcquireScripts
 	l := mustAcquire(t, lk, key)
-	if took := time.Since(start); took > d {
+	if n := lk.Stats().AcquireScripts - before; n != 1 {
 		_ = l.Release(context.Background())
-		t.Fatalf("Acquire(%q) took %v, want within %v", key, took, d)
+		t.Fatalf("Acquire(%q) ran the acquire script %d times, want once: the key was not free", key, n)
 	}
 	return l
 }
