@@ -49,7 +49,7 @@ FIRE_TIMEOUT_S=${FIRE_TIMEOUT_S:-60}  # seckill run --timeout (the firing phase)
 LOAD_TIMEOUT_S=${LOAD_TIMEOUT_S:-150}
 
 log() { printf '%s compose-test: %s\n' "$(date +%T)" "$*" >&2; }
-die() { log "FAIL: $*"; exit 1; }
+die() { WHY="$*"; log "FAIL: $*"; exit 1; }
 
 # ---- gate ----------------------------------------------------------------
 if ! command -v docker >/dev/null || ! docker info >/dev/null 2>&1; then
@@ -83,17 +83,41 @@ FAILED=0
 
 compose() { "${COMPOSE[@]}" -p "$PROJECT" "${FILES[@]}" "$@"; }
 
+# compose_down: the project down with its volumes, between variants and at
+# the end. A down that fails (a network with an endpoint still attached, a
+# volume still in use) is logged with docker's words, the project's
+# containers are removed by force and the down is tried once more. It never
+# ends the run by itself: the next variant's "up" shows what was left.
+compose_down() {
+	local out
+	out=$({ compose --profile tools down -v --remove-orphans || compose down -v --remove-orphans; } 2>&1) && return 0
+	log "down failed: $(tail -3 <<<"$out" | tr '\n' ' '); removing the project's containers by force"
+	docker ps -aq --filter "label=com.docker.compose.project=$PROJECT" | xargs -r docker rm -f >/dev/null 2>&1 || true
+	out=$({ compose --profile tools down -v --remove-orphans || compose down -v --remove-orphans; } 2>&1) && return 0
+	log "down failed again: $(tail -3 <<<"$out" | tr '\n' ' ')"
+	return 0
+}
+
+# WHY: what ended the run early. die sets it; so does any command that
+# fails where set -e ends the script (errtrace carries the trap into
+# functions; the first failure is the cause, the callers' returns after it
+# are not), so that CI's tail, which shows the table, also shows the cause.
+WHY=""
+set -o errtrace
+trap 'why_rc=$?; [[ -n $WHY ]] || WHY="line $LINENO in ${FUNCNAME[0]:-main}: \`$BASH_COMMAND\` exited $why_rc"' ERR
+
 teardown() {
 	local rc=$?
 	set +e
+	trap - ERR
 	if [[ -n "${LOAD_PID:-}" ]]; then kill "$LOAD_PID" 2>/dev/null; fi
 	docker ps -q --filter "label=com.docker.compose.project=$PROJECT" --filter status=paused |
 		xargs -r docker unpause >/dev/null 2>&1
 	log "down -v ($PROJECT)"
-	compose --profile tools down -v --remove-orphans >/dev/null 2>&1 ||
-		compose down -v --remove-orphans >/dev/null 2>&1
+	compose_down
 	print_table
 	log "artifacts in $OUT; total $(($(date +%s) - T_START))s"
+	((rc == 0 || rc == 130)) || log "FAIL (rc $rc): ${WHY:-no failing command recorded}"
 	exit "$rc"
 }
 trap teardown EXIT
@@ -356,10 +380,13 @@ bg_load() { load "$@" & LOAD_PID=$!; }
 fg_wait() { wait "$LOAD_PID" || true; LOAD_PID=; }
 
 # http_get IP PORT PATH: the body of a GET, from the host (no curl needed).
+# It never fails: no answer within 3 s is an empty body, which the caller's
+# check then fails on with a row that says so, instead of set -e ending the
+# whole run at the bare command.
 http_get() {
-	timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
+	{ timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
 		printf "GET %s HTTP/1.0\r\nHost: x\r\n\r\n" "$2" >&3; cat <&3' "$1" "$2" "$3" 2>/dev/null |
-		sed '1,/^\r\{0,1\}$/d'
+		sed '1,/^\r\{0,1\}$/d'; } || true
 }
 ip_of() { docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$1"; }
 # replica_name CONTAINER: the name the replica gives itself (GET /info):
@@ -377,7 +404,7 @@ check_election() {
 			body=$(http_get "$(ip_of "$c")" 8080 /leader)
 			[[ "$body" == *'"is_leader":true'* ]] && leaders=$((leaders + 1)) &&
 				selves=$(grep -o '"self":"[^"]*"' <<<"$body" | cut -d'"' -f4)
-			names+="$(grep -o '"leader":"[^"]*"' <<<"$body" | cut -d'"' -f4) "
+			names+="$(grep -o '"leader":"[^"]*"' <<<"$body" | cut -d'"' -f4 || true) "
 		done
 		# exactly one claims, and every replica names it
 		if ((leaders == 1)) && [[ -n "$selves" && "$(tr ' ' '\n' <<<"${names% }" | sort -u)" == "$selves" ]]; then
@@ -680,7 +707,7 @@ done
 
 if [[ "$HA" == 1 ]]; then
 	log "down; HA variant"
-	compose down -v --remove-orphans >/dev/null 2>&1
+	compose_down
 	FILES=(-f docker-compose.yml -f docker-compose.ha.yml)
 	# The HA file itself: 3 etcd members and a 3-server ensemble with quorum
 	# (their healthchecks require it); the etcd and zookeeper locks lose
@@ -691,7 +718,7 @@ if [[ "$HA" == 1 ]]; then
 	((${#ha[@]})) || ha=(redis)
 	for b in "${ha[@]}"; do
 		rc=0
-		[[ $b == "${ha[0]}" ]] || compose down -v --remove-orphans >/dev/null 2>&1
+		[[ $b == "${ha[0]}" ]] || compose_down
 		up_backend ha "$b" || rc=$?
 		((rc == 2)) && break
 		((rc == 0)) || continue
@@ -708,5 +735,5 @@ for extra in "$ROOT"/scripts/compose-test.d/*.sh; do
 	source "$extra"
 done
 
-((FAILED == 0)) || exit 1
+((FAILED == 0)) || { WHY="the rows marked FAIL above"; exit 1; }
 log "PASS"

@@ -312,7 +312,7 @@ cluster_variant() {
 	local v=cluster b=redis t0 acks=${CLUSTER_ACKS:-1} f
 	t0=$(date +%s)
 	log "down; cluster variant (the stock on a Redis Cluster; redis lock, min_replica_acks ${acks})"
-	compose down -v --remove-orphans >/dev/null 2>&1
+	compose_down
 	local files_before=("${FILES[@]}")
 	FILES=(-f docker-compose.yml -f docker-compose.cluster.yml)
 	export CLUSTER_NODE_TIMEOUT_MS=${CLUSTER_NODE_TIMEOUT_MS:-3000} MIN_REPLICA_ACKS=$acks
@@ -333,7 +333,7 @@ cluster_variant() {
 	fi
 	eval "$saved_state"
 	log "cluster variant: $(($(date +%s) - t0))s"
-	compose down -v --remove-orphans >/dev/null 2>&1
+	compose_down
 	FILES=("${files_before[@]}")
 	unset CLUSTER_NODE_TIMEOUT_MS MIN_REPLICA_ACKS
 }

@@ -92,7 +92,7 @@ items_verdict() {
 scenario_items() {
 	local v=items b=redis rc=0 id created watch pids=()
 	log "down; items variant (two items created through nginx and sold at once, witness etcd)"
-	compose down -v --remove-orphans >/dev/null 2>&1
+	compose_down
 	local files_before=("${FILES[@]}")
 	FILES=(-f docker-compose.yml)
 	up_backend "$v" "$b" || rc=$?

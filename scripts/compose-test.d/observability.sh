@@ -55,7 +55,7 @@ observability_variant() {
 	local v=obs b=redis n=600 st=300 t0 replicas up all total sold lucky stock note res
 	t0=$(date +%s)
 	log "down; observability variant (prometheus on the redis lock)"
-	compose down -v --remove-orphans >/dev/null 2>&1
+	compose_down
 	local files_before=("${FILES[@]}")
 	FILES=(-f docker-compose.yml)
 	if [[ $IMAGES == standin ]]; then
@@ -131,7 +131,7 @@ observability_variant() {
 		fi
 	fi
 	log "observability variant: $(($(date +%s) - t0))s"
-	compose down -v --remove-orphans >/dev/null 2>&1
+	compose_down
 	FILES=("${files_before[@]}")
 	unset PROMETHEUS_IMAGE PROMETHEUS_PORT PROMETHEUS_BIND
 }

@@ -168,7 +168,7 @@ readme_variant() {
 	local v=readme t0 sec blk lines=() l i role ok why note res rcs
 	t0=$(date +%s)
 	log "down; readme variant (README's \"docker compose up\" blocks, as written)"
-	compose down -v --remove-orphans >/dev/null 2>&1
+	compose_down
 	local files_before=("${FILES[@]}")
 	FILES=(-f docker-compose.yml)
 
@@ -301,7 +301,7 @@ readme_variant() {
 		"orders (XLEN + trimmed) ${xlen:-?}, HLEN ${hlen:-?}, mysql's line for sale ${sale:-?}: ${myrows:-?} ${myusers:-?} (want $README_WANT each)"
 
 	log "readme variant: $(($(date +%s) - t0))s"
-	compose --profile tools down -v --remove-orphans >/dev/null 2>&1 || compose down -v --remove-orphans >/dev/null 2>&1
+	compose_down
 	FILES=("${files_before[@]}")
 }
 

@@ -43,7 +43,7 @@ scenario_redis_restart() {
 		v=restart-control want='"durability":{"aof":false' what="no AOF (control)"
 	fi
 	log "down; redis-restart variant (the stock Redis killed and started again mid-sale, compose defaults, $what)"
-	compose down -v --remove-orphans >/dev/null 2>&1
+	compose_down
 	local files_before=("${FILES[@]}")
 	FILES=(-f docker-compose.yml)
 	up_backend "$v" "$b" || rc=$?

@@ -30,7 +30,7 @@ scale_workers() {
 scenario_scale() {
 	local v=scale b=redis rc=0 n want0 want1 workers0 workers1 names0 names1 i
 	log "down; scale variant (redis lock, stockd scaled up without an nginx reload)"
-	compose down -v --remove-orphans >/dev/null 2>&1
+	compose_down
 	local files_before=("${FILES[@]}")
 	FILES=(-f docker-compose.yml)
 	up_backend "$v" "$b" || rc=$?

@@ -201,7 +201,7 @@ sentinel_variant() {
 	local v=sentinel b=redis t0 acks=${SENTINEL_ACKS:-1} f
 	t0=$(date +%s)
 	log "down; sentinel variant (the stock Redis fails over; redis lock, min_replica_acks ${acks})"
-	compose down -v --remove-orphans >/dev/null 2>&1
+	compose_down
 	local files_before=("${FILES[@]}")
 	FILES=(-f docker-compose.yml -f docker-compose.ha.yml --profile sentinel)
 	# 3 s, not 1: a just-switched Sentinel can miss the new primary's first
@@ -224,7 +224,7 @@ sentinel_variant() {
 	fi
 	eval "$saved_state"
 	log "sentinel variant: $(($(date +%s) - t0))s"
-	compose down -v --remove-orphans >/dev/null 2>&1
+	compose_down
 	FILES=("${files_before[@]}")
 	unset REDIS_SENTINEL_MASTER REDIS_SENTINEL_ADDRS SENTINEL_DOWN_AFTER_MS ETCD_ENDPOINTS MIN_REPLICA_ACKS
 }
