@@ -21,6 +21,7 @@ import (
 	"seckill/internal/lab/localcluster"
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 )
 
 // dashEnv slows the critical section enough that a locked sale of 200 units
@@ -157,16 +158,18 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		return v
 	}
-	waitFor := func(what string, d time.Duration, ok func(dashView) bool) dashView {
+	// waitFor: what the page must come to show; bounded by the test's
+	// deadline, not by a number a busy machine outlasts.
+	waitFor := func(what string, ok func(dashView) bool) dashView {
 		t.Helper()
-		deadline := time.Now().Add(d)
+		until := testwait.Until(t)
 		for {
 			v := view()
 			if ok(v) {
 				return v
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the page never showed %s within %s; it shows %+v", what, d, v)
+			if until.Err() != nil {
+				t.Fatalf("the page never showed %s; it shows %+v", what, v)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -206,7 +209,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	// redis: the stock falls to 0, both bars move, no banner, ever.
-	waitFor("backend redis, both replicas, a leader", 15*time.Second, func(v dashView) bool {
+	waitFor("backend redis, both replicas, a leader", func(v dashView) bool {
 		_, err := strconv.ParseUint(v.Term, 10, 64)
 		return v.Backend == "redis" && len(v.Bars) == 2 && strings.HasPrefix(v.Leader, "stockd-") && err == nil
 	})
@@ -225,7 +228,7 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Fatalf("press reset: %v", err)
 		}
 		var note string
-		waitFor("the reset's answer", 5*time.Second, func(dashView) bool {
+		waitFor("the reset's answer", func(dashView) bool {
 			n, err := chromedp.Run(browser, chromedp.Evaluate[string](`document.getElementById("resetnote").textContent`))
 			note = n
 			return err == nil && (strings.HasPrefix(n, "reset to") || strings.HasPrefix(n, "refused"))
@@ -238,7 +241,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if note := resetTo(c.AdminToken()); !strings.HasPrefix(note, "reset to 123") {
 		t.Fatalf("reset: the page says %q", note)
 	}
-	waitFor("stock 123 after the reset", 5*time.Second, func(v dashView) bool { return v.Stock == "123" })
+	waitFor("stock 123 after the reset", func(v dashView) bool { return v.Stock == "123" })
 
 	r, views := sale(300)
 	if r.Sold != 200 || r.Oversold != 0 {
@@ -280,7 +283,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil || !ir.OK() || ir.Sold != 40 {
 		t.Fatalf("item sale: %v, sold %d (want 40, consistent)", err, ir.Sold)
 	}
-	waitFor("item dash-1 sold out in the items' table", 5*time.Second, func(v dashView) bool {
+	waitFor("item dash-1 sold out in the items' table", func(v dashView) bool {
 		return len(v.Items) == 1 && strings.Join(v.Items[0], " ") == "dash-1 sold out 0 40 40 ok"
 	})
 
@@ -288,7 +291,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := c.SetBackend(ctx, "none", dashEnv); err != nil {
 		t.Fatalf("switch to none: %v\n%s", err, c.Logs(20))
 	}
-	waitFor("backend none", 10*time.Second, func(v dashView) bool { return v.Backend == "none" })
+	waitFor("backend none", func(v dashView) bool { return v.Backend == "none" })
 	if v := view(); v.Banner {
 		t.Fatalf("banner before the unlocked sale: %q", v.BannerText)
 	}
@@ -296,7 +299,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if r.Oversold <= 0 {
 		t.Fatalf("none sale: oversold %d, want an oversell (sold %d stock %d lucky %d)", r.Oversold, r.Sold, r.Stock, r.Lucky)
 	}
-	v := waitFor("the oversold banner", 5*time.Second, func(v dashView) bool { return v.Banner })
+	v := waitFor("the oversold banner", func(v dashView) bool { return v.Banner })
 	want := fmt.Sprintf("OVERSOLD by %d", r.Oversold)
 	if len(v.BannerText) < len(want) || v.BannerText[:len(want)] != want {
 		t.Fatalf("banner %q, want it to start with %q", v.BannerText, want)

@@ -20,6 +20,7 @@ import (
 	"seckill/internal/lab/localcluster"
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/testwait"
 )
 
 // upstream stands in for a stockd replica: it answers every request 200
@@ -332,11 +333,12 @@ func twoReplicas(t *testing.T, secondBroken bool) (a, b *upstream) {
 	return a, b
 }
 
-// until sends POST /stock/reduce until cond holds, or fails the test after
-// bound; it returns how many it sent.
-func until(t *testing.T, base string, bound time.Duration, what string, cond func() bool) int {
+// until sends POST /stock/reduce until cond holds, or fails the test at its
+// deadline (testwait.Until: what cond waits for must happen); it returns how
+// many it sent.
+func until(t *testing.T, base string, what string, cond func() bool) int {
 	t.Helper()
-	deadline := time.Now().Add(bound)
+	deadline := testwait.Until(t)
 	for n := 1; ; n++ {
 		if got := post(t, base+"/stock/reduce"); got != http.StatusOK {
 			t.Fatalf("POST /stock/reduce: %d, want 200", got)
@@ -344,8 +346,8 @@ func until(t *testing.T, base string, bound time.Duration, what string, cond fun
 		if cond() {
 			return n
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v (%d requests)", what, bound, n)
+		if deadline.Err() != nil {
+			t.Fatalf("%s: not after %d requests", what, n)
 		}
 		time.Sleep(20 * time.Millisecond) // pacing only: valid=2s bounds the wait, not this
 	}
@@ -370,18 +372,18 @@ func TestReResolvesStockd(t *testing.T) {
 	q0 := dns.queries.Load()
 
 	dns.set(a.ip(), b.ip()) // scaled up
-	until(t, base, 10*time.Second, "the added replica got a sale", func() bool { return b.hits.Load() > 0 })
+	until(t, base, "the added replica got a sale", func() bool { return b.hits.Load() > 0 })
 	if dns.queries.Load() == q0 {
 		t.Fatal("the added replica got traffic without nginx asking the DNS again")
 	}
 	// Both are used, not only the newest.
 	a0 := a.hits.Load()
-	until(t, base, 10*time.Second, "both replicas get sales", func() bool { return a.hits.Load() > a0 })
+	until(t, base, "both replicas get sales", func() bool { return a.hits.Load() > a0 })
 
 	dns.set(b.ip()) // the first one stopped
 	var aLast int64
 	streak := 0
-	until(t, base, 10*time.Second, "20 sales in a row on the remaining replica", func() bool {
+	until(t, base, "20 sales in a row on the remaining replica", func() bool {
 		if h := a.hits.Load(); h != aLast {
 			aLast, streak = h, 0
 			return false

@@ -12,6 +12,7 @@ import (
 	"seckill/internal/lab/servers"
 	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/testwait"
 )
 
 // Items under orders.durable: every item's orders reach the items' table
@@ -61,13 +62,13 @@ func TestItemsDurableOrders(t *testing.T) {
 		t.Helper()
 		stream := stock.ItemKeys(stock.Keys{Orders: "stock:orders"}, item).Orders
 		var ledger map[string]any
-		for deadline := time.Now().Add(20 * time.Second); ; {
+		for until := testwait.Until(t); ; {
 			_, _, ledger = stockdCall(t, base, "GET", "/items/"+item+"/ledger")
 			xlen, err := rdb.XLen(t.Context(), stream).Result()
 			if ledger["durable"] == want && ledger["lag"] == 0.0 && ledger["orders"] == want && err == nil && xlen == 0 {
 				break
 			}
-			if time.Now().After(deadline) {
+			if until.Err() != nil {
 				t.Fatalf("item %s: ledger %v, stream %s %d (%v); want %v durable, lag 0, trimmed\n%s",
 					item, ledger, stream, xlen, err, want, p.LogTail(30))
 			}
