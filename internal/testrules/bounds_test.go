@@ -2,10 +2,7 @@ package testrules
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,50 +32,17 @@ var restrictedBounds = []restricted{{
 // that wire configuration, builds a bound with a restricted constructor.
 // Named constants cannot dodge it: the rule is on the call, not its value.
 func TestNoShortBoundOnAMustHappenWait(t *testing.T) {
-	root := moduleRoot(t)
-	fset := token.NewFileSet()
-	checked := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != root {
-				return filepath.SkipDir // another module (deploy/k8s)
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, path)
-		dir := filepath.ToSlash(filepath.Dir(rel))
-		isTest := strings.HasSuffix(path, "_test.go")
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		checked++
+	moduleFiles(t, false, nil, func(gf goFile) {
 		for _, r := range restrictedBounds {
-			if !isTest && slices.Contains(r.allowed, dir) {
+			if !gf.test && slices.Contains(r.allowed, gf.dir) {
 				continue
 			}
-			for _, pos := range references(f, dir, r) {
+			for _, pos := range references(gf.f, gf.dir, r) {
 				t.Errorf("%s: %s.%s builds a short bound from a duration; a test takes %s",
-					fset.Position(pos), filepath.Base(r.pkg), r.name, r.instead)
+					gf.fset.Position(pos), filepath.Base(r.pkg), r.name, r.instead)
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if checked < 100 {
-		t.Fatalf("checked %d Go files under %s, want the whole module", checked, root)
-	}
 }
 
 // references are the places f names r's function: pkg.Name through any
@@ -112,23 +76,4 @@ func references(f *ast.File, dir string, r restricted) []token.Pos {
 		return true
 	})
 	return out
-}
-
-// moduleRoot is the directory of seckill's go.mod, above this package.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module seckill\n") {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod of module seckill above the test's directory")
-		}
-		dir = parent
-	}
 }

@@ -2,13 +2,8 @@ package testrules
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/printer"
 	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -18,11 +13,6 @@ import (
 var timeUnits = map[string]bool{
 	"Nanosecond": true, "Microsecond": true, "Millisecond": true,
 	"Second": true, "Minute": true, "Hour": true,
-}
-
-// failCalls are the testing.TB methods that fail a test.
-var failCalls = map[string]bool{
-	"Fatal": true, "Fatalf": true, "Error": true, "Errorf": true, "Fail": true, "FailNow": true,
 }
 
 // TestNoSpeedAssertions: no test fails because something took longer than
@@ -38,42 +28,12 @@ var failCalls = map[string]bool{
 // "//testwait:ok <reason>" on the if's line or the line above lets one
 // through. Every _test.go in the module is checked.
 func TestNoSpeedAssertions(t *testing.T) {
-	root := moduleRoot(t)
-	fset := token.NewFileSet()
-	checked := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != root {
-				return filepath.SkipDir // another module (deploy/k8s)
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		checked++
-		for _, v := range speedAssertions(fset, f) {
+	moduleFiles(t, true, nil, func(gf goFile) {
+		for _, v := range speedAssertions(gf.fset, gf.f) {
 			t.Errorf("%s: a test that fails when something took over %s%s; compare with the event a broken behaviour would wait for, named (a TTL, a session timeout), or note the time (t.Logf, SLOW when over)",
-				fset.Position(v.pos), v.bound, v.note)
+				gf.fset.Position(v.pos), v.bound, v.note)
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if checked < 100 {
-		t.Fatalf("checked %d test files under %s, want the whole module's", checked, root)
-	}
 }
 
 // speedAssertion is one refused if.
@@ -87,40 +47,12 @@ type speedAssertion struct {
 // constant duration, but for those with an escape hatch that gives a
 // reason.
 func speedAssertions(fset *token.FileSet, f *ast.File) []speedAssertion {
-	names := map[string]bool{} // f's names for package time
-	dot := false
-	for _, imp := range f.Imports {
-		if p, err := strconv.Unquote(imp.Path.Value); err != nil || p != "time" {
-			continue
-		}
-		switch {
-		case imp.Name == nil:
-			names["time"] = true
-		case imp.Name.Name == ".":
-			dot = true
-		case imp.Name.Name != "_":
-			names[imp.Name.Name] = true
-		}
-	}
-	if len(names) == 0 && !dot {
+	tn := timeImports(f)
+	if tn.none() {
 		return nil
 	}
-	// timeName reports whether e names time's sel: time.sel under any
-	// import name, or sel alone under a dot import.
-	timeName := func(e ast.Expr, is func(string) bool) bool {
-		switch e := e.(type) {
-		case *ast.SelectorExpr:
-			x, ok := e.X.(*ast.Ident)
-			return ok && names[x.Name] && is(e.Sel.Name)
-		case *ast.Ident:
-			return dot && is(e.Name)
-		}
-		return false
-	}
-	isSince := func(e ast.Expr) bool {
-		call, ok := ast.Unparen(e).(*ast.CallExpr)
-		return ok && timeName(call.Fun, func(s string) bool { return s == "Since" })
-	}
+	timeName := tn.is
+	isSince := func(e ast.Expr) bool { return tn.call(e, "Since") }
 	// constant: literals and time's units, combined by arithmetic and
 	// time.Duration conversions; any other name (a ttl, a bound) is not.
 	var constant func(e ast.Expr) bool
@@ -142,30 +74,7 @@ func speedAssertions(fset *token.FileSet, f *ast.File) []speedAssertion {
 			return timeName(e, func(s string) bool { return timeUnits[s] })
 		}
 	}
-	failsTest := func(body *ast.BlockStmt) bool {
-		fails := false
-		ast.Inspect(body, func(n ast.Node) bool {
-			if call, ok := n.(*ast.CallExpr); ok {
-				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && failCalls[sel.Sel.Name] {
-					fails = true
-				}
-			}
-			return !fails
-		})
-		return fails
-	}
-
-	// The lines of escape hatches: true with a reason, false without.
-	hatches := map[int]bool{}
-	for _, cg := range f.Comments {
-		for _, c := range cg.List {
-			rest, ok := strings.CutPrefix(c.Text, escapeHatch)
-			if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '\t') {
-				continue
-			}
-			hatches[fset.Position(c.Slash).Line] = strings.TrimSpace(rest) != ""
-		}
-	}
+	h := escapeHatches(fset, f)
 
 	var out []speedAssertion
 	// check looks at the ifs of one function body; since are the names
@@ -222,17 +131,9 @@ func speedAssertions(fset *token.FileSet, f *ast.File) []speedAssertion {
 				if bound == nil || !failsTest(n.Body) {
 					return true
 				}
-				line := fset.Position(n.Pos()).Line
-				v := speedAssertion{pos: n.Pos(), bound: exprString(fset, bound)}
-				for _, l := range []int{line, line - 1} {
-					if withReason, ok := hatches[l]; ok {
-						if withReason {
-							return true
-						}
-						v.note = " (" + escapeHatch + " needs a reason)"
-					}
+				if ok, note := h.excuse(fset.Position(n.Pos()).Line); !ok {
+					out = append(out, speedAssertion{pos: n.Pos(), bound: exprString(fset, bound), note: note})
 				}
-				out = append(out, v)
 			}
 			return true
 		})
@@ -334,11 +235,7 @@ func a(t *testing.T, start time.Time) {
 		want: []string{"2 * time.Second", "3 * time.Second", "4 * time.Second"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			fset := token.NewFileSet()
-			f, err := parser.ParseFile(fset, "x_test.go", tc.src, parser.ParseComments|parser.SkipObjectResolution)
-			if err != nil {
-				t.Fatal(err)
-			}
+			fset, f := parseSource(t, tc.src)
 			var got []string
 			for _, v := range speedAssertions(fset, f) {
 				got = append(got, v.bound)

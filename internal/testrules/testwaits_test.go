@@ -2,12 +2,7 @@ package testrules
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -18,11 +13,6 @@ import (
 // is busy. internal/testwait names the two honest waits instead.
 var timers = map[string]bool{"After": true, "NewTimer": true, "Tick": true}
 
-// escapeHatch marks the rare timer a test needs (a bound that is itself
-// what is tested): "//testwait:ok <reason>", on the call's line or the line
-// above. The reason is required.
-const escapeHatch = "//testwait:ok"
-
 // TestTestWaitsAreNamed: no test file bounds a wait with time.After,
 // time.NewTimer or time.Tick. A wait for an event that must happen is
 // bounded by the test binary's deadline (testwait.Until); a wait whose
@@ -31,46 +21,12 @@ const escapeHatch = "//testwait:ok"
 // in the module is checked, internal/lab's included; internal/testwait,
 // which wraps the timer, is not.
 func TestTestWaitsAreNamed(t *testing.T) {
-	root := moduleRoot(t)
-	skip := filepath.Join(root, "internal", "testwait")
-	fset := token.NewFileSet()
-	checked := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			if path == skip {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != root {
-				return filepath.SkipDir // another module (deploy/k8s)
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		checked++
-		for _, v := range timerWaits(fset, f) {
+	moduleFiles(t, true, []string{"internal/testwait"}, func(gf goFile) {
+		for _, v := range timerWaits(gf.fset, gf.f) {
 			t.Errorf("%s: time.%s in a test%s; use testwait.Until(t) for an event that must happen, testwait.MustNotWithin(d) for one that must not",
-				fset.Position(v.pos), v.name, v.note)
+				gf.fset.Position(v.pos), v.name, v.note)
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if checked < 100 {
-		t.Fatalf("checked %d test files under %s, want the whole module's", checked, root)
-	}
 }
 
 // timerWait is one refused use of a timer.
@@ -84,64 +40,32 @@ type timerWait struct {
 // through any import name of "time" (under a dot import, the calls of the
 // bare names), but for those with an escape hatch that gives a reason.
 func timerWaits(fset *token.FileSet, f *ast.File) []timerWait {
-	names := map[string]bool{} // f's names for package time
-	dot := false
-	for _, imp := range f.Imports {
-		if p, err := strconv.Unquote(imp.Path.Value); err != nil || p != "time" {
-			continue
-		}
-		switch {
-		case imp.Name == nil:
-			names["time"] = true
-		case imp.Name.Name == ".":
-			dot = true
-		case imp.Name.Name != "_":
-			names[imp.Name.Name] = true
-		}
-	}
-	if len(names) == 0 && !dot {
+	tn := timeImports(f)
+	if tn.none() {
 		return nil
 	}
-
-	// The lines of escape hatches: true with a reason, false without.
-	hatches := map[int]bool{}
-	for _, cg := range f.Comments {
-		for _, c := range cg.List {
-			rest, ok := strings.CutPrefix(c.Text, escapeHatch)
-			if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '\t') {
-				continue
-			}
-			hatches[fset.Position(c.Slash).Line] = strings.TrimSpace(rest) != ""
-		}
-	}
+	h := escapeHatches(fset, f)
 
 	var out []timerWait
 	ast.Inspect(f, func(n ast.Node) bool {
 		var name *ast.Ident
 		switch n := n.(type) {
 		case *ast.SelectorExpr:
-			if x, ok := n.X.(*ast.Ident); ok && names[x.Name] && timers[n.Sel.Name] {
+			if tn.is(n, func(s string) bool { return timers[s] }) {
 				name = n.Sel
 			}
 		case *ast.CallExpr: // under a dot import, a call of the bare name
-			if fn, ok := n.Fun.(*ast.Ident); ok && dot && timers[fn.Name] {
+			if fn, ok := n.Fun.(*ast.Ident); ok && tn.is(fn, func(s string) bool { return timers[s] }) {
 				name = fn
 			}
 		}
 		if name == nil {
 			return true
 		}
-		line := fset.Position(n.Pos()).Line
-		v := timerWait{pos: n.Pos(), name: name.Name}
-		for _, l := range []int{line, line - 1} {
-			if withReason, ok := hatches[l]; ok {
-				if withReason {
-					return true
-				}
-				v.note = " (" + escapeHatch + " needs a reason)"
-			}
+		ok, note := h.excuse(fset.Position(n.Pos()).Line)
+		if !ok {
+			out = append(out, timerWait{pos: n.Pos(), name: name.Name, note: note})
 		}
-		out = append(out, v)
 		return true
 	})
 	return out
@@ -203,11 +127,7 @@ func a() {
 		want: []string{"After", "NewTimer", "After"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			fset := token.NewFileSet()
-			f, err := parser.ParseFile(fset, "x_test.go", tc.src, parser.ParseComments|parser.SkipObjectResolution)
-			if err != nil {
-				t.Fatal(err)
-			}
+			fset, f := parseSource(t, tc.src)
 			var got []string
 			for _, v := range timerWaits(fset, f) {
 				got = append(got, v.name)
