@@ -9,8 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -268,48 +266,6 @@ func (p *Process) LogTail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// FreePort returns a free loopback TCP port below the kernel's ephemeral
-// range. A server the harness restarts (a killed Redis, a cut proxy)
-// binds its port again, and a port from the ephemeral range (what port 0
-// gives) may meanwhile be the local end of any process's outgoing
-// connection: "address already in use" for as long as that connection
-// lives. Below the range only another listener can take it. Falls back
-// to port 0 if no port there is free.
-func FreePort() (int, error) {
-	lo, hi := freePortLow, ephemeralLow()
-	for range 200 {
-		port := lo + rand.IntN(hi-lo)
-		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			l.Close()
-			return port, nil
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// freePortLow is the lowest port FreePort hands out: above the common
-// services' ports.
-const freePortLow = 10000
-
-// ephemeralLow is the first port of the kernel's ephemeral range
-// (net.ipv4.ip_local_port_range), 32768 when it cannot be read.
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	var lo, hi int
-	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || lo <= freePortLow+1000 {
-		return 32768
-	}
-	return lo
 }
 
 // LoopbackAddr returns "127.0.0.1:<free port>".
