@@ -676,9 +676,8 @@ scenarios_ha() {
 	load after-ha-$b 300 30 200
 	verdict "$v" "$b" "after stop: sales go on" "after-ha-$b" 200 'sold out, exact=[[ $rc == 0 ]] && ((stock == 0))'
 	check_election "$v" "$b"
-	# Not restarted: its data was in a tmpfs, and an etcd member back with an
-	# empty data dir cannot rejoin its old cluster. The next HA backend gets
-	# a fresh cluster (down -v below).
+	# Not restarted: the next HA backend gets a fresh cluster (down -v
+	# below, which also empties the members' volumes).
 }
 
 # ---- run -----------------------------------------------------------------

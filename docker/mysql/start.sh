@@ -7,7 +7,7 @@
 #   mysql-start.sh          initialise an empty data dir, then run the server
 #   mysql-start.sh health   healthy when the lab's user can query its database
 #
-#   MYSQL_DATA_DIR  data directory (default /mysql-data, a tmpfs in compose)
+#   MYSQL_DATA_DIR  data directory (default /mysql-data, a named volume in compose)
 #   MYSQL_DATABASE, MYSQL_USER, MYSQL_PASSWORD   what stockd connects with
 #                   (defaults seckill/seckill/seckill: a lab, not a secret)
 set -euo pipefail
@@ -50,7 +50,10 @@ chown mysql "$init"
 args=(--user=mysql --datadir="$data" --bind-address=0.0.0.0 --port=3306
 	--socket=/tmp/mysqld.sock --pid-file=/tmp/mysqld.pid --init-file="$init"
 	--skip-name-resolve --innodb-buffer-pool-size=64M --performance-schema=OFF
-	--max-connections=500)
+	--max-connections=500
+	# Every commit flushed to disk before it is answered: the witness and
+	# the durable orders are what a restarted Redis is checked against.
+	--innodb-flush-log-at-trx-commit=1)
 if ((mariadb)); then
 	args+=(--skip-log-bin)
 else
