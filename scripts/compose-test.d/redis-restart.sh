@@ -40,32 +40,47 @@ restart_lucky() {
 	(http_get 127.0.0.1 "$NGINX_PORT" /stock || true) | grep -o '"lucky":[0-9]*' | cut -d: -f2 || true
 }
 
-# restart_witness VARIANT BACKEND: the witness (compose's etcd) killed and
-# started again mid-sale. Its record is in the etcd-data volume, so the
-# sale goes on and sells out; on the tmpfs compose used before, it came
-# back empty and the sale halted witness_lost until an operator adopted.
-restart_witness() {
-	local v=$1 b=$2 n st name=restart-etcd lk deadline rev0 rev1
-	read -r n st <<<"$(size 15)"
-	rev0=$(docker exec "$(cids etcd)" etcdctl --endpoints=http://127.0.0.1:2379 get --print-value-only /seckill/witness/stock 2>/dev/null | tr -d "\n" | cut -c1-60 || true)
-	bg_load "$name" "$n" 50 "$st"
+# restart_mid_sale NAME REQUESTS STOCK: the load in the background, and
+# back once it has sold 20 units (15 s at most), so that the fault lands
+# mid-sale.
+restart_mid_sale() {
+	local lk deadline
+	bg_load "$1" "$2" 50 "$3"
 	deadline=$(($(date +%s) + 15))
 	while (($(date +%s) < deadline)); do
 		lk=$(restart_lucky)
 		[[ -n "$lk" ]] && ((lk >= 20)) && break
 		sleep 0.1
 	done
+}
+
+# restart_witness_record: the start of the sale's witness record in etcd
+# ("" when there is none).
+restart_witness_record() {
+	docker exec "$(cids etcd)" etcdctl --endpoints=http://127.0.0.1:2379 get --print-value-only /seckill/witness/stock 2>/dev/null |
+		tr -d "\n" | cut -c1-60 || true
+}
+
+# restart_witness VARIANT BACKEND: the witness (compose's etcd) killed and
+# started again mid-sale. Its record is in the etcd-data volume, so the
+# sale goes on and sells out; on the tmpfs compose used before, it came
+# back empty and the sale halted witness_lost until an operator adopted.
+restart_witness() {
+	local v=$1 b=$2 n st name=restart-etcd rev0 rev1
+	read -r n st <<<"$(size 15)"
+	rev0=$(restart_witness_record)
+	restart_mid_sale "$name" "$n" "$st"
 	compose kill etcd >/dev/null 2>&1
 	compose start etcd >/dev/null 2>&1
 	fg_wait
-	rev1=$(docker exec "$(cids etcd)" etcdctl --endpoints=http://127.0.0.1:2379 get --print-value-only /seckill/witness/stock 2>/dev/null | tr -d "\n" | cut -c1-60 || true)
+	rev1=$(restart_witness_record)
 	docker logs "$(cids etcd)" >"$OUT/$name.etcd.log" 2>&1 || true
 	verdict "$v" "$b" "kill + start etcd (witness)" "$name" "$st" \
 		"record kept in the volume, sold out; witness before: ${rev0:-none}, after: ${rev1:-none}=((stock == 0)) && [[ -n '$rev1' ]]"
 }
 
 scenario_redis_restart() {
-	local v=restart b=redis rc=0 n st name=restart-kill t0 t_up="" t_sold="" lk lucky0="" sold us lucky stock deadline
+	local v=restart b=redis rc=0 n st name=restart-kill t0 t_up="" t_sold="" lk lucky0="" sold us lucky stock
 	local want='"durability":{"aof":true,"fsync":"everysec"' what="AOF on"
 	if [[ $REDIS_RESTART_AOF == no ]]; then
 		export REDIS_APPENDONLY=no REQUIRE_AOF=false
@@ -88,13 +103,7 @@ scenario_redis_restart() {
 	# Long enough to outlast the restart: while Redis is down the sales
 	# answer 503 at once, and the load sells out after it.
 	read -r n st <<<"$(size 15)"
-	bg_load "$name" "$n" 50 "$st"
-	deadline=$(($(date +%s) + 15))
-	while (($(date +%s) < deadline)); do
-		lk=$(restart_lucky)
-		[[ -n "$lk" ]] && ((lk >= 20)) && break
-		sleep 0.1
-	done
+	restart_mid_sale "$name" "$n" "$st"
 	t0=$(date +%s%N)
 	compose kill redis >/dev/null 2>&1
 	compose start redis >/dev/null 2>&1
