@@ -140,6 +140,9 @@ type ItemsConfig struct {
 	// Clock is what items' windows check the stock Redis's clock
 	// against (Store.WithWindowClock): stock.max_clock_skew.
 	Clock WindowClock
+	// Units, if set, is item id's durable orders, which learning its
+	// sale checks Redis against (Store.WithDurableUnits).
+	Units func(id string) DurableUnits
 	// Unsupported lists what else in the configuration items do not
 	// support: Create and every sale are then refused with
 	// ErrItemsUnsupported naming it.
@@ -206,7 +209,11 @@ func (m *Items) store(id string) *Store {
 	if m.cfg.Witness != nil {
 		st = st.WithWitness(m.cfg.Witness(id), m.cfg.WitnessTimeout)
 	}
-	return st.WithWindowClock(m.cfg.Clock)
+	st = st.WithWindowClock(m.cfg.Clock)
+	if m.cfg.Units != nil {
+		st = st.WithDurableUnits(m.cfg.Units(id))
+	}
+	return st
 }
 
 // Create makes item it, with it.Stock units and its window, and returns

@@ -129,7 +129,8 @@ func (w *watermark) soldNow(seg int, after int64) {
 // replica. Missing (a sale set up before epochs existed) leaves the check
 // off. With a witness, the epoch must be one it recorded, and its
 // ceilings seed this process's (witness.go); one it never recorded halts
-// the sale.
+// the sale. With durable orders, Redis must count every unit they hold
+// (orderscheck.go).
 func (s *Store) learnEpoch(ctx context.Context) error {
 	v, err := s.rdb.Get(ctx, s.keys.Epoch).Result()
 	if err == redis.Nil {
@@ -145,13 +146,24 @@ func (s *Store) learnEpoch(ctx context.Context) error {
 	}
 	if s.wit == nil {
 		s.mark.reset(v)
+	} else {
+		err = s.wit.check(ctx, v)
+		if errors.Is(err, errEpochUnknown) || errors.Is(err, ErrWitnessLost) {
+			return s.halt(ctx, "learn the sale", haltReason(err))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if v == "" {
 		return nil
 	}
-	err = s.wit.check(ctx, v)
-	if errors.Is(err, errEpochUnknown) || errors.Is(err, ErrWitnessLost) {
-		return s.halt(ctx, "learn the sale", haltReason(err))
+	if err := s.checkUnits(ctx); err != nil {
+		// Learned only once checked: the next call checks again.
+		s.mark.forget()
+		return err
 	}
-	return err
+	return nil
 }
 
 // halt stops the sale for every replica: the halt key, which every

@@ -294,6 +294,9 @@ type Store struct {
 	// clock is what a windowed sale's scripts check Redis's clock
 	// against (WithWindowClock).
 	clock WindowClock
+	// units, if set, are the durable orders learning the sale checks
+	// Redis against (orderscheck.go).
+	units DurableUnits
 }
 
 // NewStore returns a Store over rdb using keys. The caller owns rdb.

@@ -192,7 +192,7 @@ func (s *Store) with(a ReplicaAcks, reg Register, timeout time.Duration) *Store 
 		w = &witness{reg: reg, timeout: timeout, mark: n.mark}
 	}
 	for _, seg := range n.segs {
-		seg.acks, seg.wit, seg.clock = a, w, s.clock
+		seg.acks, seg.wit, seg.clock, seg.units = a, w, s.clock, s.units
 	}
 	return n
 }

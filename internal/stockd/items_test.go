@@ -47,7 +47,7 @@ func TestItemsUnsupportedByTheConfiguration(t *testing.T) {
 				regs = func(string) stock.Register { return nullRegister{} }
 				store = store.WithWitness(regs.register(c), 0)
 			}
-			err := buildItems(c, nil, store, regs, sale, true).Unsupported()
+			err := buildItems(c, nil, store, regs, sale, true, false, nil).Unsupported()
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("got %v, want items supported", err)

@@ -76,6 +76,12 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 	store := stock.NewStore(stockRDB, saleKeys(cfg, ledger)).WithReplicaAcks(stock.ReplicaAcks{
 		Replicas: minReplicaAcks(cfg), Timeout: stock.AckWithin(cfg.Stock.ReplicaAckTimeout),
 	}).WithWitness(regs.register(cfg), cfg.Stock.WitnessTimeout)
+	// Learning the sale checks Redis against the durable orders too, once
+	// startOrders binds them (before the listener: before any sale).
+	units := &durableUnits{log: log}
+	if durable {
+		store = store.WithDurableUnits(units)
+	}
 	store.NoteWitness(surveyWitness(ctx, w, log))
 	checkWitness(ctx, log, store)
 	// After the eviction check, before the sale: logs what a 200 promises,
@@ -113,7 +119,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		Logger:         log,
 	}
 	svc := stock.NewService(saleCfg)
-	items := buildItems(cfg, stockRDB, store, regs, saleCfg, ledger)
+	items := buildItems(cfg, stockRDB, store, regs, saleCfg, ledger, durable, units)
 	if err := items.Unsupported(); err != nil {
 		log.Info("items are not sold by this configuration: POST /items answers 501", "why", err)
 	}
@@ -144,6 +150,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		if err != nil {
 			return err
 		}
+		units.bind(c, ic)
 		durableOrders = c
 		if ic != nil {
 			itemsDurable = func(id string) handler.DurableOrders {
@@ -300,10 +307,14 @@ func newHTTPServer(cfg *Config, h http.Handler, log *slog.Logger) *http.Server {
 // durable copy, its witness's server, a register per item); what they do
 // not support (segments, unfenced sales) is refused when one is created
 // or sold.
-func buildItems(cfg *Config, rdb redis.UniversalClient, store *stock.Store, regs witnessRegisters, saleCfg stock.ServiceConfig, ledger bool) *stock.Items {
-	return stock.NewItems(stock.ItemsConfig{
+func buildItems(cfg *Config, rdb redis.UniversalClient, store *stock.Store, regs witnessRegisters, saleCfg stock.ServiceConfig, ledger, durable bool, units *durableUnits) *stock.Items {
+	ic := stock.ItemsConfig{
 		Redis: rdb, Base: saleKeys(cfg, ledger), Acks: store.ReplicaAcks(), Service: saleCfg,
 		Witness: regs.items(cfg), WitnessTimeout: cfg.Stock.WitnessTimeout,
 		Clock: stock.WindowClock{MaxSkew: cfg.Stock.MaxClockSkew},
-	})
+	}
+	if durable {
+		ic.Units = units.item
+	}
+	return stock.NewItems(ic)
 }
