@@ -11,6 +11,7 @@
 #   SINGLE=0 BACKENDS="etcd zookeeper" scripts/compose-test.sh   # HA only
 #   FAULTS_redisson="kill pause netcut" scripts/compose-test.sh  # more faults
 #   BACKENDS=redis HA=0 FAULTS_redis=" " scripts/compose-test.sh  # no faults
+#   scripts/compose-test.sh --warm          # only build what the images need (cached)
 #
 # After the first cluster is up: the tools profile's run, and who a buyer is
 # through nginx (a forged token 401, a client's X-User dropped, /ledger the
@@ -50,6 +51,27 @@ LOAD_TIMEOUT_S=${LOAD_TIMEOUT_S:-150}
 
 log() { printf '%s compose-test: %s\n' "$(date +%T)" "$*" >&2; }
 die() { WHY="$*"; log "FAIL: $*"; exit 1; }
+
+# The host-built static binaries' go build (one retry: a build cache
+# shared with concurrent builds can hiccup). -tags lab: compose is the lab
+# cluster (its none and setnx rows). $1: the output (/dev/null with --warm).
+gobuild() {
+	CGO_ENABLED=0 go build -tags lab -trimpath -ldflags='-s -w' -o "$1" "${@:2}" ||
+		{ log "go build ${*:2} failed; retrying once"; CGO_ENABLED=0 go build -tags lab -trimpath -ldflags='-s -w' -o "$1" "${@:2}"; }
+}
+
+# --warm: only fill the caches the images come from (Go's build cache with
+# the static binaries' packages; the stand-in image, when IMAGES=standin
+# and Docker answers), then exit. .ci/run runs it beside make test, whose
+# test phase mostly waits; the run after it then finds both built.
+if [[ "${1:-}" == --warm ]]; then
+	gobuild /dev/null ./cmd/stockd ./cmd/seckill ./docker/healthcheck
+	if [[ $IMAGES == standin ]] && command -v docker >/dev/null && docker info >/dev/null 2>&1; then
+		docker/build-standins.sh
+	fi
+	log "warm: static binaries and images cached"
+	exit 0
+fi
 
 # ---- gate ----------------------------------------------------------------
 if ! command -v docker >/dev/null || ! docker info >/dev/null 2>&1; then
@@ -115,7 +137,12 @@ teardown() {
 		xargs -r docker unpause >/dev/null 2>&1
 	log "down -v ($PROJECT)"
 	compose_down
-	print_table
+	if [[ -n ${COMPOSE_TEST_ROWS:-} ]]; then
+		# A lane: its rows go to its parent's table.
+		((${#ROWS[@]} == 0)) || printf '%s\n' "${ROWS[@]}" >"$COMPOSE_TEST_ROWS"
+	else
+		print_table
+	fi
 	log "artifacts in $OUT; total $(($(date +%s) - T_START))s"
 	((rc == 0 || rc == 130)) || log "FAIL (rc $rc): ${WHY:-no failing command recorded}"
 	exit "$rc"
@@ -149,15 +176,14 @@ T0=$(date +%s)
 mkdir -p "$STAGE/etc" "$STAGE/tmp"
 chmod 1777 "$STAGE/tmp"
 log "go build stockd, seckill, healthcheck (static)"
-gobuild() { # one retry: a build cache shared with concurrent builds can hiccup
-	# -tags lab: compose is the lab cluster (its none and setnx rows).
-	CGO_ENABLED=0 go build -tags lab -trimpath -ldflags='-s -w' -o "$STAGE/$1" "$2" ||
-		{ log "go build $2 failed; retrying once"; CGO_ENABLED=0 go build -tags lab -trimpath -ldflags='-s -w' -o "$STAGE/$1" "$2"; }
-}
-gobuild stockd ./cmd/stockd
-gobuild seckill ./cmd/seckill
-gobuild healthcheck ./docker/healthcheck
-SECKILL=$STAGE/seckill
+if [[ -z ${COMPOSE_TEST_LANE:-} ]]; then
+	gobuild "$STAGE/stockd" ./cmd/stockd
+	gobuild "$STAGE/seckill" ./cmd/seckill
+	gobuild "$STAGE/healthcheck" ./docker/healthcheck
+	SECKILL=$STAGE/seckill
+else
+	SECKILL=$COMPOSE_TEST_SECKILL # a lane: the images are its parent's (lanes below)
+fi
 T_GO=$(($(date +%s) - T0))
 
 # The admin token and the buyers' tokens' secret, made for the run (32
@@ -182,7 +208,8 @@ FAULTS_zookeeper=${FAULTS_zookeeper:-pause}
 FAULTS_mysql=${FAULTS_mysql:-pause}
 FAULTS_mysql_row=${FAULTS_mysql_row:-pause}
 T0=$(date +%s)
-case "$IMAGES" in
+case "${COMPOSE_TEST_LANE:+lane}${COMPOSE_TEST_LANE:-$IMAGES}" in
+lane*) ;; # exported by the parent, built
 standin)
 	docker/build-standins.sh
 	standin=${STANDIN_IMAGE:-seckill/standin-base:bookworm}
@@ -202,11 +229,18 @@ esac
 T_IMAGES=$(($(date +%s) - T0))
 log "images ready in ${T_IMAGES}s (go build ${T_GO}s)"
 
-# A free loopback port for nginx (other engineers may hold 8080).
-while :; do
-	NGINX_PORT=$((20000 + RANDOM % 30000))
-	(exec 3<>"/dev/tcp/127.0.0.1/$NGINX_PORT") 2>/dev/null || break
-done
+# free_port: a free loopback port, from a range of this lane's own (below)
+# so that two lanes never pick one port at the same instant.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + ${COMPOSE_TEST_LANE:-0} * 10000 + RANDOM % 10000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || break
+	done
+	echo "$p"
+}
+# nginx's host port (other engineers may hold 8080).
+NGINX_PORT=$(free_port)
 export NGINX_PORT NGINX_BIND=127.0.0.1
 URL=http://127.0.0.1:$NGINX_PORT
 
@@ -680,8 +714,53 @@ scenarios_ha() {
 	# below, which also empties the members' volumes).
 }
 
+# ---- lanes ---------------------------------------------------------------
+# LANES=2 (the default): the variants run in two lanes at once, each a
+# compose-test of its own (its project, nginx port, tokens, log) over the
+# images built above: lane 1 the single and HA variants, lane 2 the files
+# of scripts/compose-test.d. A variant mostly waits (clusters starting,
+# leases expiring, pauses), so the two take about the time of the longer
+# rather than the sum. The lanes' rows come back to this table, their logs
+# after it; LANES=1 runs every variant in turn, here.
+if ((${LANES:-2} > 1)) && [[ -z ${COMPOSE_TEST_LANE:-} ]]; then
+	run_lane() { # N VAR=value...: one lane, with its variables
+		local n=$1
+		shift
+		env COMPOSE_TEST_LANE="$n" COMPOSE_TEST_SECKILL="$SECKILL" COMPOSE_TEST_ROWS="$OUT/lane-$n.rows" "$@" \
+			"$ROOT/scripts/compose-test.sh" >"$OUT/lane-$n.log" 2>&1
+	}
+	log "two lanes at once: 1 = single + HA, 2 = scripts/compose-test.d (logs $OUT/lane-1.log, lane-2.log)"
+	run_lane 1 CLUSTER=0 ITEMS=0 OBSERVABILITY=0 README_BLOCKS=0 REDIS_RESTART=0 SCALE=0 SENTINEL=0 &
+	lane1=$!
+	run_lane 2 SINGLE=0 HA=0 &
+	lane2=$!
+	rc1=0 rc2=0
+	wait "$lane1" || rc1=$?
+	wait "$lane2" || rc2=$?
+	for n in 1 2; do
+		log "---- lane $n ----"
+		sed "s/^/[lane $n] /" "$OUT/lane-$n.log" >&2
+		if [[ -s $OUT/lane-$n.rows ]]; then
+			mapfile -t -O "${#ROWS[@]}" ROWS <"$OUT/lane-$n.rows"
+		fi
+	done
+	for r in "${ROWS[@]}"; do
+		[[ $(cut -d'|' -f4 <<<"$r") != FAIL ]] || FAILED=1
+	done
+	for n in 1 2; do
+		rc=rc$n
+		if ((${!rc} != 0)); then
+			WHY="lane $n exited ${!rc}: $(grep -o 'FAIL (rc.*\|FAIL: .*' "$OUT/lane-$n.log" | tail -1 || true)"
+			exit 1
+		fi
+	done
+	((FAILED == 0)) || { WHY="the rows marked FAIL above"; exit 1; }
+	log "PASS"
+	exit 0
+fi
+
 # ---- run -----------------------------------------------------------------
-log "project $PROJECT, compose: ${COMPOSE[*]}, images: $IMAGES, nginx on $URL"
+log "project $PROJECT, compose: ${COMPOSE[*]}, images: $IMAGES, nginx on $URL${COMPOSE_TEST_LANE:+, lane $COMPOSE_TEST_LANE}"
 T0=$(date +%s)
 first=1
 for b in $BACKENDS; do

@@ -61,11 +61,8 @@ observability_variant() {
 	if [[ $IMAGES == standin ]]; then
 		export PROMETHEUS_IMAGE=${STANDIN_IMAGE:-seckill/standin-base:bookworm}
 	fi
-	while :; do
-		PROMETHEUS_PORT=$((20000 + RANDOM % 30000))
-		((PROMETHEUS_PORT != NGINX_PORT)) || continue
-		(exec 3<>"/dev/tcp/127.0.0.1/$PROMETHEUS_PORT") 2>/dev/null || break
-	done
+	PROMETHEUS_PORT=$NGINX_PORT
+	while ((PROMETHEUS_PORT == NGINX_PORT)); do PROMETHEUS_PORT=$(free_port); done
 	export PROMETHEUS_PORT PROMETHEUS_BIND=127.0.0.1
 	local rc=0
 	up_backend "$v" "$b" || rc=$?
