@@ -31,6 +31,8 @@ import (
 // the stock Redis failover cells with -run 'TestFaultMatrix/^(redis|etcd)$/failover-',
 // the Redis Cluster cells with -run 'TestFaultMatrix/^redis$/cluster-',
 // the cells whose stock Redis loses the sale with -run 'TestFaultMatrix/.*/^(wipe|restore|restore-all|other-sale)$'.
+// SECKILL_LAB_FULL=1 (make lab-full) runs lab.FullMatrix: the byName
+// cells too, which the default matrix leaves out to keep CI in budget.
 func TestFaultMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault matrix: minutes of real processes")
@@ -38,7 +40,11 @@ func TestFaultMatrix(t *testing.T) {
 	pool := &clusterPool{stockd: os.Getenv("SECKILL_STOCKD"), sem: make(chan struct{}, faultClusters())}
 	t.Cleanup(pool.close(t))
 
-	for _, cell := range lab.Matrix(nil, nil) {
+	cells := lab.Matrix(nil, nil)
+	if os.Getenv("SECKILL_LAB_FULL") == "1" { // make lab-full
+		cells = lab.FullMatrix()
+	}
+	for _, cell := range cells {
 		t.Run(cell.String(), func(t *testing.T) {
 			t.Parallel()
 			c := pool.get(t)

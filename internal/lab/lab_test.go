@@ -32,8 +32,10 @@ func TestCellExpect(t *testing.T) {
 func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	cells := Matrix(nil, nil)
 	// 14 scenarios besides crash on each of the first four correct
-	// backends, less the two experimental lockforget cells; mysql's 12
-	// (no lockforget, no blip) and mysql-row's 3; controls: pause x6,
+	// backends, less the two experimental lockforget cells and those by
+	// name (redisson's blip, partition and stockdown, zookeeper's
+	// stockdown); mysql's 11 (no lockforget, no blip, stockdown by name)
+	// and mysql-row's 3; controls: pause x6,
 	// latency and lockforget on redis; 3 flawed cells; pause, kill and
 	// latency for each of the 2 sales on redis; the 4 buyers' cells on
 	// redis; failover-kill with acks 1 on redis and etcd, failover-lag
@@ -43,7 +45,7 @@ func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	// cells, falsesoldout on redis, the 3 items' cells on redis, and the
 	// 5 cluster cells with acks 1 and cluster-lag's control on redis; the
 	// 3 clock cells on redis and etcd (failover-clock with acks 1).
-	if got, want := len(cells), 4*14-2+12+3+6+1+1+3+2*3+4+2+1+2+2*4+2+1+3+6+2*3; got != want {
+	if got, want := len(cells), 4*14-2-4+11+3+6+1+1+3+2*3+4+2+1+2+2*4+2+1+3+6+2*3; got != want {
 		t.Fatalf("got %d cells, want %d", got, want)
 	}
 	if got := Matrix([]string{"etcd"}, nil); slices.ContainsFunc(got, func(c Cell) bool { return c.Scenario == "lockforget" }) {
@@ -130,7 +132,7 @@ func TestMatrixMySQL(t *testing.T) {
 		return out
 	}
 	want := []string{"mysql/kill/fenced", "mysql/pause/fenced", "mysql/slowwork/fenced", "mysql/partition/fenced",
-		"mysql/lockrestart/fenced", "mysql/stockdown/fenced", "mysql/latency/fenced", "mysql/lostreply/fenced",
+		"mysql/lockrestart/fenced", "mysql/latency/fenced", "mysql/lostreply/fenced",
 		"mysql/slowreply/fenced", "mysql/netsplit/fenced", "mysql/wipe/fenced", "mysql/restore/fenced", "mysql/pause/unfenced"}
 	if got := names(Matrix([]string{"mysql"}, nil)); !slices.Equal(got, want) {
 		t.Errorf("mysql: got %v, want %v", got, want)
@@ -232,4 +234,35 @@ func itoa(n int) string {
 		return string(rune('0' + n))
 	}
 	return itoa(n/10) + string(rune('0'+n%10))
+}
+
+// make lab-full's matrix: the default cells and every byName cell, once
+// each, never an experimental one.
+func TestFullMatrixAddsTheCellsByName(t *testing.T) {
+	full, seen := FullMatrix(), map[string]bool{}
+	for _, c := range full {
+		if seen[c.String()] {
+			t.Fatalf("%s twice", c)
+		}
+		seen[c.String()] = true
+		if slices.Contains(experimental[c.Scenario], c.Backend) {
+			t.Errorf("%s is experimental", c)
+		}
+	}
+	for _, c := range Matrix(nil, nil) {
+		if !seen[c.String()] {
+			t.Errorf("%s of the default matrix missing", c)
+		}
+	}
+	for b, list := range byName {
+		for _, s := range list {
+			if Inapplicable(b, s) == "" && !seen[Cell{Backend: b, Scenario: s, Fencing: true}.String()] {
+				t.Errorf("%s/%s by name missing", b, s)
+			}
+		}
+	}
+	if len(full) <= len(Matrix(nil, nil)) {
+		t.Fatalf("full matrix has %d cells, the default %d", len(full), len(Matrix(nil, nil)))
+	}
+	t.Logf("full matrix: %d cells, default %d", len(full), len(Matrix(nil, nil)))
 }
