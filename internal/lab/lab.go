@@ -379,7 +379,7 @@ var byName = map[string][]string{
 	// redis runs these on the same Redis with the same links: redisson's
 	// own cases are its watchdog and re-entry (pause, slowwork, kill,
 	// lostreply, slowreply, lockforget), which stay.
-	"redisson": append([]string{"blip", "partition"}, byNameStore...),
+	"redisson":  append([]string{"blip", "partition"}, byNameStore...),
 	"zookeeper": byNameStore,
 	"mysql":     byNameStore,
 }
