@@ -23,10 +23,17 @@ type unitsLog struct {
 	high  map[string]int64
 	err   error
 	reads atomic.Int64
+	// held, when set, is closed by the first read, which then answers
+	// only once release is closed: a read still out while another call
+	// of the same process sells.
+	held, release chan struct{}
 }
 
 func (u *unitsLog) HighestUnit(_ context.Context, sale string) (int64, error) {
-	u.reads.Add(1)
+	if u.reads.Add(1) == 1 && u.held != nil {
+		close(u.held)
+		<-u.release
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.high[sale], u.err
@@ -142,8 +149,23 @@ func TestDurableOrdersCatchRedisRestoredWithItsWitness(t *testing.T) {
 			if _, err := blind.ReduceFor(t.Context(), stock.Buyer{User: "again", Key: "a"}); err != nil {
 				t.Fatalf("without the durable orders: %v; want sold (the witness was restored with Redis)", err)
 			}
-			if sale, err := restarted(units).ReduceFor(t.Context(), stock.Buyer{User: "late", Key: "l"}); !errors.Is(err, stock.ErrStoreRewound) {
-				t.Fatalf("a new process on the restored Redis: %+v, %v; want ErrStoreRewound", sale, err)
+			// A new process with the check: its first call's read of MySQL is
+			// still out when a second call comes, which must check too, not
+			// sell on a sale half learned.
+			slow := &unitsLog{high: units.high, held: make(chan struct{}), release: make(chan struct{})}
+			checked := restarted(slow)
+			first := make(chan error, 1)
+			go func() {
+				_, err := checked.ReduceFor(t.Context(), stock.Buyer{User: "late", Key: "l"})
+				first <- err
+			}()
+			<-slow.held
+			if sale, err := checked.ReduceFor(t.Context(), stock.Buyer{User: "meanwhile", Key: "m"}); !errors.Is(err, stock.ErrStoreRewound) {
+				t.Fatalf("a second call while the first checks: %+v, %v; want ErrStoreRewound", sale, err)
+			}
+			close(slow.release)
+			if err := <-first; !errors.Is(err, stock.ErrStoreRewound) {
+				t.Fatalf("a new process on the restored Redis: %v; want ErrStoreRewound", err)
 			}
 			wantHalted(t, s, "orders_ahead")
 			if _, err := blind.ReduceFor(t.Context(), stock.Buyer{User: "after", Key: "x"}); !errors.Is(err, stock.ErrStoreRewound) {

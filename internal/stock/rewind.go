@@ -49,14 +49,7 @@ func (w *watermark) known() bool {
 }
 
 // reset starts epoch with no sale seen.
-func (w *watermark) reset(epoch string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.epoch, w.learned = epoch, true
-	for i := range w.ceilings {
-		w.ceilings[i] = -1
-	}
-}
+func (w *watermark) reset(epoch string) { w.learn(epoch, nil) }
 
 // forget makes the next guarded call learn the sale again (learnEpoch),
 // as a new process would.
@@ -90,13 +83,16 @@ func (w *watermark) sold(epoch string, seg int, after int64) {
 	}
 }
 
-// seed lowers the ceilings to those the witness recorded (-1: none).
-func (w *watermark) seed(ceilings []int64) {
+// learn starts epoch with ceilings seeded, in one step: a concurrent sale
+// sees the epoch learned only with its ceilings.
+func (w *watermark) learn(epoch string, ceilings []int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for i, c := range ceilings {
-		if i < len(w.ceilings) && c >= 0 && (w.ceilings[i] < 0 || c < w.ceilings[i]) {
-			w.ceilings[i] = c
+	w.epoch, w.learned = epoch, true
+	for i := range w.ceilings {
+		w.ceilings[i] = -1
+		if i < len(ceilings) && ceilings[i] >= 0 {
+			w.ceilings[i] = ceilings[i]
 		}
 	}
 }
@@ -144,26 +140,22 @@ func (s *Store) learnEpoch(ctx context.Context) error {
 		// settings (the per-user limit) are of the old sale.
 		return errItemChanged
 	}
-	if s.wit == nil {
-		s.mark.reset(v)
-	} else {
-		err = s.wit.check(ctx, v)
-		if errors.Is(err, errEpochUnknown) || errors.Is(err, ErrWitnessLost) {
-			return s.halt(ctx, "learn the sale", haltReason(err))
-		}
-		if err != nil {
+	// Before the epoch is marked learned: a concurrent call sells as soon
+	// as it is, so every check comes first.
+	if v != "" {
+		if err := s.checkUnits(ctx); err != nil {
 			return err
 		}
 	}
-	if v == "" {
+	if s.wit == nil {
+		s.mark.reset(v)
 		return nil
 	}
-	if err := s.checkUnits(ctx); err != nil {
-		// Learned only once checked: the next call checks again.
-		s.mark.forget()
-		return err
+	err = s.wit.check(ctx, v)
+	if errors.Is(err, errEpochUnknown) || errors.Is(err, ErrWitnessLost) {
+		return s.halt(ctx, "learn the sale", haltReason(err))
 	}
-	return nil
+	return err
 }
 
 // halt stops the sale for every replica: the halt key, which every

@@ -477,8 +477,7 @@ func (w *witness) check(ctx context.Context, redisEpoch string) error {
 	if sale == nil {
 		return fmt.Errorf("%w: redis holds sale epoch %s, the witness (%s) last recorded %s: another sale's data", errEpochUnknown, redisEpoch, w.reg.Name(), latest)
 	}
-	w.mark.reset(redisEpoch)
-	w.mark.seed(sale.Ceilings)
+	w.mark.learn(redisEpoch, sale.Ceilings)
 	return nil
 }
 
