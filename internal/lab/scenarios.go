@@ -50,7 +50,7 @@ type scenario struct {
 }
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
-	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "other-sale", "witnessdown", "consumerkill", "mysqldown", "replayrace",
+	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "restore-both", "other-sale", "witnessdown", "consumerkill", "mysqldown", "replayrace",
 	"item-halt", "item-window", "item-restore-all", "item-clock-back", "clock-jump",
 	"failover-kill", "failover-lag", "failover-stop", "split", "failover-clock", "cluster-kill", "cluster-lag", "cluster-failover", "cluster-move", "cluster-items", "crash", "falsesoldout"}
 
@@ -214,6 +214,13 @@ var scenarios = map[string]scenario{
 		env:         storeLossEnv(witnessEnv),
 		run:         runRestoreAll,
 		check:       checkStoreLoss,
+	},
+	"restore-both": {
+		summary:     "restore-all with the witness restored too (its record from before the SAVE written back while Redis is down) and durable orders on: only MariaDB's orders remember the units sold since, and every replica must halt (orders_ahead)",
+		concurrency: 6,
+		env:         storeLossEnv(restoreBothEnv),
+		run:         runRestoreBoth,
+		check:       checkRestoreBoth,
 	},
 	"other-sale": {
 		summary:     "kill -9 the stock Redis mid-sale and bring it back holding another sale (stock.witness etcd): every replica must halt, none sell from it",

@@ -35,12 +35,12 @@ import (
 
 // storeLossScenarios take the sale out of the stock Redis: their cells
 // expect a halt (ExpectHalt), not consistent books.
-var storeLossScenarios = []string{"wipe", "restore", "restore-all", "other-sale"}
+var storeLossScenarios = []string{"wipe", "restore", "restore-all", "restore-both", "other-sale"}
 
 // witnessScenarios run with stock.witness etcd: what they stage is caught
 // only by a memory that outlives every stockd (the witness), and their
 // verdict is that every replica says store_rewound.
-var witnessScenarios = []string{"restore-all", "other-sale"}
+var witnessScenarios = []string{"restore-all", "restore-both", "other-sale"}
 
 // Rewinds reports whether scenario's cells must end with every replica's
 // /readyz saying store_rewound (StoreLoss.Rewound).
