@@ -101,7 +101,7 @@ func runItemRestoreAll(x *run) error {
 	}
 
 	// The fault: every stockd new, the Redis back from the snapshot.
-	if _, err := x.restartAll(ctx, x.c.Redis()); err != nil {
+	if _, err := x.restartAll(ctx, x.c.Redis(), nil); err != nil {
 		return err
 	}
 	m := x.res.Store

@@ -92,22 +92,15 @@ func runRestoreBoth(x *run) error {
 	}
 	x.notef("witness record of %d bytes read before the SAVE (lucky %d after it); MariaDB holds unit %d of sale %s before the restart", len(backup), lucky, stored, sale)
 
-	x.res.Store = &StoreLoss{}
-	killed := time.Now()
-	err = x.c.RestartReplicas(ctx, func() error {
-		if err := p.Kill(); err != nil {
-			return fmt.Errorf("kill %s: %w", p.Name(), err)
-		}
+	killed, err := x.restartAll(ctx, p, func() error {
 		if _, err := etcd.Put(ctx, witnessKeyName, string(backup)); err != nil {
 			return fmt.Errorf("restore the witness's record: %w", err)
 		}
-		return p.Start(ctx)
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("restart every stockd around the restores: %w", err)
+		return err
 	}
-	x.res.Store.back = time.Now()
-	x.res.Store.DownMS = ms(x.res.Store.back.Sub(killed))
 	return x.restored(ctx, rdb, saved, killed, "; the witness restored to its record before the SAVE, every stockd restarted")
 }
 

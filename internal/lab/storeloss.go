@@ -233,7 +233,7 @@ func runRestoreAll(x *run) error {
 	}); err != nil {
 		return fmt.Errorf("after the SAVE, %d sales: %w", n, err)
 	}
-	killed, err := x.restartAll(ctx, p)
+	killed, err := x.restartAll(ctx, p, nil)
 	if err != nil {
 		return err
 	}
@@ -242,14 +242,21 @@ func runRestoreAll(x *run) error {
 
 // restartAll stops every stockd, kills the stock Redis p and starts it
 // again (from its snapshot, if it has one), then starts every stockd: new
-// processes that remember nothing of the sale. It sets the cell's store
-// measure (how long the Redis was down) and returns when it was killed.
-func (x *run) restartAll(ctx context.Context, p *servers.Process) (time.Time, error) {
+// processes that remember nothing of the sale. meanwhile, if set, runs
+// while both are down (restore-both's witness restore). It sets the
+// cell's store measure (how long the Redis was down) and returns when it
+// was killed.
+func (x *run) restartAll(ctx context.Context, p *servers.Process, meanwhile func() error) (time.Time, error) {
 	x.res.Store = &StoreLoss{}
 	killed := time.Now()
 	err := x.c.RestartReplicas(ctx, func() error {
 		if err := p.Kill(); err != nil {
 			return fmt.Errorf("kill %s: %w", p.Name(), err)
+		}
+		if meanwhile != nil {
+			if err := meanwhile(); err != nil {
+				return err
+			}
 		}
 		return p.Start(ctx)
 	})
