@@ -53,35 +53,26 @@ func runItemClockBack(x *run) error {
 		return err
 	}
 	x.undo = append(x.undo, func() error { return x.dropItems(labItemClock) }, func() error { return clock.Set(0) })
-	now := time.Now()
-	ends := now.Add(windowOpens + windowLasts)
-	cfg := x.itemRun(labItemClock, loadgen.Config{Stock: windowStock, Rate: windowRate, Duration: clockBackFor,
-		StartsAt: now.Add(windowOpens), EndsAt: ends})
-	type result struct {
-		rep *loadgen.Report
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rep, err := loadgen.Run(x.ctx, cfg)
-		done <- result{rep, err}
-	}()
+	var rep *loadgen.Report
 	var stepped time.Time
-	if x.at(ends.Add(clockBackAfter)) {
-		if err := clock.Step(-clockBack); err != nil {
-			<-done
-			return fmt.Errorf("step the stock Redis's clock: %w", err)
+	lasts := windowLasts
+	for i, try := range windowTries {
+		if i > 0 {
+			x.notef("%s: the %v window sold nothing (every try inside it unanswered in time: a loaded machine): redone with a %v window",
+				labItemClock, lasts, try)
+			if err := errors.Join(clock.Set(0), x.dropItems(labItemClock)); err != nil {
+				return err
+			}
 		}
-		stepped = time.Now()
+		lasts = try
+		var err error
+		if rep, stepped, err = x.clockBackOnce(clock, lasts); err != nil {
+			return err
+		}
+		if rep.Sold > 0 || !rep.OK() {
+			break
+		}
 	}
-	r := <-done
-	if r.err != nil {
-		return r.err
-	}
-	if stepped.IsZero() {
-		return x.ctx.Err()
-	}
-	rep := r.rep
 	it := x.addItem(labItemClock, "window", rep)
 	w := rep.Window
 	if !rep.OK() {
@@ -109,6 +100,41 @@ func runItemClockBack(x *run) error {
 	x.notef("%s: stock Redis's clock stepped back %v, %v after the end: %d tries after the step, %d ended, %d sold; in all %d sold, %d ended, %d misplaced sold (clock bound %.1fms)",
 		labItemClock, clockBack, clockBackAfter, after, ended, sold, it.Sold, it.Ended, w.SoldOutside, w.OffsetMaxMS-w.OffsetMinMS)
 	return nil
+}
+
+// clockBackOnce runs the item-clock-back cell's load over a window of
+// lasts, stepping the stock Redis's clock back clockBackAfter its end,
+// and returns the report and when it stepped.
+func (x *run) clockBackOnce(clock *servers.ShiftedClock, lasts time.Duration) (*loadgen.Report, time.Time, error) {
+	now := time.Now()
+	ends := now.Add(windowOpens + lasts)
+	cfg := x.itemRun(labItemClock, loadgen.Config{Stock: windowStock, Rate: windowRate, Duration: clockBackFor + lasts - windowLasts,
+		StartsAt: now.Add(windowOpens), EndsAt: ends})
+	type result struct {
+		rep *loadgen.Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := loadgen.Run(x.ctx, cfg)
+		done <- result{rep, err}
+	}()
+	var stepped time.Time
+	if x.at(ends.Add(clockBackAfter)) {
+		if err := clock.Step(-clockBack); err != nil {
+			<-done
+			return nil, stepped, fmt.Errorf("step the stock Redis's clock: %w", err)
+		}
+		stepped = time.Now()
+	}
+	r := <-done
+	if r.err != nil {
+		return nil, stepped, r.err
+	}
+	if stepped.IsZero() {
+		return nil, stepped, x.ctx.Err()
+	}
+	return r.rep, stepped, nil
 }
 
 // runClockJump: keyed purchases made before the stock Redis's clock jumps
