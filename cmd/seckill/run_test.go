@@ -14,10 +14,14 @@ import (
 )
 
 // lostLedger sells every request under its own order id but its ledger
-// never records one: the answers and the ledger disagree.
+// never records one: the answers and the ledger disagree. A repeated
+// Idempotency-Key replays its order, as stockd does: a buyer's first send
+// cut by the client (a slow answer on a loaded machine) and sent again
+// is one unit, so that the ledger is the only check that fails.
 func lostLedger() http.Handler {
 	var mu sync.Mutex
 	var stock, lucky int64
+	keys := map[string]api.Sale{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -33,6 +37,12 @@ func lostLedger() http.Handler {
 		case "/stock":
 			v = api.Stock{Stock: stock, Lucky: lucky}
 		case "/stock/reduce":
+			key := r.Header.Get("X-User") + "\x00" + r.Header.Get("Idempotency-Key")
+			if sale, ok := keys[key]; ok && r.Header.Get("Idempotency-Key") != "" {
+				sale.Replayed = true
+				v = sale
+				break
+			}
 			if stock == 0 {
 				w.WriteHeader(http.StatusConflict)
 				v = api.Sale{Result: api.SoldOut}
@@ -40,7 +50,10 @@ func lostLedger() http.Handler {
 			}
 			stock--
 			lucky++
-			v = api.Sale{Result: api.Sold, Order: fmt.Sprintf("o-%d", lucky), Stock: &stock}
+			after := stock
+			sale := api.Sale{Result: api.Sold, Order: fmt.Sprintf("o-%d", lucky), Stock: &after}
+			keys[key] = sale
+			v = sale
 		case "/ledger":
 			v = api.Ledger{Lucky: lucky}
 		case "/orders":
