@@ -278,7 +278,7 @@ func TestAdminAllowList(t *testing.T) {
 			base, _ := startCompose(t, "limits-off.conf", func(s string) string {
 				return strings.Replace(s, "127.0.0.0/8     1;", "127.0.0.0/8     "+tc.loopback+";", 1)
 			})
-			for _, path := range []string{"/stock/reset", "/stock/witness/adopt", "/items", "/items/x/reset", "/items/x/unlatch"} {
+			for _, path := range []string{"/stock/reset", "/stock/witness/adopt", "/stock/reconcile", "/items", "/items/x/reset", "/items/x/unlatch"} {
 				if got := post(t, base+path); got != tc.wantAdmin {
 					t.Fatalf("POST %s: got %d, want %d", path, got, tc.wantAdmin)
 				}
@@ -401,7 +401,7 @@ func TestSaleNeverRetried(t *testing.T) {
 	a, b := twoReplicas(t, true) // b breaks every connection
 	dns := newFakeDNS(t, a.ip(), b.ip())
 	base := startNginx(t, "limits-off.conf", dns, a.port(), nil)
-	for _, path := range []string{"/stock/reduce", "/stock/reset", "/stock/witness/adopt", "/items/x/reduce", "/items/x/reset", "/items/x/unlatch", "/items"} {
+	for _, path := range []string{"/stock/reduce", "/stock/reset", "/stock/witness/adopt", "/stock/reconcile", "/items/x/reduce", "/items/x/reset", "/items/x/unlatch", "/items"} {
 		a0, b0 := a.hits.Load(), b.hits.Load()
 		const n = 40
 		failed := 0

@@ -290,3 +290,32 @@ type Adoption struct {
 	Lucky  int64     `json:"lucky"`
 	Lifted string    `json:"lifted,omitempty"` // the halt it lifted
 }
+
+// Reconciliation is the answer of POST /stock/reconcile: a halted sale's
+// counts rebuilt from what survived a Redis that went back, and the halt
+// lifted (stock.Reconcile). -1 marks a source that is not there.
+type Reconciliation struct {
+	From
+	ID      string    `json:"id"`
+	By      string    `json:"by"`
+	At      time.Time `json:"at"`
+	Epoch   string    `json:"epoch"`
+	Sale    string    `json:"sale,omitempty"`
+	Lifted  string    `json:"lifted"` // the halt it lifted
+	Initial int64     `json:"initial"`
+	// What it found.
+	RedisStocks []int64 `json:"redis_stocks"`
+	RedisLucky  int64   `json:"redis_lucky"`
+	DurableUnit int64   `json:"durable_unit"` // the highest unit the durable orders hold
+	WitnessSold int64   `json:"witness_sold"` // units the witness says were answered sold
+	AtLeast     int64   `json:"at_least"`     // the operator's count
+	// What it wrote.
+	Stocks []int64 `json:"stocks"`
+	Lucky  int64   `json:"lucky"`
+	// Held: units counted sold that no order holds, never sold again:
+	// the buyers' receipts account for them.
+	Held int64 `json:"held"`
+	// Pending: units Redis's ledger holds that the durable orders do not
+	// yet; the consumer stores them.
+	Pending int64 `json:"pending"`
+}

@@ -147,6 +147,8 @@ type WitnessCheck interface {
 	Rewind() string
 	// AdoptWitness is POST /stock/witness/adopt's (witness.go).
 	AdoptWitness(ctx context.Context, by string) (stock.WitnessAdoption, error)
+	// Reconcile is POST /stock/reconcile's (reconcile.go).
+	Reconcile(ctx context.Context, by string, atLeast int64) (stock.Reconciliation, error)
 }
 
 // server is the API: its config, collaborators and admin bound.
@@ -226,6 +228,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	r.GET("/stock/receipts/:attempt", a.receipt)
 	r.POST("/stock/reset", a.reset)
 	r.POST("/stock/witness/adopt", a.adoptWitness)
+	r.POST("/stock/reconcile", a.reconcile)
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
 	r.GET("/info", a.info)

@@ -30,6 +30,9 @@ var ErrNotAdoptable = errors.New("stock: the witness cannot adopt redis's sale")
 //     was sold (the runbook's reconcile).
 //   - The sale is halted for another reason than witness_lost (a rewind,
 //     another sale's data): the same.
+//   - The durable orders (WithDurableUnits) hold a unit Redis does not
+//     count: Redis went back too; the same. A MySQL that does not answer
+//     refuses it as well: adoption is the step that trusts Redis.
 //
 // by names who decides; it is required.
 func (s *Store) AdoptWitness(ctx context.Context, by string) (WitnessAdoption, error) {
@@ -55,6 +58,9 @@ func (s *Store) AdoptWitness(ctx context.Context, by string) (WitnessAdoption, e
 	}
 	st, stocks, err := s.StatusBySegment(ctx)
 	if err != nil {
+		return WitnessAdoption{}, err
+	}
+	if err := s.unitsBehind(ctx, st.Lucky); err != nil {
 		return WitnessAdoption{}, err
 	}
 	a := WitnessAdoption{ID: newSaleID(), By: by, At: time.Now().UTC(), Epoch: epoch, Stocks: stocks, Lucky: st.Lucky, Why: why}
@@ -94,3 +100,26 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 	return redis.call('DEL', KEYS[1])
 end
 return 0`)
+
+// unitsBehind refuses an adoption when the durable orders hold a unit of
+// Redis's sale beyond lucky, or cannot be read.
+func (s *Store) unitsBehind(ctx context.Context, lucky int64) error {
+	if s.units == nil || !s.Ledger() {
+		return nil
+	}
+	sale, err := s.rdb.Get(ctx, s.keys.Sale).Result()
+	if err == redis.Nil || sale == "" {
+		return nil
+	}
+	if err != nil {
+		return wrapRedis(ctx, "read the sale id", err)
+	}
+	u, err := s.units.HighestUnit(ctx, sale)
+	if err != nil {
+		return fmt.Errorf("stock: adopt: read the durable orders: %w: %w", ErrUnavailable, err)
+	}
+	if u > lucky {
+		return fmt.Errorf("%w: the durable orders hold unit %d of sale %s, redis counts %d sold: redis went back; reconcile (POST /stock/reconcile)", ErrNotAdoptable, u, sale, lucky)
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -151,11 +152,58 @@ func (s *Store) learnEpoch(ctx context.Context) error {
 		s.mark.reset(v)
 		return nil
 	}
-	err = s.wit.check(ctx, v)
-	if errors.Is(err, errEpochUnknown) || errors.Is(err, ErrWitnessLost) {
+	err = s.wit.check(ctx, v, func(ceilings []int64) error { return s.checkSegments(ctx, v, ceilings) })
+	if errors.Is(err, errEpochUnknown) || errors.Is(err, ErrWitnessLost) || errors.Is(err, errSegmentRewound) {
 		return s.halt(ctx, "learn the sale", haltReason(err))
 	}
 	return err
+}
+
+// errSegmentRewound: a segment holds more stock than the witness recorded
+// a sale of the epoch answered with. Its text is the halt's reason.
+var errSegmentRewound = errors.New("rewound")
+
+// checkSegments holds every segment's stock against the witness's
+// ceilings of epoch when a process learns the sale: the guard checks
+// only the segment a call sells in, and a sale in a segment that did not
+// go back would number its unit from a lucky that did.
+func (s *Store) checkSegments(ctx context.Context, epoch string, ceilings []int64) error {
+	if len(s.segs) == 1 {
+		return nil // the guard checks the one segment before any sale
+	}
+	keys := make([]string, len(s.segs))
+	for i, seg := range s.segs {
+		keys[i] = seg.keys.Stock
+	}
+	// With the epoch, at one instant: a reset since the epoch was read
+	// refills the stocks, which are then not this sale's.
+	var now *redis.StringCmd
+	var vals *redis.SliceCmd
+	if _, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		now = p.Get(ctx, s.keys.Epoch)
+		vals = p.MGet(ctx, keys...)
+		return nil
+	}); err != nil && err != redis.Nil {
+		return wrapRedis(ctx, "read the segments' stocks", err)
+	}
+	if now.Val() != epoch {
+		return nil // the guard finds the epoch moved, and the sale is learned again
+	}
+	for i, c := range ceilings {
+		if i >= len(keys) || c < 0 {
+			continue
+		}
+		v, _ := vals.Val()[i].(string)
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			continue // missing or not a number: the guard's to refuse
+		}
+		if n > c {
+			return fmt.Errorf("%w: segment %d's stock %d above the %d the witness recorded a sale of epoch %s answered with",
+				errSegmentRewound, i, n, c, epoch)
+		}
+	}
+	return nil
 }
 
 // halt stops the sale for every replica: the halt key, which every

@@ -76,7 +76,10 @@ type witnessRecord struct {
 // WitnessAdoption is an operator's decision to take Redis's sale as the
 // truth after the witness lost it: who, when, and the books then.
 type WitnessAdoption struct {
-	ID     string    `json:"id"` // new with each adoption, as an epoch with each reset
+	ID string `json:"id"` // new with each adoption, as an epoch with each reset
+	// Kind is "reconcile" for a Reconcile's record (Redis's counts
+	// rebuilt), "" for an adoption of Redis's as they were.
+	Kind   string    `json:"kind,omitempty"`
 	By     string    `json:"by"`
 	At     time.Time `json:"at"`
 	Epoch  string    `json:"epoch"`
@@ -449,12 +452,13 @@ func (w *witness) flush() {
 // witness never recorded.
 var errEpochUnknown = errors.New("epoch unknown to the witness")
 
-// check compares the epoch Redis holds with the record, and seeds the
-// watermark with the record's ceilings for it. A record with no sale
+// check compares the epoch Redis holds with the record, has verify hold
+// Redis's stocks against the record's ceilings for it, and seeds the
+// watermark with them. A record with no sale
 // while Redis holds one (a wiped or new witness, one added to a running
 // sale) is ErrWitnessLost: only an operator adopts Redis's sale
 // (AdoptWitness).
-func (w *witness) check(ctx context.Context, redisEpoch string) error {
+func (w *witness) check(ctx context.Context, redisEpoch string, verify func(ceilings []int64) error) error {
 	// Read fresh, never from the cache: another replica's reset since
 	// this process last wrote is exactly what must be seen here.
 	rec, _, err := w.load(ctx, false)
@@ -476,6 +480,9 @@ func (w *witness) check(ctx context.Context, redisEpoch string) error {
 	sale := rec.find(redisEpoch)
 	if sale == nil {
 		return fmt.Errorf("%w: redis holds sale epoch %s, the witness (%s) last recorded %s: another sale's data", errEpochUnknown, redisEpoch, w.reg.Name(), latest)
+	}
+	if err := verify(sale.Ceilings); err != nil {
+		return err
 	}
 	w.mark.learn(redisEpoch, sale.Ceilings)
 	return nil

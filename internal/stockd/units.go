@@ -62,14 +62,24 @@ func (i itemUnits) HighestUnit(ctx context.Context, sale string) (int64, error) 
 	})
 }
 
+// unitsTimeout bounds one read of the highest unit: a process learning
+// the sale waits for it before its first sale, and a MySQL that stalls
+// (paused, black-holed) would otherwise hold those sales for the read
+// pool's I/O timeout. The witness's own bound, for the same reason.
+const unitsTimeout = stock.DefaultWitnessTimeout
+
 func (u *durableUnits) read(ctx context.Context, item, sale string, consumer func() (*orders.Consumer, error)) (int64, error) {
 	c, err := consumer()
 	if err == nil {
+		ctx, cancel := context.WithTimeout(ctx, unitsTimeout)
+		defer cancel()
 		var n int64
 		if n, err = c.HighestUnit(ctx, sale); err == nil {
 			return n, nil
 		}
 	}
-	u.log.Warn("durable orders: could not check the sale redis holds against them; learned unchecked", "item", item, "sale", sale, "err", err)
+	// A sale learned goes on unchecked; a reconciliation or an adoption
+	// is refused (stock's callers say which).
+	u.log.Warn("durable orders: could not read the highest unit stored", "item", item, "sale", sale, "err", err)
 	return 0, err
 }

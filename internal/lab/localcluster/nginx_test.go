@@ -83,6 +83,7 @@ func TestNginxRetryPolicy(t *testing.T) {
 		{"/items/x/reset", http.StatusBadGateway, false},
 		{"/items/x/unlatch", http.StatusBadGateway, false},
 		{"/stock/witness/adopt", http.StatusBadGateway, false},
+		{"/stock/reconcile", http.StatusBadGateway, false},
 		{"/items", http.StatusBadGateway, false},
 		{"/stock", http.StatusOK, true},
 	} {
