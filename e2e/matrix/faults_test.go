@@ -30,7 +30,7 @@ import (
 // -run 'TestFaultMatrix/^redis$/(pause|consumerkill|mysqldown|replayrace)/fenced/buyers',
 // the stock Redis failover cells with -run 'TestFaultMatrix/^(redis|etcd)$/failover-',
 // the Redis Cluster cells with -run 'TestFaultMatrix/^redis$/cluster-',
-// the cells whose stock Redis loses the sale with -run 'TestFaultMatrix/.*/^(wipe|restore|restore-all|restore-both|other-sale)$'.
+// the cells whose stock Redis loses the sale with -run 'TestFaultMatrix/.*/^(wipe|restore|restore-all|restore-both|witness-wipe|witness-restore|other-sale)$'.
 // SECKILL_LAB_FULL=1 (make lab-full) runs lab.FullMatrix: the byName
 // cells too, which the default matrix leaves out to keep CI in budget.
 func TestFaultMatrix(t *testing.T) {

@@ -387,7 +387,7 @@ var byName = map[string][]string{
 // byNameStore are the scenarios whose fault is the stock Redis's or the
 // witness's alone (the witness cells, evict, stockdown): redis and etcd
 // run them by default.
-var byNameStore = append([]string{"evict", "witnessdown", "stockdown"}, witnessScenarios...)
+var byNameStore = append([]string{"evict", "witnessdown", "stockdown", "reconcile"}, witnessScenarios...)
 
 // inapplicable says, per backend, which scenarios cannot be staged on it
 // and why; Matrix never yields them, even by name.

@@ -41,11 +41,12 @@ func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	// redis; failover-kill with acks 1 on redis and etcd, failover-lag
 	// with acks 1 on redis (the acks-0 controls run when named); split
 	// with acks 1 and its control on redis; restore-all, restore-both,
-	// other-sale, witnessdown and evict on redis and etcd; the none and local flawed
+	// witness-wipe, witness-restore, reconcile, other-sale, witnessdown
+	// and evict on redis and etcd; the none and local flawed
 	// cells, falsesoldout on redis, the 3 items' cells on redis, and the
 	// 5 cluster cells with acks 1 and cluster-lag's control on redis; the
 	// 3 clock cells on redis and etcd (failover-clock with acks 1).
-	if got, want := len(cells), 4*14-2-4+11+3+6+1+1+3+2*3+4+2+1+2+2*5+2+1+3+6+2*3; got != want {
+	if got, want := len(cells), 4*14-2-4+11+3+6+1+1+3+2*3+4+2+1+2+2*5+2+1+3+6+2*3+2*3; got != want {
 		t.Fatalf("got %d cells, want %d", got, want)
 	}
 	if got := Matrix([]string{"etcd"}, nil); slices.ContainsFunc(got, func(c Cell) bool { return c.Scenario == "lockforget" }) {
@@ -179,7 +180,7 @@ func TestMatrixStoreLoss(t *testing.T) {
 		}
 		want = append(want, b+"/wipe/fenced", b+"/restore/fenced")
 		if b == "redis" || b == "etcd" {
-			want = append(want, b+"/restore-all/fenced", b+"/restore-both/fenced", b+"/other-sale/fenced")
+			want = append(want, b+"/restore-all/fenced", b+"/restore-both/fenced", b+"/witness-wipe/fenced", b+"/witness-restore/fenced", b+"/other-sale/fenced")
 		}
 	}
 	if !slices.Equal(got, want) {

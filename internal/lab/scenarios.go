@@ -50,7 +50,7 @@ type scenario struct {
 }
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
-	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "restore-both", "other-sale", "witnessdown", "consumerkill", "mysqldown", "replayrace",
+	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "restore-both", "witness-wipe", "witness-restore", "reconcile", "other-sale", "witnessdown", "consumerkill", "mysqldown", "replayrace",
 	"item-halt", "item-window", "item-restore-all", "item-clock-back", "clock-jump",
 	"failover-kill", "failover-lag", "failover-stop", "split", "failover-clock", "cluster-kill", "cluster-lag", "cluster-failover", "cluster-move", "cluster-items", "crash", "falsesoldout"}
 
@@ -221,6 +221,27 @@ var scenarios = map[string]scenario{
 		env:         storeLossEnv(restoreBothEnv),
 		run:         runRestoreBoth,
 		check:       checkRestoreBoth,
+	},
+	"witness-wipe": {
+		summary:     "restore-all with the witness's record deleted while Redis and every stockd are down (one host's crash): every replica must halt (witness_lost), none adopt Redis's sale",
+		concurrency: 6,
+		env:         storeLossEnv(witnessEnv),
+		run:         runWitnessWipe,
+		check:       checkWitnessWipe,
+	},
+	"witness-restore": {
+		summary:     "restore the witness's record, while every stockd sells, to a backup from before the sale's reset: the next flush must halt the sale (witness_lost), no sale sent after answered 200",
+		concurrency: 6,
+		env:         storeLossEnv(witnessEnv),
+		run:         runWitnessRestore,
+		check:       checkWitnessRestore,
+	},
+	"reconcile": {
+		summary:     "MariaDB paused (the orders consumer behind), restore with every replica running, then POST /stock/reconcile: the witness's count kept, the units without an order held, the sale sells out with no unit sold twice",
+		concurrency: 6,
+		env:         storeLossEnv(restoreBothEnv),
+		run:         runReconcile,
+		check:       checkReconcile,
 	},
 	"other-sale": {
 		summary:     "kill -9 the stock Redis mid-sale and bring it back holding another sale (stock.witness etcd): every replica must halt, none sell from it",

@@ -168,11 +168,12 @@ var errSegmentRewound = errors.New("rewound")
 // only the segment a call sells in, and a sale in a segment that did not
 // go back would number its unit from a lucky that did.
 func (s *Store) checkSegments(ctx context.Context, epoch string, ceilings []int64) error {
-	if len(s.segs) == 1 {
+	all := s.root.segs
+	if len(all) == 1 {
 		return nil // the guard checks the one segment before any sale
 	}
-	keys := make([]string, len(s.segs))
-	for i, seg := range s.segs {
+	keys := make([]string, len(all))
+	for i, seg := range all {
 		keys[i] = seg.keys.Stock
 	}
 	// With the epoch, at one instant: a reset since the epoch was read

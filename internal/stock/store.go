@@ -286,6 +286,9 @@ type Store struct {
 	// the segments; segIndex is this store's segment.
 	mark     *watermark
 	segIndex int
+	// root is the whole store, whose segs are every segment (itself for
+	// the whole store): a segment learning the sale checks them all.
+	root *Store
 	// wit, if set, keeps the sale's epoch and ceilings where they do not
 	// roll back with Redis (witness.go), shared by the segments.
 	wit *witness
@@ -303,12 +306,13 @@ type Store struct {
 func NewStore(rdb redis.UniversalClient, keys Keys) *Store {
 	keys = keys.withDefaults()
 	s := &Store{rdb: rdb, keys: keys, mark: newWatermark(keys.Segments)}
+	s.root = s
 	s.segs = make([]*Store, keys.Segments)
 	s.segs[0] = s
 	for i := 1; i < keys.Segments; i++ {
 		k := keys
 		k.Stock, k.Fence, k.Segments = SegmentKey(keys.Stock, i), SegmentKey(keys.Fence, i), 1
-		seg := &Store{rdb: rdb, keys: k, mark: s.mark, segIndex: i}
+		seg := &Store{rdb: rdb, keys: k, mark: s.mark, segIndex: i, root: s}
 		seg.segs = []*Store{seg}
 		s.segs[i] = seg
 	}

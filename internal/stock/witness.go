@@ -539,3 +539,25 @@ func haltReason(err error) string {
 	}
 	return err.Error()
 }
+
+// WitnessBackupBefore is the record raw as a backup of the witness taken
+// before epoch's reset holds it: without epoch's sale (nor those after
+// it), and of an older generation (half raw's). The fault lab's witness-restore cell writes it back while the
+// replicas sell, as an operator restoring last night's etcd snapshot or
+// MySQL dump would; here, so that the record's format lives in one place.
+func WitnessBackupBefore(raw []byte, epoch string) ([]byte, error) {
+	var rec witnessRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return nil, fmt.Errorf("stock: not a witness record: %w", err)
+	}
+	i := slices.IndexFunc(rec.Sales, func(s witnessSale) bool { return s.Epoch == epoch })
+	if i < 0 {
+		return nil, fmt.Errorf("stock: the witness record holds no sale %s", epoch)
+	}
+	rec.Sales = slices.Delete(rec.Sales, i, len(rec.Sales))
+	rec.Gen = max(rec.Gen/2, 1)
+	if rec.Adopted != nil && rec.Adopted.Epoch == epoch {
+		rec.Adopted = nil
+	}
+	return json.Marshal(&rec)
+}
