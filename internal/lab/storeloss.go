@@ -128,8 +128,21 @@ type StoreLoss struct {
 	SoldAfterSave int `json:"sold_after_save,omitempty"`
 	// Rewound is how many replicas' /readyz said store_rewound (restore).
 	Rewound int `json:"rewound,omitempty"`
+	// Lifted is the halt the operator's way back lifted (the witness
+	// cells: an adoption or a reconcile), "" when the cell leaves the
+	// sale halted.
+	Lifted string `json:"lifted,omitempty"`
 
 	back time.Time // when the restarted stock Redis was ready
+	// operator is when the operator's way back began: answers sent from
+	// then on are not the fault's (zero: none).
+	operator time.Time
+}
+
+// afterFault reports whether r was sent after the fault and before the
+// operator's way back.
+func (m *StoreLoss) afterFault(r response) bool {
+	return !r.Sent.Before(m.back) && (m.operator.IsZero() || r.Sent.Before(m.operator))
 }
 
 // The stock Redis's keys as stockd names them by default (stock.Keys).
@@ -406,7 +419,7 @@ func checkStoreLoss(x *run) {
 		if r.sold() && r.Left >= 0 {
 			lefts = append(lefts, r.Left)
 		}
-		if !r.Sent.Before(m.back) {
+		if m.afterFault(r) {
 			m.After[describe(r)]++
 		}
 	}
