@@ -153,7 +153,10 @@ func (s *Store) learnEpoch(ctx context.Context) error {
 		return nil
 	}
 	err = s.wit.check(ctx, v, func(ceilings []int64) error { return s.checkSegments(ctx, v, ceilings) })
-	if errors.Is(err, errEpochUnknown) || errors.Is(err, ErrWitnessLost) || errors.Is(err, errSegmentRewound) {
+	switch {
+	case errors.Is(err, ErrWitnessLost):
+		return s.haltLost(ctx, "learn the sale", v, haltReason(err))
+	case errors.Is(err, errEpochUnknown) || errors.Is(err, errSegmentRewound):
 		return s.halt(ctx, "learn the sale", haltReason(err))
 	}
 	return err

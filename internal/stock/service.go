@@ -328,7 +328,9 @@ func (s *Service) witnessed(ctx context.Context, seg *segment, sale Sale) (Sale,
 		// The witness lost the sale: this one stays unconfirmed (its
 		// receipt says it sold); every replica's next is refused.
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ConfirmTimeout)
-		if herr := seg.store.halt(hctx, "witness the sale", witnessLostReason(err)); !errors.Is(herr, ErrStoreRewound) {
+		epoch, _, _ := seg.store.mark.snapshot()
+		herr := seg.store.haltLost(hctx, "witness the sale", epoch, witnessLostReason(err))
+		if !errors.Is(herr, ErrStoreRewound) && !errors.Is(herr, ErrUnavailable) {
 			s.log.Error("the witness lost the sale, and the halt was not written", "err", err, "halt", herr)
 		}
 		cancel()

@@ -522,6 +522,46 @@ func (s *Store) NoteWitness(note string) {
 	}
 }
 
+// superseded reports whether the register now holds, for epoch, an
+// operator's new start (an adoption, a reconcile) that this process had
+// not seen: a witness_lost verdict it reached was about the record before
+// it.
+func (w *witness) superseded(ctx context.Context, epoch string) bool {
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	raw, err := w.reg.Get(ctx)
+	if err != nil || raw == nil {
+		return false
+	}
+	var rec witnessRecord
+	if json.Unmarshal(raw, &rec) != nil || rec.Adopted == nil || rec.Adopted.Epoch != epoch || rec.find(epoch) == nil {
+		return false
+	}
+	w.cacheMu.Lock()
+	defer w.cacheMu.Unlock()
+	return !w.seen[rec.Adopted.ID]
+}
+
+// haltLost halts the sale of epoch for a witness that lost it (why starts
+// with witness_lost), then reads the record again: an operator's adoption
+// or reconcile that landed after this process read the record it judged
+// (and lifted the halts it found) must not be undone by this halt, which
+// is then taken back, if it is still this one.
+func (s *Store) haltLost(ctx context.Context, op, epoch, why string) error {
+	if err := s.rdb.SetNX(ctx, s.keys.Halt, why, 0).Err(); err != nil {
+		return wrapRedis(ctx, "write halt", err)
+	}
+	if s.wit == nil || epoch == "" || !s.wit.superseded(ctx, epoch) {
+		return s.halted(ctx, op)
+	}
+	if err := liftHalt.Run(ctx, s.rdb, []string{s.keys.Halt}, why).Err(); err != nil {
+		return wrapRedis(ctx, "lift the halt", err)
+	}
+	s.wit.forget()
+	s.mark.forget()
+	return fmt.Errorf("stock: %s: %w: the witness was adopted or reconciled meanwhile", op, ErrUnavailable)
+}
+
 // witnessLostReason is err's text from ErrWitnessLost's on: the halt's
 // reason, which starts with witness_lost however deep err wraps it.
 func witnessLostReason(err error) string {

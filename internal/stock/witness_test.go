@@ -622,3 +622,49 @@ func TestWitnessKeepsEverySegmentsAcks(t *testing.T) {
 		}
 	}
 }
+
+// An operator's adoption that lands while a replica's flush is judging
+// the record before it: the flush read the forgotten witness, the
+// adoption wrote the sale back (and found no halt to lift), then the
+// flush halted the sale witness_lost. That halt judged a record no longer
+// there and must not stand: the fault lab's witness-restore cell met it
+// under load, the sale halted again after the adoption. The flush's sale
+// stays unconfirmed (its receipt says sold); the next sells.
+func TestAdoptionDuringAFlushIsNotUndone(t *testing.T) {
+	srv := servertest.Redis(t)
+	reg := &memRegister{}
+	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+	client := func() *redis.Client {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+		t.Cleanup(func() { _ = rdb.Close() })
+		return rdb
+	}
+	atomic := func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }
+	s := stock.NewStore(client(), keys).WithWitness(reg, 0)
+	svc := newService(s, locallock.New(), atomic)
+	if err := s.Reset(t.Context(), 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Reduce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	operator := stock.NewStore(client(), keys).WithWitness(reg, 0)
+	reg.set(nil) // forgotten
+	adopted := make(chan error, 1)
+	adopt := func() {
+		_, err := operator.AdoptWitness(t.Context(), "ops")
+		adopted <- err
+	}
+	reg.afterGet.Store(&adopt) // runs while the flush's read of the empty record is out
+	if _, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrUnavailable) {
+		t.Fatalf("the sale whose flush met the forgotten witness: %v; want unconfirmed", err)
+	}
+	if err := <-adopted; err != nil {
+		t.Fatalf("the adoption: %v", err)
+	}
+	wantHalted(t, s, "")
+	if _, err := svc.Reduce(t.Context()); err != nil {
+		t.Fatalf("a sale after the adoption: %v", err)
+	}
+	wantStatus(t, s, stock.Status{Stock: 7, Lucky: 3})
+}
