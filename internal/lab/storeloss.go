@@ -139,10 +139,11 @@ type StoreLoss struct {
 	operator time.Time
 }
 
-// afterFault reports whether r was sent after the fault and before the
-// operator's way back.
+// afterFault reports whether r was sent after the fault and answered
+// before the operator's way back began (one answered after it may have
+// been sold by the way back).
 func (m *StoreLoss) afterFault(r response) bool {
-	return !r.Sent.Before(m.back) && (m.operator.IsZero() || r.Sent.Before(m.operator))
+	return !r.Sent.Before(m.back) && (m.operator.IsZero() || r.At.Before(m.operator))
 }
 
 // The stock Redis's keys as stockd names them by default (stock.Keys).

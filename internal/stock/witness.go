@@ -548,10 +548,14 @@ func (w *witness) superseded(ctx context.Context, epoch string) bool {
 // (and lifted the halts it found) must not be undone by this halt, which
 // is then taken back, if it is still this one.
 func (s *Store) haltLost(ctx context.Context, op, epoch, why string) error {
-	if err := s.rdb.SetNX(ctx, s.keys.Halt, why, 0).Err(); err != nil {
+	wrote, err := s.rdb.SetNX(ctx, s.keys.Halt, why, 0).Result()
+	if err != nil {
 		return wrapRedis(ctx, "write halt", err)
 	}
-	if s.wit == nil || epoch == "" || !s.wit.superseded(ctx, epoch) {
+	// Only a halt this call wrote is taken back: another process's, even
+	// of the same words, is the operator's to lift (a reconcile in
+	// progress compares it).
+	if !wrote || s.wit == nil || epoch == "" || !s.wit.superseded(ctx, epoch) {
 		return s.halted(ctx, op)
 	}
 	if err := liftHalt.Run(ctx, s.rdb, []string{s.keys.Halt}, why).Err(); err != nil {
