@@ -171,6 +171,7 @@ func TestPollResultsRatesAndReplicas(t *testing.T) {
 	r1.sell(5)
 	r2.metrics().Results.WithLabelValues(string(api.SoldOut)).Add(3)
 	r2.metrics().Results.WithLabelValues(string(api.Fenced)).Inc()
+	began := time.Now() // before the first poll's clock reading
 	first := a.Poll(t.Context())
 	if len(first.Results) != len(api.Results) {
 		t.Fatalf("got %d result labels, want every one of api.Results (%d)", len(first.Results), len(api.Results))
@@ -182,9 +183,11 @@ func TestPollResultsRatesAndReplicas(t *testing.T) {
 		t.Fatalf("first poll has no rate yet, got %v", first.Replicas[0].Sales)
 	}
 
-	time.Sleep(100 * time.Millisecond)
+	const gap = 100 * time.Millisecond
+	time.Sleep(gap) // the polls' clock readings are at least this far apart
 	r1.sell(20)
 	st := a.Poll(t.Context())
+	polled := time.Since(began) // at least as far apart as the readings
 	if st.Backend != "redis" {
 		t.Fatalf("backend %q, want redis", st.Backend)
 	}
@@ -192,9 +195,11 @@ func TestPollResultsRatesAndReplicas(t *testing.T) {
 	if one.Name != "stockd-1" || two.Name != "stockd-2" || one.URL != r1.URL || two.URL != r2.URL {
 		t.Fatalf("rows %+v %+v: want names from /info and URLs without the trailing slash", one, two)
 	}
-	// 20 sales in ~100ms: about 200/s, far from 0 and below 20/0.05.
-	if one.Sold != 25 || one.Sales < 50 || one.Sales > 400 {
-		t.Fatalf("replica 1: sold %d at %.1f/s, want 25 at ~200/s", one.Sold, one.Sales)
+	// 20 sales between two readings at least gap and at most polled
+	// apart: the rate lies between, however slow the machine.
+	lo, hi := 20/polled.Seconds(), 20/gap.Seconds()
+	if one.Sold != 25 || one.Sales < lo*0.999 || one.Sales > hi*1.001 {
+		t.Fatalf("replica 1: sold %d at %.1f/s, want 25 at %.1f–%.1f/s (20 sales over %v–%v)", one.Sold, one.Sales, lo, hi, gap, polled)
 	}
 	if two.Sales != 0 || st.Sales != one.Sales {
 		t.Fatalf("replica 2 %.1f/s, total %.1f/s, want 0 and replica 1's", two.Sales, st.Sales)
