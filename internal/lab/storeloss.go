@@ -405,6 +405,29 @@ func (x *run) refusedEverywhere(ctx context.Context, rewound bool) error {
 	return nil
 }
 
+// tally counts m's answers after the fault, by result, and the
+// stock-after values answered 200 more than once in the whole cell.
+func (x *run) tally(m *StoreLoss) {
+	m.After = map[string]int{}
+	for _, r := range x.load.answers() {
+		if m.afterFault(r) {
+			m.After[describe(r)]++
+		}
+	}
+	m.SoldTwice = soldTwice(x.soldLefts())
+}
+
+// soldLefts are the stock-after values of every 200 answer of the cell.
+func (x *run) soldLefts() []int64 {
+	var lefts []int64
+	for _, r := range x.load.answers() {
+		if r.sold() && r.Left >= 0 {
+			lefts = append(lefts, r.Left)
+		}
+	}
+	return lefts
+}
+
 // checkStoreLoss holds the answers to what the cell expects once the
 // stock Redis lost the sale: none sold after it, none sold out (a lost
 // sale is not an empty one), every one store_lost; no unit sold twice in
@@ -414,17 +437,7 @@ func checkStoreLoss(x *run) {
 	if m == nil {
 		return // the judge says so
 	}
-	m.After = map[string]int{}
-	var lefts []int64
-	for _, r := range x.load.answers() {
-		if r.sold() && r.Left >= 0 {
-			lefts = append(lefts, r.Left)
-		}
-		if m.afterFault(r) {
-			m.After[describe(r)]++
-		}
-	}
-	m.SoldTwice = soldTwice(lefts)
+	x.tally(m)
 	x.checkAfter(m)
 	x.notef("stock Redis down %dms; answers sent after: %v", m.DownMS, m.After)
 	if Rewinds(x.cell.Scenario) {

@@ -178,17 +178,7 @@ func checkWitnessRestore(x *run) {
 	if m == nil {
 		return // the judge says so
 	}
-	m.After = map[string]int{}
-	var lefts []int64
-	for _, r := range x.load.answers() {
-		if r.sold() && r.Left >= 0 {
-			lefts = append(lefts, r.Left)
-		}
-		if m.afterFault(r) {
-			m.After[describe(r)]++
-		}
-	}
-	m.SoldTwice = soldTwice(lefts)
+	x.tally(m)
 	x.checkAfter(m, api.Unconfirmed)
 	x.notef("answers sent after the witness's restore: %v; %d of %d replicas' /readyz %s", m.After, m.Rewound, x.c.Replicas(), api.StoreRewound)
 	x.checkLifted(witnessLost)
@@ -313,12 +303,7 @@ func (x *run) admin(ctx context.Context, path, body string) ([]byte, error) {
 
 // checkReconcile: no stock-after answered 200 twice in the whole cell.
 func checkReconcile(x *run) {
-	var lefts []int64
-	for _, r := range x.load.answers() {
-		if r.sold() && r.Left >= 0 {
-			lefts = append(lefts, r.Left)
-		}
-	}
+	lefts := x.soldLefts()
 	if n := soldTwice(lefts); n > 0 {
 		x.problemf("%d stock-after values answered 200 twice: units sold twice", n)
 	}
