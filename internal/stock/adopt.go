@@ -107,12 +107,9 @@ func (s *Store) unitsBehind(ctx context.Context, lucky int64) error {
 	if s.units == nil || !s.Ledger() {
 		return nil
 	}
-	sale, err := s.rdb.Get(ctx, s.keys.Sale).Result()
-	if err == redis.Nil || sale == "" {
-		return nil
-	}
-	if err != nil {
-		return wrapRedis(ctx, "read the sale id", err)
+	sale, err := s.saleID(ctx)
+	if err != nil || sale == "" {
+		return err
 	}
 	u, err := s.units.HighestUnit(ctx, sale)
 	if err != nil {

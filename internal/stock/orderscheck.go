@@ -58,12 +58,9 @@ func (s *Store) checkUnits(ctx context.Context) error {
 	if s.units == nil || !s.Ledger() {
 		return nil
 	}
-	sale, err := s.rdb.Get(ctx, s.keys.Sale).Result()
-	if err == redis.Nil || sale == "" {
-		return nil
-	}
-	if err != nil {
-		return wrapRedis(ctx, "read the sale id", err)
+	sale, err := s.saleID(ctx)
+	if err != nil || sale == "" {
+		return err
 	}
 	highest, err := s.units.HighestUnit(ctx, sale)
 	if err != nil || highest <= 0 {
@@ -92,4 +89,16 @@ func (s *Store) checkUnits(ctx context.Context) error {
 	why := fmt.Sprintf("%s: the durable orders hold unit %d of sale %s, redis counts %d sold: redis went back (a backup restored with the witness, or without one)",
 		ErrOrdersAhead, highest, sale, sold)
 	return s.halt(ctx, "learn the sale", why)
+}
+
+// saleID is the ledger's id of the sale Redis holds, "" when none.
+func (s *Store) saleID(ctx context.Context) (string, error) {
+	sale, err := s.rdb.Get(ctx, s.keys.Sale).Result()
+	if err == redis.Nil {
+		return "", nil
+	}
+	if err != nil {
+		return "", wrapRedis(ctx, "read the sale id", err)
+	}
+	return sale, nil
 }
