@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -62,12 +61,9 @@ func parseReconcile(body []byte) (string, int64, error) {
 	if err != nil {
 		return "", 0, errors.New(want + ": " + err.Error())
 	}
-	var by string
-	if raw, ok := fields["by"]; !ok || json.Unmarshal(raw, &by) != nil {
-		return "", 0, errors.New(want + ": \"by\" must be a string")
-	}
-	if by = strings.TrimSpace(by); by == "" || len(by) > maxAdopter {
-		return "", 0, errors.New(want + ": \"by\" must name someone, in at most 200 bytes")
+	by, err := byField(fields, want)
+	if err != nil {
+		return "", 0, err
 	}
 	var atLeast int64
 	if raw, ok := fields["at_least"]; ok {

@@ -70,6 +70,12 @@ func parseAdopter(body []byte) (string, error) {
 	if err != nil {
 		return "", errors.New(want + ": " + err.Error())
 	}
+	return byField(fields, want)
+}
+
+// byField is the "by" of an admin decision's fields: who decides, named
+// in at most maxAdopter bytes; want says the body's shape in an error.
+func byField(fields map[string]json.RawMessage, want string) (string, error) {
 	var by string
 	if raw, ok := fields["by"]; !ok || json.Unmarshal(raw, &by) != nil {
 		return "", errors.New(want + ": \"by\" must be a string")
