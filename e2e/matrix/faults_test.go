@@ -6,7 +6,9 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,7 +50,7 @@ func TestFaultMatrix(t *testing.T) {
 		t.Run(cell.String(), func(t *testing.T) {
 			t.Parallel()
 			c := pool.get(t)
-			defer pool.put(c)
+			defer func() { pool.put(t, c) }()
 			r, err := lab.Run(t.Context(), c, cell)
 			if err != nil {
 				t.Fatal(err)
@@ -154,17 +156,32 @@ type clusterPool struct {
 	stockd string
 	sem    chan struct{} // one token per cluster lent out
 
-	mu   sync.Mutex
-	free []*localcluster.Cluster
-	all  []*localcluster.Cluster
+	mu     sync.Mutex
+	free   []*localcluster.Cluster
+	all    []*localcluster.Cluster
+	failed []string // the cells that failed, in order
 }
 
+// maxFailed is how many cells may fail before the rest fail at once: a
+// cell that cannot sell waits out its CellDeadline (minutes), and a fault
+// that breaks every cluster would otherwise spend the suite's whole
+// timeout on cells that can tell nothing new, hiding the first failures
+// behind a timeout's goroutine dump.
+const maxFailed = 3
+
 // get lends t a cluster, started if none is free; it fails (or, for a
-// missing binary outside CI, skips) t when one cannot start.
+// missing binary outside CI, skips) t when one cannot start, and fails t
+// at once once maxFailed cells have failed.
 func (p *clusterPool) get(t *testing.T) *localcluster.Cluster {
 	t.Helper()
 	p.sem <- struct{}{}
 	p.mu.Lock()
+	if len(p.failed) >= maxFailed {
+		failed := slices.Clone(p.failed)
+		p.mu.Unlock()
+		<-p.sem
+		t.Fatalf("not run: %d cells failed before it (%s); fix those first", len(failed), strings.Join(failed, ", "))
+	}
 	if n := len(p.free); n > 0 {
 		c := p.free[n-1]
 		p.free = p.free[:n-1]
@@ -190,8 +207,21 @@ func (p *clusterPool) get(t *testing.T) *localcluster.Cluster {
 	return c
 }
 
-// put returns c for the next cell.
-func (p *clusterPool) put(c *localcluster.Cluster) {
+// put returns c for the next cell, unless t failed: a failed cell may have
+// left its cluster unable to sell (a halt, a server down or paused), and
+// every later cell on it would fail after its whole deadline for the same
+// reason. Its cluster is closed; the next cell starts a fresh one.
+func (p *clusterPool) put(t *testing.T, c *localcluster.Cluster) {
+	if t.Failed() {
+		if err := c.Close(); err != nil {
+			t.Logf("close the failed cell's cluster: %v", err)
+		}
+		p.mu.Lock()
+		p.failed = append(p.failed, t.Name())
+		p.mu.Unlock()
+		<-p.sem
+		return
+	}
 	p.mu.Lock()
 	p.free = append(p.free, c)
 	p.mu.Unlock()
