@@ -4,11 +4,14 @@
 # failing package first and the passing ones after it: a failed cell's
 # message, or a timeout's list of the tests still running, scrolls out of
 # sight behind a goroutine dump and fifty "ok" lines. This prints each
-# "--- FAIL", "panic:" and "running tests:" line with what follows it.
+# "--- FAIL", "panic:" and "running tests:" line with what follows it
+# (up to 20 lines, to the next package's line), and each failed package.
 set -euo pipefail
 log=${1:?usage: failures.sh LOG}
 echo "=== what failed (from $log) ==="
 awk '
-	/--- FAIL|^panic: |running tests:|^FAIL/ { left = 12 }
+	/^(ok|\?) / { left = 0; next }
+	/^FAIL\t/ { print; left = 0; next }
+	/--- FAIL|^panic: |running tests:/ { left = 20 }
 	left > 0 && printed < 300 { print; left--; printed++ }
 ' "$log"

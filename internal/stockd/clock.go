@@ -2,7 +2,6 @@ package stockd
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 
 	"github.com/redis/go-redis/v9"
@@ -59,7 +58,7 @@ func checkClocks(ctx context.Context, cfg *Config, log *slog.Logger, c *stock.Cl
 	clocks, err := c.ReadClocks(cctx)
 	cancel()
 	switch {
-	case errors.Is(err, stock.ErrUnavailable):
+	case unanswered(ctx, err):
 		log.Info("stock redis not reachable yet: /readyz reads its clock once it answers", "err", err)
 		return check
 	case err != nil:

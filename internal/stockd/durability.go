@@ -30,7 +30,7 @@ func checkDurability(ctx context.Context, cfg *Config, log *slog.Logger, rdb sto
 	cancel()
 	switch {
 	case err == nil:
-	case errors.Is(err, stock.ErrUnavailable):
+	case unanswered(ctx, err):
 		log.Info("stock redis not reachable yet: /readyz reads its persistence once it answers", "err", err)
 		return nil, nil
 	case cfg.Stock.RequireAOF:

@@ -43,7 +43,7 @@ func checkEviction(ctx context.Context, cfg *Config, log *slog.Logger, checks []
 		cancel()
 		switch {
 		case err == nil:
-		case errors.Is(err, stock.ErrUnavailable):
+		case unanswered(ctx, err):
 			log.Info(name+" not reachable yet: /readyz checks its maxmemory-policy once it answers", "err", err)
 		case errors.Is(err, stock.ErrEvictingPolicy) && cfg.Stock.AllowEviction:
 			log.Warn("REDIS MAY EVICT THE SALE'S KEYS: stock.allow_eviction is on, so this replica runs anyway; "+

@@ -302,7 +302,11 @@ func TestScalingRowRedoesShortRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sells for a few seconds")
 	}
-	fake := &serialStockd{perSale: time.Millisecond, slowFirst: 5 * time.Millisecond}
+	// The calibration sells at a 25th of the runs' speed, so the first run,
+	// sized from it, fires for a 25th of its target: short even when a
+	// loaded machine stretches every 1ms sale to several (at a 5th, a run
+	// under stress-ng fired long enough to count).
+	fake := &serialStockd{perSale: time.Millisecond, slowFirst: 25 * time.Millisecond}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
 	cfg := E2EConfig{Concurrency: 4, Runs: 2, Target: time.Second, Calibrate: 300 * time.Millisecond, Timeout: 30 * time.Second}
@@ -326,7 +330,7 @@ func TestScalingRowRedoesShortRuns(t *testing.T) {
 		}
 	}
 	if short == 0 || !row.Runs[0].Short || counted == 0 {
-		t.Fatalf("runs %+v: want the first (sized at the calibration's fifth of the speed) short, then counted ones", row.Runs)
+		t.Fatalf("runs %+v: want the first (sized at the calibration's 25th of the speed) short, then counted ones", row.Runs)
 	}
 	// Every short run is redone resized from its own rate. How many are
 	// short is the machine's pace: a busy one varies from run to run, and
