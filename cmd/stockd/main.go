@@ -52,7 +52,7 @@ func run(ctx context.Context, args, env []string, stderr io.Writer) int {
 		return exitConfig
 	}
 	if *showVersion {
-		fmt.Fprintln(stderr, stockd.BuildVersion())
+		fmt.Fprintln(stderr, stockd.VersionLine())
 		return exitOK
 	}
 

@@ -178,3 +178,17 @@ func send(t *testing.T, req *http.Request) (int, []byte) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
 }
+
+// stockd --version says the release, what it runs beside, and its
+// formats, and exits 0 without a config.
+func TestBinaryVersion(t *testing.T) {
+	out, err := exec.CommandContext(t.Context(), stockdBinary(t), "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("stockd --version: %v: %s", err, out)
+	}
+	for _, want := range []string{"stockd " + stockd.Release + " ", "runs beside " + stockd.RunsBeside + " and later", "formats: sale 1 (reads 1 to 1) witness 1"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("stockd --version printed %q, want it to say %q", out, want)
+		}
+	}
+}

@@ -141,6 +141,20 @@ type Info struct {
 	// each sale on one master.
 	Cluster bool   `json:"cluster,omitempty"`
 	Version string `json:"version"`
+	// Release is the replica's release, and RunsBeside the oldest release
+	// it shares a sale with during a rolling upgrade (CHANGELOG.md).
+	Release    string `json:"release,omitempty"`
+	RunsBeside string `json:"runs_beside,omitempty"`
+	// Formats are the stored formats the replica writes and reads.
+	Formats []Format `json:"formats,omitempty"`
+}
+
+// Format is one stored format in GET /info: the one a replica writes, and
+// the oldest it reads. A replica refuses (503) what is newer than Writes.
+type Format struct {
+	Name      string `json:"name"`
+	Writes    int    `json:"writes"`
+	ReadsFrom int    `json:"reads_from"`
 }
 
 // Durability is GET /info's "durability": the stock Redis's persistence

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"seckill/internal/api"
 	"seckill/internal/handler"
 	"seckill/internal/stock"
 )
@@ -183,5 +184,21 @@ func TestStockBodyWithSegments(t *testing.T) {
 				t.Fatalf("GET /stock: got %d %s, want 200 %s", rec.Code, got, tc.want)
 			}
 		})
+	}
+}
+
+// GET /info with the release, what it runs beside and the formats: after
+// "version", the existing fields unchanged (an older reader of /info
+// ignores them).
+func TestInfoBodyWithRelease(t *testing.T) {
+	h := handler.New(handler.Config{Replica: replica, Backend: "local", Fencing: true, Mode: "locked", Version: "v-test", AdminToken: token,
+		Release: "0.10.0", RunsBeside: "0.9.0", Formats: []api.Format{{Name: "sale", Writes: 1, ReadsFrom: 1}, {Name: "witness", Writes: 1}}},
+		handler.Deps{Inventory: &cannedInventory{}})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), "GET", "/info", nil))
+	want := `{"backend":"local","fencing":true,"min_replica_acks":0,"mode":"locked","replica":"r-test","version":"v-test","release":"0.10.0","runs_beside":"0.9.0",` +
+		`"formats":[{"name":"sale","writes":1,"reads_from":1},{"name":"witness","writes":1,"reads_from":0}]}`
+	if got := rec.Body.String(); rec.Code != 200 || got != want {
+		t.Fatalf("GET /info: got %d %s, want 200 %s", rec.Code, got, want)
 	}
 }

@@ -46,12 +46,16 @@ type FenceChecker interface {
 
 // Config describes this replica for responses, and guards admin calls.
 type Config struct {
-	Replica    string
-	Backend    string // lock backend name, for /info
-	Fencing    bool   // whether fencing is in effect (not merely configured)
-	Mode       string // stock mode, for /info
-	Version    string
-	AdminToken string // required by POST /stock/reset, GET /ledger and cross-buyer reads
+	Replica string
+	Backend string // lock backend name, for /info
+	Fencing bool   // whether fencing is in effect (not merely configured)
+	Mode    string // stock mode, for /info
+	Version string
+	// Release, RunsBeside and Formats are the replica's release, the
+	// oldest it shares a sale with, and its stored formats, for /info.
+	Release, RunsBeside string
+	Formats             []api.Format
+	AdminToken          string // required by POST /stock/reset, GET /ledger and cross-buyer reads
 	// Buyers says who a request's buyer is (package auth); nil names none:
 	// every sale anonymous, a buyer header or token refused.
 	Buyers *auth.Identity
@@ -579,5 +583,6 @@ func (a *server) info(c *gin.Context) {
 		Ledger: a.cfg.Ledger, Durable: a.cfg.Durable, PerUserLimit: a.cfg.PerUserLimit,
 		MinReplicaAcks: a.cfg.MinReplicaAcks, ReplicaAckTimeoutMS: ackTimeout.Milliseconds(),
 		Sentinel: a.cfg.Sentinel, Cluster: a.cfg.Cluster, Durability: a.dur.body(),
+		Release: a.cfg.Release, RunsBeside: a.cfg.RunsBeside, Formats: a.cfg.Formats,
 	})
 }

@@ -89,6 +89,12 @@ var (
 	// upgraded. It wraps ErrUnavailable.
 	ErrWitnessFormat = fmt.Errorf("%w: the witness's record is of a newer format", ErrUnavailable)
 
+	// ErrSaleFormat: the sale's keys are of a newer format than this
+	// stockd reads (a newer replica reset the sale; formats.go). Nothing
+	// is read or written in it; the sale is unavailable on this replica
+	// until it is upgraded. It wraps ErrUnavailable.
+	ErrSaleFormat = fmt.Errorf("%w: the sale is of a newer format", ErrUnavailable)
+
 	// ErrOutOfMemory: the stock Redis, at its maxmemory under noeviction,
 	// refused the command with OOM. Redis refuses a script at its first
 	// write and never midway, so the script wrote nothing: unlike a lost

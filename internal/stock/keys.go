@@ -39,6 +39,9 @@ func (k Keys) withDefaults() Keys {
 	if k.Halt == "" {
 		k.Halt = k.Stock + ":halt"
 	}
+	if k.Format == "" {
+		k.Format = k.Stock + ":format"
+	}
 	k.Segments = max(k.Segments, 1)
 	if k.Orders == "" {
 		return k
@@ -104,6 +107,7 @@ func (k Keys) All() []KeyName {
 	}
 	add(k.Epoch, "Stock", "the sale's epoch")
 	add(k.Halt, "Stock", "the sale's halt mark")
+	add(k.Format, "Stock", "the sale's format")
 	if k.Window != "" {
 		add(k.Window, "Stock", "the sale's window")
 	}

@@ -126,15 +126,13 @@ func (w *watermark) soldNow(seg int, after int64) {
 // replica. Missing (a sale set up before epochs existed) leaves the check
 // off. With a witness, the epoch must be one it recorded, and its
 // ceilings seed this process's (witness.go); one it never recorded halts
-// the sale. With durable orders, Redis must count every unit they hold
+// the sale. A sale of a newer format than this process reads is refused
+// (formats.go). With durable orders, Redis must count every unit they hold
 // (orderscheck.go).
 func (s *Store) learnEpoch(ctx context.Context) error {
-	v, err := s.rdb.Get(ctx, s.keys.Epoch).Result()
-	if err == redis.Nil {
-		v, err = "", nil
-	}
+	v, err := s.readEpoch(ctx)
 	if err != nil {
-		return wrapRedis(ctx, "read epoch", err)
+		return err
 	}
 	if s.pin != "" && v != s.pin {
 		// An item reset since its service was built: the service's

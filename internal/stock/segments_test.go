@@ -57,8 +57,9 @@ func TestSegmentedResetAndStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(keys)
-	// The epoch: one per sale, shared by the segments (rewind.go).
-	if want := []string{"lucky", "stock", "stock:epoch", "stock:initial"}; !slices.Equal(keys, want) {
+	// The epoch and the format: one per sale, shared by the segments
+	// (rewind.go, formats.go).
+	if want := []string{"lucky", "stock", "stock:epoch", "stock:format", "stock:initial"}; !slices.Equal(keys, want) {
 		t.Fatalf("one segment: got keys %v, want %v", keys, want)
 	}
 	if err := rdb.FlushAll(ctx).Err(); err != nil {

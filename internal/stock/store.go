@@ -202,6 +202,9 @@ type Keys struct {
 	// once a selling script found the Redis rewound (rewind.go); defaults
 	// Stock + ":epoch" and Stock + ":halt", shared by every segment.
 	Epoch, Halt string
+	// Format holds the sale's format, written with every Reset and read
+	// with the epoch (formats.go); default Stock + ":format".
+	Format string
 	// Initial, if set, receives the stock each Reset starts from, so an
 	// auditor can check stock + lucky == initial.
 	Initial string
@@ -415,6 +418,7 @@ func (s *Store) queueReset(ctx context.Context, p redis.Pipeliner, n int64, epoc
 	if s.keys.Initial != "" {
 		p.Set(ctx, s.keys.Initial, n, 0)
 	}
+	p.Set(ctx, s.keys.Format, saleFormat, 0)
 	p.Set(ctx, s.keys.Epoch, epoch, 0)
 }
 

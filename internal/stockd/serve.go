@@ -189,6 +189,9 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		Fencing:        fencing,
 		Mode:           string(mode),
 		Version:        BuildVersion(),
+		Release:        Release,
+		RunsBeside:     RunsBeside,
+		Formats:        apiFormats(),
 		AdminToken:     cfg.Admin.Token,
 		MaxBodyBytes:   int64(cfg.HTTP.MaxBodyBytes),
 		TrustedProxies: cfg.HTTP.TrustedProxies,
@@ -225,7 +228,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 	log.Info("stockd starting", "addr", ln.Addr().String(), "backend", info.Name, "fencing", fencing,
 		"election", cfg.Election.Backend, "ledger", ledger, "durable_orders", durable, "per_user_limit", cfg.Stock.PerUserLimit,
 		"mode", mode, "work_delay", cfg.Work.Delay.String(), "sentinel", cfg.Redis.Sentinel.Master,
-		"min_replica_acks", store.ReplicaAcks().Replicas, "version", BuildVersion())
+		"min_replica_acks", store.ReplicaAcks().Replicas, "version", BuildVersion(), "release", Release, "runs_beside", RunsBeside)
 	if cfg.Auth.AllowWeakSecrets {
 		log.Warn("auth.allow_weak_secrets is on: a weak admin.token or auth.jwt_secret is accepted; lab only, never where others can reach this replica",
 			"weak", weakSecrets(cfg))
