@@ -97,6 +97,11 @@ func publicError(status int, result api.Result, err error) string {
 	if errors.Is(err, stock.ErrNotInteger) {
 		return stock.ErrNotInteger.Error() // what is wrong, without the key
 	}
+	if errors.Is(err, stock.ErrSaleFormat) || errors.Is(err, stock.ErrWitnessFormat) {
+		// The operator's answer, not an outage: this replica is older than
+		// what it read (docs/versions.md); another replica may sell.
+		return "this replica is older than the sale's stored format: nothing sold here until it is upgraded"
+	}
 	switch result {
 	case api.Fenced:
 		return "sale refused: stale fencing token"

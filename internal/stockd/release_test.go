@@ -1,11 +1,18 @@
 package stockd
 
 import (
+	"bytes"
 	"fmt"
+	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/api"
+	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/stock"
 )
 
@@ -38,5 +45,38 @@ func TestChangelogNamesThisBuild(t *testing.T) {
 	shown := regexp.MustCompile(`\(build .*?\); runs`).ReplaceAllString(VersionLine(), "(build …); runs")
 	if !strings.Contains(doc, "\n"+shown+"\n") {
 		t.Errorf("docs/versions.md does not show stockd --version as it prints:\n%s", shown)
+	}
+}
+
+// The binary refuses a sale a newer replica reset in a newer format: 503
+// with the reason, logged, nothing sold; the same sale without the key
+// (an older replica's) sells.
+func TestBinaryRefusesASaleOfANewerFormat(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.MSet(t.Context(), "stock", 10, "lucky", 0, "stock:epoch", "reset-by-a-newer-replica", "stock:format", 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := stockdOn(t, srv.Addr())
+	code, sale := reduceOn(t, p.Addr(), "/stock/reduce")
+	if code != http.StatusServiceUnavailable || !strings.Contains(sale.Error, "older than the sale's stored format") {
+		t.Fatalf("a sale of format 2: %d %+v; want 503 saying the replica is older than the sale", code, sale)
+	}
+	if n, err := rdb.Get(t.Context(), "stock").Int64(); err != nil || n != 10 {
+		t.Fatalf("stock after the refusal: %d, %v; want 10 untouched", n, err)
+	}
+	logs, err := os.ReadFile(p.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(logs, []byte("stock:format is 2, this stockd reads up to 1")) {
+		t.Fatalf("no log line naming the format:\n%s", logs)
+	}
+	if err := rdb.Del(t.Context(), "stock:format").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, sale := reduceOn(t, p.Addr(), "/stock/reduce"); code != http.StatusOK || sale.Result != api.Sold {
+		t.Fatalf("the same sale without stock:format: %d %+v; want sold", code, sale)
 	}
 }
