@@ -302,14 +302,16 @@ func TestScalingRowRedoesShortRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sells for a few seconds")
 	}
-	// The calibration sells at a 25th of the runs' speed, so the first run,
-	// sized from it, fires for a 25th of its target: short even when a
-	// loaded machine stretches every 1ms sale to several (at a 5th, a run
-	// under stress-ng fired long enough to count).
+	// The calibration sells at a 25th of the runs' speed, so the first run
+	// is sized at the floor of 200 units (size), and must fire for less
+	// than minFiring: 200 sales of 1ms each, plus what a loaded machine
+	// adds to every one. With a 1s target (minFiring 833ms) that was 3ms
+	// of slack, and under stress-ng each sale took ~5ms, so the first run
+	// counted; with a 4s target (minFiring 3.3s) a sale may take 16ms.
 	fake := &serialStockd{perSale: time.Millisecond, slowFirst: 25 * time.Millisecond}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	cfg := E2EConfig{Concurrency: 4, Runs: 2, Target: time.Second, Calibrate: 300 * time.Millisecond, Timeout: 30 * time.Second}
+	cfg := E2EConfig{Concurrency: 4, Runs: 2, Target: 4 * time.Second, Calibrate: 300 * time.Millisecond, Timeout: 30 * time.Second}
 	row := E2ERow{Name: LabelLocked, Concurrency: 4}
 	scalingRow(t.Context(), srv.URL, "t", nil, nil, cfg, false, variant{label: LabelLocked}, &row, slog.New(slog.DiscardHandler))
 	if row.Error != "" || !row.Consistent {
@@ -330,7 +332,7 @@ func TestScalingRowRedoesShortRuns(t *testing.T) {
 		}
 	}
 	if short == 0 || !row.Runs[0].Short || counted == 0 {
-		t.Fatalf("runs %+v: want the first (sized at the calibration's 25th of the speed) short, then counted ones", row.Runs)
+		t.Fatalf("runs %+v: want the first (sized at the floor, from a calibration at a 25th of the speed) short, then counted ones", row.Runs)
 	}
 	// Every short run is redone resized from its own rate. How many are
 	// short is the machine's pace: a busy one varies from run to run, and

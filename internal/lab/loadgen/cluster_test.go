@@ -87,7 +87,7 @@ func TestOpenLoopOnLocalCluster(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 
-	r, err := loadgen.Run(ctx, loadgen.Config{URL: c.URL(), AdminToken: c.AdminToken(), Stock: 100, Rate: 200, Duration: 2 * time.Second})
+	r, err := loadgen.Run(ctx, loadgen.Config{URL: c.URL(), AdminToken: c.AdminToken(), Stock: 100, Rate: 200, Duration: 2 * time.Second, Late: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, c.Logs(20))
 	}

@@ -79,6 +79,11 @@ type OpenConfig struct {
 	// the answer's Retry-After (and up to a tenth more, at random, as
 	// clients that spread their retries do); 0: a buyer sends once.
 	RetryBusy int
+	// Late is how long past Duration an arrival that fell behind is still
+	// sent; the default is LateArrivals. A check that every planned buyer
+	// arrives gives a long one: on a loaded machine the pacer falls
+	// behind by more than LateArrivals, and Sent falls short by design.
+	Late time.Duration
 }
 
 // Planned is how many buyers arrive: rate × duration, rounded up.
@@ -107,6 +112,9 @@ func (c *OpenConfig) defaults() {
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 10 * time.Second
 	}
+	if c.Late <= 0 {
+		c.Late = LateArrivals
+	}
 }
 
 // FireOpen sends cfg.Planned() reduce requests (POST) to url, cfg.Rate a
@@ -114,7 +122,7 @@ func (c *OpenConfig) defaults() {
 // nil (one send each: an arrival is one request), and returns every
 // response in no particular order: answered, or unanswered (Status 0,
 // Err set) when it got no HTTP answer in time. It returns within
-// cfg.Duration + LateArrivals + cfg.RequestTimeout; when
+// cfg.Duration + cfg.Late + cfg.RequestTimeout; when
 // ctx is done it sends no more and cuts the requests in flight, which
 // come back unanswered (CauseCut). An unusable cfg (Run's ErrConfig)
 // sends nothing.
@@ -136,7 +144,7 @@ func FireOpen(ctx context.Context, url string, purchases []Purchase, cfg OpenCon
 	// The pacer stops after the planned arrivals; vegeta stops at its
 	// duration when it is not waiting for a free worker; these stop it
 	// when it is, and when ctx is done.
-	until := cfg.Duration + LateArrivals
+	until := cfg.Duration + cfg.Late
 	guard := time.AfterFunc(until, func() { atk.Stop() })
 	defer guard.Stop()
 	stop := context.AfterFunc(ctx, func() { atk.Stop() })

@@ -63,6 +63,9 @@ type Config struct {
 	// to that many times, after the answer's Retry-After
 	// (OpenConfig.RetryBusy). Only with Rate.
 	RetryBusy int
+	// Late is OpenConfig.Late: how long past Duration a late arrival is
+	// still sent (default LateArrivals). Only with Rate.
+	Late time.Duration
 
 	// Users, when positive, makes the run buyer-aware: each request is a
 	// purchase by one of Users buyers ("u1".."u<Users>", X-User) with its
@@ -111,7 +114,7 @@ func (c *Config) defaults() {
 		c.RequestTimeout = 10 * time.Second
 	}
 	if c.Timeout == 0 && c.Rate > 0 {
-		c.Timeout = c.Duration + c.RequestTimeout + 5*time.Second
+		c.Timeout = c.Duration + max(c.Late, LateArrivals) + c.RequestTimeout + 5*time.Second
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 30 * time.Second
@@ -124,7 +127,7 @@ func (c *Config) defaults() {
 
 // open is the open loop's pacing, from the Config.
 func (c *Config) open() OpenConfig {
-	return OpenConfig{Rate: c.Rate, Duration: c.Duration, MaxInFlight: c.MaxInFlight, RequestTimeout: c.RequestTimeout, RetryBusy: c.RetryBusy}
+	return OpenConfig{Rate: c.Rate, Duration: c.Duration, MaxInFlight: c.MaxInFlight, RequestTimeout: c.RequestTimeout, RetryBusy: c.RetryBusy, Late: c.Late}
 }
 
 // Report is the outcome of one run; its JSON form is `seckill run --json`.
