@@ -35,26 +35,9 @@ REDIS_RESTART_AOF=${REDIS_RESTART_AOF:-yes}
 # restart_ms T0 T1: T1 - T0 (nanoseconds) in ms, or "never" without T1.
 restart_ms() { [[ -n "$2" ]] && echo "$((($2 - $1) / 1000000))ms" || echo never; }
 
-# restart_lucky: lucky read from the stock Redis itself: empty while it does
-# not answer or answers LOADING (reading its AOF), 0 when it answers without
-# the key (restarted empty, as the control's does). Read from the host with
-# redis-cli (redis-server's package brings it) at the container's address,
-# looked up each time: a started container may get another. Not through
-# nginx, which the load keeps busy (reads timed out, 3 s, while the whole
-# sale went by), nor with docker exec, which took seconds a read on a
-# loaded machine: the remaining units sold between the restart and the
-# first read, and the row saw no sale "after" it.
+# restart_lucky: lucky read through nginx (empty while no replica answers).
 restart_lucky() {
-	local ip v
-	ip=$(ip_of "$(cids redis)" 2>/dev/null) || return 0
-	[[ -n $ip ]] || return 0
-	v=$(timeout 2 redis-cli -h "$ip" --raw get lucky 2>/dev/null) || return 0
-	v=${v//$'\r'/}
-	if [[ -z $v ]]; then
-		echo 0
-	elif [[ $v =~ ^[0-9]+$ ]]; then
-		echo "$v"
-	fi
+	(http_get 127.0.0.1 "$NGINX_PORT" /stock || true) | grep -o '"lucky":[0-9]*' | cut -d: -f2 || true
 }
 
 # restart_mid_sale NAME REQUESTS STOCK: the load in the background, and
@@ -97,7 +80,7 @@ restart_witness() {
 }
 
 scenario_redis_restart() {
-	local v=restart b=redis rc=0 n st name=restart-kill t0 t_up="" t_sold="" lk lk_kill lucky0="" sold us lucky stock
+	local v=restart b=redis rc=0 n st name=restart-kill t0 t_up="" t_sold="" lk lucky0="" sold us lucky stock
 	local want='"durability":{"aof":true,"fsync":"everysec"' what="AOF on"
 	if [[ $REDIS_RESTART_AOF == no ]]; then
 		export REDIS_APPENDONLY=no REQUIRE_AOF=false
@@ -121,31 +104,32 @@ scenario_redis_restart() {
 	# answer 503 at once, and the load sells out after it.
 	read -r n st <<<"$(size 15)"
 	restart_mid_sale "$name" "$n" "$st"
-	# What was sold just before the kill: the fault lands mid-sale only if
-	# stock was left (a few more units may sell before the kill lands).
-	lk_kill=$(restart_lucky)
 	t0=$(date +%s%N)
 	compose kill redis >/dev/null 2>&1
 	compose start redis >/dev/null 2>&1
-	# Poll every 50 ms: the restarted Redis answering with its lucky
-	# (t_up, lucky0: what the AOF kept, plus any sale since), then the
-	# first sale made after the restart (lucky above that reading).
+	# Poll 4 times a second: Redis answering again, then the first sale made
+	# after the restart (lucky above its first reading once Redis answers).
 	while (($(date +%s%N) - t0 < 60000000000)); do
-		lk=$(restart_lucky)
-		if [[ -n "$lk" && -z "$t_up" ]]; then
-			t_up=$(date +%s%N) lucky0=$lk
-		elif [[ -n "$lk" ]] && ((lk > lucky0)); then
-			t_sold=$(date +%s%N)
-			break
+		if [[ -z "$t_up" ]] && docker exec "$(cids redis)" redis-cli ping 2>/dev/null | grep -q PONG; then
+			t_up=$(date +%s%N)
 		fi
-		sleep 0.05
+		if [[ -n "$t_up" ]]; then
+			lk=$(restart_lucky)
+			if [[ -n "$lk" && -z "$lucky0" ]]; then
+				lucky0=$lk
+			elif [[ -n "$lk" ]] && ((lk > lucky0)); then
+				t_sold=$(date +%s%N)
+				break
+			fi
+		fi
+		sleep 0.25
 	done
 	fg_wait
 	docker logs "$(cids redis)" >"$OUT/$name.redis.log" 2>&1 || true
 	sold=$(jget "$OUT/$name.json" sold)
 	us=$(jget "$OUT/$name.json" unconfirmed_sold)
 	read -r stock lucky <<<"$(redis_state)"
-	local note="lucky ${lk_kill:-?} of $st just before the kill; Redis answering $(restart_ms "$t0" "$t_up") after the kill, sales made again $(restart_ms "$t0" "$t_sold") after; lucky ${lucky0:-?} at the restart; unconfirmed $(jget "$OUT/$name.json" unconfirmed) (${us:-0} sold); acknowledged $((${sold:-0} + ${us:-0})), lucky ${lucky:-?} after the restart"
+	local note="Redis answering $(restart_ms "$t0" "$t_up") after the kill, sales made again $(restart_ms "$t0" "$t_sold") after; lucky ${lucky0:-?} at the restart; unconfirmed $(jget "$OUT/$name.json" unconfirmed) (${us:-0} sold); acknowledged $((${sold:-0} + ${us:-0})), lucky ${lucky:-?} after the restart"
 	# verdict checks stock + lucky == initial and sold <= lucky on the
 	# restarted Redis; the unconfirmed answers settled sold count too.
 	verdict "$v" "$b" "kill + start redis" "$name" "$st" \
