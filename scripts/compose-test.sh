@@ -47,7 +47,7 @@ IMAGES=${IMAGES:-standin}
 LOCK_TTL_S=${LOCK_TTL_S:-3}
 WAIT_S=${WAIT_S:-180}      # bound on every "until healthy" wait
 FIRE_TIMEOUT_S=${FIRE_TIMEOUT_S:-60}  # seckill run --timeout (the firing phase)
-LOAD_TIMEOUT_S=${LOAD_TIMEOUT_S:-150}
+LOAD_TIMEOUT_S=${LOAD_TIMEOUT_S:-150} # then TERM, and KILL 10 s on: its history check (Porcupine) cannot be cancelled
 
 log() { printf '%s compose-test: %s\n' "$(date +%T)" "$*" >&2; }
 die() { WHY="$*"; log "FAIL: $*"; exit 1; }
@@ -285,10 +285,11 @@ redis_state() { # prints "stock lucky"
 }
 
 # load NAME REQUESTS CONCURRENCY STOCK: seckill through nginx -> $OUT/NAME.json
+# (LOAD_EXTRA: one more flag for seckill run)
 load() {
 	local rc=0
-	timeout "$LOAD_TIMEOUT_S" "$SECKILL" run --url "$URL" --requests "$2" --concurrency "$3" \
-		--stock "$4" --timeout "${FIRE_TIMEOUT_S}s" --admin-token "$ADMIN_TOKEN" --json >"$OUT/$1.json" 2>"$OUT/$1.err" || rc=$?
+	timeout -k 10 "$LOAD_TIMEOUT_S" "$SECKILL" run --url "$URL" --requests "$2" --concurrency "$3" \
+		--stock "$4" --timeout "${FIRE_TIMEOUT_S}s" --admin-token "$ADMIN_TOKEN" ${LOAD_EXTRA:+"$LOAD_EXTRA"} --json >"$OUT/$1.json" 2>"$OUT/$1.err" || rc=$?
 	echo "$rc" >"$OUT/$1.rc"
 }
 

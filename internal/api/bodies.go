@@ -218,8 +218,9 @@ type Ready struct {
 	Memory string `json:"memory,omitempty"`
 	Redis  string `json:"redis"`
 	From
-	// Stock is whether every stock key and the lucky key hold integers a
-	// sale can count with; omitted by a replica whose inventory cannot
+	// Stock is whether this replica reads the sale's format (not when a
+	// newer replica reset it: docs/versions.md) and every stock key and
+	// the lucky key hold integers a sale can count with; omitted by a replica whose inventory cannot
 	// tell (older replicas, test fakes), so the other fields stay as they
 	// were.
 	Stock string `json:"stock,omitempty"`

@@ -511,7 +511,9 @@ func (a *server) readyz(c *gin.Context) {
 		}
 	}
 	// A stock key holding a non-integer fails every sale with a 500 until
-	// an operator resets it: say so here, where probes and people look.
+	// an operator resets it, and a sale of a newer format every sale with
+	// a 503 until this replica is upgraded: say so here, where probes and
+	// people look.
 	stockState := ""
 	if cc, ok := a.deps.Inventory.(counterChecker); ok {
 		stockState = check(cc.CheckCounters)

@@ -93,11 +93,16 @@ func (s *Store) snapshot(ctx context.Context, withLucky bool) (stocks []int64, l
 	return ns[:len(s.segs)], lucky, missing, nil
 }
 
-// CheckCounters reports whether every stock key (each segment's) and the
-// lucky key holds an integer the scripts can use, for /readyz: an error
-// wrapping ErrNotInteger names the first that does not. Missing keys are
-// fine (a sale not reset yet has 0 units).
+// CheckCounters reports whether this build can sell in the sale, for
+// /readyz: the sale's format is one it reads (else ErrSaleFormat, naming
+// the key and both numbers: a newer replica reset it), and every stock key
+// (each segment's) and the lucky key holds an integer the scripts can use
+// (else an error wrapping ErrNotInteger names the first that does not).
+// Missing keys are fine (a sale not reset yet has 0 units).
 func (s *Store) CheckCounters(ctx context.Context) error {
+	if _, err := s.readEpoch(ctx); err != nil {
+		return err
+	}
 	_, _, _, err := s.snapshot(ctx, true)
 	return err
 }

@@ -48,17 +48,25 @@ func TestChangelogNamesThisBuild(t *testing.T) {
 	}
 }
 
-// The binary refuses a sale a newer replica reset in a newer format: 503
-// with the reason, logged, nothing sold; the same sale without the key
-// (an older replica's) sells.
+// The binary, selling, meets a sale a newer replica reset in a newer
+// format: every sale 503 with the reason, logged, nothing sold, and
+// /readyz 503 naming the key; the same sale without the key (an older
+// replica's) sells again.
 func TestBinaryRefusesASaleOfANewerFormat(t *testing.T) {
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	if err := rdb.MSet(t.Context(), "stock", 10, "lucky", 0, "stock:epoch", "reset-by-a-newer-replica", "stock:format", 2).Err(); err != nil {
+	if err := rdb.MSet(t.Context(), "stock", 10, "lucky", 0, "stock:epoch", "reset-by-this-build").Err(); err != nil {
 		t.Fatal(err)
 	}
 	p := stockdOn(t, srv.Addr())
+	if code, sale := reduceOn(t, p.Addr(), "/stock/reduce"); code != http.StatusOK || sale.Result != api.Sold {
+		t.Fatalf("a sale of this build's format: %d %+v; want sold", code, sale)
+	}
+	// A newer replica's reset: a new epoch, and its format.
+	if err := rdb.MSet(t.Context(), "stock", 10, "lucky", 0, "stock:epoch", "reset-by-a-newer-replica", "stock:format", 2).Err(); err != nil {
+		t.Fatal(err)
+	}
 	code, sale := reduceOn(t, p.Addr(), "/stock/reduce")
 	if code != http.StatusServiceUnavailable || !strings.Contains(sale.Error, "older than the sale's stored format") {
 		t.Fatalf("a sale of format 2: %d %+v; want 503 saying the replica is older than the sale", code, sale)
@@ -73,10 +81,17 @@ func TestBinaryRefusesASaleOfANewerFormat(t *testing.T) {
 	if !bytes.Contains(logs, []byte("stock:format is 2, this stockd reads up to 1")) {
 		t.Fatalf("no log line naming the format:\n%s", logs)
 	}
+	// Unready, saying why, where probes and people look.
+	if code, r, body := readyz(t, p); code != http.StatusServiceUnavailable || !strings.Contains(r.Stock, "stock:format is 2") {
+		t.Fatalf("/readyz on a sale of format 2: %d %s; want 503 naming stock:format", code, body)
+	}
 	if err := rdb.Del(t.Context(), "stock:format").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if code, sale := reduceOn(t, p.Addr(), "/stock/reduce"); code != http.StatusOK || sale.Result != api.Sold {
 		t.Fatalf("the same sale without stock:format: %d %+v; want sold", code, sale)
+	}
+	if code, _, body := readyz(t, p); code != http.StatusOK {
+		t.Fatalf("/readyz on the sale without stock:format: %d %s; want 200", code, body)
 	}
 }

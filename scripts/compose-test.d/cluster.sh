@@ -155,7 +155,7 @@ cluster_items() {
 	for id in "${ids[@]}"; do
 		(
 			rc=0
-			timeout "$LOAD_TIMEOUT_S" "$SECKILL" run --url "$URL" --item "$id" --requests $((CLUSTER_ITEM_STOCK * 2)) \
+			timeout -k 10 "$LOAD_TIMEOUT_S" "$SECKILL" run --url "$URL" --item "$id" --requests $((CLUSTER_ITEM_STOCK * 2)) \
 				--concurrency 20 --stock "$CLUSTER_ITEM_STOCK" --timeout "${FIRE_TIMEOUT_S}s" \
 				--admin-token "$ADMIN_TOKEN" --json >"$OUT/citem-$id.json" 2>"$OUT/citem-$id.err" || rc=$?
 			echo "$rc" >"$OUT/citem-$id.rc"

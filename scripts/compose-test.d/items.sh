@@ -32,7 +32,7 @@ http_post_admin() {
 # items_load ID: the tools service sells item ID through nginx -> $OUT/item-ID.json
 items_load() {
 	local rc=0
-	timeout "$LOAD_TIMEOUT_S" "${COMPOSE[@]}" -p "$PROJECT" "${FILES[@]}" --profile tools run --rm -T seckill \
+	timeout -k 10 "$LOAD_TIMEOUT_S" "${COMPOSE[@]}" -p "$PROJECT" "${FILES[@]}" --profile tools run --rm -T seckill \
 		run --url http://nginx --item "$1" --requests $((ITEMS_STOCK * 2)) --concurrency 20 --stock "$ITEMS_STOCK" \
 		--timeout "${FIRE_TIMEOUT_S}s" --admin-token "$ADMIN_TOKEN" --json >"$OUT/item-$1.json" 2>"$OUT/item-$1.err" || rc=$?
 	echo "$rc" >"$OUT/item-$1.rc"
