@@ -6,6 +6,7 @@
 #   make test-stress   make test STRESS_RUNS times (3) while stress-ng loads the machine
 #   make compose-test  the docker-compose cluster end to end
 #   make docs          regenerate configs/stockd.yaml and docs/config.md's table from Config
+#   make release       record HEAD as the release the next one runs beside (release/previous)
 #   make bench         backends vs peer libraries vs ceilings, combining and segments end to end;
 #                      writes docs/benchmarks.md, docs/bench.svg and docs/bench-segments.svg
 #                      (BENCH_FLAGS='--e2e-rows backends,scaling,ledger' adds the order ledger's
@@ -22,7 +23,7 @@ SOAK_DURATION ?= 10m
 SOAK_BACKENDS ?= redis,redisson,etcd,zookeeper,mysql
 SOAK_FLAGS ?=
 
-.PHONY: deps build demo test test-stress vet fmt-check compose-test lab-full bench soak clean docs
+.PHONY: deps build demo test test-stress vet fmt-check compose-test lab-full bench soak clean docs release
 
 deps:
 	scripts/install-deps.sh
@@ -67,6 +68,11 @@ test: deps vet fmt-check
 # which CI leaves out to stay in its budget; ~6 minutes on 2 cores.
 lab-full: deps
 	SECKILL_LAB_FULL=1 $(GO) test -race -count=1 -timeout 60m -parallel $(TEST_PARALLEL) -tags lab -run TestFaultMatrix -v ./e2e/matrix
+
+# The release just made, for the next to run beside and the upgrade cell
+# to upgrade from (docs/versions.md, "Releasing").
+release:
+	scripts/release.sh
 
 # The suite on a busy machine: STRESS_RUNS (3), STRESS_CMD ('make test'),
 # STRESS_ARGS ('--cpu 2 --io 1'); see scripts/test-stress.sh.

@@ -50,6 +50,9 @@ func (c Cell) initial() int {
 	if c.Buyers {
 		return BuyerInitial
 	}
+	if n := scenarios[c.Scenario].initial; n > 0 {
+		return n
+	}
 	return Initial
 }
 
@@ -273,7 +276,7 @@ func Matrix(backends, scenarios []string) []Cell {
 			continue
 		}
 		for _, s := range Scenarios() {
-			if s == "crash" || s == "falsesoldout" || buyersOnly(s) || IsFailover(s) || isItems(s) || slices.Contains(clockScenarios, s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
+			if s == "crash" || s == "falsesoldout" || (s == "upgrade" && !(named && slices.Contains(upgradeBackends, b))) || buyersOnly(s) || IsFailover(s) || isItems(s) || slices.Contains(clockScenarios, s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
 				continue
 			}
 			if (slices.Contains(experimental[s], b) || slices.Contains(byName[b], s)) && !named {
@@ -379,7 +382,12 @@ var byName = map[string][]string{
 	// redis runs these on the same Redis with the same links: redisson's
 	// own cases are its watchdog and re-entry (pause, slowwork, kill,
 	// lostreply, slowreply, lockforget), which stay.
-	"redisson":  append([]string{"blip", "partition"}, byNameStore...),
+	"redisson": append([]string{"blip", "partition"}, byNameStore...),
+	// The upgrade cell builds the previous release and replaces every
+	// replica in turn (about a minute); the upgrade's faults are the
+	// replicas' releases, not the lock's (upgrade.go).
+	"redis":     {"upgrade"},
+	"etcd":      {"upgrade"},
 	"zookeeper": byNameStore,
 	"mysql":     byNameStore,
 }
@@ -517,6 +525,21 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (_ Result, err
 		}
 		maps.Copy(env, localcluster.RedisClusterEnv(cl))
 		redisCluster = cl
+	}
+	if sc.previous {
+		// Built before the backend switch, which starts the replicas.
+		_, prev, err := previousStockd(ctx)
+		if err != nil {
+			return res, fmt.Errorf("lab: %s: the previous release: %w", cell, err)
+		}
+		for i := range c.Replicas() {
+			c.UseStockd(i, prev)
+		}
+		defer func() {
+			for i := range c.Replicas() {
+				c.UseStockd(i, "")
+			}
+		}()
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	err = c.SetBackend(sctx, cell.Backend, env)

@@ -47,12 +47,17 @@ type scenario struct {
 	// items: the scenario sells items of its own (items.go), redis only,
 	// and no load on the default sale runs.
 	items bool
+	// previous: the replicas start as the previous release
+	// (upgrade.go), which resets the sale.
+	previous bool
+	// initial, when set, is the cell's stock instead of Initial.
+	initial int
 }
 
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
 	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "restore-both", "witness-wipe", "witness-restore", "reconcile", "other-sale", "witnessdown", "consumerkill", "mysqldown", "replayrace",
 	"item-halt", "item-window", "item-restore-all", "item-clock-back", "clock-jump",
-	"failover-kill", "failover-lag", "failover-stop", "split", "failover-clock", "cluster-kill", "cluster-lag", "cluster-failover", "cluster-move", "cluster-items", "crash", "falsesoldout"}
+	"failover-kill", "failover-lag", "failover-stop", "split", "failover-clock", "cluster-kill", "cluster-lag", "cluster-failover", "cluster-move", "cluster-items", "upgrade", "crash", "falsesoldout"}
 
 // Scenarios lists the scenario names in table order.
 func Scenarios() []string { return append([]string(nil), order...) }
@@ -279,6 +284,19 @@ var scenarios = map[string]scenario{
 		buyers:      true,
 		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runReplayRace,
+	},
+	"upgrade": {
+		summary:     "three replicas of the previous release (release/previous) sell with the witness, the ledger and durable orders on; each is replaced by this build in turn mid-sale, then one rolled back: the witness's record and the orders as a sale that never upgraded holds them (redis, etcd)",
+		concurrency: 6,
+		previous:    true,
+		// Enough units to outlast four replacements: a stopped replica
+		// drains its buyers waiting on the lock (up to lock.wait_timeout)
+		// before it exits. The cell ends after the last step, unsold
+		// units and all.
+		initial: 1000,
+		env:     always(upgradeEnv),
+		run:     runUpgrade,
+		check:   checkUpgrade,
 	},
 	"item-halt": {
 		summary: "two items sold at once by two runs; once the first has sold 30 its halt key is set: its sales after it must all be refused store_lost, its books balance, the second sells out exactly (redis)",

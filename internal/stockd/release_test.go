@@ -41,6 +41,19 @@ func TestChangelogNamesThisBuild(t *testing.T) {
 		t.Errorf("CHANGELOG.md's %s entry does not say %q", Release, want)
 	}
 
+	// release/previous names the release this one runs beside: the one
+	// the upgrade cell starts from.
+	var previous string
+	for _, line := range strings.Split(readDoc(t, "../../release/previous"), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			previous, _, _ = strings.Cut(line, " ")
+			break
+		}
+	}
+	if previous != RunsBeside {
+		t.Errorf("release/previous names %q, want this build's RunsBeside %s (make release writes it)", previous, RunsBeside)
+	}
+
 	doc := readDoc(t, "../../docs/versions.md")
 	shown := regexp.MustCompile(`\(build .*?\); runs`).ReplaceAllString(VersionLine(), "(build …); runs")
 	if !strings.Contains(doc, "\n"+shown+"\n") {

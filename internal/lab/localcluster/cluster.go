@@ -100,8 +100,11 @@ type Cluster struct {
 	zookeeper *servers.Process
 	mariadb   *servers.Process
 	replicas  []*servers.Process
-	nginx     *servers.Process
-	faults    *faultNet // nil unless Config.Faults
+	// binaries holds the replicas that run another stockd than
+	// cfg.Stockd (UseStockd), by index.
+	binaries map[int]string
+	nginx    *servers.Process
+	faults   *faultNet // nil unless Config.Faults
 	// stockClock and lockClock step the stock Redis's and the lock
 	// Redis's wall clocks (Config.Faults; nil otherwise).
 	stockClock, lockClock *servers.ShiftedClock

@@ -146,7 +146,7 @@ func (c *Cluster) startReplica(ctx context.Context, i int, readyPath string) (*s
 	rotateLog(dir, name)
 	p, err := servers.Start(ctx, servers.Spec{
 		Name:         name,
-		Path:         c.cfg.Stockd,
+		Path:         c.Stockd(i),
 		Env:          c.replicaEnv(i),
 		Dir:          dir,
 		Addr:         c.addrs[i],
