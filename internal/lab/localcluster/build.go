@@ -59,17 +59,27 @@ func Build(ctx context.Context, pkg, outDir string) (string, error) {
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
-	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid())
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", LabTags, "-o", tmp, pkg)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		_ = os.Remove(tmp)
-		return "", fmt.Errorf("%w: go build %s: %v\n%s", ErrBuild, pkg, err, out)
-	}
-	if err := os.Rename(tmp, bin); err != nil {
-		return "", fmt.Errorf("build %s: %w", pkg, err)
+	if err := goBuild(ctx, root, pkg, bin); err != nil {
+		return "", err
 	}
 	return bin, nil
+}
+
+// goBuild builds pkg of the module in dir with LabTags to bin: into a
+// temporary name, renamed into place, so that a concurrent builder (another
+// test binary) never runs a half-written binary.
+func goBuild(ctx context.Context, dir, pkg, bin string) error {
+	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid())
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", LabTags, "-o", tmp, pkg)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("%w: go build %s in %s: %v\n%s", ErrBuild, pkg, dir, err, out)
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		return fmt.Errorf("build %s: %w", pkg, err)
+	}
+	return nil
 }
 
 func defaultCacheDir() string {

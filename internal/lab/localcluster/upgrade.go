@@ -101,15 +101,8 @@ func BuildRelease(ctx context.Context, commit, outDir string) (string, error) {
 	if werr := archive.Wait(); werr != nil || terr != nil {
 		return "", fmt.Errorf("%w: git archive %s | tar -x: %v %v\n%s%s", ErrBuild, commit, werr, terr, aerr.String(), out)
 	}
-	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid())
-	build := exec.CommandContext(ctx, "go", "build", "-tags", LabTags, "-o", tmp, "./cmd/stockd")
-	build.Dir = src
-	if out, err := build.CombinedOutput(); err != nil {
-		_ = os.Remove(tmp)
-		return "", fmt.Errorf("%w: go build ./cmd/stockd at %s: %v\n%s", ErrBuild, commit, err, out)
-	}
-	if err := os.Rename(tmp, bin); err != nil {
-		return "", fmt.Errorf("build release %s: %w", commit, err)
+	if err := goBuild(ctx, src, "./cmd/stockd", bin); err != nil {
+		return "", fmt.Errorf("release %s: %w", commit, err)
 	}
 	return bin, nil
 }
