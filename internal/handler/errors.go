@@ -102,6 +102,9 @@ func publicError(status int, result api.Result, err error) string {
 		// what it read (docs/versions.md); another replica may sell.
 		return "this replica is older than the sale's stored format: nothing sold here until it is upgraded"
 	}
+	if errors.Is(err, stock.ErrOrderFormat) {
+		return "this replica is older than the order's stored format: it cannot read it until it is upgraded"
+	}
 	switch result {
 	case api.Fenced:
 		return "sale refused: stale fencing token"

@@ -173,6 +173,10 @@ func (a *server) ledgerFail(c *gin.Context, err error, id string) {
 		a.ledgerOff(c)
 	case errors.Is(err, stock.ErrNoOrder):
 		a.problem(c, http.StatusNotFound, "no such order: "+id)
+	case errors.Is(err, stock.ErrOrderFormat):
+		// Read, but of a newer format (from the ledger or the durable
+		// copy): this replica's, not the store's, fault.
+		a.fail(c, err)
 	case errors.Is(err, errDurableDown):
 		// Not a 404: the order may well be there, in MySQL.
 		a.problem(c, http.StatusServiceUnavailable, "the durable orders (MySQL) are unavailable: try again")

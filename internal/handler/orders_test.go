@@ -122,6 +122,7 @@ func TestOrdersAndLedgerBodies(t *testing.T) {
 	}
 	down := &fakeOrders{err: fmt.Errorf("%w: dial tcp 10.0.0.1:6379: refused", stock.ErrUnavailable)}
 	const off = `{"error":"the order ledger is off (stock.ledger: false)","replica":"r-test"}`
+	const newerOrder = `{"error":"this replica is older than the order's stored format: it cannot read it until it is upgraded","replica":"r-test"}`
 	cases := []struct {
 		name    string
 		orders  stock.OrderReader
@@ -135,6 +136,11 @@ func TestOrdersAndLedgerBodies(t *testing.T) {
 		{"order id too long", full(), nil, "/orders/" + strings.Repeat("a", 65), 400, `{"error":"order id too long","replica":"r-test"}`},
 		{"order, redis down", down, nil, "/orders/p-1", 503, `{"error":"stock service unavailable","replica":"r-test"}`},
 		{"order, ledger off", nil, nil, "/orders/p-1", 404, off},
+		// Of a newer format, in Redis or in MySQL: this replica's fault,
+		// said as such, not an outage of either.
+		{"order, newer ledger entry", &fakeOrders{err: fmt.Errorf("read: %w", stock.ErrOrderFormat)}, nil, "/orders/p-1", 503, newerOrder},
+		{"order, newer row", &fakeOrders{stats: stock.LedgerStats{Sale: "s1"}},
+			&fakeDurable{ordersErr: fmt.Errorf("orders: %w", stock.ErrOrderFormat)}, "/orders/p-1", 503, newerOrder},
 		{"order, store says ledger off", &fakeOrders{err: stock.ErrNoLedger}, nil, "/orders/p-1", 404, off},
 
 		{"user's orders", full(), nil, "/orders?user=alice", 200,

@@ -18,6 +18,7 @@ import (
 	"seckill/internal/backoff"
 	"seckill/internal/lab/localcluster"
 	"seckill/internal/lab/servers"
+	"seckill/internal/orders"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"
 )
@@ -255,5 +256,13 @@ func (x *run) checkUpgradeOrders(ctx context.Context, sale string) {
 		x.problemf("MariaDB holds %d orders for %d distinct units of sale %s, want %d of each", n, units, sale, x.res.Lucky)
 		return
 	}
-	x.notef("orders: %d in MariaDB, one per unit sold", n)
+	// The table was made by the previous release and migrated under it
+	// by this build (the format column): every row, whichever release
+	// stored it, is of the format this build writes.
+	var other int64
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+ordersTable+"` WHERE sale = ? AND format <> ?", sale, orders.RowFormat).Scan(&other); err != nil || other != 0 {
+		x.problemf("MariaDB: %d orders of sale %s of another format than %d (%v)", other, sale, orders.RowFormat, err)
+		return
+	}
+	x.notef("orders: %d in MariaDB, one per unit sold, each of format %d", n, orders.RowFormat)
 }

@@ -116,6 +116,9 @@ func (l *loop) step(ctx context.Context) (int, error) {
 		if err != nil || len(msgs) == 0 {
 			return 0, err
 		}
+		if msgs = l.known(msgs); len(msgs) == 0 {
+			return 0, nil
+		}
 		l.held, l.stored = msgs, false
 	}
 	c := l.c
@@ -141,6 +144,39 @@ func (l *loop) step(ctx context.Context) (int, error) {
 	l.held = nil
 	l.acked += len(ids)
 	return len(ids), nil
+}
+
+// known drops from msgs the entries of a newer format than this build
+// reads (stock.CheckLedgerFormat): they are neither stored as what they
+// are not, nor dead-lettered, nor acknowledged. They stay pending in the
+// group, where a newer replica's consumer claims them after ClaimIdle, as
+// it would a stalled consumer's; the lag counts them meanwhile. They are
+// counted (Stats.Newer) and logged, one line per read, every time this
+// consumer meets them.
+func (l *loop) known(msgs []redis.XMessage) []redis.XMessage {
+	out := msgs[:0:0]
+	var first error
+	for _, m := range msgs {
+		format, _ := m.Values["format"].(string)
+		if err := stock.CheckLedgerFormat(m.ID, format); err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		out = append(out, m)
+	}
+	if n := len(msgs) - len(out); n > 0 {
+		l.c.stats.newer.Add(int64(n))
+		l.c.log.Error("orders: ledger entries of a newer format left pending for a newer replica", "n", n, "first", first)
+	}
+	// This consumer's own pending entries are read from the start ("0")
+	// until none is left: ones left pending here would be read forever.
+	// The claim rounds take them from now on.
+	if l.own && len(out) == 0 {
+		l.own = false
+	}
+	return out
 }
 
 // Bounds of one trim: entries per script run (a run blocks Redis for

@@ -29,9 +29,10 @@ type dead struct {
 // maxMillis is the last millisecond DATETIME(3) holds (9999-12-31).
 const maxMillis = 253402300799999
 
-// parse turns a stream entry (stock's ledger fields) into a row, or says
-// why it cannot: every check here is one the table would otherwise make
-// by refusing the whole batch, again and again.
+// parse turns a stream entry (stock's ledger fields) of a format this
+// build reads (the consumer leaves the others pending: loop.known) into a
+// row, or says why it cannot: every check here is one the table would
+// otherwise make by refusing the whole batch, again and again.
 func parse(m redis.XMessage) (row, error) {
 	r := row{entry: m.ID}
 	if len(m.ID) > 40 {

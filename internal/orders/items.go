@@ -132,7 +132,7 @@ func (m *ItemConsumers) item(id string) (*itemLoop, error) {
 // when ctx ends, at either step.
 func (m *ItemConsumers) Serve(ctx context.Context) error {
 	log := m.cfg.Logger
-	if !ensure(ctx, log, func(ctx context.Context) error { return EnsureItemsSchema(ctx, m.cfg.DB, m.cfg.Table) }) {
+	if !ensure(ctx, log, func(ctx context.Context) error { return ensureItemsSchema(ctx, m.cfg.DB, m.cfg.Table, log) }) {
 		return nil
 	}
 	log.Info("durable orders: storing the items' ledgers in MySQL", "table", m.cfg.Table)

@@ -180,6 +180,21 @@ func TestEnsureItemsSchemaConcurrent(t *testing.T) {
 	if n := e.count(t, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'race_items' AND column_name = 'item'"); n != 1 {
 		t.Fatalf("item columns: %d, want 1", n)
 	}
+	// A table made by 0.9.0, without the format column, gets it at start,
+	// its rows format 1.
+	if _, err := e.db.ExecContext(t.Context(), "ALTER TABLE race_items DROP COLUMN format"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.ExecContext(t.Context(), "INSERT INTO race_items (item, id, sale, token, replica, stock_after, sold_at, entry) VALUES "+
+		"('i', 'o1', 's', 1, 'r', 0, NOW(), '1-0')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureItemsSchema(t.Context(), e.db, "race_items"); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(t, "SELECT COUNT(*) FROM race_items WHERE id = 'o1' AND format = 1"); n != 1 {
+		t.Fatalf("the 0.9.0 table's row after the migration: %d of format 1, want 1", n)
+	}
 }
 
 // On a Redis Cluster each item's stream, group and trim are one slot: the

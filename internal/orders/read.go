@@ -28,7 +28,7 @@ func (c *Consumer) Orders(ctx context.Context, sale string, ids []string) ([]sto
 	if len(ids) > MaxRead {
 		return nil, fmt.Errorf("%w: %d, at most %d", ErrTooManyIDs, len(ids), MaxRead)
 	}
-	q := "SELECT id, sale, `user`, idem_key, token, replica, stock_after, unit, sold_at, entry FROM `" + c.cfg.Table +
+	q := "SELECT id, sale, `user`, idem_key, token, replica, stock_after, unit, sold_at, entry, format FROM `" + c.cfg.Table +
 		"` WHERE sale = ? AND id IN (?" + strings.Repeat(",?", len(ids)-1) + ")"
 	args := make([]any, 0, len(ids)+1)
 	args = append(args, sale)
@@ -47,9 +47,14 @@ func (c *Consumer) Orders(ctx context.Context, sale string, ids []string) ([]sto
 			user, key sql.NullString
 			unit      sql.NullInt64
 			at        soldAt
+			format    int
 		)
-		if err := rs.Scan(&o.ID, &o.Sale, &user, &key, &o.Token, &o.Replica, &o.StockAfter, &unit, &at, &o.Entry); err != nil {
+		if err := rs.Scan(&o.ID, &o.Sale, &user, &key, &o.Token, &o.Replica, &o.StockAfter, &unit, &at, &o.Entry, &format); err != nil {
 			return nil, fmt.Errorf("orders: read orders: %w", err)
+		}
+		if format > RowFormat {
+			return nil, fmt.Errorf("%w: row %s of %s is format %d, this stockd reads up to %d (a newer replica stored it; upgrade this one)",
+				stock.ErrOrderFormat, o.ID, c.cfg.Table, format, RowFormat)
 		}
 		o.User, o.Key, o.Unit, o.Time = user.String, key.String, unit.Int64, time.Time(at)
 		found[o.ID] = o

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -37,6 +38,7 @@ const ordersDDL = "CREATE TABLE IF NOT EXISTS `%s` (" + `
 	unit        BIGINT       NULL,
 	sold_at     DATETIME(3)  NOT NULL,
 	entry       VARCHAR(40)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+	format      TINYINT UNSIGNED NOT NULL DEFAULT 1,
 	PRIMARY KEY (id),
 	KEY sale_user (sale, ` + "`user`" + `),
 	UNIQUE KEY ` + uniqueUnitName + ` (sale, unit),
@@ -49,6 +51,9 @@ const ordersDDL = "CREATE TABLE IF NOT EXISTS `%s` (" + `
 // are not bound by the key's, and entries written before units were
 // numbered (unit NULL) not by the unit's. Tables made before these keys
 // get them (and the unit column) at start: migrations below.
+//
+// format is the row's format (RowFormat): a reader refuses a row of a
+// newer one (read.go). Rows from before it are format 1, its default.
 const (
 	uniqueUnitName = "sale_unit_once"
 	uniqueKeyName  = "sale_key_once"
@@ -60,6 +65,37 @@ var migrations = []struct{ what, kind, name, ddl string }{
 	{"unit column", "column", "unit", "ADD COLUMN unit BIGINT NULL AFTER stock_after"},
 	{"UNIQUE (sale, unit)", "index", uniqueUnitName, "ADD UNIQUE KEY " + uniqueUnitName + " (sale, unit)"},
 	{"UNIQUE (sale, user, idem_key)", "index", uniqueKeyName, "ADD UNIQUE KEY " + uniqueKeyName + " (sale, `user`, idem_key)"},
+	// Rows from before formats (0.9.0, which writes none) are format 1:
+	// the default, so 0.9.0's inserts, which name no format, stay rows
+	// of format 1 while it runs beside this build.
+	{"format column", "column", "format", "ADD COLUMN format TINYINT UNSIGNED NOT NULL DEFAULT 1 AFTER entry"},
+}
+
+// migrate runs the migrations table lacks, and says so in log (if not
+// nil): a table changed under a running older release is news for its
+// operator. Another replica may run one at the same time (1060 duplicate
+// column, 1061 duplicate key name): done either way.
+func migrate(ctx context.Context, db *sql.DB, table string, log *slog.Logger) error {
+	for _, m := range migrations {
+		has, err := schemaHas(ctx, db, table, m.kind, m.name)
+		if err != nil {
+			return err
+		}
+		if has {
+			continue
+		}
+		_, err = db.ExecContext(ctx, "ALTER TABLE `"+table+"` "+m.ddl)
+		if isMySQL(err, errDupEntry) {
+			return fmt.Errorf("orders: add the %s to %s: the table already holds two orders for one of them (sold twice): %w", m.what, table, err)
+		}
+		if err != nil && !isMySQL(err, errDupKeyName) && !isMySQL(err, errDupColumn) {
+			return fmt.Errorf("orders: add the %s to %s: %w", m.what, table, err)
+		}
+		if log != nil {
+			log.Info("durable orders: table migrated", "table", table, "added", m.what)
+		}
+	}
+	return nil
 }
 
 // schemaHas reports whether table has the column or index (kind) name.
@@ -106,6 +142,11 @@ const itemsDeadDDL = "CREATE TABLE IF NOT EXISTS `%s_dead` (" + `
 // an item column and without UNIQUE (sale, user). It is idempotent and
 // safe to run from every replica at once.
 func EnsureItemsSchema(ctx context.Context, db *sql.DB, table string) error {
+	return ensureItemsSchema(ctx, db, table, nil)
+}
+
+// ensureItemsSchema is EnsureItemsSchema, logging its migrations to log.
+func ensureItemsSchema(ctx context.Context, db *sql.DB, table string, log *slog.Logger) error {
 	if !identifier.MatchString(table) {
 		return fmt.Errorf("%w: table %q is not a plain identifier of at most 59 characters", ErrConfig, table)
 	}
@@ -127,7 +168,7 @@ func EnsureItemsSchema(ctx context.Context, db *sql.DB, table string) error {
 	if _, err := db.ExecContext(ctx, fmt.Sprintf(itemsDeadDDL, table)); err != nil {
 		return fmt.Errorf("orders: create table: %w", err)
 	}
-	return nil
+	return migrate(ctx, db, table, log)
 }
 
 // EnsureSchema creates table and its dead-letter table (table + "_dead")
@@ -137,6 +178,11 @@ func EnsureItemsSchema(ctx context.Context, db *sql.DB, table string) error {
 // Adding the unique key fails (wrapped MySQL error 1062) when a buyer
 // already has two rows in one sale.
 func EnsureSchema(ctx context.Context, db *sql.DB, table string, uniqueBuyer bool) error {
+	return ensureSchema(ctx, db, table, uniqueBuyer, nil)
+}
+
+// ensureSchema is EnsureSchema, logging its migrations to log.
+func ensureSchema(ctx context.Context, db *sql.DB, table string, uniqueBuyer bool, log *slog.Logger) error {
 	if !identifier.MatchString(table) {
 		return fmt.Errorf("%w: table %q is not a plain identifier of at most 59 characters", ErrConfig, table)
 	}
@@ -145,23 +191,8 @@ func EnsureSchema(ctx context.Context, db *sql.DB, table string, uniqueBuyer boo
 			return fmt.Errorf("orders: create table: %w", err)
 		}
 	}
-	for _, m := range migrations {
-		has, err := schemaHas(ctx, db, table, m.kind, m.name)
-		if err != nil {
-			return err
-		}
-		if has {
-			continue
-		}
-		// Another replica may add it at the same time (1060 duplicate
-		// column, 1061 duplicate key name): done either way.
-		_, err = db.ExecContext(ctx, "ALTER TABLE `"+table+"` "+m.ddl)
-		if isMySQL(err, errDupEntry) {
-			return fmt.Errorf("orders: add the %s to %s: the table already holds two orders for one of them (sold twice): %w", m.what, table, err)
-		}
-		if err != nil && !isMySQL(err, errDupKeyName) && !isMySQL(err, errDupColumn) {
-			return fmt.Errorf("orders: add the %s to %s: %w", m.what, table, err)
-		}
+	if err := migrate(ctx, db, table, log); err != nil {
+		return err
 	}
 	has, err := schemaHas(ctx, db, table, "index", uniqueBuyerName)
 	if err != nil {

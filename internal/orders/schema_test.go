@@ -83,8 +83,17 @@ func TestEnsureSchemaMigrates(t *testing.T) {
 			t.Errorf("no %s after the migration", idx)
 		}
 	}
-	if e.count(t, "SELECT COUNT(*) FROM legacy WHERE id = 'o1' AND unit IS NULL") != 1 {
-		t.Error("the old row did not survive, or got a unit")
+	if e.count(t, "SELECT COUNT(*) FROM legacy WHERE id = 'o1' AND unit IS NULL AND format = 1") != 1 {
+		t.Error("the old row did not survive, got a unit, or is not format 1")
+	}
+	// 0.9.0 runs on beside the migrated table: its inserts, which name no
+	// format, are rows of format 1.
+	if _, err := e.db.ExecContext(ctx, "INSERT INTO legacy (id, sale, `user`, idem_key, token, replica, stock_after, unit, sold_at, entry) VALUES "+
+		"('o0.9', 's', NULL, NULL, 1, 'r', 0, 1, NOW(), '0-9')"); err != nil {
+		t.Fatalf("an insert as 0.9.0 makes it: %v", err)
+	}
+	if e.count(t, "SELECT COUNT(*) FROM legacy WHERE id = 'o0.9' AND format = 1") != 1 {
+		t.Error("0.9.0's row is not format 1")
 	}
 	// A unit sold twice already in the table: the key cannot be added.
 	if _, err := e.db.ExecContext(ctx, "ALTER TABLE legacy DROP KEY "+uniqueUnitName); err != nil {

@@ -22,7 +22,7 @@ const (
 // ctx ends (Run). It returns nil when ctx ends, at either step.
 func (c *Consumer) Serve(ctx context.Context) error {
 	if !ensure(ctx, c.log, func(ctx context.Context) error {
-		return EnsureSchema(ctx, c.cfg.DB, c.cfg.Table, c.cfg.UniqueBuyer)
+		return ensureSchema(ctx, c.cfg.DB, c.cfg.Table, c.cfg.UniqueBuyer, c.log)
 	}) {
 		return nil
 	}

@@ -9,6 +9,7 @@ type Stats struct {
 	Conflicts  int64 // of Duplicates: refused by a unique key of the sale: a unit, a key or a limited buyer sold twice
 	Claimed    int64 // entries taken over from idle consumers (XAUTOCLAIM)
 	Malformed  int64 // entries dead-lettered (see the package doc)
+	Newer      int64 // times an entry of a newer format was met and left pending (stock.CheckLedgerFormat)
 	Errors     int64 // failed attempts (Redis or MySQL), each followed by a backoff
 	Groups     int64 // consumer groups this consumer (re)created
 	Trimmed    int64 // acknowledged entries this consumer trimmed from the stream (Config.TrimEvery)
@@ -16,7 +17,7 @@ type Stats struct {
 }
 
 type counters struct {
-	inserted, duplicates, conflicts, claimed, malformed, errors, groups, trimmed, trimErrors atomic.Int64
+	inserted, duplicates, conflicts, claimed, malformed, newer, errors, groups, trimmed, trimErrors atomic.Int64
 }
 
 func (s *counters) add(o outcome) {
@@ -35,6 +36,7 @@ func (c *Consumer) Stats() Stats {
 		Conflicts:  s.conflicts.Load(),
 		Claimed:    s.claimed.Load(),
 		Malformed:  s.malformed.Load(),
+		Newer:      s.newer.Load(),
 		Errors:     s.errors.Load(),
 		Groups:     s.groups.Load(),
 		Trimmed:    s.trimmed.Load(),

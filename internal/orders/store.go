@@ -99,9 +99,9 @@ func (c *Consumer) store(ctx context.Context, msgs []redis.XMessage) (outcome, e
 // first.
 func insertSQL(table string, item bool, n int) string {
 	var b strings.Builder
-	cols, marks := "id, sale, `user`, idem_key, token, replica, stock_after, unit, sold_at, entry", "(?,?,?,?,?,?,?,?,?,?)"
+	cols, marks := "id, sale, `user`, idem_key, token, replica, stock_after, unit, sold_at, entry, format", "(?,?,?,?,?,?,?,?,?,?,?)"
 	if item {
-		cols, marks = "item, "+cols, "(?,?,?,?,?,?,?,?,?,?,?)"
+		cols, marks = "item, "+cols, "(?,?,?,?,?,?,?,?,?,?,?,?)"
 	}
 	b.WriteString("INSERT INTO `" + table + "` (" + cols + ") VALUES ")
 	for i := range n {
@@ -117,14 +117,14 @@ func insertSQL(table string, item bool, n int) string {
 // insertArgs are rows' values for insertSQL, each led by item if it is
 // not "".
 func insertArgs(item string, rows []row) []any {
-	args := make([]any, 0, 11*len(rows))
+	args := make([]any, 0, 12*len(rows))
 	for _, r := range rows {
 		unit := sql.NullInt64{Int64: r.unit, Valid: r.unit > 0}
 		if item != "" {
 			args = append(args, item)
 		}
 		args = append(args, r.id, r.sale, nullIfEmpty(r.user), nullIfEmpty(r.key),
-			r.token, r.replica, r.stockAfter, unit, r.soldAt, r.entry)
+			r.token, r.replica, r.stockAfter, unit, r.soldAt, r.entry, RowFormat)
 	}
 	return args
 }

@@ -95,6 +95,13 @@ var (
 	// until it is upgraded. It wraps ErrUnavailable.
 	ErrSaleFormat = fmt.Errorf("%w: the sale is of a newer format", ErrUnavailable)
 
+	// ErrOrderFormat: an order's stored form (its ledger entry, or its
+	// row in the durable orders' table) is of a newer format than this
+	// stockd reads (a newer replica wrote it). It is not read as anything
+	// else; reading it is unavailable on this replica until it is
+	// upgraded. It wraps ErrUnavailable.
+	ErrOrderFormat = fmt.Errorf("%w: an order is of a newer format", ErrUnavailable)
+
 	// ErrOutOfMemory: the stock Redis, at its maxmemory under noeviction,
 	// refused the command with OOM. Redis refuses a script at its first
 	// write and never midway, so the script wrote nothing: unlike a lost

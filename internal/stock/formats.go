@@ -17,6 +17,12 @@ import (
 // was set up before formats: format 1, which is this one.
 const saleFormat = 1
 
+// ledgerFormat is the format of an order's ledger entry (the sale's
+// stream, ledger.lua), in the entry's "format" field: the scripts get it
+// from here (ledgerPrelude). An entry without the field was written
+// before formats: format 1, which is this one.
+const ledgerFormat = 1
+
 // Format is one stored format: what a build writes, and the oldest it
 // reads (a record without a format number reads as ReadsFrom).
 type Format struct {
@@ -33,6 +39,7 @@ func Formats() []Format {
 	return []Format{
 		{Name: "sale", Writes: saleFormat, ReadsFrom: 1, What: "a sale's Redis keys and what its scripts answer (the sale's :format key)"},
 		{Name: "witness", Writes: witnessFormat, ReadsFrom: 0, What: "the witness's record (stock.witness), its \"format\" field"},
+		{Name: "ledger", Writes: ledgerFormat, ReadsFrom: 1, What: "an order's ledger entry (the sale's orders stream), its \"format\" field"},
 	}
 }
 
@@ -53,6 +60,29 @@ func checkFormat(key string, v string) error {
 	}
 	return nil
 }
+
+// CheckLedgerFormat refuses an order's ledger entry whose "format" field
+// (v) is newer than this build reads (ErrOrderFormat); an entry without
+// one is format 1. Every reader of the entries calls it before it reads
+// the other fields: OrderFromFields, and the durable orders' consumer,
+// which leaves such an entry pending for a newer replica to store.
+func CheckLedgerFormat(entry, v string) error {
+	if v == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return fmt.Errorf("%w: ledger entry %s: format %q is not a format number", ErrOrderFormat, entry, v)
+	}
+	if n > ledgerFormat {
+		return fmt.Errorf("%w: ledger entry %s is format %d, this stockd reads up to %d (a newer replica sold it; upgrade this one)", ErrOrderFormat, entry, n, ledgerFormat)
+	}
+	return nil
+}
+
+// ledgerPrelude gives the selling scripts (ledger.lua) the format their
+// entries carry, from ledgerFormat: one number, in Go.
+var ledgerPrelude = "local ledgerFormat = '" + strconv.Itoa(ledgerFormat) + "'\n"
 
 // readEpoch reads the sale's epoch and format at one instant (one slot:
 // every key of a sale shares its hash tag), and refuses a newer format.

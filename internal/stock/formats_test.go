@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"seckill/internal/stock"
 )
 
@@ -59,5 +61,57 @@ func TestFormatsReadWhatTheyWrite(t *testing.T) {
 		if f.Name == "" || f.What == "" || f.Writes < 1 || f.ReadsFrom > f.Writes {
 			t.Errorf("format %+v: want a name, what it covers, and Writes >= 1 >= ... ReadsFrom <= Writes", f)
 		}
+	}
+}
+
+// Every ledger entry says its format, whichever script sold it (locked,
+// atomic); an entry of a newer format is refused where it is read, as
+// unavailable, not read as this build's; one without the field (before
+// formats) reads as format 1.
+func TestLedgerEntriesCarryTheirFormat(t *testing.T) {
+	s, rdb := ledgerStore(t, 10, 1)
+	ctx := t.Context()
+	for _, m := range []ledgerMode{ledgerModes[0], ledgerModes[1]} {
+		if _, err := m.service(s, nil).ReduceFor(ctx, stock.Buyer{User: "u-" + m.name}); err != nil {
+			t.Fatalf("%s sale: %v", m.name, err)
+		}
+	}
+	entries, err := rdb.XRange(ctx, ordersKey, "-", "+").Result()
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("the ledger holds %d entries (%v); want the 2 sold", len(entries), err)
+	}
+	for _, e := range entries {
+		if got := e.Values["format"]; got != "1" {
+			t.Errorf("entry %s (%v): format %v, want \"1\"", e.ID, e.Values["replica"], got)
+		}
+	}
+
+	// A newer replica's entry, and one from before formats, indexed as
+	// the scripts index theirs.
+	fields := func(id, format string) map[string]any {
+		v := map[string]any{"id": id, "sale": "s", "user": "", "key": "", "token": "1", "replica": "r",
+			"stock_after": "1", "time": "1795420836805", "unit": "9"}
+		if format != "" {
+			v["format"] = format
+		}
+		return v
+	}
+	for id, format := range map[string]string{"from-a-newer-replica": "2", "not-a-number": "two", "from-before-formats": ""} {
+		entry, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: ordersKey, Values: fields(id, format)}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.HSet(ctx, ordersKey+":index", id, entry).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"from-a-newer-replica", "not-a-number"} {
+		_, err := s.Order(ctx, id)
+		if !errors.Is(err, stock.ErrOrderFormat) || !errors.Is(err, stock.ErrUnavailable) {
+			t.Errorf("order %s: %v; want ErrOrderFormat (unavailable)", id, err)
+		}
+	}
+	if o, err := s.Order(ctx, "from-before-formats"); err != nil || o.Unit != 9 {
+		t.Errorf("an entry without a format (0.9.0's): %+v, %v; want it read", o, err)
 	}
 }

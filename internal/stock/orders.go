@@ -147,6 +147,9 @@ func parseEntry(e any) (Order, error) {
 // the ledger scripts write them: what a consumer of the stream (the durable
 // orders) decodes with.
 func OrderFromFields(entry string, f map[string]string) (Order, error) {
+	if err := CheckLedgerFormat(entry, f["format"]); err != nil {
+		return Order{}, err
+	}
 	o := Order{ID: f["id"], Sale: f["sale"], User: f["user"], Key: f["key"], Replica: f["replica"], Entry: entry}
 	var err error
 	if o.Token, err = strconv.ParseUint(f["token"], 10, 64); err != nil {

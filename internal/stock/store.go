@@ -111,8 +111,8 @@ func newScriptSet(windowed bool) scriptSet {
 	win := "local windowed = " + strconv.FormatBool(windowed) + "\n" + windowSrc
 	return scriptSet{
 		read:   redis.NewScript(intSrc + guardSrc + win + fencedReadSrc),
-		write:  redis.NewScript(intSrc + salesClockSrc + ledgerSrc + win + fencedWriteSrc),
-		atomic: redis.NewScript(intSrc + guardSrc + salesClockSrc + ledgerSrc + win + sellAtomicSrc),
+		write:  redis.NewScript(intSrc + salesClockSrc + ledgerPrelude + ledgerSrc + win + fencedWriteSrc),
+		atomic: redis.NewScript(intSrc + guardSrc + salesClockSrc + ledgerPrelude + ledgerSrc + win + sellAtomicSrc),
 		peek:   redis.NewScript(intSrc + guardSrc + win + peekSrc),
 	}
 }

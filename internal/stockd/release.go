@@ -5,12 +5,13 @@ import (
 	"strings"
 
 	"seckill/internal/api"
+	"seckill/internal/orders"
 	"seckill/internal/stock"
 )
 
 // release.go: which release this build is, and which it shares a sale
 // with. During a rolling upgrade replicas of two releases sell together;
-// each stored format says what it reads (stock.Formats), and
+// each stored format says what it reads (Formats), and
 // CHANGELOG.md says, per change of format, which releases run together.
 // A test holds CHANGELOG.md's newest entry to these.
 const (
@@ -26,16 +27,22 @@ const (
 func VersionLine() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "stockd %s (build %s); runs beside %s and later; formats:", Release, BuildVersion(), RunsBeside)
-	for _, f := range stock.Formats() {
+	for _, f := range Formats() {
 		fmt.Fprintf(&b, " %s %d (reads %d to %d)", f.Name, f.Writes, f.ReadsFrom, f.Writes)
 	}
 	return b.String()
 }
 
-// apiFormats is stock.Formats as GET /info gives them.
+// Formats lists every stored format this build writes and reads: the
+// sale's (stock.Formats) and the durable orders' (orders.Formats).
+func Formats() []stock.Format {
+	return append(stock.Formats(), orders.Formats()...)
+}
+
+// apiFormats is Formats as GET /info gives them.
 func apiFormats() []api.Format {
 	var out []api.Format
-	for _, f := range stock.Formats() {
+	for _, f := range Formats() {
 		out = append(out, api.Format{Name: f.Name, Writes: f.Writes, ReadsFrom: f.ReadsFrom})
 	}
 	return out

@@ -13,7 +13,6 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/lab/servers/servertest"
-	"seckill/internal/stock"
 )
 
 // CHANGELOG.md's newest entry is this build: its release, what it runs
@@ -34,7 +33,7 @@ func TestChangelogNamesThisBuild(t *testing.T) {
 		t.Errorf("CHANGELOG.md's %s entry does not say %q", Release, want)
 	}
 	var formats []string
-	for _, f := range stock.Formats() {
+	for _, f := range Formats() {
 		formats = append(formats, fmt.Sprintf("%s %d", f.Name, f.Writes))
 	}
 	if want := "Formats: " + strings.Join(formats, ", ") + "."; !strings.Contains(entry, want) {

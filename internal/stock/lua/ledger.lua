@@ -1,6 +1,7 @@
 -- ledger.lua: prepended to fenced_write.lua and sell_atomic.lua (after
 -- int.lua) for their ledger form, used when the order ledger is on
--- (Keys.Orders). Not a script on its own.
+-- (Keys.Orders). Not a script on its own. ledgerFormat, the format every
+-- entry carries, comes before it from Go (formats.go, ledgerPrelude).
 --
 -- sellTo(stock, kb, ab, token, n, lucky, closed) decides, for n members in order, what
 -- each gets out of stock units, and writes the ledger of every unit it
@@ -95,7 +96,7 @@ local function sellTo(stock, kb, ab, token, n, lucky, closed)
       local after = string.format('%d', stock - sold)
       local entry = redis.call('XADD', orders, '*', 'id', id, 'sale', sale, 'user', user, 'key', key,
         'token', token, 'replica', replica, 'stock_after', after, 'time', now,
-        'unit', string.format('%d', lucky + sold))
+        'unit', string.format('%d', lucky + sold), 'format', ledgerFormat)
       redis.call('HSET', index, id, entry)
       if user ~= '' then
         local count = redis.call('HINCRBY', buyers, user, 1)
