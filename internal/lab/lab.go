@@ -393,9 +393,9 @@ var byName = map[string][]string{
 }
 
 // byNameStore are the scenarios whose fault is the stock Redis's or the
-// witness's alone (the witness cells, evict, stockdown): redis and etcd
-// run them by default.
-var byNameStore = append([]string{"evict", "witnessdown", "stockdown", "reconcile"}, witnessScenarios...)
+// witness's alone (the witness cells, evict, stockdown, a newer release's
+// reset): redis and etcd run them by default.
+var byNameStore = append([]string{"evict", "witnessdown", "stockdown", "reconcile", "newer-reset"}, witnessScenarios...)
 
 // inapplicable says, per backend, which scenarios cannot be staged on it
 // and why; Matrix never yields them, even by name.

@@ -57,7 +57,7 @@ type scenario struct {
 var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
 	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "restore-both", "witness-wipe", "witness-restore", "reconcile", "other-sale", "witnessdown", "consumerkill", "mysqldown", "replayrace",
 	"item-halt", "item-window", "item-restore-all", "item-clock-back", "clock-jump",
-	"failover-kill", "failover-lag", "failover-stop", "split", "failover-clock", "cluster-kill", "cluster-lag", "cluster-failover", "cluster-move", "cluster-items", "upgrade", "crash", "falsesoldout"}
+	"failover-kill", "failover-lag", "failover-stop", "split", "failover-clock", "cluster-kill", "cluster-lag", "cluster-failover", "cluster-move", "cluster-items", "upgrade", "newer-reset", "crash", "falsesoldout"}
 
 // Scenarios lists the scenario names in table order.
 func Scenarios() []string { return append([]string(nil), order...) }
@@ -297,6 +297,13 @@ var scenarios = map[string]scenario{
 		env:     always(upgradeEnv),
 		run:     runUpgrade,
 		check:   checkUpgrade,
+	},
+	"newer-reset": {
+		summary:     "mid-sale, a newer release resets the sale in a format this build does not read (a new epoch, stock:format 2): every replica must refuse (503, /readyz naming stock:format), none sell in it; rolled back (the key goes), the sale goes on, books exact",
+		concurrency: 6,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runNewerReset,
+		check:       checkNewerReset,
 	},
 	"item-halt": {
 		summary: "two items sold at once by two runs; once the first has sold 30 its halt key is set: its sales after it must all be refused store_lost, its books balance, the second sells out exactly (redis)",

@@ -35,7 +35,8 @@ func (e *UnconfirmedError) Unwrap() []error { return []error{ErrUnconfirmed, e.E
 
 // confirm runs op, which must be idempotent by the identity it carries,
 // until it returns anything but an ErrUnavailable (a definite answer: done,
-// or refused) or the confirm deadline passes; it then returns the last
+// or refused; a newer format is one too, however it is classed) or the
+// confirm deadline passes; it then returns the last
 // error. The deadline is detached from ctx's cancellation: a buyer who hangs
 // up must not leave the books unsure of a sale that may have happened.
 func (s *Service) confirm(ctx context.Context, op func(context.Context) error) (tries int, err error) {
@@ -51,7 +52,7 @@ func (s *Service) confirm(ctx context.Context, op func(context.Context) error) (
 			// cancellation.
 			err = fmt.Errorf("%w: no answer within %v: %w", ErrUnavailable, s.cfg.ConfirmTimeout, err)
 		}
-		if err == nil || !errors.Is(err, ErrUnavailable) {
+		if err == nil || !errors.Is(err, ErrUnavailable) || newerFormat(err) {
 			return tries, err
 		}
 		if retry.Wait(cctx) != nil {

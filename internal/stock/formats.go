@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -59,6 +60,15 @@ func checkFormat(key string, v string) error {
 		return fmt.Errorf("%w: %s is %d, this stockd reads up to %d (a newer replica reset the sale; upgrade this one)", ErrSaleFormat, key, n, saleFormat)
 	}
 	return nil
+}
+
+// newerFormat reports whether err is a refusal of a newer format: to the
+// buyer it is unavailability (another replica may sell), but it is a
+// definite answer, which no retry changes until this replica is
+// upgraded. Retrying it (confirm) held the lock for the whole confirm
+// deadline on every sale: the lab's newer-reset cell found it.
+func newerFormat(err error) bool {
+	return errors.Is(err, ErrSaleFormat) || errors.Is(err, ErrWitnessFormat) || errors.Is(err, ErrOrderFormat)
 }
 
 // CheckLedgerFormat refuses an order's ledger entry whose "format" field

@@ -2,7 +2,9 @@ package stock_test
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -113,5 +115,38 @@ func TestLedgerEntriesCarryTheirFormat(t *testing.T) {
 	}
 	if o, err := s.Order(ctx, "from-before-formats"); err != nil || o.Unit != 9 {
 		t.Errorf("an entry without a format (0.9.0's): %+v, %v; want it read", o, err)
+	}
+}
+
+// A refusal of a newer format is definite: the sale answers it at its
+// first read, without retrying it for the confirm deadline with the lock
+// held (every buyer behind it would wait, then be shed busy), in each
+// way of selling.
+func TestNewerFormatIsNotRetried(t *testing.T) {
+	for _, m := range []ledgerMode{ledgerModes[0], ledgerModes[1], ledgerModes[2]} {
+		t.Run(m.name, func(t *testing.T) {
+			s, rdb := ledgerStore(t, 10, 1)
+			var retried atomic.Int64
+			svc := m.service(s, func(c *stock.ServiceConfig) {
+				c.ConfirmTimeout = 3 * time.Second // long enough for retries to show
+				c.OnEvent = func(e stock.Event) {
+					if e == stock.EventRetried {
+						retried.Add(1)
+					}
+				}
+			})
+			if _, err := svc.Reduce(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if err := rdb.MSet(t.Context(), "stock:epoch", "reset-by-a-newer-replica", "stock:format", 2).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrSaleFormat) {
+				t.Fatalf("a sale in a sale of format 2: %v; want ErrSaleFormat", err)
+			}
+			if n := retried.Load(); n != 0 {
+				t.Fatalf("the refusal was retried %d times; want none", n)
+			}
+		})
 	}
 }
