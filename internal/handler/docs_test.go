@@ -21,18 +21,27 @@ import (
 	"seckill/internal/stock"
 )
 
-// The README's "API" section against the router: every route documented,
-// the replica named as the section says, and the admin bound's 429 on
-// exactly the rows whose routes answer it.
+// docs/api.md against the router: every route documented, the replica
+// named as the page says, and the admin bound's 429 on exactly the rows
+// whose routes answer it; and README's short list names every route.
 
-// readmeAPI is the README's "## API" section.
-func readmeAPI(t *testing.T) string {
+// readDoc reads a page of the repository.
+func readDoc(t *testing.T, path string) string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../" + path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n## API\n")
+	return string(b)
+}
+
+// apiDoc is docs/api.md, the API reference.
+func apiDoc(t *testing.T) string { return readDoc(t, "docs/api.md") }
+
+// readmeAPI is the README's "## API" section: the routes in short.
+func readmeAPI(t *testing.T) string {
+	t.Helper()
+	_, section, ok := strings.Cut(readDoc(t, "README.md"), "\n## API\n")
 	if !ok {
 		t.Fatal(`README: no "## API" section`)
 	}
@@ -40,7 +49,7 @@ func readmeAPI(t *testing.T) string {
 	return section
 }
 
-// apiRows maps "GET /orders/:id" to the rows of the README's API table whose
+// apiRows maps "GET /orders/:id" to the rows of docs/api.md's table whose
 // request column starts with it (a query string left out).
 func apiRows(t *testing.T) map[string][]string {
 	t.Helper()
@@ -48,7 +57,7 @@ func apiRows(t *testing.T) map[string][]string {
 	// alike ("`GET /a` · `GET /b`").
 	request := regexp.MustCompile("`([A-Z]+) (/[^`?\\s]*)")
 	rows := map[string][]string{}
-	for line := range strings.SplitSeq(readmeAPI(t), "\n") {
+	for line := range strings.SplitSeq(apiDoc(t), "\n") {
 		cells := strings.SplitN(line, "|", 3)
 		if len(cells) < 3 || cells[0] != "" || !strings.HasPrefix(cells[1], " `") {
 			continue
@@ -58,7 +67,7 @@ func apiRows(t *testing.T) map[string][]string {
 		}
 	}
 	if len(rows) == 0 {
-		t.Fatal("README: no rows in the API table")
+		t.Fatal("docs/api.md: no rows in the API table")
 	}
 	return rows
 }
@@ -108,21 +117,26 @@ func call(h http.Handler, method, path, peer, tok string) *httptest.ResponseReco
 	return rec
 }
 
-// Every route has its row in the README's API table.
-func TestReadmeAPIDocumentsEveryRoute(t *testing.T) {
+// Every route has its row in docs/api.md's table, and its name in the
+// README's short list.
+func TestAPIDocDocumentsEveryRoute(t *testing.T) {
 	rows := apiRows(t)
+	short := readmeAPI(t)
 	_, routes := docsAPI(t)
 	for _, r := range routes {
 		if len(rows[r.Method+" "+r.Path]) == 0 {
-			t.Errorf("README's API table has no row for %s %s", r.Method, r.Path)
+			t.Errorf("docs/api.md's table has no row for %s %s", r.Method, r.Path)
+		}
+		if !strings.Contains(short, "`"+r.Method+" "+r.Path+"`") {
+			t.Errorf("README's API list does not name `%s %s`", r.Method, r.Path)
 		}
 	}
 }
 
-// The README says which answers do not carry the answering replica as
+// docs/api.md says which answers do not carry the answering replica as
 // "replica" in a JSON body; every other answer does, and every answer has
 // the X-Replica header.
-func TestReadmeReplicaInEveryAnswer(t *testing.T) {
+func TestAPIDocReplicaInEveryAnswer(t *testing.T) {
 	// The exceptions, and how each one shows it.
 	exceptions := map[string]func(rec *httptest.ResponseRecorder) bool{
 		"GET /metrics": func(rec *httptest.ResponseRecorder) bool {
@@ -152,7 +166,7 @@ func TestReadmeReplicaInEveryAnswer(t *testing.T) {
 		}
 		if is, ok := exceptions[name]; ok {
 			if !is(rec) {
-				t.Errorf("%s: answered %d %s, which is no longer the exception the README names", name, rec.Code, rec.Body)
+				t.Errorf("%s: answered %d %s, which is no longer the exception docs/api.md names", name, rec.Code, rec.Body)
 			}
 			continue
 		}
@@ -160,25 +174,25 @@ func TestReadmeReplicaInEveryAnswer(t *testing.T) {
 			Replica *string `json:"replica"`
 		}
 		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || v.Replica == nil || *v.Replica != replica {
-			t.Errorf("%s: answered %d %s: want JSON with \"replica\":%q, as the README says", name, rec.Code, rec.Body, replica)
+			t.Errorf("%s: answered %d %s: want JSON with \"replica\":%q, as docs/api.md says", name, rec.Code, rec.Body, replica)
 		}
 	}
-	_, statement, ok := strings.Cut(readmeAPI(t), "Every answer of stockd's routes")
+	_, statement, ok := strings.Cut(apiDoc(t), "Every answer of stockd's routes")
 	statement, _, _ = strings.Cut(statement, "\n")
 	if !ok {
-		t.Fatal(`README: the API section's "Every answer of stockd's routes…" statement is gone`)
+		t.Fatal(`docs/api.md: the "Every answer of stockd's routes…" statement is gone`)
 	}
 	for name := range exceptions {
 		_, path, _ := strings.Cut(name, " ")
 		if !strings.Contains(statement, path+"`") {
-			t.Errorf("README's statement of the replica does not name the exception %s:\n%s", name, statement)
+			t.Errorf("docs/api.md's statement of the replica does not name the exception %s:\n%s", name, statement)
 		}
 	}
 }
 
 // Beyond the admin bound a wrong token is answered 429 with Retry-After
-// on exactly the routes whose README rows say so.
-func TestReadmeAdminThrottledRoutes(t *testing.T) {
+// on exactly the routes whose docs/api.md rows say so.
+func TestAPIDocAdminThrottledRoutes(t *testing.T) {
 	clock := time.Unix(1_700_000_000, 0)
 	defer handler.SetNow(func() time.Time { return clock })()
 	const peer = "198.51.100.7"
@@ -207,7 +221,7 @@ func TestReadmeAdminThrottledRoutes(t *testing.T) {
 			documented = documented || strings.Contains(row, says)
 		}
 		if got != documented {
-			t.Errorf("%s: answers a wrong token beyond the bound 429: %v; its README row says %s: %v", name, got, says, documented)
+			t.Errorf("%s: answers a wrong token beyond the bound 429: %v; its docs/api.md row says %s: %v", name, got, says, documented)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"seckill/internal/stock"
 )
@@ -316,5 +317,16 @@ func TestPackageDocsAreShort(t *testing.T) {
 	}
 	if n < 30 {
 		t.Fatalf("found %d package docs; the walk missed the tree", n)
+	}
+}
+
+// README is a map: a reader never scrolls sideways through it. The
+// reference (every route's answers, every key) lives in docs/.
+func TestReadmeLinesAreShort(t *testing.T) {
+	const most = 200
+	for i, line := range strings.Split(readDoc(t, readmeFile), "\n") {
+		if n := utf8.RuneCountInString(line); n > most {
+			t.Errorf("README.md:%d is %d characters, over %d: wrap it, or move it to docs/", i+1, n, most)
+		}
 	}
 }
