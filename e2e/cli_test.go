@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"seckill/internal/lab/localcluster"
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 )
 
 var seckillBin struct {

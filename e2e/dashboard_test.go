@@ -19,8 +19,8 @@ import (
 	"seckill/internal/lab/dashboard"
 	"seckill/internal/lab/loadgen"
 	"seckill/internal/lab/localcluster"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 )
 

@@ -13,7 +13,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/election/audit"
 	"seckill/internal/lab/localcluster"
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 	"seckill/internal/testwait"
 )
 

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"seckill/internal/lab/localcluster"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 )
 
 // testEnv is every test's stockd configuration: a business delay inside

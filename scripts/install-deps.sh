@@ -23,7 +23,7 @@ have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin
 
 missing=()
 have redis-server || missing+=(redis-server)
-# Sentinel for the stock Redis's failover tests (internal/lab/servers' Sentinel
+# Sentinel for the stock Redis's failover tests (internal/servers' Sentinel
 # harness): the same binary as redis-server, packaged apart.
 have redis-sentinel || missing+=(redis-sentinel)
 have etcd || missing+=(etcd-server)

@@ -23,7 +23,7 @@ import (
 	"seckill/internal/lab/dashboard"
 	"seckill/internal/lab/loadgen"
 	"seckill/internal/lab/localcluster"
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"
 )

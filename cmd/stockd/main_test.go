@@ -15,8 +15,8 @@ import (
 	"testing"
 
 	"seckill/internal/api"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/stockd"
 	"seckill/internal/stockd/stockdtest"
 	"seckill/internal/testwait"

@@ -15,8 +15,8 @@ import (
 
 	"seckill/internal/lab"
 	"seckill/internal/lab/localcluster"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 )
 
 // TestFaultMatrix runs every cell of the fault matrix (package lab) on its

@@ -11,8 +11,8 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"seckill/internal/etcdsess"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 )
 

@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"seckill/internal/etcdsess"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/handler"
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/metrics"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
 )
 

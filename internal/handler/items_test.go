@@ -14,9 +14,9 @@ import (
 
 	"seckill/internal/auth"
 	"seckill/internal/handler"
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/metrics"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/lab/loadgen"
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 )
 
 // clockfaults.go: the cells whose fault is a clock that steps. The stock

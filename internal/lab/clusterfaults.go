@@ -11,7 +11,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/lab/localcluster"
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 	"seckill/internal/stock"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lab/loadgen"
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 	"seckill/internal/stock"
 )
 

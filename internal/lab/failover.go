@@ -15,7 +15,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/backoff"
 	"seckill/internal/lab/loadgen"
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 	"seckill/internal/stockd"
 )
 

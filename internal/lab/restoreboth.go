@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/internal/backoff"
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 	"seckill/internal/stockd"
 )
 

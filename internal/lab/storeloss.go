@@ -19,7 +19,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/lab/localcluster"
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"
 )

@@ -17,8 +17,8 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/backoff"
 	"seckill/internal/lab/localcluster"
-	"seckill/internal/lab/servers"
 	"seckill/internal/orders"
+	"seckill/internal/servers"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"
 )

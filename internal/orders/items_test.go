@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers/servertest"
 
 	"github.com/redis/go-redis/v9"
 )

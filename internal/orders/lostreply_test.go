@@ -5,7 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers/servertest"
 )
 
 // Replies that never come back: a read that delivered entries into this

@@ -10,8 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock/locallock"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
 	"seckill/internal/witness"
 )

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
 )
 

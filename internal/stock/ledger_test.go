@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock/locallock"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
 	"seckill/internal/testwait"
 )

@@ -11,10 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/lock/redislock"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
 )
 

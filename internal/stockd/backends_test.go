@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 )
 
 // mariadb is one MariaDB for the whole package's tests: each start is a

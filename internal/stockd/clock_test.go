@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 )
 
 // The clocks at start: INFO when they agree (one machine), WARN naming a

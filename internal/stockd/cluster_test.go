@@ -18,8 +18,8 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/election/audit"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
 )
 

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 )
 
 func info(t *testing.T, p *servers.Process) (api.Info, string) {

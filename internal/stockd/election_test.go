@@ -8,7 +8,7 @@ import (
 
 	"seckill/internal/election"
 	"seckill/internal/election/audit"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
 	"seckill/internal/testwait"
 )

@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 )
 
 // policyRedis starts a Redis with the given maxmemory-policy and returns

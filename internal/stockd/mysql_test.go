@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers/servertest"
 )
 
 // The recipe for a test token (docs/buyers.md), run as written (bash, openssl,

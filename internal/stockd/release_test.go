@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers/servertest"
 )
 
 // CHANGELOG.md's newest entry is this build: its release, what it runs

@@ -3,7 +3,7 @@ package witness_test
 import (
 	"testing"
 
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/witness"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/election/audit"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers/servertest"
 )
 
 func TestResult(t *testing.T) {

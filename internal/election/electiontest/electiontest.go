@@ -17,7 +17,7 @@ import (
 
 	"seckill/internal/election"
 	"seckill/internal/election/audit"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 )
 

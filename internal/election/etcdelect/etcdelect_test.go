@@ -10,8 +10,8 @@ import (
 	"seckill/internal/election/electiontest"
 	"seckill/internal/election/etcdelect"
 	"seckill/internal/etcdsess"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 	"seckill/internal/zksess/zksesstest"
 )

@@ -14,7 +14,7 @@ import (
 	"seckill/internal/election"
 	"seckill/internal/election/etcdelect"
 	"seckill/internal/etcdsess"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"seckill/internal/election/zkelect"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 	"seckill/internal/zksess"
 	"seckill/internal/zksess/zksesstest"

@@ -6,8 +6,8 @@ import (
 
 	"seckill/internal/election/electiontest"
 	"seckill/internal/election/zkelect"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 	"seckill/internal/zksess/zksesstest"
 )

@@ -15,8 +15,8 @@ import (
 
 	"seckill/internal/lab/bench/peers"
 	"seckill/internal/lab/localcluster"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 )
 
 // TestQuickRun is `seckill bench --quick` against real servers (a local

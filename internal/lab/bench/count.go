@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 
 	"github.com/redis/go-redis/v9"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"

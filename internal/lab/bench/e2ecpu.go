@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 )
 
 // procSource is what the CPU split of a long run needs of the cluster

@@ -5,8 +5,8 @@ import (
 	"syscall"
 	"time"
 
-	"seckill/internal/lab/servers"
 	"seckill/internal/metrics"
+	"seckill/internal/servers"
 )
 
 // Evidence is what bounded a row, measured over its sale loop: CPU spent by

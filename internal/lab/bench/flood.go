@@ -11,7 +11,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/lab/loadgen"
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"
 )

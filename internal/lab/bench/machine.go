@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"

@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 )
 
 // mariadb is the MySQL-protocol server of a run, started beside the local

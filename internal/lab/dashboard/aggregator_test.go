@@ -17,8 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/metrics"
+	"seckill/internal/servers/servertest"
 )
 
 // fakeReplica is a stockd as the dashboard sees it: the real metrics

@@ -10,8 +10,8 @@ import (
 
 	"seckill/internal/lab/loadgen"
 	"seckill/internal/lab/localcluster"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 )
 
 // A buyer-aware sale against real replicas (redis lock, the ledger, limit

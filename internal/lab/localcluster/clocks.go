@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 )
 
 // clocks.go: with the fault layer, the stock Redis and the lock Redis run

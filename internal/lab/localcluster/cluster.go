@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"seckill/internal/auth"
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 )
 
 // Sentinel errors; returned errors wrap them.

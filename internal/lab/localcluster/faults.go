@@ -19,7 +19,7 @@ import (
 	"github.com/Shopify/toxiproxy/v2/toxics"
 	"github.com/rs/zerolog"
 
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 )
 
 // This file is the cluster's fault layer, on when Config.Faults is set: a

@@ -12,7 +12,7 @@ import (
 	"text/template"
 	"time"
 
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 	"seckill/nginx"
 )
 

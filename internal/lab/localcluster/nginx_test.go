@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 )
 
 func TestNginxConfValid(t *testing.T) {

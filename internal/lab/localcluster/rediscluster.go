@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 )
 
 // rediscluster.go: a Redis Cluster (3 masters, 3 replicas) as the stock

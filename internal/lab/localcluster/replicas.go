@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 	"seckill/internal/stockd"
 )
 

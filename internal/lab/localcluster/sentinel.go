@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 )
 
 // sentinel.go: a replicated stock Redis watched by Sentinel, in place of

@@ -10,8 +10,8 @@ import (
 
 	"go.etcd.io/etcd/client/v3/concurrency"
 
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock/etcdlock"
+	"seckill/internal/servers/servertest"
 )
 
 // Acquire+Release of a free lock: one enqueue Txn and one guarded delete.

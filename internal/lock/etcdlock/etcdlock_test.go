@@ -12,11 +12,11 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"seckill/internal/etcdsess"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/etcdlock"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 )
 

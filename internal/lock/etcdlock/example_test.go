@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/internal/etcdsess"
-	"seckill/internal/lab/servers"
 	"seckill/internal/lock/etcdlock"
+	"seckill/internal/servers"
 )
 
 // A process builds one client and one session manager, and lends the

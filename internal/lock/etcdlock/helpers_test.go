@@ -10,9 +10,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"seckill/internal/etcdsess"
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/etcdlock"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 )
 

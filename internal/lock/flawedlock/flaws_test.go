@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"seckill/internal/failpoint"
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/flawedlock"
 	"seckill/internal/lock/locktest"
 	"seckill/internal/lock/redislock"
+	"seckill/internal/servers/servertest"
 )
 
 // crashKey marks the context of the Acquire that "crashes" at the failpoint,

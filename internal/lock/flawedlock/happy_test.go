@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"seckill/internal/failpoint"
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/flawedlock"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/servers/servertest"
 )
 
 func TestDescribe(t *testing.T) {

@@ -13,9 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/failpoint"
-	"seckill/internal/lab/servers"
 	"seckill/internal/lock"
 	"seckill/internal/lock/flawedlock"
+	"seckill/internal/servers"
 )
 
 // backend is one constructor under test.

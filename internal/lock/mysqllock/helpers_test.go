@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/cohort"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 )
 

@@ -6,9 +6,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/servers/servertest"
 )
 
 func newClient(t *testing.T) *redis.Client {

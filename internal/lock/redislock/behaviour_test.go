@@ -12,10 +12,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/locktest"
 	"seckill/internal/lock/redislock"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 )
 

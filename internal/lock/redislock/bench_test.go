@@ -10,9 +10,9 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock/locktest"
 	"seckill/internal/lock/redislock"
+	"seckill/internal/servers/servertest"
 )
 
 // BenchmarkAcquireRelease is the uncontended cost: one acquire and one

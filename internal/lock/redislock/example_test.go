@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/lab/servers"
 	"seckill/internal/lock/redislock"
+	"seckill/internal/servers"
 )
 
 func ExampleLocker() {

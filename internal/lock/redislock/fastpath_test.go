@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/servers/servertest"
 )
 
 // queueCalls counts the queue commands Redis has run so far (scripts'

@@ -9,11 +9,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/locktest"
 	"seckill/internal/lock/redislock"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 )
 
 // newClient returns a client of its own, like a separate process would have,

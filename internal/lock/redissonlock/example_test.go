@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/lab/servers"
 	"seckill/internal/lock/redissonlock"
+	"seckill/internal/servers"
 )
 
 // A reentrant critical section: the outer and the inner step each take the

@@ -8,9 +8,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 )
 

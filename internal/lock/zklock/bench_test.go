@@ -8,8 +8,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/zksess"
 	"seckill/internal/zksess/zksesstest"
 )

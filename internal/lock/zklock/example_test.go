@@ -10,8 +10,8 @@ import (
 
 	"testing"
 
-	"seckill/internal/lab/servers"
 	"seckill/internal/lock/zklock"
+	"seckill/internal/servers"
 	"seckill/internal/zksess"
 )
 

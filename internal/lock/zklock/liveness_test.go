@@ -10,9 +10,9 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 	"seckill/internal/zksess/zksesstest"
 )

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/lab/servers/servertest"
 	"seckill/internal/lock/locktest"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 	"seckill/internal/zksess/zksesstest"
 )

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 	"seckill/internal/zksess"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 )
 
 // RedisCluster starts a formed Redis Cluster of three masters with a

@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers/servertest"
 )
 
 // A stepped clock moves Redis's TIME and its key expiry either way, at

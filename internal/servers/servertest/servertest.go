@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 )
 
 // Redis starts a redis-server on a free loopback port.

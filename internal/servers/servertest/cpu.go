@@ -3,7 +3,7 @@ package servertest
 import (
 	"testing"
 
-	"seckill/internal/lab/servers"
+	"seckill/internal/servers"
 )
 
 // ServerCPU starts charging p's CPU to benchmark b: the returned func, called

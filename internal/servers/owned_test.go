@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"seckill/internal/backoff"
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 )
 

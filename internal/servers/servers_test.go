@@ -3,8 +3,8 @@ package servers_test
 import (
 	"testing"
 
-	"seckill/internal/lab/servers"
-	"seckill/internal/lab/servers/servertest"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 )
 
