@@ -268,3 +268,42 @@ func TestFullMatrixAddsTheCellsByName(t *testing.T) {
 	}
 	t.Logf("full matrix: %d cells, default %d", len(full), len(Matrix(nil, nil)))
 }
+
+// A scenario is named once, in the table; every list of scenarios (the
+// groups, byName, the experimental and the inapplicable cells) names
+// scenarios of the table, and each has a summary.
+func TestScenarioNamesAreTheTables(t *testing.T) {
+	known := map[string]bool{}
+	for _, s := range table {
+		if known[s.name] {
+			t.Errorf("scenario %q twice in the table", s.name)
+		}
+		known[s.name] = true
+		if s.summary == "" || s.run == nil {
+			t.Errorf("scenario %q: no summary or no run", s.name)
+		}
+	}
+	lists := map[string][]string{
+		"buyerScenarios": buyerScenarios, "clockScenarios": clockScenarios, "clusterScenarios": clusterScenarios,
+		"failoverScenarios": failoverScenarios, "itemScenarios": itemScenarios, "saleScenarios": saleScenarios,
+		"storeLossScenarios": storeLossScenarios, "witnessScenarios": witnessScenarios, "byNameStore": byNameStore,
+	}
+	for b, l := range byName {
+		lists["byName "+b] = l
+	}
+	for s := range experimental {
+		lists["experimental"] = append(lists["experimental"], s)
+	}
+	for b, m := range inapplicable {
+		for s := range m {
+			lists["inapplicable "+b] = append(lists["inapplicable "+b], s)
+		}
+	}
+	for name, l := range lists {
+		for _, s := range l {
+			if !known[s] {
+				t.Errorf("%s names %q, which is not in the scenario table", name, s)
+			}
+		}
+	}
+}

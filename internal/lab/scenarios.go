@@ -54,25 +54,23 @@ type scenario struct {
 	initial int
 }
 
-var order = []string{"kill", "pause", "slowwork", "partition", "lockrestart", "stockdown", "latency",
-	"lostreply", "slowreply", "lockforget", "blip", "netsplit", "evict", "wipe", "restore", "restore-all", "restore-both", "witness-wipe", "witness-restore", "reconcile", "other-sale", "witnessdown", "consumerkill", "mysqldown", "replayrace",
-	"item-halt", "item-window", "item-restore-all", "item-clock-back", "clock-jump",
-	"failover-kill", "failover-lag", "failover-stop", "split", "failover-clock", "cluster-kill", "cluster-lag", "cluster-failover", "cluster-move", "cluster-items", "upgrade", "newer-reset", "crash", "falsesoldout"}
+// namedScenario is one row of the scenario table: its name, and how to
+// stage it.
+type namedScenario struct {
+	name string
+	scenario
+}
 
-// Scenarios lists the scenario names in table order.
-func Scenarios() []string { return append([]string(nil), order...) }
-
-// Summary describes a scenario in one line.
-func Summary(name string) string { return scenarios[name].summary }
-
-var scenarios = map[string]scenario{
-	"kill": {
+// table is every scenario, in the order the matrix and its reports list
+// them: the one place a scenario is named.
+var table = []namedScenario{
+	{"kill", scenario{
 		summary:     "kill -9 the replica that just read the stock (the holder, mid critical section)",
 		concurrency: 6,
 		env:         always(workDelay(300 * time.Millisecond)),
 		run:         runKill,
-	},
-	"pause": {
+	}},
+	{"pause", scenario{
 		summary:     "SIGSTOP the holder with its write on the wire for 2x the lease, then SIGCONT",
 		concurrency: 6,
 		// A long client timeout so the resumed replica reads the store's
@@ -99,8 +97,8 @@ var scenarios = map[string]scenario{
 			}
 			x.problemf("the resumed write was not fenced")
 		},
-	},
-	"slowwork": {
+	}},
+	{"slowwork", scenario{
 		summary:     "business time 1.5x the lease: renewal must keep the lock",
 		concurrency: 3,
 		env: func(lease time.Duration) stockd.Edit {
@@ -112,8 +110,8 @@ var scenarios = map[string]scenario{
 				x.problemf("renewal did not keep the lock: %d lock_lost, %d fenced", x.res.LockLost, x.res.Fenced)
 			}
 		},
-	},
-	"partition": {
+	}},
+	{"partition", scenario{
 		summary:     "cut the holder off from the lock server for 2x the lease, then restore",
 		concurrency: 3,
 		// Every sale takes 1.5 leases, so the restored replica's own sale may
@@ -124,20 +122,20 @@ var scenarios = map[string]scenario{
 			}
 		},
 		run: runPartition,
-	},
-	"lockrestart": {
+	}},
+	{"lockrestart", scenario{
 		summary:     "restart the lock server (lock Redis, etcd, ZooKeeper) under load",
 		concurrency: 6,
 		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runLockRestart,
-	},
-	"stockdown": {
+	}},
+	{"stockdown", scenario{
 		summary:     "cut every replica off from the stock Redis for 2x the lease, then restore",
 		concurrency: 6,
 		env:         always(workDelay(100 * time.Millisecond)),
 		run:         runStockDown,
-	},
-	"latency": {
+	}},
+	{"latency", scenario{
 		summary:     "delay everything the holder sends (stock and lock) by 2x the lease",
 		concurrency: 6,
 		env: func(lease time.Duration) stockd.Edit {
@@ -148,14 +146,14 @@ var scenarios = map[string]scenario{
 			}
 		},
 		run: runLatency,
-	},
-	"lostreply": {
+	}},
+	{"lostreply", scenario{
 		summary:     "lose 2% of the servers' replies (the command ran, the answer is cut) on every link for 5s",
 		concurrency: 6,
 		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runLostReply,
-	},
-	"slowreply": {
+	}},
+	{"slowreply", scenario{
 		summary:     "delay the replies on a quarter of every link's connections past the Redis read timeout for 5s",
 		concurrency: 6,
 		env: func(time.Duration) stockd.Edit {
@@ -164,8 +162,8 @@ var scenarios = map[string]scenario{
 			}
 		},
 		run: runSlowReply,
-	},
-	"lockforget": {
+	}},
+	{"lockforget", scenario{
 		summary:     "the lock service forgets everything while a write is on the wire: lock Redis flushed (counters aged +10^6) 3 times, etcd/ZooKeeper restarted empty twice",
 		concurrency: 6,
 		// A long read timeout, as in pause: the held write's own answer
@@ -177,8 +175,8 @@ var scenarios = map[string]scenario{
 			}
 		},
 		run: runLockForget,
-	},
-	"blip": {
+	}},
+	{"blip", scenario{
 		summary:     "cut the lock link for a third of the lease, 6 times (one replica each, then all), election on; the sale must finish",
 		concurrency: 6,
 		// Slow enough sales that the blips land mid-sale, not after it.
@@ -186,90 +184,90 @@ var scenarios = map[string]scenario{
 		run:      runBlip,
 		check:    checkBlip,
 		election: true,
-	},
-	"netsplit": {
+	}},
+	{"netsplit", scenario{
 		summary:     "the holder's every link (stock and lock) silently drops packets for 2x the lease + 1s, then heals",
 		concurrency: 6,
 		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runNetsplit,
-	},
-	"evict": {
+	}},
+	{"evict", scenario{
 		summary:     "turn the stock Redis to allkeys-lru (every replica must go unready, then ready again), then fill it to its maxmemory under noeviction for 2x the lease: definite 503s, books exact",
 		concurrency: 6,
 		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runEvict,
-	},
-	"wipe": {
+	}},
+	{"wipe", scenario{
 		summary:     "kill -9 the stock Redis mid-sale and start it empty: every sale after it must be refused store_lost, none recreate the stock",
 		concurrency: 6,
 		env:         storeLossEnv(nil),
 		run:         runWipe,
 		check:       checkStoreLoss,
-	},
-	"restore": {
+	}},
+	{"restore", scenario{
 		summary:     "SAVE the stock Redis, sell on, kill -9 it and start it from that snapshot: the sale must halt on every replica, no unit sold twice",
 		concurrency: 6,
 		env:         storeLossEnv(nil),
 		run:         runRestore,
 		check:       checkStoreLoss,
-	},
-	"restore-all": {
+	}},
+	{"restore-all", scenario{
 		summary:     "restore, with every stockd restarted while the stock Redis is down (stock.witness etcd): the new processes must halt the sale",
 		concurrency: 6,
 		env:         storeLossEnv(witnessEnv),
 		run:         runRestoreAll,
 		check:       checkStoreLoss,
-	},
-	"restore-both": {
+	}},
+	{"restore-both", scenario{
 		summary:     "restore-all with the witness restored too (its record from before the SAVE written back while Redis is down) and durable orders on: only MariaDB's orders remember the units sold since, and every replica must halt (orders_ahead)",
 		concurrency: 6,
 		env:         storeLossEnv(restoreBothEnv),
 		run:         runRestoreBoth,
 		check:       checkRestoreBoth,
-	},
-	"witness-wipe": {
+	}},
+	{"witness-wipe", scenario{
 		summary:     "restore-all with the witness's record deleted while Redis and every stockd are down (one host's crash): every replica must halt (witness_lost), none adopt Redis's sale; then the operator reconciles by the buyers' answers and the sale goes on, no unit sold twice",
 		concurrency: 6,
 		env:         storeLossEnv(witnessEnv),
 		run:         runWitnessWipe,
 		check:       checkWitnessWipe,
-	},
-	"witness-restore": {
+	}},
+	{"witness-restore", scenario{
 		summary:     "restore the witness's record, while every stockd sells, to a backup from before the sale's reset: the next flush must halt the sale (witness_lost), no sale sent after answered 200; then the operator adopts Redis's sale and it goes on, no unit sold twice",
 		concurrency: 6,
 		env:         storeLossEnv(witnessEnv),
 		run:         runWitnessRestore,
 		check:       checkWitnessRestore,
-	},
-	"reconcile": {
+	}},
+	{"reconcile", scenario{
 		summary:     "MariaDB paused (the orders consumer behind), restore with every replica running, then POST /stock/reconcile: the witness's count kept, the units without an order held, the sale goes on with no unit sold twice",
 		concurrency: 6,
 		env:         storeLossEnv(restoreBothEnv),
 		run:         runReconcile,
 		check:       checkReconcile,
-	},
-	"other-sale": {
+	}},
+	{"other-sale", scenario{
 		summary:     "kill -9 the stock Redis mid-sale and bring it back holding another sale (stock.witness etcd): every replica must halt, none sell from it",
 		concurrency: 6,
 		env:         storeLossEnv(witnessEnv),
 		run:         runOtherSale,
 		check:       checkStoreLoss,
-	},
-	"witnessdown": {
+	}},
+	{"witnessdown", scenario{
 		summary:     "cut every replica from etcd, the witness (stock.witness etcd), for 2s mid-sale: no sale answered sold without its record, the sale goes on after",
 		concurrency: 4,
 		env:         storeLossEnv(witnessEnv),
 		run:         runWitnessDown,
 		check:       checkWitnessDown,
-	},
-	"consumerkill": {
+	}},
+	{"consumerkill", scenario{
 		summary:     "cut a replica from MariaDB until its orders consumer holds entries pending, then kill -9 it: the others' XAUTOCLAIM stores them (named buyers)",
 		concurrency: 6,
 		buyers:      true,
 		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runConsumerKill,
-	},
-	"mysqldown": {
+	}},
+	{"mysqldown", scenario{
 		summary:     "cut every replica from MariaDB for 2s mid-sale: sales go on, the orders wait in the stream and drain after (named buyers)",
 		concurrency: 6,
 		buyers:      true,
@@ -277,15 +275,125 @@ var scenarios = map[string]scenario{
 		// cell must see sales after it too.
 		env: always(workDelay(50 * time.Millisecond)),
 		run: runMySQLDown,
-	},
-	"replayrace": {
+	}},
+	{"replayrace", scenario{
 		summary:     "one purchase (buyer and key) sent to two replicas at once, 20 times mid-sale: one order, the other send replays it (named buyers)",
 		concurrency: 6,
 		buyers:      true,
 		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runReplayRace,
-	},
-	"upgrade": {
+	}},
+	{"item-halt", scenario{
+		summary: "two items sold at once by two runs; once the first has sold 30 its halt key is set: its sales after it must all be refused store_lost, its books balance, the second sells out exactly (redis)",
+		env:     always(workDelay(5 * time.Millisecond)),
+		run:     runItemHalt,
+		items:   true,
+	}},
+	{"item-window", scenario{
+		summary: "an item whose window opens 1s after its buyers start (200/s for 4s) and lasts 2s, by Redis's clock: every sold answer inside it, not_started only before, ended only after, books exact (redis)",
+		env:     always(workDelay(time.Millisecond)),
+		run:     runItemWindow,
+		items:   true,
+	}},
+	{"item-restore-all", scenario{
+		summary: "restore-all with two items (stock.witness etcd): SAVE once both sold 20, sell on, restart every stockd around the Redis's restart from it: both items halt on every replica, none sold twice, a new item sells out (redis)",
+		env:     storeLossEnv(witnessEnv),
+		run:     runItemRestoreAll,
+		items:   true,
+	}},
+	{"item-clock-back", scenario{
+		summary: "an item's window as in item-window, buyers on past its end, and 0.5s after the end the stock Redis's clock steps back 2.5s (beyond stock.max_clock_skew): no sale after the advertised end, ended only after it (redis, etcd)",
+		env:     always(workDelay(time.Millisecond)),
+		run:     runItemClockBack,
+		items:   true,
+	}},
+	{"clock-jump", scenario{
+		summary:     "the stock Redis's clock jumps 25h (past stock.idempotency_ttl and every receipt) and, on redis, the lock Redis's past the lock TTL with a write held: 10 keyed purchases made before replay after, the held write is fenced (named buyers; redis, etcd)",
+		concurrency: 6,
+		buyers:      true,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runClockJump,
+		check:       checkClockJump,
+	}},
+	{"failover-kill", scenario{
+		summary:     "kill -9 the stock Redis primary mid-sale; Sentinel promotes the replica, the old primary rejoins as its replica (acks 1, and the acks-0 control)",
+		concurrency: 4,
+		failover:    true,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runFailoverKill,
+		check:       checkFailover,
+	}},
+	{"failover-lag", scenario{
+		summary:     "starve the stock Redis replica of the replication stream for 1s of sales, then kill -9 the primary: the control must lose those sales, acks 1 none",
+		concurrency: 4,
+		failover:    true,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runFailoverLag,
+		check:       checkFailover,
+	}},
+	{"failover-stop", scenario{
+		summary:     "SIGSTOP the stock Redis primary mid-sale until every Sentinel has switched, then SIGCONT it (it becomes a replica)",
+		concurrency: 4,
+		failover:    true,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runFailoverStop,
+		check:       checkFailover,
+	}},
+	{"split", scenario{
+		summary:     "cut the stock Redis primary off from the Sentinels and its replica mid-sale, not from stockd; heal after the switch: acks 1 with min-replicas-to-write loses nothing, the acks-0 control must lose",
+		concurrency: 4,
+		failover:    true,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runSplit,
+		check:       checkFailover,
+	}},
+	{"failover-clock", scenario{
+		summary:  "an item sold on a Sentinel set whose replica's clock is 60s ahead: 2s after the opening the primary is killed (the one ahead is promoted), comes back 60s behind and is promoted in turn when the other is killed, all inside a 14s window that then ends with buyers on: no sold outside it, no ended before its end (redis, etcd)",
+		env:      always(workDelay(time.Millisecond)),
+		run:      runFailoverClock,
+		failover: true,
+		items:    true,
+	}},
+	{"cluster-kill", scenario{
+		summary:     "kill -9 the Redis Cluster master holding the sale's slot mid-sale; the cluster promotes its replica, the old master rejoins as its replica (acks 1, and the acks-0 control)",
+		concurrency: 4,
+		cluster:     true,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runClusterKill,
+		check:       checkFailover,
+	}},
+	{"cluster-lag", scenario{
+		summary:     "as cluster-kill, but first the replica is cut off its stream for 500ms of sales (SIGSTOP, its connection dropped by the master), woken after the kill and promoted without them: acks 1 loses nothing, the acks-0 control must lose",
+		concurrency: 4,
+		cluster:     true,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runClusterLag,
+		check:       checkFailover,
+	}},
+	{"cluster-failover", scenario{
+		summary:     "CLUSTER FAILOVER on the replica of the Redis Cluster master holding the sale's slot, mid-sale: a manual failover, nothing acknowledged lost",
+		concurrency: 4,
+		cluster:     true,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runClusterFailover,
+		check:       checkFailover,
+	}},
+	{"cluster-move", scenario{
+		summary:     "move the sale's slot to another Redis Cluster master mid-sale (MIGRATING/IMPORTING, MIGRATE 10 keys at a time, sales between batches): ASK and TRYAGAIN, a stall, nothing lost",
+		concurrency: 4,
+		cluster:     true,
+		env:         always(workDelay(20 * time.Millisecond)),
+		run:         runClusterMove,
+		check:       checkFailover,
+	}},
+	{"cluster-items", scenario{
+		summary: "two items on two Redis Cluster masters sold at once; kill -9 the first's master once it has sold 30: the second sells on while the first's slot fails over, the first sells again after its old master rejoins, each item's books and history exact, nothing acknowledged lost (acks 1)",
+		cluster: true,
+		items:   true,
+		env:     always(workDelay(5 * time.Millisecond)),
+		run:     runClusterItems,
+	}},
+	{"upgrade", scenario{
 		summary:     "three replicas of the previous release (release/previous) sell with the witness, the ledger and durable orders on; each is replaced by this build in turn mid-sale, then one rolled back: the witness's record and the orders as a sale that never upgraded holds them (redis, etcd)",
 		concurrency: 6,
 		previous:    true,
@@ -297,136 +405,15 @@ var scenarios = map[string]scenario{
 		env:     always(upgradeEnv),
 		run:     runUpgrade,
 		check:   checkUpgrade,
-	},
-	"newer-reset": {
+	}},
+	{"newer-reset", scenario{
 		summary:     "mid-sale, a newer release resets the sale in a format this build does not read (a new epoch, stock:format 2): every replica must refuse (503, /readyz naming stock:format), none sell in it; rolled back (the key goes), the sale goes on, books exact",
 		concurrency: 6,
 		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runNewerReset,
 		check:       checkNewerReset,
-	},
-	"item-halt": {
-		summary: "two items sold at once by two runs; once the first has sold 30 its halt key is set: its sales after it must all be refused store_lost, its books balance, the second sells out exactly (redis)",
-		env:     always(workDelay(5 * time.Millisecond)),
-		run:     runItemHalt,
-		items:   true,
-	},
-	"item-window": {
-		summary: "an item whose window opens 1s after its buyers start (200/s for 4s) and lasts 2s, by Redis's clock: every sold answer inside it, not_started only before, ended only after, books exact (redis)",
-		env:     always(workDelay(time.Millisecond)),
-		run:     runItemWindow,
-		items:   true,
-	},
-	"item-clock-back": {
-		summary: "an item's window as in item-window, buyers on past its end, and 0.5s after the end the stock Redis's clock steps back 2.5s (beyond stock.max_clock_skew): no sale after the advertised end, ended only after it (redis, etcd)",
-		env:     always(workDelay(time.Millisecond)),
-		run:     runItemClockBack,
-		items:   true,
-	},
-	"clock-jump": {
-		summary:     "the stock Redis's clock jumps 25h (past stock.idempotency_ttl and every receipt) and, on redis, the lock Redis's past the lock TTL with a write held: 10 keyed purchases made before replay after, the held write is fenced (named buyers; redis, etcd)",
-		concurrency: 6,
-		buyers:      true,
-		env:         always(workDelay(20 * time.Millisecond)),
-		run:         runClockJump,
-		check:       checkClockJump,
-	},
-	"item-restore-all": {
-		summary: "restore-all with two items (stock.witness etcd): SAVE once both sold 20, sell on, restart every stockd around the Redis's restart from it: both items halt on every replica, none sold twice, a new item sells out (redis)",
-		env:     storeLossEnv(witnessEnv),
-		run:     runItemRestoreAll,
-		items:   true,
-	},
-	"failover-clock": {
-		summary:  "an item sold on a Sentinel set whose replica's clock is 60s ahead: 2s after the opening the primary is killed (the one ahead is promoted), comes back 60s behind and is promoted in turn when the other is killed, all inside a 14s window that then ends with buyers on: no sold outside it, no ended before its end (redis, etcd)",
-		env:      always(workDelay(time.Millisecond)),
-		run:      runFailoverClock,
-		failover: true,
-		items:    true,
-	},
-	"failover-kill": {
-		summary:     "kill -9 the stock Redis primary mid-sale; Sentinel promotes the replica, the old primary rejoins as its replica (acks 1, and the acks-0 control)",
-		concurrency: 4,
-		failover:    true,
-		env:         always(workDelay(20 * time.Millisecond)),
-		run:         runFailoverKill,
-		check:       checkFailover,
-	},
-	"failover-lag": {
-		summary:     "starve the stock Redis replica of the replication stream for 1s of sales, then kill -9 the primary: the control must lose those sales, acks 1 none",
-		concurrency: 4,
-		failover:    true,
-		env:         always(workDelay(20 * time.Millisecond)),
-		run:         runFailoverLag,
-		check:       checkFailover,
-	},
-	"cluster-kill": {
-		summary:     "kill -9 the Redis Cluster master holding the sale's slot mid-sale; the cluster promotes its replica, the old master rejoins as its replica (acks 1, and the acks-0 control)",
-		concurrency: 4,
-		cluster:     true,
-		env:         always(workDelay(20 * time.Millisecond)),
-		run:         runClusterKill,
-		check:       checkFailover,
-	},
-	"cluster-lag": {
-		summary:     "as cluster-kill, but first the replica is cut off its stream for 500ms of sales (SIGSTOP, its connection dropped by the master), woken after the kill and promoted without them: acks 1 loses nothing, the acks-0 control must lose",
-		concurrency: 4,
-		cluster:     true,
-		env:         always(workDelay(20 * time.Millisecond)),
-		run:         runClusterLag,
-		check:       checkFailover,
-	},
-	"cluster-failover": {
-		summary:     "CLUSTER FAILOVER on the replica of the Redis Cluster master holding the sale's slot, mid-sale: a manual failover, nothing acknowledged lost",
-		concurrency: 4,
-		cluster:     true,
-		env:         always(workDelay(20 * time.Millisecond)),
-		run:         runClusterFailover,
-		check:       checkFailover,
-	},
-	"cluster-move": {
-		summary:     "move the sale's slot to another Redis Cluster master mid-sale (MIGRATING/IMPORTING, MIGRATE 10 keys at a time, sales between batches): ASK and TRYAGAIN, a stall, nothing lost",
-		concurrency: 4,
-		cluster:     true,
-		env:         always(workDelay(20 * time.Millisecond)),
-		run:         runClusterMove,
-		check:       checkFailover,
-	},
-	"cluster-items": {
-		summary: "two items on two Redis Cluster masters sold at once; kill -9 the first's master once it has sold 30: the second sells on while the first's slot fails over, the first sells again after its old master rejoins, each item's books and history exact, nothing acknowledged lost (acks 1)",
-		cluster: true,
-		items:   true,
-		env:     always(workDelay(5 * time.Millisecond)),
-		run:     runClusterItems,
-	},
-	"split": {
-		summary:     "cut the stock Redis primary off from the Sentinels and its replica mid-sale, not from stockd; heal after the switch: acks 1 with min-replicas-to-write loses nothing, the acks-0 control must lose",
-		concurrency: 4,
-		failover:    true,
-		env:         always(workDelay(20 * time.Millisecond)),
-		run:         runSplit,
-		check:       checkFailover,
-	},
-	"failover-stop": {
-		summary:     "SIGSTOP the stock Redis primary mid-sale until every Sentinel has switched, then SIGCONT it (it becomes a replica)",
-		concurrency: 4,
-		failover:    true,
-		env:         always(workDelay(20 * time.Millisecond)),
-		run:         runFailoverStop,
-		check:       checkFailover,
-	},
-	"falsesoldout": {
-		summary:     "a broken build (failpoint stock/falseSoldOut): each replica's first 10 buyers are told sold_out without a look; the sums balance, the history check must fail it",
-		concurrency: 6,
-		noWarmup:    true,
-		env: func(time.Duration) stockd.Edit {
-			return func(c *stockd.Config) {
-				c.Lab.Failpoints, c.Work.Delay = stock.FailpointFalseSoldOut+"=10*return", stock.FixedDelay(5*time.Millisecond)
-			}
-		},
-		run: runFalseSoldOut,
-	},
-	"crash": {
+	}},
+	{"crash", scenario{
 		summary:     "crash between SETNX and EXPIRE (failpoint setnx/afterSetNX=exit)",
 		concurrency: 4,
 		noWarmup:    true,
@@ -438,8 +425,40 @@ var scenarios = map[string]scenario{
 		},
 		run:   runCrash,
 		check: checkCrash,
-	},
+	}},
+	{"falsesoldout", scenario{
+		summary:     "a broken build (failpoint stock/falseSoldOut): each replica's first 10 buyers are told sold_out without a look; the sums balance, the history check must fail it",
+		concurrency: 6,
+		noWarmup:    true,
+		env: func(time.Duration) stockd.Edit {
+			return func(c *stockd.Config) {
+				c.Lab.Failpoints, c.Work.Delay = stock.FailpointFalseSoldOut+"=10*return", stock.FixedDelay(5*time.Millisecond)
+			}
+		},
+		run: runFalseSoldOut,
+	}},
 }
+
+// Scenarios lists the scenario names in table order.
+func Scenarios() []string {
+	names := make([]string, len(table))
+	for i, s := range table {
+		names[i] = s.name
+	}
+	return names
+}
+
+// Summary describes a scenario in one line.
+func Summary(name string) string { return scenarios[name].summary }
+
+// scenarios is the table by name.
+var scenarios = func() map[string]scenario {
+	m := make(map[string]scenario, len(table))
+	for _, s := range table {
+		m[s.name] = s.scenario
+	}
+	return m
+}()
 
 // The stock keys as they appear in RESP on the wire (stockd's defaults).
 var (
