@@ -192,14 +192,14 @@ func isWindowRefusal(err error) bool {
 	return errors.Is(err, ErrNotStarted) || errors.Is(err, ErrEnded) || errors.Is(err, ErrClockSkew)
 }
 
-// windowCode is the error of a window check's status, nil for a code that
-// is not one: code is early, ended or skewed (a script's three codes), and
-// bound the edge (unix ms) or the skew (ms).
-func windowCode(code, early, ended, skewed, bound int64) error {
+// windowCode is the error of a window check's result (results.go), nil
+// for a result that is not one: early, ended or skewed, and bound the
+// edge (unix ms) or the skew (ms).
+func windowCode(code, bound int64) error {
 	switch code {
-	case early, ended:
-		return windowRefusal(code == early, bound)
-	case skewed:
+	case resultEarly, resultEnded:
+		return windowRefusal(code == resultEarly, bound)
+	case resultSkewed:
 		return &ClockSkewError{Skew: time.Duration(bound) * time.Millisecond}
 	}
 	return nil

@@ -146,13 +146,13 @@ func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []
 	if err != nil {
 		return nil, fmt.Errorf("stock: fenced write: %w", err)
 	}
-	if werr := windowCode(code, statusEarly, statusEnded, statusSkewed, bound); werr != nil {
+	if werr := windowCode(code, bound); werr != nil {
 		return nil, fmt.Errorf("stock: fenced write: %w", werr)
 	}
-	if code == statusNotInt {
+	if code == resultNotInt {
 		return nil, fmt.Errorf("stock: fenced write: %w", notInt(s.keys.Lucky))
 	}
-	if code == statusLost {
+	if code == resultLost {
 		return nil, fmt.Errorf("stock: fenced write: %w", lost(s.keys.Stock))
 	}
 	if err := fenceStatus(code, f, ""); err != nil {

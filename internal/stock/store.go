@@ -110,10 +110,10 @@ type scriptSet struct {
 func newScriptSet(windowed bool) scriptSet {
 	win := "local windowed = " + strconv.FormatBool(windowed) + "\n" + windowSrc
 	return scriptSet{
-		read:   redis.NewScript(intSrc + guardSrc + win + fencedReadSrc),
-		write:  redis.NewScript(intSrc + salesClockSrc + ledgerPrelude + ledgerSrc + win + fencedWriteSrc),
-		atomic: redis.NewScript(intSrc + guardSrc + salesClockSrc + ledgerPrelude + ledgerSrc + win + sellAtomicSrc),
-		peek:   redis.NewScript(intSrc + guardSrc + win + peekSrc),
+		read:   redis.NewScript(resultsPrelude + intSrc + guardSrc + win + fencedReadSrc),
+		write:  redis.NewScript(resultsPrelude + intSrc + salesClockSrc + ledgerPrelude + ledgerSrc + win + fencedWriteSrc),
+		atomic: redis.NewScript(resultsPrelude + intSrc + guardSrc + salesClockSrc + ledgerPrelude + ledgerSrc + win + sellAtomicSrc),
+		peek:   redis.NewScript(resultsPrelude + intSrc + guardSrc + win + peekSrc),
 	}
 }
 
@@ -145,34 +145,6 @@ func (s *Store) windowed(keys []string, args []any) ([]string, []any) {
 	}
 	return append(keys, s.keys.Window), append(args, s.clock.now().UnixMilli(), s.clock.MaxSkew.Milliseconds())
 }
-
-// Script status codes shared by fenced_read.lua and fenced_write.lua.
-const (
-	statusOK        = 0
-	statusFenced    = 1
-	statusMixed     = 2
-	statusCollision = 3
-	statusNotInt    = 4  // the stock key (read) or the lucky key (write) holds a non-integer
-	statusLost      = 5  // the stock key is missing (read): see ErrStoreLost
-	statusHalted    = 6  // the sale is halted (read): see ErrStoreRewound
-	statusEpoch     = 7  // the caller's epoch is not the sale's (read): rewind.go
-	statusEarly     = 8  // the sale's window has not started (window.lua)
-	statusEnded     = 9  // the sale's window has ended (window.lua)
-	statusSkewed    = 10 // the clocks disagree at an edge of the window (window.lua)
-)
-
-// sell_atomic.lua's answers besides the stock after a sale.
-const (
-	atomicSoldOut     = -1
-	atomicStockNotInt = -2
-	atomicLuckyNotInt = -3
-	atomicLost        = -4 // the stock key is missing: see ErrStoreLost
-	atomicHalted      = -5 // the sale is halted: see ErrStoreRewound
-	atomicEpoch       = -6 // the caller's epoch is not the sale's: rewind.go
-	atomicEarly       = -7 // the sale's window has not started (window.lua)
-	atomicEnded       = -8 // the sale's window has ended (window.lua)
-	atomicSkewed      = -9 // the clocks disagree at an edge of the window (window.lua)
-)
 
 // ReceiptTTL is how long a write's receipt outlives it: far longer than any
 // retry of that write (Service.ConfirmTimeout), so a late retry still finds
@@ -496,16 +468,16 @@ func (s *Store) read(ctx context.Context, f Fence, replays bool) (Reading, error
 // edge); nil for any other code.
 func (s *Store) readRefusal(ctx context.Context, op string, code, bound int64) error {
 	switch code {
-	case statusNotInt:
+	case resultNotInt:
 		return fmt.Errorf("stock: %s: %w", op, notInt(s.keys.Stock))
-	case statusLost:
+	case resultLost:
 		return fmt.Errorf("stock: %s: %w", op, lost(s.keys.Stock))
-	case statusHalted:
+	case resultHalted:
 		return s.halted(ctx, op)
-	case statusEpoch:
+	case resultEpoch:
 		return errEpochMoved
-	case statusEarly, statusEnded, statusSkewed:
-		return fmt.Errorf("stock: %s: %w", op, windowCode(code, statusEarly, statusEnded, statusSkewed, bound))
+	case resultEarly, resultEnded, resultSkewed:
+		return fmt.Errorf("stock: %s: %w", op, windowCode(code, bound))
 	}
 	return nil
 }
@@ -563,13 +535,13 @@ func (s *Store) write(ctx context.Context, f Fence, newStock int64, extra ...any
 	if err != nil {
 		return fmt.Errorf("stock: fenced write: %w", err)
 	}
-	if werr := windowCode(code, statusEarly, statusEnded, statusSkewed, bound); werr != nil {
+	if werr := windowCode(code, bound); werr != nil {
 		return fmt.Errorf("stock: fenced write: %w", werr)
 	}
-	if code == statusNotInt {
+	if code == resultNotInt {
 		return fmt.Errorf("stock: fenced write: %w", notInt(s.keys.Lucky))
 	}
-	if code == statusLost {
+	if code == resultLost {
 		return fmt.Errorf("stock: fenced write: %w", lost(s.keys.Stock))
 	}
 	if err := fenceStatus(code, f, ""); err != nil {
@@ -760,7 +732,7 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if after == atomicSoldOut {
+	if after == -resultSoldOut {
 		return 0, ErrSoldOut
 	}
 	if err := s.acked(ctx, "atomic sell", wait); err != nil {
@@ -771,20 +743,21 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 }
 
 // atomicRefusal is the error of sell_atomic.lua's answer code (both
-// forms), nil for a sale or sold out (-1); bound is a closed window's.
+// forms: a refusal is its result negated), nil for a sale or sold out;
+// bound is a closed window's.
 func (s *Store) atomicRefusal(ctx context.Context, code, bound int64) error {
-	switch code {
-	case atomicEarly, atomicEnded, atomicSkewed:
-		return fmt.Errorf("stock: atomic sell: %w", windowCode(code, atomicEarly, atomicEnded, atomicSkewed, bound))
-	case atomicStockNotInt:
+	switch -code {
+	case resultEarly, resultEnded, resultSkewed:
+		return fmt.Errorf("stock: atomic sell: %w", windowCode(-code, bound))
+	case resultNotInt:
 		return fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Stock))
-	case atomicLuckyNotInt:
+	case resultLuckyNotInt:
 		return fmt.Errorf("stock: atomic sell: %w", notInt(s.keys.Lucky))
-	case atomicLost:
+	case resultLost:
 		return fmt.Errorf("stock: atomic sell: %w", lost(s.keys.Stock))
-	case atomicHalted:
+	case resultHalted:
 		return s.halted(ctx, "atomic sell")
-	case atomicEpoch:
+	case resultEpoch:
 		return errEpochMoved
 	}
 	return nil
@@ -794,13 +767,13 @@ func (s *Store) atomicRefusal(ctx context.Context, code, bound int64) error {
 // token as the script reported it (read only).
 func fenceStatus(code int64, f Fence, highest string) error {
 	switch code {
-	case statusOK:
+	case resultOK:
 		return nil
-	case statusFenced, statusCollision:
-		fe := &FencedError{Lock: f.Lock, Token: f.Token, Collision: code == statusCollision}
+	case resultFenced, resultCollision:
+		fe := &FencedError{Lock: f.Lock, Token: f.Token, Collision: code == resultCollision}
 		fe.Highest, _ = strconv.ParseUint(highest, 10, 64)
 		return fe
-	case statusMixed:
+	case resultMixed:
 		return fmt.Errorf("%w: the fence was recorded by another lock than %q (backend, lock key or lock cluster differ)",
 			ErrMixedBackends, f.Lock)
 	default:

@@ -1,7 +1,7 @@
 -- fenced_read.lua: read the stock under a lease, recording the lease as the
 -- fence's current reader.
 --
--- KEYS[1] stock key            (integer string; missing = the sale is lost, status 5)
+-- KEYS[1] stock key            (integer string; missing = the sale is lost, R.lost)
 -- KEYS[2] fence key            (hash: lock = identity, token = highest token
 --                               seen, lease = the reader that recorded it)
 -- ARGV[1] lock identity        (backend/lock key: tokens of other locks do not compare)
@@ -11,25 +11,27 @@
 -- KEYS[3], KEYS[4], ARGV[5], ARGV[6]: the epoch key, the halt key, the
 --                              caller's epoch and ceiling (guard.lua)
 -- ARGV[7] '1' when a buyer of the sale has an idempotency key the ledger
---                              may replay (optional): see status 9
+--                              may replay (optional): see R.ended
 -- Last of all KEYS, an item's window key (window.lua, windowed variant).
 --
--- Returns {status, stock, highest, restarted}: status 0 = ok, 1 = stale (a higher token
--- was already seen; highest says which, so the caller can move a lock that
--- forgot its counter past it), 2 = mixed (the fence belongs to another
--- lock), 3 = collision (another lease read under the same token: the lock
--- service handed one token out twice, so it lost state; both are refused).
--- 4 = the stock key holds a non-integer (int.lua's readInt), 5 = the stock
--- key is missing: Redis lost the sale or it was never reset (int.lua),
--- 6 = the sale is halted (guard.lua), 7 = the caller's epoch is not the
--- sale's (guard.lua), 8 = the sale's window has not started (stock is then
--- its starts_at), 9 = it has ended (stock is its ends_at; window.lua), 10 =
--- Redis's clock and the caller's disagree at an edge of the window (stock
--- is the skew in ms; window.lua's 'clock_skew'). An
+-- Returns {status, stock, highest, restarted}, status from R (the answers'
+-- table, results.go): R.ok, R.fenced = stale (a higher token was already
+-- seen; highest says which, so the caller can move a lock that forgot its
+-- counter past it), R.mixed (the fence belongs to another lock),
+-- R.collision (another lease read under the same token: the lock service
+-- handed one token out twice, so it lost state; both are refused),
+-- R.not_int = the stock key holds a non-integer (int.lua's readInt),
+-- R.lost = the stock key is missing: Redis lost the sale or it was never
+-- reset (int.lua), R.halted = the sale is halted (guard.lua), R.epoch =
+-- the caller's epoch is not the sale's (guard.lua), R.early = the sale's
+-- window has not started (stock is then its starts_at), R.ended = it has
+-- ended (stock is its ends_at; window.lua), R.skewed = Redis's clock and
+-- the caller's disagree at an edge of the window (stock is the skew in
+-- ms; window.lua's 'clock_skew'). An
 -- ended sale is read as usual when ARGV[7] is '1': only the write's ledger
 -- can tell a replay of a key sold before the end, which it answers
 -- (ledger.lua), from a new sale, which it refuses.
--- On status 1, 2, 4, 5, 6, 7, 8, 9 or 10 the fence is left untouched.
+-- On every status but R.ok and R.collision the fence is left untouched.
 --
 -- restarted is 1 when this read restarted the fence (below).
 --
@@ -60,24 +62,24 @@ end
 -- not become the fence's current reader.
 local stock = readInt(KEYS[1], 'lost')
 if stock == 'lost' then
-  return {5, 0, '', 0}
+  return {R.lost, 0, '', 0}
 end
 if not stock then
-  return {4, 0, '', 0}
+  return {R.not_int, 0, '', 0}
 end
 local refused = guard(stock, KEYS[3], KEYS[4], ARGV[5], ARGV[6])
 if refused == 'halted' then
-  return {6, 0, '', 0}
+  return {R.halted, 0, '', 0}
 elseif refused == 'epoch' then
-  return {7, 0, '', 0}
+  return {R.epoch, 0, '', 0}
 end
 local closed, bound = window(true)
 if closed == 'clock_skew' then
-  return {10, bound, '', 0}
+  return {R.skewed, bound, '', 0}
 elseif closed == 'not_started' then
-  return {8, bound, '', 0}
+  return {R.early, bound, '', 0}
 elseif closed == 'ended' and ARGV[7] ~= '1' then
-  return {9, bound, '', 0}
+  return {R.ended, bound, '', 0}
 end
 
 local fence = redis.call('HMGET', KEYS[2], 'lock', 'token', 'lease', 'at')
@@ -86,14 +88,14 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local quiet = tonumber(ARGV[4]) or 0
 
-local status = 0
+local status = R.ok
 if ident and ident ~= ARGV[1] then
-  status = 2
+  status = R.mixed
 elseif highest and less(ARGV[2], highest) then
-  status = 1
+  status = R.fenced
 end
 local restarted = 0
-if status ~= 0 then
+if status ~= R.ok then
   if quiet > 0 and at and now - at >= quiet then
     restarted = 1
   else
@@ -103,8 +105,8 @@ elseif highest and ARGV[2] == highest and lease ~= ARGV[3] then
   -- Poison the token: the lease that recorded it can no longer write
   -- either, and every later reader under it is refused the same way.
   redis.call('HSET', KEYS[2], 'lease', '!collision')
-  return {3, 0, highest, 0}
+  return {R.collision, 0, highest, 0}
 end
 
 redis.call('HSET', KEYS[2], 'lock', ARGV[1], 'token', ARGV[2], 'lease', ARGV[3], 'at', now)
-return {0, stock, ARGV[2], restarted}
+return {R.ok, stock, ARGV[2], restarted}

@@ -21,25 +21,27 @@
 -- ab = 7), ARGV[4] is the stock READ under this lease (not the new stock)
 -- and ARGV[6] the number of members. The script decides what each member
 -- gets (ledger.lua), writes read - sold back, counts sold in lucky, and
--- returns {status, outcomes}; outcomes is '' unless status is 0. The
+-- returns {status, outcomes}; outcomes is '' unless status is R.ok. The
 -- receipt then holds the outcomes, and is written only when a unit sold: a
 -- run that sold nothing changed nothing, and its retry (a sold-out stock
 -- only falls, a buyer's count only rises, a key's record stays) answers the
 -- same. The unfenced write has no ledger form: with fencing off the lab
 -- shows the articles' oversell, and those sales leave no order.
 --
--- Returns 0 = written (now or by an earlier run of the same lease), 1 =
--- fenced, 2 = mixed, 3 = collision, 4 = the lucky key holds a non-integer
--- (int.lua's readInt: checked first, since INCRBY failing after the SET
--- would leave a unit gone and no sale counted), 5 = the stock key is
--- missing (the sale is lost: ErrStoreLost). Nothing is written unless it
--- returns 0.
+-- Returns a status of R (the answers' table, results.go): R.ok = written
+-- (now or by an earlier run of the same lease), R.fenced, R.mixed,
+-- R.collision, R.not_int = the lucky key holds a non-integer (int.lua's
+-- readInt: checked first, since INCRBY failing after the SET would leave
+-- a unit gone and no sale counted), R.lost = the stock key is missing
+-- (the sale is lost: ErrStoreLost). Nothing is written unless it returns
+-- R.ok.
 --
 -- An item's window (window.lua) is checked here, at the write, where the
 -- unit is taken: a sale that read inside it and writes after it is
--- refused. Not started: {8, starts_at} ({8, '', starts_at} in the ledger
--- form); ended: {9, ends_at}; Redis's clock beyond the bound of the
--- caller's at an edge: {10, skew ms}, while the ledger form answers each member
+-- refused. Not started: {R.early, starts_at} ({R.early, '', starts_at} in
+-- the ledger form); ended: {R.ended, ends_at}; Redis's clock beyond the
+-- bound of the caller's at an edge: {R.skewed, skew ms}, while the ledger
+-- form answers each member
 -- (ledger.lua: a replayed key its original sale, the others 'ended'). A
 -- receipt found first still answers: that write was made in time.
 --
@@ -90,41 +92,41 @@ if not done then
   end
 end
 if done then
-  return answer(0, done)
+  return answer(R.ok, done)
 end
 
 local fence = redis.call('HMGET', KEYS[3], 'lock', 'token', 'lease')
 local ident, highest, lease = fence[1], fence[2], fence[3]
 
 if ident and ident ~= ARGV[1] then
-  return answer(2)
+  return answer(R.mixed)
 end
 if highest ~= ARGV[2] then
-  return answer(1)
+  return answer(R.fenced)
 end
 if lease ~= ARGV[3] then
   if lease == '!collision' then
-    return answer(3)
+    return answer(R.collision)
   end
-  return answer(1)
+  return answer(R.fenced)
 end
 
 local lucky = readInt(KEYS[2])
 if not lucky then
-  return answer(4)
+  return answer(R.not_int)
 end
 -- The stock key gone since this lease's read (deleted, evicted): the sale
 -- is lost, as the read would have said; writing it back would make a
 -- stock out of nothing.
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return answer(5)
+  return answer(R.lost)
 end
 
 local closed, bound = window(true)
 if closed == 'clock_skew' then
-  return refuse(10, bound)
+  return refuse(R.skewed, bound)
 elseif closed == 'not_started' then
-  return refuse(8, bound)
+  return refuse(R.early, bound)
 end
 if ledger then
   local read = tonumber(ARGV[4])
@@ -139,10 +141,10 @@ if ledger then
     keepBySalesClock(receiptIndex, KEYS[4], outcomes, sellerNow, ARGV[5])
     redis.call('HSET', KEYS[3], 'wrote', ARGV[3], 'receipt', outcomes)
   end
-  return {0, outcomes}
+  return {R.ok, outcomes}
 end
 if closed == 'ended' then
-  return refuse(9, bound)
+  return refuse(R.ended, bound)
 end
 
 local units = 1
@@ -157,4 +159,4 @@ redis.call('SET', KEYS[1], ARGV[4])
 redis.call('INCRBY', KEYS[2], units)
 keepBySalesClock(receiptIndex, KEYS[4], receipt, sellerNow, ARGV[5])
 redis.call('HSET', KEYS[3], 'wrote', ARGV[3], 'receipt', receipt)
-return 0
+return R.ok

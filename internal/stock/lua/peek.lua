@@ -4,18 +4,19 @@
 -- the fence: it sells nothing, and a reader that will not write must not
 -- become the fence's current reader.
 --
--- KEYS[1] stock key            (missing = the sale is lost, status 5: never "0 left")
+-- KEYS[1] stock key            (missing = the sale is lost, R.lost: never "0 left")
 -- KEYS[2], KEYS[3], ARGV[1], ARGV[2]: the epoch key, the halt key, the
 --                              caller's epoch and ceiling (guard.lua)
 -- KEYS[4] the buyer's idempotency record, when it sent a key (optional)
 -- Last of all KEYS, an item's window key (window.lua, windowed variant).
 --
--- Returns {status, stock, record}: status 0 = ok, 4 = the stock key holds a
--- non-integer, 5 = the stock key is missing, 6 = the sale is halted, 7 =
--- the caller's epoch is not the sale's, 8 = the window has not started
--- and 9 = it has ended, stock then being starts_at or ends_at, 10 = the
--- clocks disagree at an edge (window.lua's 'clock_skew'), stock the skew
--- (fenced_read.lua's codes). record is 1 when KEYS[4] exists: a replay the
+-- Returns {status, stock, record}, status from R (the answers' table,
+-- results.go): R.ok, R.not_int = the stock key holds a non-integer,
+-- R.lost = the stock key is missing, R.halted = the sale is halted,
+-- R.epoch = the caller's epoch is not the sale's, R.early = the window has
+-- not started and R.ended = it has ended, stock then being starts_at or
+-- ends_at, R.skewed = the clocks disagree at an edge (window.lua's
+-- 'clock_skew'), stock the skew. record is 1 when KEYS[4] exists: a replay the
 -- sale script must answer, since only it knows whether the record is this
 -- sale's and this buyer's (after the end too: ledger.lua).
 --
@@ -24,16 +25,16 @@
 -- linearizable, placed at this read.
 local stock = readInt(KEYS[1], 'lost')
 if stock == 'lost' then
-  return {5, 0, 0}
+  return {R.lost, 0, 0}
 end
 if not stock then
-  return {4, 0, 0}
+  return {R.not_int, 0, 0}
 end
 local refused = guard(stock, KEYS[2], KEYS[3], ARGV[1], ARGV[2])
 if refused == 'halted' then
-  return {6, 0, 0}
+  return {R.halted, 0, 0}
 elseif refused == 'epoch' then
-  return {7, 0, 0}
+  return {R.epoch, 0, 0}
 end
 local record = 0
 if nkeys >= 4 and redis.call('EXISTS', KEYS[4]) == 1 then
@@ -41,10 +42,10 @@ if nkeys >= 4 and redis.call('EXISTS', KEYS[4]) == 1 then
 end
 local closed, bound = window(false)
 if closed == 'clock_skew' then
-  return {10, bound, record}
+  return {R.skewed, bound, record}
 elseif closed == 'not_started' then
-  return {8, bound, record}
+  return {R.early, bound, record}
 elseif closed == 'ended' then
-  return {9, bound, record}
+  return {R.ended, bound, record}
 end
-return {0, stock, record}
+return {R.ok, stock, record}

@@ -2,7 +2,7 @@
 -- one at a time, so check-and-decrement cannot interleave: this is the
 -- production ceiling the locked mode is compared against.
 --
--- KEYS[1] stock key            (missing = the sale is lost: -4)
+-- KEYS[1] stock key            (missing = the sale is lost: -R.lost)
 -- KEYS[2] lucky key
 -- KEYS[3] receipt key          (this attempt's receipt: the stock after its sale)
 -- KEYS[4] epoch key, KEYS[5] halt key (guard.lua)
@@ -13,25 +13,28 @@
 -- sales' clock, so a jump of Redis's clock cannot take it before a retry).
 -- Last of all KEYS, an item's window key (window.lua, windowed variant).
 --
--- Returns the stock after the sale, or -1 when sold out, -2 when the stock
--- key and -3 when the lucky key holds a non-integer (int.lua's readInt),
--- -4 when the stock key is missing (int.lua: the sale is lost), -5 when
--- the sale is halted and -6 when the caller's epoch is not the sale's
+-- Returns the stock after the sale (never below 0), or a refusal: its
+-- code in R (the answers' table, results.go) negated. -R.sold_out when
+-- sold out, -R.not_int when the stock key and -R.lucky_not_int when the
+-- lucky key holds a non-integer (int.lua's readInt), -R.lost when the
+-- stock key is missing (int.lua: the sale is lost), -R.halted when the
+-- sale is halted and -R.epoch when the caller's epoch is not the sale's
 -- (guard.lua);
 -- nothing is written unless the sale is made. Both are checked before the
 -- first write: INCR lucky followed by a DECR refused on "5.0" counted a sale
 -- that took no unit.
 -- The ledger form (Keys.Orders set), told apart by its extra keys:
 -- KEYS[6..] and ARGV[4..] as ledger.lua's sellTo reads them (kb = 6,
--- ab = 4) for one member. It returns {code, outcomes}: code 0 (outcomes
--- as ledger.lua's, the receipt's when it existed), -2 to -6 as above. The
+-- ab = 4) for one member. It returns {code, outcomes}: code R.ok (outcomes
+-- as ledger.lua's, the receipt's when it existed), or a refusal as above. The
 -- receipt (the outcomes) is written only when the unit sold; a run that
 -- sold nothing wrote nothing, and its retry answers the same.
 --
--- An item's window (window.lua) refuses a sale before it with {-7,
--- starts_at} ({-7, '', starts_at} in the ledger form) and after it with
--- {-8, ends_at}, and one its clocks disagree on (window.lua's
--- 'clock_skew') with {-9, skew ms} ({-9, '', skew}); the ledger form answers an ended sale's member as
+-- An item's window (window.lua) refuses a sale before it with {-R.early,
+-- starts_at} ({-R.early, '', starts_at} in the ledger form) and after it
+-- with {-R.ended, ends_at}, and one its clocks disagree on (window.lua's
+-- 'clock_skew') with {-R.skewed, skew ms} ({-R.skewed, '', skew}); the
+-- ledger form answers an ended sale's member as
 -- ledger.lua does (a replayed key its original sale, else 'ended').
 --
 -- Idempotent per attempt: a second run (a retry after a lost reply) returns
@@ -45,30 +48,30 @@ nkeys, nargv = nkeys - 1, nargv - 1
 local done = redis.call('GET', KEYS[3])
 if nkeys > 5 then
   if done then
-    return {0, done}
+    return {R.ok, done}
   end
   local stock = readInt(KEYS[1], 'lost')
   if stock == 'lost' then
-    return {-4, ''}
+    return {-R.lost, ''}
   end
   if not stock then
-    return {-2, ''}
+    return {-R.not_int, ''}
   end
   local refused = guard(stock, KEYS[4], KEYS[5], ARGV[2], ARGV[3])
   if refused == 'halted' then
-    return {-5, ''}
+    return {-R.halted, ''}
   elseif refused == 'epoch' then
-    return {-6, ''}
+    return {-R.epoch, ''}
   end
   local lucky = readInt(KEYS[2])
   if not lucky then
-    return {-3, ''}
+    return {-R.lucky_not_int, ''}
   end
   local closed, bound = window(true)
   if closed == 'clock_skew' then
-    return {-9, '', bound}
+    return {-R.skewed, '', bound}
   elseif closed == 'not_started' then
-    return {-7, '', bound}
+    return {-R.early, '', bound}
   end
   local ended = nil
   if closed == 'ended' then
@@ -80,37 +83,37 @@ if nkeys > 5 then
     redis.call('DECRBY', KEYS[1], sold)
     keepBySalesClock(receiptIndex, KEYS[3], outcomes, sellerNow, ARGV[1])
   end
-  return {0, outcomes}
+  return {R.ok, outcomes}
 end
 if done then
   return tonumber(done)
 end
 local stock = readInt(KEYS[1], 'lost')
 if stock == 'lost' then
-  return -4
+  return -R.lost
 end
 if not stock then
-  return -2
+  return -R.not_int
 end
 local refused = guard(stock, KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 if refused == 'halted' then
-  return -5
+  return -R.halted
 elseif refused == 'epoch' then
-  return -6
+  return -R.epoch
 end
 local closed, bound = window(true)
 if closed == 'clock_skew' then
-  return {-9, bound}
+  return {-R.skewed, bound}
 elseif closed == 'not_started' then
-  return {-7, bound}
+  return {-R.early, bound}
 elseif closed == 'ended' then
-  return {-8, bound}
+  return {-R.ended, bound}
 end
 if stock <= 0 then
-  return -1
+  return -R.sold_out
 end
 if not readInt(KEYS[2]) then
-  return -3
+  return -R.lucky_not_int
 end
 redis.call('INCR', KEYS[2])
 local after = redis.call('DECR', KEYS[1])
