@@ -69,6 +69,9 @@ type buyerPlan struct {
 	purchases []loadgen.Purchase
 	n, next   int // the load takes the first n; extra ones come after
 	settled   map[int]bool
+	// unknown: a send of the purchase had an unknown outcome (it may
+	// have sold), so only a verdict that read its key's record settles it.
+	unknown map[int]bool
 }
 
 func newBuyerPlan(mint *auth.Minter) *buyerPlan {
@@ -76,7 +79,7 @@ func newBuyerPlan(mint *auth.Minter) *buyerPlan {
 	rng := mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
 	ps := loadgen.Plan(buyerPurchases, buyerUsers, buyerRetryRate, run, rng)
 	loadgen.Sign(ps, mint)
-	return &buyerPlan{run: run, mint: mint, purchases: ps, n: len(ps), settled: map[int]bool{}}
+	return &buyerPlan{run: run, mint: mint, purchases: ps, n: len(ps), settled: map[int]bool{}, unknown: map[int]bool{}}
 }
 
 // take returns the load's next purchase, false once all are taken.
@@ -101,10 +104,27 @@ func (b *buyerPlan) extra(prefix string) (int, loadgen.Purchase) {
 	return i, p
 }
 
-func (b *buyerPlan) settle(i int) {
+// answer records r, an answer to a send of purchase i, and reports
+// whether the purchase is settled now. A send without a verdict (settled)
+// may have sold; after one, busy, fenced and lock_lost settle nothing:
+// they say this send did not sell, and nothing of the earlier one, whose
+// write may still land (a later send fenced while the earlier one's sale
+// went through left an order no answer told). Only a verdict the sale's
+// script gave after reading the key's record settles it then: sold (a
+// replay of the earlier sale, or its own) or sold_out and limit_reached
+// (the key has no sale).
+func (b *buyerPlan) answer(i int, r response) bool {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case !settled(r):
+		b.unknown[i] = true
+		return false
+	case b.unknown[i] && r.Result != api.Sold && r.Result != api.SoldOut && r.Result != api.LimitReached:
+		return false
+	}
 	b.settled[i] = true
-	b.mu.Unlock()
+	return true
 }
 
 // unsettled lists the purchases sent (by the load or as extras) whose
@@ -174,9 +194,7 @@ func (l *load) purchase(i int, p loadgen.Purchase) response {
 		first.Cut = first.Status == 0 && errors.Is(short.Err(), context.DeadlineExceeded)
 		cancel()
 		l.record(l.stamp(first, i, p, false))
-		if settled(first) {
-			l.plan.settle(i)
-		}
+		l.plan.answer(i, first)
 		return l.resolve(ctx, l.url, i, p, true)
 	case loadgen.RetryAfter:
 		if r := l.resolve(ctx, l.url, i, p, false); l.stopping() {
@@ -203,8 +221,7 @@ func (l *load) purchase(i int, p loadgen.Purchase) response {
 func (l *load) resolve(ctx context.Context, url string, i int, p loadgen.Purchase, resend bool) response {
 	for {
 		r := l.record(l.stamp(l.send(ctx, url, p), i, p, resend))
-		if settled(r) {
-			l.plan.settle(i)
+		if l.plan.answer(i, r) {
 			return r
 		}
 		resend = true
@@ -224,9 +241,7 @@ func (l *load) resolve(ctx context.Context, url string, i int, p loadgen.Purchas
 // sendAt is one send of purchase i to url, recorded.
 func (l *load) sendAt(ctx context.Context, url string, i int, p loadgen.Purchase, resend bool) response {
 	r := l.record(l.stamp(l.send(ctx, url, p), i, p, resend))
-	if settled(r) {
-		l.plan.settle(i)
-	}
+	l.plan.answer(i, r)
 	return r
 }
 
@@ -252,7 +267,8 @@ func (l *load) settle(ctx context.Context) []response {
 		p := l.plan.purchase(i)
 		poll := backoff.Backoff{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}
 		for ctx.Err() == nil {
-			if settled(l.sendAt(ctx, l.url, i, p, true)) {
+			r := l.record(l.stamp(l.send(ctx, l.url, p), i, p, true))
+			if l.plan.answer(i, r) {
 				break
 			}
 			_ = poll.Wait(ctx) // an ended ctx ends the loop

@@ -143,3 +143,36 @@ func TestOutcomeMatchesLoadgen(t *testing.T) {
 		t.Error("fenced and sold answers must be verdicts")
 	}
 }
+
+// A purchase with a send of unknown outcome is settled only by a verdict
+// that read its key's record: busy, fenced or lock_lost say that one send
+// did not sell, not that the earlier one did not.
+func TestUnknownSendIsSettledByTheKeysVerdict(t *testing.T) {
+	b := &buyerPlan{settled: map[int]bool{}, unknown: map[int]bool{}}
+	cut := response{Status: 0, Error: "context deadline exceeded"}
+	answer := func(res api.Result) response { return response{Status: res.Status(), Result: res} }
+	for _, tc := range []struct {
+		name  string
+		sends []response
+		want  bool
+	}{
+		{"fenced alone", []response{answer(api.Fenced)}, true},
+		{"busy alone", []response{answer(api.Busy)}, true},
+		{"cut, then fenced", []response{cut, answer(api.Fenced)}, false},
+		{"cut, then busy", []response{cut, answer(api.Busy)}, false},
+		{"cut, then lock_lost", []response{cut, answer(api.LockLost)}, false},
+		{"unconfirmed, then busy", []response{answer(api.Unconfirmed), answer(api.Busy)}, false},
+		{"cut, then fenced, then sold", []response{cut, answer(api.Fenced), answer(api.Sold)}, true},
+		{"cut, then sold_out", []response{cut, answer(api.SoldOut)}, true},
+		{"cut, then limit_reached", []response{cut, answer(api.LimitReached)}, true},
+	} {
+		i := len(b.settled) + len(b.unknown) + 1000 // a purchase of its own: each case adds to one map
+		var got bool
+		for _, r := range tc.sends {
+			got = b.answer(i, r)
+		}
+		if got != tc.want || b.settled[i] != tc.want {
+			t.Errorf("%s: settled %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
