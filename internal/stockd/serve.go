@@ -7,23 +7,18 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/net/netutil"
 
 	"seckill/internal/auth"
-	"seckill/internal/election/audit"
-	"seckill/internal/handler"
-	"seckill/internal/lock"
-	"seckill/internal/metrics"
 	"seckill/internal/stock"
 )
 
 // Serve wires the replica and runs it until ctx is done, then shuts down:
 // stop accepting, let in-flight sales finish (each releases its own lease),
-// then close the locker and the clients.
+// then close the locker and the clients. Its steps, in order, are the
+// replica's methods (replica.go).
 func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Logger) (err error) {
 	w := &wiring{cfg: cfg, log: log}
 	defer func() {
@@ -36,186 +31,30 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		}
 		err = errors.Join(err, cerr)
 	}()
+	r := &replica{w: w, cfg: cfg, log: log}
 	// Built first so it closes last: the locker and the audit use it.
-	stockRDB := w.stockRedis()
-
-	mode := stock.Mode(cfg.Stock.Mode)
-	var locker lock.Locker
-	info := lock.Info{Name: cfg.Lock.Backend}
-	if mode == stock.ModeLocked {
-		if locker, info, err = buildLocker(ctx, w); err != nil {
-			return err
-		}
-	}
-	// Fencing needs tokens that are comparable across replicas; none and
-	// local do not vouch for theirs (Safe == false), and the atomic mode has
-	// no lock to fence.
-	fencing := cfg.Stock.Fencing && info.Safe && mode == stock.ModeLocked
-
-	// The ledger is written by the fenced write and the atomic sale; an
-	// unfenced sale (the lab's control) has no ledger form, so the ledger
-	// is off there rather than an /info that promises orders never written.
-	ledger := cfg.Stock.Ledger && (fencing || mode == stock.ModeAtomic)
-	if cfg.Stock.Ledger && !ledger {
-		log.Warn("stock.ledger is on but sales are unfenced: no order ledger (X-User and Idempotency-Key answer 400)")
-	}
-	durable := cfg.Orders.Durable && ledger
-
-	m := metrics.New(prometheus.Labels{"replica": cfg.Replica, "backend": info.Name})
-	redis.SetLogger(redisLogger{log: log, lim: metrics.NewLogLimiter(m, 0)})
-	// Before the sale, the election or the listener start: a Redis that
-	// may evict keys loses sales it acknowledged, so it is refused here.
-	policies := policyChecks(w, mode == stock.ModeLocked)
-	if err := checkEviction(ctx, cfg, log, policies); err != nil {
+	r.stockRDB = w.stockRedis()
+	if err := r.lock(ctx); err != nil {
 		return err
 	}
-	regs, err := buildWitness(ctx, w)
-	if err != nil {
+	if err := r.checkRedis(ctx); err != nil {
 		return err
 	}
-	store := stock.NewStore(stockRDB, saleKeys(cfg, ledger)).WithReplicaAcks(stock.ReplicaAcks{
-		Replicas: minReplicaAcks(cfg), Timeout: stock.AckWithin(cfg.Stock.ReplicaAckTimeout),
-	}).WithWitness(regs.register(cfg), cfg.Stock.WitnessTimeout)
-	// Learning the sale checks Redis against the durable orders too, once
-	// startOrders binds them (before the listener: before any sale).
-	units := &durableUnits{log: log}
-	if durable {
-		store = store.WithDurableUnits(units)
-	}
-	store.NoteWitness(surveyWitness(ctx, w, log))
-	checkWitness(ctx, log, store)
-	// After the eviction check, before the sale: logs what a 200 promises,
-	// and refuses a Redis without AOF when stock.require_aof asks.
-	durability, err := checkDurability(ctx, cfg, log, stockRDB, store.ReplicaAcks().Replicas)
-	if err != nil {
+	if err := r.buildStore(ctx); err != nil {
 		return err
 	}
-	checkClusterReplicas(ctx, cfg, log, stockRDB, store.ReplicaAcks().Replicas)
-	clocks := checkClocks(ctx, cfg, log, clockCheck(w))
-	m.RegisterStock(func(ctx context.Context) (int64, int64, error) {
-		st, err := store.Status(ctx)
-		return st.Stock, st.Lucky, err
-	}, min(cfg.Redis.Timeout, 250*time.Millisecond)) // within a 1s scrape interval
-	saleCfg := stock.ServiceConfig{
-		Store:          store,
-		Locker:         locker,
-		Mode:           mode,
-		Backend:        info.Name,
-		Fencing:        fencing,
-		LockKey:        cfg.Lock.Key,
-		LockTTL:        lockTTL(cfg),
-		ConfirmTimeout: cfg.Stock.ConfirmTimeout,
-		Combine:        cfg.Stock.Combine,
-		CombineMax:     cfg.Stock.CombineMax,
-		WaitTimeout:    cfg.Lock.WaitTimeout,
-		Shed:           cfg.Lock.Shed,
-		MaxQueue:       cfg.Lock.MaxQueue,
-		Delay:          cfg.Work.Delay,
-		OnLockWait:     m.ObserveLockWait,
-		OnEvent:        func(e stock.Event) { m.CountEvent(string(e)) },
-		PerUserLimit:   cfg.Stock.PerUserLimit,
-		IdempotencyTTL: cfg.Stock.IdempotencyTTL,
-		Replica:        cfg.Replica,
-		Logger:         log,
+	r.buildSale(ctx)
+	if err := r.startOrders(ctx); err != nil {
+		return err
 	}
-	svc := stock.NewService(saleCfg)
-	items := buildItems(cfg, stockRDB, store, regs, saleCfg, ledger, durable, units)
-	if err := items.Unsupported(); err != nil {
-		log.Info("items are not sold by this configuration: POST /items answers 501", "why", err)
-	}
-	// Best effort: a sale then runs its script at once; a Redis that is down
-	// now shows in /readyz and as 503s, and the scripts load on first use.
-	lctx, cancel := context.WithTimeout(ctx, cfg.Redis.Timeout)
-	if err := store.LoadScripts(lctx); err != nil {
-		log.Warn("could not preload the stock scripts", "err", err)
-	} else if items.Unsupported() == nil {
-		if err := items.LoadScripts(lctx); err != nil {
-			log.Warn("could not preload the items' scripts", "err", err)
-		}
-	}
-	cancel()
-	// Nil interfaces when off (not nil pointers in them): the handler and
-	// the audit test for nil.
-	var ledgerReader stock.OrderReader
-	if ledger {
-		ledgerReader = store
-	}
-	var (
-		durableOrders handler.DurableOrders
-		itemsDurable  func(id string) handler.DurableOrders
-		itemLedgers   audit.ItemLedgers
-	)
-	if durable {
-		c, ic, err := startOrders(ctx, w, m, items)
-		if err != nil {
-			return err
-		}
-		units.bind(c, ic)
-		durableOrders = c
-		if ic != nil {
-			itemsDurable = func(id string) handler.DurableOrders {
-				if c, err := ic.For(id); err == nil {
-					return c
-				}
-				return nil // an id For refuses has no item to read
-			}
-			itemLedgers = func(ctx context.Context, id string) (audit.Ledger, audit.DurableOrders, error) {
-				r, err := items.Orders(ctx, id)
-				if err != nil {
-					return nil, nil, err
-				}
-				c, err := ic.For(id)
-				if err != nil {
-					return nil, nil, err
-				}
-				return r, c, nil
-			}
-		}
-	}
-	stopElection, leader, err := startElection(ctx, w, m.Registry(), ledgerReader, durableOrders, items, itemLedgers)
+	stopElection, leader, err := startElection(ctx, w, r.m.Registry(), r.ledgerReader, r.durableOrders, r.items, r.itemLedgers)
 	if err != nil {
 		return err
 	}
 	// Runs before w.close (deferred earlier): the election borrows w's sessions.
 	defer stopElection()
 
-	var pinger lock.Pinger
-	if p, ok := locker.(lock.Pinger); ok {
-		pinger = p
-	}
-	h := handler.New(handler.Config{
-		Replica:        cfg.Replica,
-		Backend:        info.Name,
-		Fencing:        fencing,
-		Mode:           string(mode),
-		Version:        BuildVersion(),
-		Release:        Release,
-		RunsBeside:     RunsBeside,
-		Formats:        apiFormats(),
-		AdminToken:     cfg.Admin.Token,
-		MaxBodyBytes:   int64(cfg.HTTP.MaxBodyBytes),
-		TrustedProxies: cfg.HTTP.TrustedProxies,
-		Buyers:         buyers,
-		Ledger:         ledger,
-		Durable:        durable,
-		PerUserLimit:   cfg.Stock.PerUserLimit,
-		// The store's, so /info shows what sales do, not what was asked.
-		MinReplicaAcks:    store.ReplicaAcks().Replicas,
-		ReplicaAckTimeout: store.ReplicaAcks().Timeout.Duration(),
-		Sentinel:          cfg.Redis.Sentinel.Master != "",
-		Cluster:           onCluster(cfg),
-		AllowEviction:     cfg.Stock.AllowEviction,
-		RequireAOF:        cfg.Stock.RequireAOF,
-	}, handler.Deps{
-		Seller: svc, Inventory: store, LockPinger: pinger, Fence: svc, Metrics: m, Logger: log, Leader: leader,
-		Orders: ledgerReader, Durable: durableOrders, ItemsDurable: itemsDurable, Policies: policies,
-		Durability: &handler.DurabilityCheck{Redis: stockRDB, ReplicaAcks: store.ReplicaAcks().Replicas, Known: durability},
-		Witness:    store,
-		Items:      items,
-		Clocks:     clocks,
-		Memory:     stockRDB,
-	})
-
+	h := r.handler(buyers, leader)
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
@@ -224,30 +63,14 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 	// than costing a descriptor and a goroutine each.
 	ln = netutil.LimitListener(ln, cfg.HTTP.MaxConns)
 	srv := newHTTPServer(cfg, h, log)
+	r.logStart(ctx, ln.Addr().String())
+	return serveUntilDone(ctx, cfg, log, srv, ln, stopElection)
+}
 
-	log.Info("stockd starting", "addr", ln.Addr().String(), "backend", info.Name, "fencing", fencing,
-		"election", cfg.Election.Backend, "ledger", ledger, "durable_orders", durable, "per_user_limit", cfg.Stock.PerUserLimit,
-		"mode", mode, "work_delay", cfg.Work.Delay.String(), "sentinel", cfg.Redis.Sentinel.Master,
-		"min_replica_acks", store.ReplicaAcks().Replicas, "version", BuildVersion(), "release", Release, "runs_beside", RunsBeside)
-	if cfg.Auth.AllowWeakSecrets {
-		log.Warn("auth.allow_weak_secrets is on: a weak admin.token or auth.jwt_secret is accepted; lab only, never where others can reach this replica",
-			"weak", weakSecrets(cfg))
-	}
-	if cfg.Lab.Unsafe {
-		log.Warn("lab.unsafe is on: lab-only backends, unfenced writes and failpoints are permitted; never in production")
-	}
-	if mode == stock.ModeLocked && !info.Safe {
-		log.Warn("LOCK BACKEND IS NOT SAFE ACROSS REPLICAS: with more than one replica this WILL oversell",
-			"backend", info.Name)
-	}
-	if cfg.Stock.Fencing && !fencing && mode == stock.ModeLocked {
-		log.Warn("stock.fencing is on but has no effect: the backend's tokens are not trusted", "backend", info.Name)
-	}
-	if err := store.Ping(ctx); err != nil {
-		// Not fatal: Redis may come up after us; /readyz reports it meanwhile.
-		log.Warn("stock redis not reachable yet", "addr", cfg.Redis.Addr, "err", err)
-	}
-
+// serveUntilDone serves on ln until ctx is done, then drains: the
+// election resigns beside the HTTP drain, bounded by
+// http.shutdown_timeout, and both end before Serve closes the clients.
+func serveUntilDone(ctx context.Context, cfg *Config, log *slog.Logger, srv *http.Server, ln net.Listener, stopElection func()) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
