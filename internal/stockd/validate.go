@@ -28,191 +28,240 @@ var (
 const maxWorkDelay = 30 * time.Second
 
 // Validate checks c and returns every problem found, each naming its key.
-// It is pure: no I/O, no environment.
+// It is pure: no I/O, no environment. Its steps are a checker's, one per
+// part of the configuration, in the order the keys are documented.
 func Validate(c *Config) error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
-	}
-	oneOf := func(key, val string, allowed []string, what string) {
-		if !slices.Contains(allowed, val) {
-			bad(key, "unknown %s %q (want one of %s)", what, val, strings.Join(allowed, ", "))
-		}
-	}
-	// between bounds a duration: a value outside the range is a mistake or
-	// an attack surface (lock.ttl=1ns breaks every sale, an hour-long wait
-	// pins a connection for an hour).
-	between := func(key string, d, lo, hi time.Duration) {
-		if d < lo || d > hi {
-			bad(key, "must be between %s and %s, got %s", lo, hi, d)
-		}
-	}
-	intBetween := func(key string, n, lo, hi int) {
-		if n < lo || n > hi {
-			bad(key, "must be between %d and %d, got %d", lo, hi, n)
-		}
-	}
-	nonEmpty := func(key, val string) {
-		if val == "" {
-			bad(key, "must not be empty")
-		}
-	}
-	hostPort := func(key, val string) {
-		if _, _, err := net.SplitHostPort(val); err != nil {
-			bad(key, "want host:port, got %q", val)
-		}
-	}
-	// Endpoint lists take host:port, and for etcd also http(s)://host:port.
-	list := func(key string, vals []string, schemes ...string) {
-		if len(vals) == 0 {
-			bad(key, "at least one address required")
-		}
-		for _, v := range vals {
-			for _, s := range schemes {
-				if rest, ok := strings.CutPrefix(v, s); ok {
-					v = rest
-					break
-				}
-			}
-			hostPort(key, v)
-		}
-	}
-	znodePath := func(key, val string) {
-		if !strings.HasPrefix(val, "/") || (len(val) > 1 && strings.HasSuffix(val, "/")) {
-			bad(key, "want an absolute path like /seckill/locks, got %q", val)
-		}
-	}
+	v := &checker{}
+	v.http(c)
+	adminToken(c.Admin.Token, c.Auth.AllowWeakSecrets, v.bad)
+	validateAuth(c, v.bad)
+	v.log(c)
+	v.redis(c)
+	validateCluster(c, v.bad)
+	backend, known := v.lock(c)
+	v.servers(c, backend, known)
+	v.stock(c)
+	validateLedger(c, v.bad)
+	validateKeys(c, v.bad)
+	v.work(c)
+	v.election(c)
+	validateLab(c, v.bad)
+	return errors.Join(v.errs...)
+}
 
-	hostPort("http.addr", c.HTTP.Addr)
-	between("http.shutdown_timeout", c.HTTP.ShutdownTimeout, 100*time.Millisecond, 10*time.Minute)
-	between("http.read_header_timeout", c.HTTP.ReadHeaderTimeout, 100*time.Millisecond, time.Minute)
-	between("http.read_timeout", c.HTTP.ReadTimeout, 100*time.Millisecond, 5*time.Minute)
-	if c.HTTP.ReadHeaderTimeout > c.HTTP.ReadTimeout {
-		bad("http.read_header_timeout", "must not exceed http.read_timeout (%s), got %s", c.HTTP.ReadTimeout, c.HTTP.ReadHeaderTimeout)
+// checker collects Validate's findings, each naming its key.
+type checker struct{ errs []error }
+
+func (v *checker) bad(key, format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+}
+
+func (v *checker) oneOf(key, val string, allowed []string, what string) {
+	if !slices.Contains(allowed, val) {
+		v.bad(key, "unknown %s %q (want one of %s)", what, val, strings.Join(allowed, ", "))
 	}
-	between("http.write_timeout", c.HTTP.WriteTimeout, time.Second, 10*time.Minute)
-	between("http.idle_timeout", c.HTTP.IdleTimeout, 100*time.Millisecond, time.Hour)
-	intBetween("http.max_header_bytes", c.HTTP.MaxHeaderBytes, 8<<10, 1<<20) // above headerSlop (newHTTPServer)
-	intBetween("http.max_body_bytes", c.HTTP.MaxBodyBytes, 4<<10, 10<<20)
-	intBetween("http.max_conns", c.HTTP.MaxConns, 1, 1<<20)
+}
+
+// between bounds a duration: a value outside the range is a mistake or
+// an attack surface (lock.ttl=1ns breaks every sale, an hour-long wait
+// pins a connection for an hour).
+func (v *checker) between(key string, d, lo, hi time.Duration) {
+	if d < lo || d > hi {
+		v.bad(key, "must be between %s and %s, got %s", lo, hi, d)
+	}
+}
+
+func (v *checker) intBetween(key string, n, lo, hi int) {
+	if n < lo || n > hi {
+		v.bad(key, "must be between %d and %d, got %d", lo, hi, n)
+	}
+}
+
+func (v *checker) nonEmpty(key, val string) {
+	if val == "" {
+		v.bad(key, "must not be empty")
+	}
+}
+
+func (v *checker) hostPort(key, val string) {
+	if _, _, err := net.SplitHostPort(val); err != nil {
+		v.bad(key, "want host:port, got %q", val)
+	}
+}
+
+// list checks an endpoint list: host:port, and for etcd also
+// http(s)://host:port.
+func (v *checker) list(key string, vals []string, schemes ...string) {
+	if len(vals) == 0 {
+		v.bad(key, "at least one address required")
+	}
+	for _, val := range vals {
+		for _, s := range schemes {
+			if rest, ok := strings.CutPrefix(val, s); ok {
+				val = rest
+				break
+			}
+		}
+		v.hostPort(key, val)
+	}
+}
+
+func (v *checker) znodePath(key, val string) {
+	if !strings.HasPrefix(val, "/") || (len(val) > 1 && strings.HasSuffix(val, "/")) {
+		v.bad(key, "want an absolute path like /seckill/locks, got %q", val)
+	}
+}
+
+// http checks http.*: the listener, its timeouts and bounds, the proxies.
+func (v *checker) http(c *Config) {
+	v.hostPort("http.addr", c.HTTP.Addr)
+	v.between("http.shutdown_timeout", c.HTTP.ShutdownTimeout, 100*time.Millisecond, 10*time.Minute)
+	v.between("http.read_header_timeout", c.HTTP.ReadHeaderTimeout, 100*time.Millisecond, time.Minute)
+	v.between("http.read_timeout", c.HTTP.ReadTimeout, 100*time.Millisecond, 5*time.Minute)
+	if c.HTTP.ReadHeaderTimeout > c.HTTP.ReadTimeout {
+		v.bad("http.read_header_timeout", "must not exceed http.read_timeout (%s), got %s", c.HTTP.ReadTimeout, c.HTTP.ReadHeaderTimeout)
+	}
+	v.between("http.write_timeout", c.HTTP.WriteTimeout, time.Second, 10*time.Minute)
+	v.between("http.idle_timeout", c.HTTP.IdleTimeout, 100*time.Millisecond, time.Hour)
+	v.intBetween("http.max_header_bytes", c.HTTP.MaxHeaderBytes, 8<<10, 1<<20) // above headerSlop (newHTTPServer)
+	v.intBetween("http.max_body_bytes", c.HTTP.MaxBodyBytes, 4<<10, 10<<20)
+	v.intBetween("http.max_conns", c.HTTP.MaxConns, 1, 1<<20)
 	for _, p := range c.HTTP.TrustedProxies {
 		// The one parser the buyer check trusts them by (auth.ParseProxy).
 		prefix, err := auth.ParseProxy(p)
 		switch {
 		case err != nil:
-			bad("http.trusted_proxies", "want an IP address or a CIDR like 172.16.0.0/12, got %q", p)
+			v.bad("http.trusted_proxies", "want an IP address or a CIDR like 172.16.0.0/12, got %q", p)
 		case coversEveryAddress(prefix):
-			bad("http.trusted_proxies", "%q covers every address: any client could name itself by X-Forwarded-For (and X-User); name the proxy's own address", p)
+			v.bad("http.trusted_proxies", "%q covers every address: any client could name itself by X-Forwarded-For (and X-User); name the proxy's own address", p)
 		}
 	}
-	adminToken(c.Admin.Token, c.Auth.AllowWeakSecrets, bad)
-	validateAuth(c, bad)
-	oneOf("log.level", c.Log.Level, logLevels, "level")
-	oneOf("log.format", c.Log.Format, logFormats, "format")
+}
 
-	hostPort("redis.addr", c.Redis.Addr)
+func (v *checker) log(c *Config) {
+	v.oneOf("log.level", c.Log.Level, logLevels, "level")
+	v.oneOf("log.format", c.Log.Format, logFormats, "format")
+}
+
+// redis checks the stock Redis and its Sentinels (redis.*).
+func (v *checker) redis(c *Config) {
+	v.hostPort("redis.addr", c.Redis.Addr)
 	if c.Redis.DB < 0 {
-		bad("redis.db", "must not be negative, got %d", c.Redis.DB)
+		v.bad("redis.db", "must not be negative, got %d", c.Redis.DB)
 	}
-	between("redis.timeout", c.Redis.Timeout, time.Millisecond, time.Minute)
+	v.between("redis.timeout", c.Redis.Timeout, time.Millisecond, time.Minute)
 	if s := c.Redis.Sentinel; s.Master != "" {
 		if len(s.Addrs) == 0 {
-			bad("redis.sentinel.addrs", "required with redis.sentinel.master")
+			v.bad("redis.sentinel.addrs", "required with redis.sentinel.master")
 		}
 		for _, a := range s.Addrs {
-			hostPort("redis.sentinel.addrs", a)
+			v.hostPort("redis.sentinel.addrs", a)
 		}
 	} else if len(s.Addrs) > 0 {
-		bad("redis.sentinel.master", "required with redis.sentinel.addrs (the name the Sentinels monitor)")
+		v.bad("redis.sentinel.master", "required with redis.sentinel.addrs (the name the Sentinels monitor)")
 	}
-	validateCluster(c, bad)
+}
 
-	backend, known := backends[c.Lock.Backend]
+// lock checks lock.* and redisson.*, and returns the backend's row.
+func (v *checker) lock(c *Config) (backend backendSpec, known bool) {
+	backend, known = backends[c.Lock.Backend]
 	if !known && slices.Contains(labBackends, c.Lock.Backend) {
-		bad("lock.backend", "%v", errNotLabBuild(c.Lock.Backend))
+		v.bad("lock.backend", "%v", errNotLabBuild(c.Lock.Backend))
 	} else if !known {
-		bad("lock.backend", "unknown backend %q (want one of %s)", c.Lock.Backend, strings.Join(backendNames(), ", "))
+		v.bad("lock.backend", "unknown backend %q (want one of %s)", c.Lock.Backend, strings.Join(backendNames(), ", "))
 	}
-	nonEmpty("lock.key", c.Lock.Key)
+	v.nonEmpty("lock.key", c.Lock.Key)
 	// Below 100ms a lease cannot be renewed in time (Redis refuses a
 	// sub-millisecond PX outright: every sale would fail).
-	between("lock.ttl", c.Lock.TTL, 100*time.Millisecond, 10*time.Minute)
-	between("lock.wait_timeout", c.Lock.WaitTimeout, time.Millisecond, 10*time.Minute)
+	v.between("lock.ttl", c.Lock.TTL, 100*time.Millisecond, 10*time.Minute)
+	v.between("lock.wait_timeout", c.Lock.WaitTimeout, time.Millisecond, 10*time.Minute)
 	if c.Lock.RedisAddr != "" {
-		hostPort("lock.redis_addr", c.Lock.RedisAddr)
+		v.hostPort("lock.redis_addr", c.Lock.RedisAddr)
 	}
-	between("redisson.watchdog", c.Redisson.Watchdog, 100*time.Millisecond, 10*time.Minute)
+	v.between("redisson.watchdog", c.Redisson.Watchdog, 100*time.Millisecond, 10*time.Minute)
 	if c.Redisson.LeaseTime != 0 {
-		between("redisson.lease_time", c.Redisson.LeaseTime, 100*time.Millisecond, 10*time.Minute)
+		v.between("redisson.lease_time", c.Redisson.LeaseTime, 100*time.Millisecond, 10*time.Minute)
 	}
+	return backend, known
+}
 
+// servers checks the servers the backend, the election and the witness
+// talk to: etcd, ZooKeeper, MySQL.
+func (v *checker) servers(c *Config, backend backendSpec, known bool) {
 	needEtcd := (known && backend.needs == needsEtcd) || c.Election.Backend == "etcd" || c.Stock.Witness == "etcd"
 	needZK := (known && backend.needs == needsZK) || c.Election.Backend == "zookeeper"
 	if needEtcd {
-		list("etcd.endpoints", c.Etcd.Endpoints, "http://", "https://")
+		v.list("etcd.endpoints", c.Etcd.Endpoints, "http://", "https://")
 	}
 	// etcd leases are whole seconds; a shorter TTL would be rounded away.
 	if c.Etcd.SessionTTL < time.Second {
-		bad("etcd.session_ttl", "must be at least 1s (etcd leases are whole seconds), got %s", c.Etcd.SessionTTL)
+		v.bad("etcd.session_ttl", "must be at least 1s (etcd leases are whole seconds), got %s", c.Etcd.SessionTTL)
 	} else {
-		between("etcd.session_ttl", c.Etcd.SessionTTL, time.Second, 10*time.Minute)
+		v.between("etcd.session_ttl", c.Etcd.SessionTTL, time.Second, 10*time.Minute)
 	}
-	between("etcd.dial_timeout", c.Etcd.DialTimeout, 10*time.Millisecond, time.Minute)
+	v.between("etcd.dial_timeout", c.Etcd.DialTimeout, 10*time.Millisecond, time.Minute)
 	if needZK {
-		list("zookeeper.servers", c.ZooKeeper.Servers)
+		v.list("zookeeper.servers", c.ZooKeeper.Servers)
 	}
-	between("zookeeper.session_timeout", c.ZooKeeper.SessionTimeout, 100*time.Millisecond, 10*time.Minute)
-	znodePath("zookeeper.root", c.ZooKeeper.Root)
+	v.between("zookeeper.session_timeout", c.ZooKeeper.SessionTimeout, 100*time.Millisecond, 10*time.Minute)
+	v.znodePath("zookeeper.root", c.ZooKeeper.Root)
 	if known && backend.needs == needsMySQL {
-		validateMySQL(c, bad)
+		validateMySQL(c, v.bad)
 	} else if c.Stock.Witness == "mysql" {
 		if c.MySQL.DSN == "" {
-			bad("mysql.dsn", "must be set for stock.witness mysql, e.g. user:password@tcp(host:3306)/seckill")
+			v.bad("mysql.dsn", "must be set for stock.witness mysql, e.g. user:password@tcp(host:3306)/seckill")
 		} else {
-			validateMySQL(c, bad)
+			validateMySQL(c, v.bad)
 		}
 	}
+}
 
-	nonEmpty("stock.key", c.Stock.Key)
+// stock checks stock.* but the ledger's and the keys' (validateLedger,
+// validateKeys).
+func (v *checker) stock(c *Config) {
+	v.nonEmpty("stock.key", c.Stock.Key)
 	// Items name their witness registers and locks "<name>:item:<id>"
 	// (stock.ItemWitnessName, ItemLockKey) on servers other deployments
 	// may share: a sale named so would hold item <id>'s register or lock
 	// of the deployment named by the part before.
 	for _, k := range []struct{ name, val string }{{"stock.key", c.Stock.Key}, {"lock.key", c.Lock.Key}} {
 		if strings.Contains(k.val, stock.ItemNameInfix) {
-			bad(k.name, "%q holds %q, which names items' witness registers and locks (<name>%s<id>): it could be another deployment's item", k.val, stock.ItemNameInfix, stock.ItemNameInfix)
+			v.bad(k.name, "%q holds %q, which names items' witness registers and locks (<name>%s<id>): it could be another deployment's item", k.val, stock.ItemNameInfix, stock.ItemNameInfix)
 		}
 	}
-	nonEmpty("stock.lucky_key", c.Stock.LuckyKey)
-	nonEmpty("stock.fence_key", c.Stock.FenceKey)
-	oneOf("stock.mode", c.Stock.Mode, stockModes, "mode")
-	between("stock.confirm_timeout", c.Stock.ConfirmTimeout, 10*time.Millisecond, 10*time.Minute)
-	intBetween("stock.combine_max", c.Stock.CombineMax, 1, 4096)
-	intBetween("lock.max_queue", c.Lock.MaxQueue, 1, 1<<20)
+	v.nonEmpty("stock.lucky_key", c.Stock.LuckyKey)
+	v.nonEmpty("stock.fence_key", c.Stock.FenceKey)
+	v.oneOf("stock.mode", c.Stock.Mode, stockModes, "mode")
+	v.between("stock.confirm_timeout", c.Stock.ConfirmTimeout, 10*time.Millisecond, 10*time.Minute)
+	v.intBetween("stock.combine_max", c.Stock.CombineMax, 1, 4096)
+	v.intBetween("lock.max_queue", c.Lock.MaxQueue, 1, 1<<20)
 	if c.Stock.Combine && c.Lock.Shed && c.Lock.MaxQueue < c.Stock.CombineMax {
 		// A batch could never fill: the queue would shed what it would sell.
-		bad("lock.max_queue", "%d is below stock.combine_max (%d): a combined batch could never fill", c.Lock.MaxQueue, c.Stock.CombineMax)
+		v.bad("lock.max_queue", "%d is below stock.combine_max (%d): a combined batch could never fill", c.Lock.MaxQueue, c.Stock.CombineMax)
 	}
-	intBetween("stock.segments", c.Stock.Segments, 1, 256)
-	intBetween("stock.min_replica_acks", c.Stock.MinReplicaAcks, -1, 16)
-	between("stock.replica_ack_timeout", c.Stock.ReplicaAckTimeout, time.Millisecond, time.Minute)
+	v.intBetween("stock.segments", c.Stock.Segments, 1, 256)
+	v.intBetween("stock.min_replica_acks", c.Stock.MinReplicaAcks, -1, 16)
+	v.between("stock.replica_ack_timeout", c.Stock.ReplicaAckTimeout, time.Millisecond, time.Minute)
 	// WAIT shares the sale's pipeline, which redis.timeout bounds; and a
 	// sale unanswered for stock.confirm_timeout is given up anyway.
 	if minReplicaAcks(c) > 0 && c.Redis.Timeout > 0 && c.Stock.ReplicaAckTimeout >= min(c.Redis.Timeout, c.Stock.ConfirmTimeout) {
-		bad("stock.replica_ack_timeout", "%s must stay below redis.timeout (%s) and stock.confirm_timeout (%s)",
+		v.bad("stock.replica_ack_timeout", "%s must stay below redis.timeout (%s) and stock.confirm_timeout (%s)",
 			c.Stock.ReplicaAckTimeout, c.Redis.Timeout, c.Stock.ConfirmTimeout)
 	}
-	oneOf("stock.witness", c.Stock.Witness, stockWitnesses, "witness")
-	between("stock.witness_timeout", c.Stock.WitnessTimeout, 10*time.Millisecond, time.Minute)
+	v.oneOf("stock.witness", c.Stock.Witness, stockWitnesses, "witness")
+	v.between("stock.witness_timeout", c.Stock.WitnessTimeout, 10*time.Millisecond, time.Minute)
 	if c.Stock.MaxClockSkew != 0 {
-		between("stock.max_clock_skew", c.Stock.MaxClockSkew, time.Millisecond, time.Hour)
+		v.between("stock.max_clock_skew", c.Stock.MaxClockSkew, time.Millisecond, time.Hour)
 	}
-	validateLedger(c, bad)
-	validateKeys(c, bad)
+}
+
+// work checks work.delay, and that a sale is answered within
+// http.write_timeout.
+func (v *checker) work(c *Config) {
 	if c.Work.Delay.Min < 0 || c.Work.Delay.Max < c.Work.Delay.Min {
-		bad("work.delay", "invalid range %s", c.Work.Delay)
+		v.bad("work.delay", "invalid range %s", c.Work.Delay)
 	} else if c.Work.Delay.Max > maxWorkDelay {
-		bad("work.delay", "must not exceed %s (it is spent holding the lock), got %s", maxWorkDelay, c.Work.Delay)
+		v.bad("work.delay", "must not exceed %s (it is spent holding the lock), got %s", maxWorkDelay, c.Work.Delay)
 	}
 	// A sale waits for the lock, then works: it must be answered before
 	// the write deadline cuts its connection (and the proxy's read timeout,
@@ -224,16 +273,14 @@ func Validate(c *Config) error {
 		confirms = 3
 	}
 	if sale := c.Lock.WaitTimeout + c.Work.Delay.Max + time.Duration(confirms)*c.Stock.ConfirmTimeout; c.Lock.WaitTimeout > 0 && sale >= c.HTTP.WriteTimeout {
-		bad("lock.wait_timeout", "lock.wait_timeout + work.delay + %d x stock.confirm_timeout (%s) must stay below http.write_timeout (%s)", confirms, sale, c.HTTP.WriteTimeout)
+		v.bad("lock.wait_timeout", "lock.wait_timeout + work.delay + %d x stock.confirm_timeout (%s) must stay below http.write_timeout (%s)", confirms, sale, c.HTTP.WriteTimeout)
 	}
+}
 
-	oneOf("election.backend", c.Election.Backend, electionBackends, "backend")
-	znodePath("election.path", c.Election.Path)
-	between("election.job_interval", c.Election.JobInterval, 100*time.Millisecond, time.Hour)
-
-	validateLab(c, bad)
-
-	return errors.Join(errs...)
+func (v *checker) election(c *Config) {
+	v.oneOf("election.backend", c.Election.Backend, electionBackends, "backend")
+	v.znodePath("election.path", c.Election.Path)
+	v.between("election.job_interval", c.Election.JobInterval, 100*time.Millisecond, time.Hour)
 }
 
 // weakSecretsOptOut is what a weak secret's refusal offers.
