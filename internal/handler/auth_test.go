@@ -173,3 +173,34 @@ func TestOrderReadsKeepTheAdminBound(t *testing.T) {
 		t.Fatalf("the right token beyond the bound: got %d, want 200", code)
 	}
 }
+
+// A 401 carries its challenge in every mode: a buyer header that the
+// mode does not take (X-User without a gateway, a token in proxy mode),
+// or no buyer where one is required.
+func TestEvery401Challenges(t *testing.T) {
+	proxies, err := auth.ParseProxies([]string{"198.51.100.0/24"}) // not httptest's peer
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		id      *auth.Identity
+		headers []string
+	}{
+		{"none, X-User", &auth.Identity{Mode: auth.ModeNone}, []string{"X-User", "bob"}},
+		{"proxy, X-User from another peer", &auth.Identity{Mode: auth.ModeProxy, Proxies: proxies}, []string{"X-User", "bob"}},
+		{"proxy, required, no buyer", &auth.Identity{Mode: auth.ModeProxy, Proxies: proxies, Required: true}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &buyerSeller{sale: stock.Sale{StockAfter: 3, Token: 7, Attempt: "a1", OrderID: "a1"}}
+			h := handler.New(handler.Config{Replica: replica, Buyers: tc.id}, handler.Deps{Seller: s, Inventory: &cannedInventory{}})
+			rec := postSale(t, h, tc.headers...)
+			if rec.Code != 401 || len(s.calls) != 0 {
+				t.Fatalf("got %d %s (seller calls %+v), want 401 and nothing sold", rec.Code, rec.Body, s.calls)
+			}
+			if got := rec.Header().Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer ") {
+				t.Fatalf("a 401 with WWW-Authenticate %q, want a Bearer challenge", got)
+			}
+		})
+	}
+}

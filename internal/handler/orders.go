@@ -76,9 +76,10 @@ func (a *server) buyer(c *gin.Context) (stock.Buyer, int, string) {
 func (a *server) identify(c *gin.Context, sale bool) (string, int, string) {
 	id := a.cfg.Buyers
 	unauthorized := func(err error) (string, int, string) {
-		if id.Mode == auth.ModeJWT || errors.Is(err, auth.ErrMalformedAuthorization) {
-			challenge(c, err)
-		}
+		// Every 401 carries its challenge (RFC 9110), whatever the mode:
+		// a buyer header the mode does not take is refused as much as a
+		// bad token.
+		challenge(c, err)
 		return "", http.StatusUnauthorized, err.Error()
 	}
 	who := id.Caller

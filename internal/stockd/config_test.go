@@ -182,6 +182,13 @@ func TestValidate(t *testing.T) {
 		{"proxy without proxies", func(c *Config) { c.Auth.Buyers = "proxy" }, "http.trusted_proxies"},
 		{"proxy with jwt keys", func(c *Config) { jwtConfig(c); c.Auth.Buyers, c.HTTP.TrustedProxies = "proxy", []string{"10.0.0.1"} }, "auth.buyers"},
 		{"none with jwt keys", func(c *Config) { jwtConfig(c); c.Auth.Buyers = "none" }, "auth.buyers"},
+		// jwt_leeway has a default: set is other than it, even in range.
+		{"none with a jwt leeway", func(c *Config) { c.Auth.JWTLeeway = time.Minute }, "auth.buyers"},
+		{"none with an out-of-range jwt leeway", func(c *Config) { c.Auth.JWTLeeway = 6 * time.Minute }, "auth.buyers"},
+		{"proxy with a jwt leeway", func(c *Config) {
+			c.Auth.Buyers, c.HTTP.TrustedProxies, c.Auth.JWTLeeway = "proxy", []string{"10.0.0.1"}, time.Minute
+		}, "auth.buyers"},
+		{"none with the default jwt leeway", func(c *Config) { c.Auth.JWTLeeway = 30 * time.Second }, ""},
 		{"required with none", func(c *Config) { c.Auth.Required = true }, "auth.required"},
 		{"negative per-user limit", func(c *Config) { c.Stock.PerUserLimit = -1 }, "stock.per_user_limit"},
 		{"per-user limit without the ledger", func(c *Config) { c.Stock.PerUserLimit, c.Stock.Ledger = 2, false }, "stock.per_user_limit"},

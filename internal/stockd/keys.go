@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 )
 
 // envPrefix starts every environment variable that sets a key.
@@ -67,4 +68,20 @@ func keysOf(t reflect.Type, section string) []configKey {
 func knownKey(name string) bool {
 	_, ok := envKeys[envName(name)]
 	return ok
+}
+
+// defaultDuration is the default of the duration key name, from its tag.
+// It panics on a name that is not a duration key: a mistake in the code,
+// which every test would show.
+func defaultDuration(name string) time.Duration {
+	for _, k := range keys {
+		if k.name == name {
+			d, err := time.ParseDuration(k.def)
+			if err != nil {
+				panic(fmt.Sprintf("config: %s's default %q is not a duration: %v", name, k.def, err))
+			}
+			return d
+		}
+	}
+	panic("config: no key " + name)
 }

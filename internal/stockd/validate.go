@@ -337,7 +337,10 @@ func validateAuth(c *Config, bad func(key, format string, args ...any)) {
 		bad("auth.buyers", "unknown mode %q (want one of %s)", a.Buyers, strings.Join(auth.Modes, ", "))
 		return
 	}
-	jwtKeys := a.JWTSecret != "" || a.JWTKeys != "" || a.JWTIssuer != "" || a.JWTAudience != ""
+	// A key is set when it is not its default: jwt_leeway has one (30s),
+	// the others are empty.
+	jwtKeys := a.JWTSecret != "" || a.JWTKeys != "" || a.JWTIssuer != "" || a.JWTAudience != "" ||
+		a.JWTLeeway != defaultDuration("auth.jwt_leeway")
 	switch a.Buyers {
 	case auth.ModeJWT:
 		if a.JWTSecret == "" && a.JWTKeys == "" {
