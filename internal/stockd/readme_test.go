@@ -55,3 +55,34 @@ func TestReadmeTokenRecipe(t *testing.T) {
 		t.Fatalf("the recipe's order: got %d %v, want alice's", code, body)
 	}
 }
+
+// The items' quick start (docs/items.md), run as written against the
+// real binary on the default configuration: the item is made, open,
+// sells and is reset.
+func TestItemsQuickStartRunsAsWritten(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/items.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "```sh\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 || !strings.Contains(block, "localhost:8080/items") {
+		t.Fatalf("docs/items.md: the quick start is not its first sh block:\n%s", block)
+	}
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			servertest.SkipOrFail(t, err, tool)
+		}
+	}
+	p := startStockd(t)
+	script := strings.NewReplacer("localhost:8080", p.Addr(), "<admin.token>", testAdminToken).Replace(block)
+	out, err := exec.CommandContext(t.Context(), "bash", "-euo", "pipefail", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the quick start: %v\n%s", err, out)
+	}
+	for _, want := range []string{`"state":"open"`, `"result":"sold"`, `"stock":50`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the quick start's answers do not say %s:\n%s", want, out)
+		}
+	}
+}
