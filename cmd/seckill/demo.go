@@ -23,6 +23,7 @@ import (
 	"seckill/internal/lab/dashboard"
 	"seckill/internal/lab/loadgen"
 	"seckill/internal/lab/localcluster"
+	"seckill/internal/lock/backend"
 	"seckill/internal/servers"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"
@@ -31,13 +32,13 @@ import (
 // Backends lists every lock backend the demo knows, in table order: the two
 // that demonstrate overselling first, then the correct ones. Add a backend
 // here when stockd learns it; a backend stockd refuses is an ERROR row.
-var Backends = []string{"none", "local", "redis", "redisson", "etcd", "zookeeper", "mysql", "mysql-row"}
+var Backends = append([]string{backend.None, backend.Local}, backend.Product()...)
 
 // unsafeBackend says whether a backend is expected to oversell with
 // replicas processes behind nginx: none never locks, and local's lock lives
 // in one process, so it only protects a single replica.
-func unsafeBackend(backend string, replicas int) bool {
-	return backend == "none" || (backend == "local" && replicas > 1)
+func unsafeBackend(b string, replicas int) bool {
+	return b == backend.None || (b == backend.Local && replicas > 1)
 }
 
 // demoRow is one backend's result; its JSON is one line of `demo --json`.

@@ -15,12 +15,13 @@ import (
 
 	"seckill/internal/lab"
 	"seckill/internal/lab/localcluster"
+	"seckill/internal/lock/backend"
 	"seckill/internal/metrics"
 )
 
 // soakBackends are the correct backends a soak runs by default (mysql-row
 // shares mysql's sessions and server; the lab covers it).
-var soakBackends = []string{"redis", "redisson", "etcd", "zookeeper", "mysql"}
+var soakBackends = []string{backend.Redis, backend.Redisson, backend.Etcd, backend.ZooKeeper, backend.MySQL}
 
 // soakCmd runs a bounded soak per backend on one local cluster with the
 // lab's fault layer: a paced load for --duration, one fault from the lab's

@@ -34,6 +34,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/lab/loadgen"
 	"seckill/internal/lab/localcluster"
+	"seckill/internal/lock/backend"
 	"seckill/internal/servers"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"
@@ -158,7 +159,7 @@ func workDelay(d time.Duration) stockd.Edit {
 }
 
 // Correct lists the backends that must survive every scenario.
-var Correct = []string{"redis", "redisson", "etcd", "zookeeper", "mysql", "mysql-row"}
+var Correct = backend.Product()
 
 // Flawed lists the lab-only broken backends and the scenario that breaks each.
 var Flawed = map[string]string{
@@ -360,7 +361,7 @@ var experimental = map[string][]string{
 	// reached, and time out before the fence's quiet period helps. A new
 	// ZooKeeper ensemble refuses clients that have seen a later zxid, and
 	// go-zookeeper retries the same connection forever.
-	"lockforget": {"etcd", "zookeeper"},
+	"lockforget": {backend.Etcd, backend.ZooKeeper},
 }
 
 // byName lists, per backend, scenarios that apply and are expected to pass
@@ -374,7 +375,7 @@ var byName = map[string][]string{
 	// and these cells take ~15 s each on it; its default cells are those
 	// where the lock itself differs (the transaction a pause or a crash
 	// leaves open, a restart mid-transaction) and the control.
-	"mysql-row": append([]string{"slowwork", "partition", "latency", "lostreply", "slowreply", "netsplit", "wipe", "restore"},
+	backend.MySQLRow: append([]string{"slowwork", "partition", "latency", "lostreply", "slowreply", "netsplit", "wipe", "restore"},
 		byNameStore...),
 	// The witness cells and evict do not depend on the lock (the witness
 	// is etcd's whatever the backend, and their faults hit the stock Redis
@@ -382,14 +383,14 @@ var byName = map[string][]string{
 	// redis runs these on the same Redis with the same links: redisson's
 	// own cases are its watchdog and re-entry (pause, slowwork, kill,
 	// lostreply, slowreply, lockforget), which stay.
-	"redisson": append([]string{"blip", "partition"}, byNameStore...),
+	backend.Redisson: append([]string{"blip", "partition"}, byNameStore...),
 	// The upgrade cell builds the previous release and replaces every
 	// replica in turn (about a minute); the upgrade's faults are the
 	// replicas' releases, not the lock's (upgrade.go).
-	"redis":     {"upgrade"},
-	"etcd":      {"upgrade"},
-	"zookeeper": byNameStore,
-	"mysql":     byNameStore,
+	backend.Redis:     {"upgrade"},
+	backend.Etcd:      {"upgrade"},
+	backend.ZooKeeper: byNameStore,
+	backend.MySQL:     byNameStore,
 }
 
 // byNameStore are the scenarios whose fault is the stock Redis's or the
@@ -417,7 +418,7 @@ var mysqlInapplicable = map[string]string{
 }
 
 // Inapplicable returns why scenario cannot run on backend, or "".
-func Inapplicable(backend, scenario string) string { return inapplicable[backend][scenario] }
+func Inapplicable(b, scenario string) string { return inapplicable[b][scenario] }
 
 // ClusterConfig is the local cluster the lab needs: three replicas behind
 // nginx, the fault layer on, etcd and ZooKeeper started up front only when
@@ -431,15 +432,15 @@ const jobInterval = 500 * time.Millisecond
 
 // elects reports whether backend's server also runs the leader election
 // (MySQL runs none).
-func elects(backend string) bool { return backend == "etcd" || backend == "zookeeper" }
+func elects(b string) bool { return b == backend.Etcd || b == backend.ZooKeeper }
 
 // lease is how long the backend's lock outlives a silent holder, as
 // configured by baseEnv.
-func lease(backend string) time.Duration {
-	switch backend {
-	case "redisson":
+func lease(b string) time.Duration {
+	switch b {
+	case backend.Redisson:
 		return 1500 * time.Millisecond
-	case "etcd", "zookeeper", "mysql", "mysql-row":
+	case backend.Etcd, backend.ZooKeeper, backend.MySQL, backend.MySQLRow:
 		return 2 * time.Second
 	default:
 		return time.Second

@@ -290,6 +290,9 @@ func TestScenarioNamesAreTheTables(t *testing.T) {
 	}
 	for b, l := range byName {
 		lists["byName "+b] = l
+		if !slices.Contains(Correct, b) {
+			t.Errorf("byName names backend %q, not one of %v", b, Correct)
+		}
 	}
 	for s := range experimental {
 		lists["experimental"] = append(lists["experimental"], s)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/backend"
 	"seckill/internal/lock/etcdlock"
 	"seckill/internal/lock/mysqllock"
 	"seckill/internal/lock/redislock"
@@ -58,36 +59,36 @@ func lockTTL(c *Config) time.Duration {
 }
 
 var backends = map[string]backendSpec{
-	"redis": {needs: needsRedis, redisKeys: redislock.RedisKeys, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
+	backend.Redis: {needs: needsRedis, redisKeys: redislock.RedisKeys, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
 		return redislock.New(w.lockRedis(), redislock.Options{TTL: w.cfg.Lock.TTL, Logger: w.log}), nil
 	}},
-	"redisson": {needs: needsRedis, redisKeys: redissonlock.RedisKeys, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
+	backend.Redisson: {needs: needsRedis, redisKeys: redissonlock.RedisKeys, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
 		return redissonlock.New(w.lockRedis(), redissonlock.Options{
 			Watchdog: w.cfg.Redisson.Watchdog, LeaseTime: w.cfg.Redisson.LeaseTime,
 		}), nil
 	}, ttl: func(c *Config) time.Duration { return cmp.Or(c.Redisson.LeaseTime, c.Redisson.Watchdog) }},
-	"etcd": {needs: needsEtcd, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
+	backend.Etcd: {needs: needsEtcd, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
 		m, err := w.etcdSession()
 		if err != nil {
 			return nil, err
 		}
 		return etcdlock.New(m, etcdlock.Options{}), nil
 	}, ttl: func(c *Config) time.Duration { return c.Etcd.SessionTTL }},
-	"zookeeper": {needs: needsZK, build: func(ctx context.Context, w *wiring) (lock.Locker, error) {
+	backend.ZooKeeper: {needs: needsZK, build: func(ctx context.Context, w *wiring) (lock.Locker, error) {
 		s, err := w.zkSession(ctx)
 		if err != nil {
 			return nil, err
 		}
 		return zklock.New(s, zklock.Options{Root: w.cfg.ZooKeeper.Root}), nil
 	}, ttl: func(c *Config) time.Duration { return c.ZooKeeper.SessionTimeout }},
-	"mysql":     {needs: needsMySQL, build: mysqlBackend(mysqllock.New), ttl: mysqlSessionTTL},
-	"mysql-row": {needs: needsMySQL, build: mysqlBackend(mysqllock.NewRow), ttl: mysqlSessionTTL},
+	backend.MySQL:    {needs: needsMySQL, build: mysqlBackend(mysqllock.New), ttl: mysqlSessionTTL},
+	backend.MySQLRow: {needs: needsMySQL, build: mysqlBackend(mysqllock.NewRow), ttl: mysqlSessionTTL},
 }
 
 // labBackends are the backends only a lab build has (backends_lab.go adds
 // their rows): a product build names them in its refusal instead of
 // calling them unknown.
-var labBackends = []string{"none", "local", "setnx", "redis-nocheck", "redis-checkdel"}
+var labBackends = backend.LabOnly()
 
 // backendNames lists the valid lock.backend values, sorted, for messages.
 func backendNames() []string {

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/backend"
 	"seckill/internal/lock/flawedlock"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/lock/nolock"
@@ -19,8 +20,8 @@ import (
 func init() {
 	lab := map[string]backendSpec{
 		// none and local show the overselling the articles start from.
-		"none":  {needs: needsNothing, labOnly: true, build: func(context.Context, *wiring) (lock.Locker, error) { return nolock.New(), nil }},
-		"local": {needs: needsNothing, labOnly: true, build: func(context.Context, *wiring) (lock.Locker, error) { return locallock.New(), nil }},
+		backend.None:  {needs: needsNothing, labOnly: true, build: func(context.Context, *wiring) (lock.Locker, error) { return nolock.New(), nil }},
+		backend.Local: {needs: needsNothing, labOnly: true, build: func(context.Context, *wiring) (lock.Locker, error) { return locallock.New(), nil }},
 		// Broken Redis locks: each fails in the way one of the articles'
 		// versions does. Never safe; they exist to be watched failing.
 		"setnx":          {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewSetNX), redisKeys: flawedKeys(flawedlock.NameSetNX)},

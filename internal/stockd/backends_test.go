@@ -5,12 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/backend"
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 )
@@ -131,5 +133,27 @@ func TestBuildLockerEveryBackend(t *testing.T) {
 				t.Fatalf("close: %v", err)
 			}
 		})
+	}
+}
+
+// The wiring table holds exactly the backends the backend package names:
+// every product backend, and the lab-only ones only in a lab build, each
+// marked so.
+func TestBackendsAreTheNamedOnes(t *testing.T) {
+	for _, name := range backend.Product() {
+		if spec, ok := backends[name]; !ok || spec.labOnly {
+			t.Errorf("product backend %s: in the table %v, lab only %v; want it, not lab only", name, ok, spec.labOnly)
+		}
+	}
+	for name, spec := range backends {
+		switch {
+		case slices.Contains(backend.Product(), name):
+		case slices.Contains(backend.LabOnly(), name):
+			if !spec.labOnly {
+				t.Errorf("%s is a lab-only backend, not marked so in the table", name)
+			}
+		default:
+			t.Errorf("%s is in the wiring table, not in package backend", name)
+		}
 	}
 }

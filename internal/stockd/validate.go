@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"seckill/internal/auth"
+	"seckill/internal/lock/backend"
 	"seckill/internal/stock"
 )
 
@@ -19,7 +20,7 @@ var (
 	logLevels        = []string{"debug", "info", "warn", "error"}
 	logFormats       = []string{"text", "json"}
 	stockModes       = []string{"locked", "atomic"}
-	electionBackends = []string{"none", "etcd", "zookeeper"}
+	electionBackends = backend.Elections()
 	stockWitnesses   = []string{"none", "etcd", "mysql"}
 )
 
@@ -38,8 +39,8 @@ func Validate(c *Config) error {
 	v.log(c)
 	v.redis(c)
 	validateCluster(c, v.bad)
-	backend, known := v.lock(c)
-	v.servers(c, backend, known)
+	spec, known := v.lock(c)
+	v.servers(c, spec, known)
 	v.stock(c)
 	validateLedger(c, v.bad)
 	validateKeys(c, v.bad)
@@ -163,8 +164,8 @@ func (v *checker) redis(c *Config) {
 }
 
 // lock checks lock.* and redisson.*, and returns the backend's row.
-func (v *checker) lock(c *Config) (backend backendSpec, known bool) {
-	backend, known = backends[c.Lock.Backend]
+func (v *checker) lock(c *Config) (spec backendSpec, known bool) {
+	spec, known = backends[c.Lock.Backend]
 	if !known && slices.Contains(labBackends, c.Lock.Backend) {
 		v.bad("lock.backend", "%v", errNotLabBuild(c.Lock.Backend))
 	} else if !known {
@@ -182,14 +183,14 @@ func (v *checker) lock(c *Config) (backend backendSpec, known bool) {
 	if c.Redisson.LeaseTime != 0 {
 		v.between("redisson.lease_time", c.Redisson.LeaseTime, 100*time.Millisecond, 10*time.Minute)
 	}
-	return backend, known
+	return spec, known
 }
 
 // servers checks the servers the backend, the election and the witness
 // talk to: etcd, ZooKeeper, MySQL.
-func (v *checker) servers(c *Config, backend backendSpec, known bool) {
-	needEtcd := (known && backend.needs == needsEtcd) || c.Election.Backend == "etcd" || c.Stock.Witness == "etcd"
-	needZK := (known && backend.needs == needsZK) || c.Election.Backend == "zookeeper"
+func (v *checker) servers(c *Config, spec backendSpec, known bool) {
+	needEtcd := (known && spec.needs == needsEtcd) || c.Election.Backend == backend.Etcd || c.Stock.Witness == "etcd"
+	needZK := (known && spec.needs == needsZK) || c.Election.Backend == backend.ZooKeeper
 	if needEtcd {
 		v.list("etcd.endpoints", c.Etcd.Endpoints, "http://", "https://")
 	}
@@ -205,7 +206,7 @@ func (v *checker) servers(c *Config, backend backendSpec, known bool) {
 	}
 	v.between("zookeeper.session_timeout", c.ZooKeeper.SessionTimeout, 100*time.Millisecond, 10*time.Minute)
 	v.znodePath("zookeeper.root", c.ZooKeeper.Root)
-	if known && backend.needs == needsMySQL {
+	if known && spec.needs == needsMySQL {
 		validateMySQL(c, v.bad)
 	} else if c.Stock.Witness == "mysql" {
 		if c.MySQL.DSN == "" {

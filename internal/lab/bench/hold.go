@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"seckill/internal/lab/bench/peers"
+	"seckill/internal/lock/backend"
 )
 
 // The hold rows measure throughput against critical-section time: each
@@ -22,7 +23,7 @@ var (
 	// HoldDelays are the critical-section times measured.
 	HoldDelays = []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond}
 	// holdSubjects are the backends measured, in report order.
-	holdSubjects = []string{"redis", "redisson", "etcd", "zookeeper", "mysql", "mysql-row"}
+	holdSubjects = backend.Product()
 )
 
 const (

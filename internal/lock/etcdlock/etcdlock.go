@@ -15,6 +15,7 @@ import (
 
 	"seckill/internal/etcdsess"
 	"seckill/internal/lock"
+	"seckill/internal/lock/backend"
 	"seckill/internal/lock/cohort"
 )
 
@@ -110,7 +111,7 @@ func (l *Locker) KeyPrefix(name string) string {
 }
 
 // Describe names the backend.
-func (l *Locker) Describe() lock.Info { return lock.Info{Name: "etcd", Safe: true} }
+func (l *Locker) Describe() lock.Info { return lock.Info{Name: backend.Etcd, Safe: true} }
 
 // Ping checks that etcd answers a linearizable read (which needs a quorum).
 // Errors wrap lock.ErrUnavailable.

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/backend"
 )
 
 var (
@@ -31,9 +32,9 @@ const (
 
 // Backend names, as Describe reports them and stockd configures them.
 const (
-	NameSetNX    = "setnx"
-	NameNoCheck  = "redis-nocheck"
-	NameCheckDel = "redis-checkdel"
+	NameSetNX    = backend.SetNX
+	NameNoCheck  = backend.RedisNoCheck
+	NameCheckDel = backend.RedisCheckDel
 )
 
 const (

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/backend"
 	"seckill/internal/lock/cohort"
 )
 
@@ -50,7 +51,7 @@ func NewWith(opts Options) *Locker {
 }
 
 // Describe reports the backend as "local" and not safe across processes.
-func (l *Locker) Describe() lock.Info { return lock.Info{Name: "local", Safe: false} }
+func (l *Locker) Describe() lock.Info { return lock.Info{Name: backend.Local, Safe: false} }
 
 // server grants every request at once, with a new base each time: fencing
 // tokens shared by all keys.

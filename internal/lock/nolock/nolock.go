@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/backend"
 )
 
 var (
@@ -26,7 +27,7 @@ type Locker struct {
 func New() *Locker { return &Locker{} }
 
 // Describe reports the backend as "none" and unsafe.
-func (l *Locker) Describe() lock.Info { return lock.Info{Name: "none", Safe: false} }
+func (l *Locker) Describe() lock.Info { return lock.Info{Name: backend.None, Safe: false} }
 
 // Acquire returns a lease without waiting. It still honours a context that is
 // already done, like every other backend, so callers see one behaviour.

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/backend"
 	"seckill/internal/lock/cohort"
 	"seckill/internal/lock/redissub"
 	"seckill/internal/lock/watchdog"
@@ -156,7 +157,7 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 }
 
 // Describe reports the backend as "redis", safe.
-func (l *Locker) Describe() lock.Info { return lock.Info{Name: "redis", Safe: true} }
+func (l *Locker) Describe() lock.Info { return lock.Info{Name: backend.Redis, Safe: true} }
 
 // Ping checks that Redis answers.
 func (l *Locker) Ping(ctx context.Context) error {

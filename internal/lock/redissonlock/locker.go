@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/backend"
 	"seckill/internal/lock/cohort"
 	"seckill/internal/lock/redissub"
 	"seckill/internal/lock/watchdog"
@@ -144,7 +145,7 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 }
 
 // Describe names the backend for logs, metrics and the fence.
-func (lk *Locker) Describe() lock.Info { return lock.Info{Name: "redisson", Safe: true} }
+func (lk *Locker) Describe() lock.Info { return lock.Info{Name: backend.Redisson, Safe: true} }
 
 // Ping checks that Redis answers, for readiness probes.
 func (lk *Locker) Ping(ctx context.Context) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"seckill/internal/lock"
+	"seckill/internal/lock/backend"
 	"seckill/internal/lock/cohort"
 	"seckill/internal/zksess"
 )
@@ -94,7 +95,7 @@ func New(s *zksess.Session, opts Options) *Locker {
 }
 
 // Describe names the backend for logs, metrics and the fence.
-func (l *Locker) Describe() lock.Info { return lock.Info{Name: "zookeeper", Safe: true} }
+func (l *Locker) Describe() lock.Info { return lock.Info{Name: backend.ZooKeeper, Safe: true} }
 
 // Ping reports whether the session is established; otherwise it returns an
 // error wrapping lock.ErrUnavailable. It sends nothing: go-zookeeper's own
