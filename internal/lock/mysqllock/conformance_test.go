@@ -63,7 +63,7 @@ func TestCohort(t *testing.T) {
 					return newLocker(t, backend, srv.dsn, Config{Handoffs: k})
 				},
 				ServerQueued: func(t *testing.T, key string, n int) {
-					eventually(t, "a waiter at the server", func() bool { return srv.waiters(t, backend, key) >= n })
+					eventually(t, "a waiter queued at the server", func() bool { return srv.queued(t, backend, key) >= n })
 				},
 				Settled: func(t *testing.T, key string) {
 					eventually(t, "the lock free and nobody waiting", func() bool {
@@ -126,7 +126,7 @@ func TestDefaultHandoffs(t *testing.T) {
 				t.Fatal(err)
 			}
 			wg.Go(func() { hold("b", b) })
-			eventually(t, "b waiting at the server", func() bool { return srv.waiters(t, backend, key) >= 1 })
+			eventually(t, "b queued at the server", func() bool { return srv.queued(t, backend, key) >= 1 })
 			if err := first.Release(t.Context()); err != nil {
 				t.Fatal(err)
 			}

@@ -96,6 +96,22 @@ func (s *server) waiters(t *testing.T, backend, key string) int {
 		WHERE ID <> CONNECTION_ID() AND INSTR(INFO, ?) > 0`, stmt)
 }
 
+// queued counts the sessions other than the admin's whose wait for key's
+// lock is enqueued at the server: an InnoDB transaction in LOCK WAIT on
+// the row (mysql-row), or a session in GET_LOCK's "User lock" state
+// (mysql). waiters sees a statement as soon as it runs, before its lock
+// request is queued: a lock released in that gap goes to whoever asks
+// next, so an order a test expects needs this one.
+func (s *server) queued(t *testing.T, backend, key string) int {
+	t.Helper()
+	if backend == BackendRow {
+		return s.count(t, `SELECT COUNT(*) FROM information_schema.INNODB_TRX
+			WHERE trx_state = 'LOCK WAIT' AND INSTR(trx_query, ?) > 0`, "WHERE name = '"+LockName(key)+"' FOR UPDATE")
+	}
+	return s.count(t, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+		WHERE ID <> CONNECTION_ID() AND STATE = 'User lock' AND INSTR(INFO, ?) > 0`, "GET_LOCK('"+LockName(key)+"'")
+}
+
 // free reports whether key's lock is free at the server (nobody holds it).
 func (s *server) free(t *testing.T, backend, key string) bool {
 	t.Helper()

@@ -52,7 +52,7 @@ func TestCancelledAcquireLeavesNoLock(t *testing.T) {
 					}
 					res <- result{err, time.Since(start)}
 				}()
-				eventually(t, "the waiter queued at the server", func() bool { return srv.waiters(t, backend, key) == 1 })
+				eventually(t, "the waiter queued at the server", func() bool { return srv.queued(t, backend, key) == 1 })
 				if how == "cancel" {
 					cancel()
 				}
@@ -118,7 +118,7 @@ func TestUnreachableAcquireReturnsAtDeadline(t *testing.T) {
 				}
 				res <- err
 			}()
-			eventually(t, "the waiter queued at the server", func() bool { return srv.waiters(t, backend, key) == 1 })
+			eventually(t, "the waiter queued at the server", func() bool { return srv.queued(t, backend, key) == 1 })
 			p.freeze()
 			err = <-res
 			elapsed := time.Since(start)
