@@ -10,6 +10,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/handler"
+	"seckill/internal/health"
 	"seckill/internal/stock"
 )
 
@@ -132,12 +133,12 @@ func TestResponseBodiesExact(t *testing.T) {
 func TestInfoBodyWithDurability(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		d    stock.Durability
+		d    health.Durability
 		want string
 	}{
-		{"no AOF", stock.Durability{Version: "7.0.15"},
+		{"no AOF", health.Durability{Version: "7.0.15"},
 			`{"backend":"local","durability":{"aof":false,"promise":"a 200 is in one Redis's memory only: a Redis restart loses it (no AOF)","redis_version":"7.0.15"},"fencing":true,"min_replica_acks":0,"mode":"locked","replica":"r-test","version":"v-test"}`},
-		{"AOF everysec, WAITAOF", stock.Durability{AOF: true, Fsync: stock.FsyncEverysec, WaitAOF: true, Version: "7.2.4"},
+		{"AOF everysec, WAITAOF", health.Durability{AOF: true, Fsync: health.FsyncEverysec, WaitAOF: true, Version: "7.2.4"},
 			`{"backend":"local","durability":{"aof":true,"fsync":"everysec","promise":"a 200 survives a Redis process crash (AOF, fsync everysec: up to 1 s of sales may be lost on a machine crash)","redis_version":"7.2.4","waitaof":true},"fencing":true,"min_replica_acks":0,"mode":"locked","replica":"r-test","version":"v-test"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

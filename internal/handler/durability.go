@@ -8,22 +8,22 @@ import (
 	"time"
 
 	"seckill/internal/api"
-	"seckill/internal/stock"
+	"seckill/internal/health"
 )
 
 // DurabilityCheck is the stock Redis whose persistence GET /info reports
-// (stock.ReadDurability). It is read at start and again by /readyz at most
+// (health.ReadDurability). It is read at start and again by /readyz at most
 // every Every, never by a sale: the configuration can change under a
 // running replica (CONFIG SET appendonly, a managed service's parameter
 // change, a failover to a node configured otherwise), but not so often that
 // a probe's pace misses it for long.
 type DurabilityCheck struct {
-	Redis stock.DurabilityReader
+	Redis health.DurabilityReader
 	// ReplicaAcks is stock.min_replica_acks in effect.
 	ReplicaAcks int
 	// Known is the reading taken at start; nil when the Redis did not
 	// answer then.
-	Known *stock.Durability
+	Known *health.Durability
 	// Every bounds how often /readyz reads it again; default 5s.
 	Every time.Duration
 }
@@ -32,7 +32,7 @@ type DurabilityCheck struct {
 type durabilityState struct {
 	check   *DurabilityCheck
 	rewind  string // Deps.Witness's Rewind, fixed at start
-	current atomic.Pointer[stock.Durability]
+	current atomic.Pointer[health.Durability]
 	mu      sync.Mutex // held by the one probe reading it again; the others use the last reading
 	next    time.Time  // guarded by mu
 }
@@ -96,7 +96,7 @@ func (a *server) durability(ctx context.Context) string {
 func (a *server) readDurability(ctx context.Context) {
 	s := &a.dur
 	rctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
-	d, err := stock.ReadDurability(rctx, s.check.Redis)
+	d, err := health.ReadDurability(rctx, s.check.Redis)
 	cancel()
 	if err != nil {
 		if ok, suppressed := a.logs.Allow("durability"); ok {

@@ -19,6 +19,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/auth"
+	"seckill/internal/health"
 	"seckill/internal/lock"
 	"seckill/internal/metrics"
 	"seckill/internal/stock"
@@ -91,11 +92,11 @@ type Config struct {
 }
 
 // PolicyCheck is a Redis whose maxmemory-policy /readyz reads
-// (stock.MaxmemoryPolicy).
+// (health.MaxmemoryPolicy).
 type PolicyCheck struct {
 	// Name prefixes what /readyz says of it; empty for the stock Redis.
 	Name  string
-	Redis stock.InfoReader
+	Redis health.InfoReader
 }
 
 // Deps are the collaborators. LockPinger may be nil (a backend with no
@@ -141,7 +142,7 @@ type Deps struct {
 	Clocks *ClockCheck
 	// Memory, if set, is the stock Redis, whose maxmemory /readyz holds
 	// against the stock left (readings.go).
-	Memory stock.InfoReader
+	Memory health.InfoReader
 }
 
 // WitnessCheck is the store's witness (stock.witness; stock.Store).
@@ -557,7 +558,7 @@ func (a *server) policies(ctx context.Context) (state, allowed string) {
 	var notes []string
 	for _, p := range a.deps.Policies {
 		pctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
-		policy, err := stock.MaxmemoryPolicy(pctx, p.Redis)
+		policy, err := health.MaxmemoryPolicy(pctx, p.Redis)
 		cancel()
 		prefix := ""
 		if p.Name != "" {
@@ -565,7 +566,7 @@ func (a *server) policies(ctx context.Context) (state, allowed string) {
 		}
 		switch {
 		case err == nil:
-		case errors.Is(err, stock.ErrEvictingPolicy) && a.cfg.AllowEviction:
+		case errors.Is(err, health.ErrEvictingPolicy) && a.cfg.AllowEviction:
 			notes = append(notes, prefix+"allowed: maxmemory-policy "+cmp.Or(policy, "unreported"))
 		case p.Name != "" && errors.Is(err, stock.ErrUnavailable):
 		default:

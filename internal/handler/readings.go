@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"seckill/internal/health"
 	"seckill/internal/stock"
 )
 
@@ -92,19 +93,19 @@ func named(ids []string, n int) string {
 }
 
 // ClockCheck is the clocks of the stock Redis's primary, its replicas and
-// this process (stock.ClockCheck), which /readyz reads again at most every
+// this process (health.ClockCheck), which /readyz reads again at most every
 // Every and reports in "clock" when one is off by more than MaxSkew: after
 // a failover the promoted replica's clock decides every item's window.
 type ClockCheck struct {
 	Clocks interface {
-		ReadClocks(ctx context.Context) (stock.Clocks, error)
-		ReadProcess(ctx context.Context) (stock.ClockSkew, error)
+		ReadClocks(ctx context.Context) (health.Clocks, error)
+		ReadProcess(ctx context.Context) (health.ClockSkew, error)
 	}
 	// MaxSkew is stock.max_clock_skew.
 	MaxSkew time.Duration
 	// Known is the reading taken at start, logged there; nil when the
 	// primary did not answer then.
-	Known *stock.Clocks
+	Known *health.Clocks
 	// Every bounds how often /readyz reads them again; default 30 s:
 	// clocks drift by milliseconds a day, and a reading dials every
 	// replica.
@@ -119,8 +120,8 @@ type ClockCheck struct {
 // said of it (a change is logged).
 type clockState struct {
 	check *ClockCheck
-	cached[stock.Clocks]
-	process cached[stock.ClockSkew]
+	cached[health.Clocks]
+	process cached[health.ClockSkew]
 	said    atomic.Pointer[string]
 }
 
@@ -147,7 +148,7 @@ func (s *clockState) init(c *ClockCheck) {
 
 // clockProblems is /readyz's "clock" for reading c: "" when every clock
 // is within bound.
-func clockProblems(c stock.Clocks, bound time.Duration) string {
+func clockProblems(c health.Clocks, bound time.Duration) string {
 	p := c.Problems(bound)
 	if len(p) == 0 {
 		return ""
@@ -164,7 +165,7 @@ func (a *server) clocks(ctx context.Context) string {
 	if s.check == nil {
 		return ""
 	}
-	c := s.get(func() (stock.Clocks, error) {
+	c := s.get(func() (health.Clocks, error) {
 		rctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
 		defer cancel()
 		return s.check.Clocks.ReadClocks(rctx)
@@ -174,7 +175,7 @@ func (a *server) clocks(ctx context.Context) string {
 	}
 	// This process's clock against the primary's, read fresh: a step of
 	// either shows within FreshEvery, not at the next full reading.
-	if p := s.process.get(func() (stock.ClockSkew, error) {
+	if p := s.process.get(func() (health.ClockSkew, error) {
 		rctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
 		defer cancel()
 		return s.check.Clocks.ReadProcess(rctx)
@@ -198,13 +199,13 @@ func (a *server) clocks(ctx context.Context) string {
 // memoryReading is the stock Redis's memory and the default sale's units
 // left, read together.
 type memoryReading struct {
-	mem  stock.Memory
+	mem  health.Memory
 	left int64
 }
 
 // memory is /readyz's "memory": "" unless the stock Redis has a maxmemory
 // and less room below it than the units left (the default sale's and the
-// items') need at stock.BytesPerUnit each. A warning: the Redis refuses
+// items') need at health.BytesPerUnit each. A warning: the Redis refuses
 // sales only once it is full, on every replica alike, and the fix is its
 // maxmemory, not this replica.
 func (a *server) memory(ctx context.Context) string {
@@ -215,7 +216,7 @@ func (a *server) memory(ctx context.Context) string {
 	m := a.mem.get(func() (memoryReading, error) {
 		rctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
 		defer cancel()
-		mem, err := stock.ReadMemory(rctx, rdb)
+		mem, err := health.ReadMemory(rctx, rdb)
 		if err != nil || mem.Max == 0 {
 			return memoryReading{mem: mem}, err
 		}
@@ -234,14 +235,14 @@ func (a *server) memory(ctx context.Context) string {
 	if s := a.survey.last.Load(); s != nil {
 		left += s.Stock
 	}
-	need := left * stock.BytesPerUnit
+	need := left * health.BytesPerUnit
 	room := m.mem.Headroom()
 	if left == 0 || room >= need {
 		return ""
 	}
 	return fmt.Sprintf("maxmemory %s, used_memory %s: %s of room, below the %s that the %d units left need at %d B each; "+
 		"at maxmemory the Redis refuses every sale: raise maxmemory", mib(m.mem.Max), mib(m.mem.Used), mib(max(room, 0)),
-		mib(need), left, stock.BytesPerUnit)
+		mib(need), left, health.BytesPerUnit)
 }
 
 // mib says n bytes in MiB, to a tenth.

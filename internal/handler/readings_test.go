@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/handler"
+	"seckill/internal/health"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
@@ -66,11 +67,11 @@ func TestReadyNamesHaltedItems(t *testing.T) {
 func TestReadyShowsAClockStepAtOnce(t *testing.T) {
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	t.Cleanup(handler.SetNow(func() time.Time { return clock }))
-	ok := stock.Clocks{Process: stock.ClockSkew{Of: stock.ThisProcess, Skew: 3 * time.Millisecond, Uncertainty: time.Millisecond}}
+	ok := health.Clocks{Process: health.ClockSkew{Of: health.ThisProcess, Skew: 3 * time.Millisecond, Uncertainty: time.Millisecond}}
 	reading, full, fresh := ok, 0, 0
 	read := clocksReader{
-		all:     func() stock.Clocks { full++; return reading },
-		process: func() stock.ClockSkew { fresh++; return reading.Process },
+		all:     func() health.Clocks { full++; return reading },
+		process: func() health.ClockSkew { fresh++; return reading.Process },
 	}
 	e := &env{}
 	e.h = handler.New(handler.Config{Replica: replica},
@@ -95,12 +96,12 @@ func TestReadyShowsAClockStepAtOnce(t *testing.T) {
 
 // clocksReader answers the full reading and this process's apart.
 type clocksReader struct {
-	all     func() stock.Clocks
-	process func() stock.ClockSkew
+	all     func() health.Clocks
+	process func() health.ClockSkew
 }
 
-func (c clocksReader) ReadClocks(context.Context) (stock.Clocks, error) { return c.all(), nil }
-func (c clocksReader) ReadProcess(context.Context) (stock.ClockSkew, error) {
+func (c clocksReader) ReadClocks(context.Context) (health.Clocks, error) { return c.all(), nil }
+func (c clocksReader) ReadProcess(context.Context) (health.ClockSkew, error) {
 	return c.process(), nil
 }
 
@@ -110,16 +111,16 @@ func (c clocksReader) ReadProcess(context.Context) (stock.ClockSkew, error) {
 func TestReadyWarnsOfClockSkew(t *testing.T) {
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	t.Cleanup(handler.SetNow(func() time.Time { return clock }))
-	ok := stock.Clocks{
-		Process:  stock.ClockSkew{Of: stock.ThisProcess, Skew: 3 * time.Millisecond, Uncertainty: time.Millisecond},
-		Replicas: []stock.ClockSkew{{Of: "replica 10.0.0.2:6379", Skew: -20 * time.Millisecond, Uncertainty: time.Millisecond}},
+	ok := health.Clocks{
+		Process:  health.ClockSkew{Of: health.ThisProcess, Skew: 3 * time.Millisecond, Uncertainty: time.Millisecond},
+		Replicas: []health.ClockSkew{{Of: "replica 10.0.0.2:6379", Skew: -20 * time.Millisecond, Uncertainty: time.Millisecond}},
 	}
 	skewed := ok
-	skewed.Replicas = []stock.ClockSkew{{Of: "replica 10.0.0.2:6379", Skew: 1800 * time.Millisecond, Uncertainty: 2 * time.Millisecond}}
+	skewed.Replicas = []health.ClockSkew{{Of: "replica 10.0.0.2:6379", Skew: 1800 * time.Millisecond, Uncertainty: 2 * time.Millisecond}}
 	reading, reads := skewed, 0
 	read := clocksReader{
-		all:     func() stock.Clocks { reads++; return reading },
-		process: func() stock.ClockSkew { return reading.Process },
+		all:     func() health.Clocks { reads++; return reading },
+		process: func() health.ClockSkew { return reading.Process },
 	}
 	e := &env{}
 	e.h = handler.New(handler.Config{Replica: replica},
@@ -174,7 +175,7 @@ func TestReadyWarnsOfMemoryHeadroom(t *testing.T) {
 		t.Fatalf("readyz without maxmemory: got %d %s, want 200 without memory", r.code, r.raw)
 	}
 	// 1 MiB of room; 10000 units at 1 KiB need 9.8 MiB.
-	used, err := stock.UsedMemory(t.Context(), rdb)
+	used, err := health.UsedMemory(t.Context(), rdb)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
+	"seckill/internal/health"
 	"seckill/internal/lab/localcluster"
 	"seckill/internal/servers"
-	"seckill/internal/stock"
 )
 
 // clusterfaults.go: the stock Redis is a Redis Cluster (localcluster's
@@ -212,8 +212,8 @@ func (x *run) clusterFault(kind string) error {
 	return nil
 }
 
-func role(info string) string { v, _ := stock.InfoField(info, "role"); return v }
-func link(info string) string { v, _ := stock.InfoField(info, "master_link_status"); return v }
+func role(info string) string { v, _ := health.InfoField(info, "role"); return v }
+func link(info string) string { v, _ := health.InfoField(info, "master_link_status"); return v }
 
 // haltedAfterLoss is the control's verdict after the fault: the promoted
 // replica lacks sales answered sold, its stock above the lowest a stockd

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
+	"seckill/internal/health"
 	"seckill/internal/lab/localcluster"
-	"seckill/internal/stock"
 )
 
 // evict.go: the stock Redis set to evict keys, then out of memory, mid-sale.
@@ -61,7 +61,7 @@ func runEvict(x *run) error {
 	ready := x.everyReplica(ctx, "ready again", func(st int, r api.Ready) bool { return st == http.StatusOK })
 	x.notef("allkeys-lru: %d of %d replicas unready; noeviction again: %d ready", unready, x.c.Replicas(), ready)
 
-	used, err := stock.UsedMemory(ctx, rdb)
+	used, err := health.UsedMemory(ctx, rdb)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/health"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
 )
@@ -223,7 +224,7 @@ func clients(t testing.TB, rdb *redis.Client) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := stock.InfoField(info, "connected_clients")
+	v, _ := health.InfoField(info, "connected_clients")
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
 		t.Fatalf("connected_clients %q: %v", v, err)
@@ -233,7 +234,7 @@ func clients(t testing.TB, rdb *redis.Client) int64 {
 
 func datasetMemory(t *testing.T, rdb *redis.Client) int64 {
 	t.Helper()
-	n, err := stock.DatasetMemory(t.Context(), rdb)
+	n, err := health.DatasetMemory(t.Context(), rdb)
 	if err != nil {
 		t.Fatal(err)
 	}

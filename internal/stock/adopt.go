@@ -47,7 +47,7 @@ func (s *Store) AdoptWitness(ctx context.Context, by string) (WitnessAdoption, e
 		return WitnessAdoption{}, fmt.Errorf("%w: redis holds no sale (no %s): reset one instead", ErrNotAdoptable, s.keys.Epoch)
 	}
 	if err != nil {
-		return WitnessAdoption{}, wrapRedis(ctx, "read epoch", err)
+		return WitnessAdoption{}, WrapRedis(ctx, "read epoch", err)
 	}
 	why, err := s.Halted(ctx)
 	if err != nil {
@@ -85,7 +85,7 @@ func (s *Store) AdoptWitness(ctx context.Context, by string) (WitnessAdoption, e
 		// Only the halt the adoption answers: one written since (a rewind
 		// caught meanwhile) stays.
 		if err := liftHalt.Run(ctx, s.rdb, []string{s.keys.Halt}, why).Err(); err != nil {
-			return a, wrapRedis(ctx, "lift the halt", err)
+			return a, WrapRedis(ctx, "lift the halt", err)
 		}
 	}
 	// This process learns the adopted record at its next sale, as a new

@@ -248,12 +248,12 @@ func (e *FencedError) Stale() bool { return e.Highest > e.Token }
 // run to itself (ackClient): refused before running, as the rest.
 var unavailablePrefixes = []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "BUSY ", "MOVED ", "ASK "}
 
-// wrapRedis classifies a go-redis error. A caller's own cancellation stays a
+// WrapRedis classifies a go-redis error. A caller's own cancellation stays a
 // context error (the client left; there is nothing to report as "down"); a
 // server reply error stays as it is (a bug, not an outage); everything else —
 // dial failures, timeouts, broken connections, an exhausted pool — is the
 // dependency being unreachable.
-func wrapRedis(ctx context.Context, op string, err error) error {
+func WrapRedis(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
 	}

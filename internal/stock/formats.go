@@ -100,7 +100,7 @@ var ledgerPrelude = "local ledgerFormat = '" + strconv.Itoa(ledgerFormat) + "'\n
 func (s *Store) readEpoch(ctx context.Context) (string, error) {
 	vals, err := s.rdb.MGet(ctx, s.keys.Epoch, s.keys.Format).Result()
 	if err != nil {
-		return "", wrapRedis(ctx, "read epoch", err)
+		return "", WrapRedis(ctx, "read epoch", err)
 	}
 	epoch, _ := vals[0].(string)
 	format, _ := vals[1].(string)

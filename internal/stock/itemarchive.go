@@ -45,7 +45,7 @@ func (m *Items) Archive(ctx context.Context, id string) (ItemStatus, error) {
 	}
 	keys := ItemKeys(m.cfg.Base, id)
 	if err := archiveScript.Run(ctx, m.cfg.Redis, []string{keys.Window}).Err(); err != nil {
-		return ItemStatus{}, wrapRedis(ctx, "archive item", err)
+		return ItemStatus{}, WrapRedis(ctx, "archive item", err)
 	}
 	meta, err := json.Marshal(rec)
 	if err != nil {
@@ -59,7 +59,7 @@ func (m *Items) Archive(ctx context.Context, id string) (ItemStatus, error) {
 		p.HDel(ctx, ItemRegistry, id)
 		return nil
 	}); err != nil {
-		return ItemStatus{}, wrapRedis(ctx, "archive item", err)
+		return ItemStatus{}, WrapRedis(ctx, "archive item", err)
 	}
 	m.mu.Lock()
 	delete(m.sales, id)
@@ -74,7 +74,7 @@ func (m *Items) refuseArchived(ctx context.Context, id string) error {
 	case errors.Is(err, redis.Nil):
 		return nil
 	case err != nil:
-		return wrapRedis(ctx, "item archive mark", err)
+		return WrapRedis(ctx, "item archive mark", err)
 	}
 	return fmt.Errorf("%w: %s (archived at %s unix ms)", ErrItemArchived, id, at)
 }

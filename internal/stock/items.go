@@ -198,7 +198,7 @@ func (m *Items) LoadScripts(ctx context.Context) error {
 	if err := st.LoadScripts(ctx); err != nil {
 		return err
 	}
-	return wrapRedis(ctx, "load scripts", itemScript.Load(ctx, m.cfg.Redis).Err())
+	return WrapRedis(ctx, "load scripts", itemScript.Load(ctx, m.cfg.Redis).Err())
 }
 
 // store is item id's store, witnessed in the item's register if any:
@@ -280,7 +280,7 @@ func (m *Items) put(ctx context.Context, it Item, create bool) (ItemStatus, erro
 		n, err := claimScript.Run(ctx, m.cfg.Redis, []string{ItemRegistry}, it.ID, meta, MaxItems).Int64()
 		switch {
 		case err != nil:
-			return ItemStatus{}, wrapRedis(ctx, "item registry", err)
+			return ItemStatus{}, WrapRedis(ctx, "item registry", err)
 		case n == 0:
 			return ItemStatus{}, fmt.Errorf("%w: %s (reset it instead)", ErrItemExists, it.ID)
 		case n < 0:
@@ -302,7 +302,7 @@ func (m *Items) put(ctx context.Context, it Item, create bool) (ItemStatus, erro
 		err = st.resetAcked(ctx, tx)
 	} else {
 		_, err = m.cfg.Redis.TxPipelined(ctx, tx)
-		err = wrapRedis(ctx, "reset item", err)
+		err = WrapRedis(ctx, "reset item", err)
 	}
 	if err != nil {
 		return ItemStatus{}, err
@@ -339,7 +339,7 @@ func recordOf(ctx context.Context, id string, own, reg *redis.StringCmd) (itemRe
 		return itemRecord{}, fmt.Errorf("%w: %s", ErrNoItem, id)
 	}
 	if err != nil {
-		return itemRecord{}, wrapRedis(ctx, "item registry", err)
+		return itemRecord{}, WrapRedis(ctx, "item registry", err)
 	}
 	return parseRecord(id, raw)
 }
@@ -359,7 +359,7 @@ func parseRecord(id, raw string) (itemRecord, error) {
 func (m *Items) List(ctx context.Context) ([]Item, error) {
 	all, err := m.cfg.Redis.HGetAll(ctx, ItemRegistry).Result()
 	if err != nil {
-		return nil, wrapRedis(ctx, "item registry", err)
+		return nil, WrapRedis(ctx, "item registry", err)
 	}
 	own := make(map[string]*redis.StringCmd, len(all))
 	_, _ = m.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -385,7 +385,7 @@ func (m *Items) List(ctx context.Context) ([]Item, error) {
 // item's settings.
 func (m *Items) IDs(ctx context.Context) ([]string, error) {
 	ids, err := m.cfg.Redis.HKeys(ctx, ItemRegistry).Result()
-	return ids, wrapRedis(ctx, "item registry", err)
+	return ids, WrapRedis(ctx, "item registry", err)
 }
 
 // ReduceFor sells one unit of item id to b, as Service.ReduceFor sells

@@ -50,7 +50,7 @@ func (m *Items) Status(ctx context.Context, id string) (ItemStatus, error) {
 	}
 	vals, err := c.StringSlice()
 	if err != nil {
-		return ItemStatus{}, wrapRedis(ctx, "item status", err)
+		return ItemStatus{}, WrapRedis(ctx, "item status", err)
 	}
 	if len(vals) != 10 {
 		return ItemStatus{}, fmt.Errorf("stock: item status: unexpected reply %v", vals)

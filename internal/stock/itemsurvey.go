@@ -54,7 +54,7 @@ var surveyScript = redis.NewScript(surveySrc)
 func (m *Items) Survey(ctx context.Context) (ItemsSurvey, error) {
 	ids, err := m.cfg.Redis.HKeys(ctx, ItemRegistry).Result()
 	if err != nil {
-		return ItemsSurvey{}, wrapRedis(ctx, "item registry", err)
+		return ItemsSurvey{}, WrapRedis(ctx, "item registry", err)
 	}
 	out := ItemsSurvey{Items: len(ids)}
 	if len(ids) == 0 {
@@ -91,7 +91,7 @@ func (m *Items) Survey(ctx context.Context) (ItemsSurvey, error) {
 			err = fmt.Errorf("unexpected reply %v", vals)
 		}
 		if err != nil {
-			return ItemsSurvey{}, wrapRedis(ctx, "item "+ids[i]+": books", err)
+			return ItemsSurvey{}, WrapRedis(ctx, "item "+ids[i]+": books", err)
 		}
 		if h, _ := vals[0].(string); h != "" {
 			out.Halted = append(out.Halted, ids[i])

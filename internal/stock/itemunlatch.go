@@ -44,7 +44,7 @@ func (m *Items) Unlatch(ctx context.Context, id, by string) (ItemStatus, error) 
 	}
 	res, err := unlatchScript.Run(ctx, m.cfg.Redis, []string{ItemKeys(m.cfg.Base, id).Window}, by).Int64Slice()
 	if err != nil {
-		return ItemStatus{}, wrapRedis(ctx, "unlatch item", err)
+		return ItemStatus{}, WrapRedis(ctx, "unlatch item", err)
 	}
 	if len(res) != 2 {
 		return ItemStatus{}, fmt.Errorf("stock: unlatch item: unexpected reply %v", res)

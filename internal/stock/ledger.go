@@ -140,7 +140,7 @@ func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []
 	cmd, wait := s.eval(ctx, s.scripts().write, keys, args...)
 	res, err := cmd.Slice()
 	if err != nil {
-		return nil, wrapRedis(ctx, "fenced write", err)
+		return nil, WrapRedis(ctx, "fenced write", err)
 	}
 	code, outcomes, bound, err := ledgerReply(res)
 	if err != nil {
@@ -206,7 +206,7 @@ func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArg
 		cmd, wait = s.eval(ctx, s.scripts().atomic, keys, args...)
 		res, err := cmd.Slice()
 		if err != nil {
-			return wrapRedis(ctx, "atomic sell", err)
+			return WrapRedis(ctx, "atomic sell", err)
 		}
 		var bound int64
 		if code, outcomes, bound, err = ledgerReply(res); err != nil {
@@ -353,17 +353,17 @@ func (s *Store) sweepIdempotency(ctx context.Context) error {
 	match := globEscape(s.keys.Idempotency) + "*"
 	rdb, err := scanner(ctx, s.rdb, s.keys.Idempotency)
 	if err != nil {
-		return wrapRedis(ctx, "reset: sweep idempotency records", err)
+		return WrapRedis(ctx, "reset: sweep idempotency records", err)
 	}
 	var cursor uint64
 	for range resetSweepCalls {
 		keys, next, err := rdb.Scan(ctx, cursor, match, resetSweepCount).Result()
 		if err != nil {
-			return wrapRedis(ctx, "reset: sweep idempotency records", err)
+			return WrapRedis(ctx, "reset: sweep idempotency records", err)
 		}
 		if len(keys) > 0 {
 			if err := s.rdb.Unlink(ctx, keys...).Err(); err != nil {
-				return wrapRedis(ctx, "reset: sweep idempotency records", err)
+				return WrapRedis(ctx, "reset: sweep idempotency records", err)
 			}
 		}
 		if next == 0 {

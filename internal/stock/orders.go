@@ -73,7 +73,7 @@ func (s *Store) LedgerStats(ctx context.Context) (LedgerStats, error) {
 		return nil
 	})
 	if err != nil && err != redis.Nil {
-		return LedgerStats{}, wrapRedis(ctx, "ledger stats", err)
+		return LedgerStats{}, WrapRedis(ctx, "ledger stats", err)
 	}
 	st := LedgerStats{Sale: sale.Val(), Orders: orders.Val(), Buyers: buyers.Val()}
 	if v := lucky.Val(); v != "" {
@@ -100,7 +100,7 @@ func (s *Store) readOrders(ctx context.Context, mode string, args ...any) (int64
 	res, err := ordersScript.Run(ctx, s.rdb, []string{s.keys.OrderIndex, s.keys.Orders, s.keys.ByUser, s.keys.Sale},
 		append([]any{mode}, args...)...).Slice()
 	if err != nil && err != redis.Nil {
-		return 0, nil, wrapRedis(ctx, "read orders", err)
+		return 0, nil, WrapRedis(ctx, "read orders", err)
 	}
 	if len(res) < 2 {
 		return 0, nil, fmt.Errorf("stock: read orders: short reply %v", res)

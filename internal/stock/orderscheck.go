@@ -72,7 +72,7 @@ func (s *Store) checkUnits(ctx context.Context) error {
 		lucky = p.Get(ctx, s.keys.Lucky)
 		return nil
 	}); err != nil && err != redis.Nil {
-		return wrapRedis(ctx, "read the units sold", err)
+		return WrapRedis(ctx, "read the units sold", err)
 	}
 	if now.Val() != sale {
 		return nil
@@ -98,7 +98,7 @@ func (s *Store) saleID(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", wrapRedis(ctx, "read the sale id", err)
+		return "", WrapRedis(ctx, "read the sale id", err)
 	}
 	return sale, nil
 }

@@ -39,7 +39,7 @@ func (s *Store) Peek(ctx context.Context, idem string) (stock int64, record bool
 		keys, args := s.windowed(keys, gargs)
 		res, err := s.scripts().peek.Run(ctx, s.rdb, keys, args...).Slice()
 		if err != nil {
-			return wrapRedis(ctx, "peek", err)
+			return WrapRedis(ctx, "peek", err)
 		}
 		if len(res) != 3 {
 			return fmt.Errorf("stock: peek: unexpected reply %v", res)

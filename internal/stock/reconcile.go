@@ -154,7 +154,7 @@ func (s *Store) Reconcile(ctx context.Context, by string, atLeast int64) (Reconc
 	}
 	n, err := reconcileScript.Run(ctx, s.rdb, keys, args...).Int64()
 	if err != nil {
-		return Reconciliation{}, wrapRedis(ctx, "reconcile", err)
+		return Reconciliation{}, WrapRedis(ctx, "reconcile", err)
 	}
 	if n == 0 {
 		return Reconciliation{}, fmt.Errorf("%w: the halt or the sale changed while reconciling (was %q, epoch %s): read the books again", ErrNotReconcilable, why, r.Epoch)
@@ -180,7 +180,7 @@ func (s *Store) readBooks(ctx context.Context, r *Reconciliation) error {
 	}
 	vals, err := s.rdb.MGet(ctx, keys...).Result()
 	if err != nil {
-		return wrapRedis(ctx, "read the books", err)
+		return WrapRedis(ctx, "read the books", err)
 	}
 	str := func(i int) string {
 		v, _ := vals[i].(string)

@@ -109,7 +109,7 @@ func (s *Store) acked(ctx context.Context, op string, wait *redis.Cmd) error {
 	}
 	n, err := wait.Int64()
 	if err != nil {
-		return wrapRedis(ctx, op+": wait for replicas", err)
+		return WrapRedis(ctx, op+": wait for replicas", err)
 	}
 	if n < int64(s.acks.Replicas) {
 		return fmt.Errorf("stock: %s: %w: %d of %d within %v", op, ErrNotReplicated, n, s.acks.Replicas, s.acks.Timeout)
@@ -196,14 +196,14 @@ func (s *Store) resetAcked(ctx context.Context, tx func(redis.Pipeliner) error) 
 	}
 	if _, err := c.TxPipelined(ctx, tx); err != nil {
 		s.nodeFailed(ctx, err)
-		return wrapRedis(ctx, "reset", err)
+		return WrapRedis(ctx, "reset", err)
 	}
 	var wait *redis.Cmd
 	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		wait = s.queueWait(ctx, p)
 		return nil
 	}); err != nil {
-		return wrapRedis(ctx, "reset: wait for replicas", err)
+		return WrapRedis(ctx, "reset: wait for replicas", err)
 	}
 	if err := s.acked(ctx, "reset", wait); err != nil {
 		if errors.Is(err, ErrNotReplicated) {

@@ -186,7 +186,7 @@ func (s *Store) checkSegments(ctx context.Context, epoch string, ceilings []int6
 		vals = p.MGet(ctx, keys...)
 		return nil
 	}); err != nil && err != redis.Nil {
-		return wrapRedis(ctx, "read the segments' stocks", err)
+		return WrapRedis(ctx, "read the segments' stocks", err)
 	}
 	if now.Val() != epoch {
 		return nil // the guard finds the epoch moved, and the sale is learned again
@@ -213,7 +213,7 @@ func (s *Store) checkSegments(ctx context.Context, epoch string, ceilings []int6
 // removes.
 func (s *Store) halt(ctx context.Context, op, why string) error {
 	if err := s.rdb.SetNX(ctx, s.keys.Halt, why, 0).Err(); err != nil {
-		return wrapRedis(ctx, "write halt", err)
+		return WrapRedis(ctx, "write halt", err)
 	}
 	return s.halted(ctx, op)
 }
@@ -259,7 +259,7 @@ func (s *Store) Halted(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", wrapRedis(ctx, "read halt", err)
+		return "", WrapRedis(ctx, "read halt", err)
 	}
 	return v, nil
 }

@@ -70,7 +70,7 @@ func (s *Store) snapshot(ctx context.Context, withLucky bool) (stocks []int64, l
 	}
 	vals, err := snapshot.Run(ctx, s.rdb, keys).StringSlice()
 	if err != nil {
-		return nil, 0, "", wrapRedis(ctx, "status", err)
+		return nil, 0, "", WrapRedis(ctx, "status", err)
 	}
 	if len(vals) != len(keys) {
 		return nil, 0, "", fmt.Errorf("stock: status: got %d values for %d keys", len(vals), len(keys))

@@ -296,7 +296,7 @@ func NewStore(rdb redis.UniversalClient, keys Keys) *Store {
 
 // Ping checks that the stock Redis answers.
 func (s *Store) Ping(ctx context.Context) error {
-	return wrapRedis(ctx, "ping", s.rdb.Ping(ctx).Err())
+	return WrapRedis(ctx, "ping", s.rdb.Ping(ctx).Err())
 }
 
 // LoadScripts loads the store's scripts into Redis, so that the first sale
@@ -307,7 +307,7 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 	sc := s.scripts()
 	for _, sc := range []*redis.Script{sc.read, sc.write, sc.atomic, snapshot, ordersScript, sc.peek} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
-			return wrapRedis(ctx, "load scripts", err)
+			return WrapRedis(ctx, "load scripts", err)
 		}
 	}
 	return nil
@@ -337,7 +337,7 @@ func (s *Store) Reset(ctx context.Context, n int64) error {
 		err = s.resetAcked(ctx, tx)
 	} else {
 		_, err = s.rdb.TxPipelined(ctx, tx)
-		err = wrapRedis(ctx, "reset", err)
+		err = WrapRedis(ctx, "reset", err)
 	}
 	if err == nil {
 		s.mark.reset(epoch)
@@ -441,7 +441,7 @@ func (s *Store) read(ctx context.Context, f Fence, replays bool) (Reading, error
 		keys, args := s.windowed(append([]string{s.keys.Stock, s.keys.Fence}, gkeys...), args)
 		res, err := s.scripts().read.Run(ctx, s.rdb, keys, args...).Slice()
 		if err != nil {
-			return wrapRedis(ctx, "fenced read", err)
+			return WrapRedis(ctx, "fenced read", err)
 		}
 		if len(res) != 4 {
 			return fmt.Errorf("stock: fenced read: unexpected reply %v", res)
@@ -530,7 +530,7 @@ func (s *Store) write(ctx context.Context, f Fence, newStock int64, extra ...any
 		keys, args...)
 	code, bound, rerr, err := codeReply(cmd)
 	if rerr != nil {
-		return wrapRedis(ctx, "fenced write", rerr)
+		return WrapRedis(ctx, "fenced write", rerr)
 	}
 	if err != nil {
 		return fmt.Errorf("stock: fenced write: %w", err)
@@ -573,7 +573,7 @@ func (s *Store) Receipt(ctx context.Context, id string) (stockAfter int64, sold 
 		return s.receiptFromLedger(ctx, id)
 	}
 	if err != nil {
-		return 0, false, wrapRedis(ctx, "receipt", err)
+		return 0, false, WrapRedis(ctx, "receipt", err)
 	}
 	stockAfter, sold, err = s.readReceipt(id, v, member, isMember)
 	if err == nil && sold {
@@ -662,7 +662,7 @@ func (s *Store) ReadUnfenced(ctx context.Context) (int64, error) {
 	case isWrongType(err):
 		return 0, fmt.Errorf("stock: read: %w", notInt(s.keys.Stock))
 	case err != nil:
-		return 0, wrapRedis(ctx, "read", err)
+		return 0, WrapRedis(ctx, "read", err)
 	}
 	n, err := checkInt(v)
 	if err != nil {
@@ -688,7 +688,7 @@ func (s *Store) writeUnfenced(ctx context.Context, newStock int64, units int) er
 		}
 		return nil
 	})
-	return wrapRedis(ctx, "write", err)
+	return WrapRedis(ctx, "write", err)
 }
 
 // SellAtomic sells one unit in a single Lua script without any lock: it
@@ -722,7 +722,7 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 			rerr, err error
 		)
 		if after, bound, rerr, err = codeReply(cmd); rerr != nil {
-			return wrapRedis(ctx, "atomic sell", rerr)
+			return WrapRedis(ctx, "atomic sell", rerr)
 		} else if err != nil {
 			return fmt.Errorf("stock: atomic sell: %w", err)
 		}
@@ -783,7 +783,7 @@ func fenceStatus(code int64, f Fence, highest string) error {
 
 // codeReply reads a script's integer answer, or the {code, bound} a
 // closed window answers with (window.lua). A Redis error is the first
-// error (for wrapRedis), a reply of another shape the second.
+// error (for WrapRedis), a reply of another shape the second.
 func codeReply(cmd *redis.Cmd) (code, bound int64, rerr, err error) {
 	v, rerr := cmd.Result()
 	if rerr != nil {

@@ -42,7 +42,7 @@ func TrimLedger(ctx context.Context, rdb redis.Scripter, k Keys, limit int) (int
 	k = k.withDefaults()
 	res, err := trimScript.Run(ctx, rdb, []string{k.Orders, k.OrderIndex, k.Trimmed}, limit).Slice()
 	if err != nil {
-		return 0, wrapRedis(ctx, "trim ledger", err)
+		return 0, WrapRedis(ctx, "trim ledger", err)
 	}
 	if len(res) != 2 {
 		return 0, fmt.Errorf("stock: trim ledger: unexpected reply %v", res)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/health"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/lock/redislock"
 	"seckill/internal/servers"
@@ -217,7 +218,7 @@ func TestReadProcessSeesAStep(t *testing.T) {
 	srv, rc := servertest.RedisOnClock(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	check := stock.ClockCheck{Primary: rdb}
+	check := health.ClockCheck{Primary: rdb}
 	for _, step := range []time.Duration{0, 5 * time.Second, -6 * time.Second} {
 		if err := rc.Set(step); err != nil {
 			t.Fatal(err)

@@ -550,7 +550,7 @@ func (w *witness) superseded(ctx context.Context, epoch string) bool {
 func (s *Store) haltLost(ctx context.Context, op, epoch, why string) error {
 	wrote, err := s.rdb.SetNX(ctx, s.keys.Halt, why, 0).Result()
 	if err != nil {
-		return wrapRedis(ctx, "write halt", err)
+		return WrapRedis(ctx, "write halt", err)
 	}
 	// Only a halt this call wrote is taken back: another process's, even
 	// of the same words, is the operator's to lift (a reconcile in
@@ -559,7 +559,7 @@ func (s *Store) haltLost(ctx context.Context, op, epoch, why string) error {
 		return s.halted(ctx, op)
 	}
 	if err := liftHalt.Run(ctx, s.rdb, []string{s.keys.Halt}, why).Err(); err != nil {
-		return wrapRedis(ctx, "lift the halt", err)
+		return WrapRedis(ctx, "lift the halt", err)
 	}
 	s.wit.forget()
 	s.mark.forget()

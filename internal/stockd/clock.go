@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/handler"
-	"seckill/internal/stock"
+	"seckill/internal/health"
 )
 
 // clockCheck is the clocks items' windows assume (docs/items.md): the
@@ -15,12 +15,12 @@ import (
 // redis.sentinel.master, every node of a cluster, else from the primary's
 // INFO replication) and
 // this process's; nil with stock.max_clock_skew 0.
-func clockCheck(w *wiring) *stock.ClockCheck {
+func clockCheck(w *wiring) *health.ClockCheck {
 	cfg := w.cfg
 	if cfg.Stock.MaxClockSkew == 0 {
 		return nil
 	}
-	c := &stock.ClockCheck{
+	c := &health.ClockCheck{
 		Primary: w.stockRedis(),
 		Dial:    func(addr string) *redis.Client { return newRedisClient(cfg, addr, -1) },
 	}
@@ -28,15 +28,15 @@ func clockCheck(w *wiring) *stock.ClockCheck {
 		// Each item's window is decided by its own master's clock:
 		// every node's is compared, against one master's.
 		c.Replicas = func(ctx context.Context) ([]string, error) {
-			return stock.ClusterNodes(ctx, cc)
+			return health.ClusterNodes(ctx, cc)
 		}
 	} else if s := cfg.Redis.Sentinel; s.Master != "" {
 		c.Replicas = func(ctx context.Context) ([]string, error) {
-			return stock.SentinelReplicas(ctx, s.Addrs, s.Master)
+			return health.SentinelReplicas(ctx, s.Addrs, s.Master)
 		}
 	} else {
 		c.Replicas = func(ctx context.Context) ([]string, error) {
-			return stock.InfoReplicas(ctx, w.stockRedis())
+			return health.InfoReplicas(ctx, w.stockRedis())
 		}
 	}
 	return c
@@ -49,7 +49,7 @@ func clockCheck(w *wiring) *stock.ClockCheck {
 // a replica's host is no reason to stop every replica selling; /readyz
 // keeps saying it. A primary that cannot be reached yet is read by
 // /readyz once it answers.
-func checkClocks(ctx context.Context, cfg *Config, log *slog.Logger, c *stock.ClockCheck) *handler.ClockCheck {
+func checkClocks(ctx context.Context, cfg *Config, log *slog.Logger, c *health.ClockCheck) *handler.ClockCheck {
 	if c == nil {
 		return nil
 	}

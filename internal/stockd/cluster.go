@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/election/audit"
+	"seckill/internal/health"
 	"seckill/internal/stock"
 )
 
@@ -98,7 +99,7 @@ func checkClusterReplicas(ctx context.Context, cfg *Config, log *slog.Logger, rd
 	}
 	cctx, cancel := context.WithTimeout(ctx, cfg.Redis.Timeout)
 	defer cancel()
-	ms, err := stock.ClusterReplicas(cctx, cc)
+	ms, err := health.ClusterReplicas(cctx, cc)
 	if err != nil {
 		log.Warn("could not count the cluster's replicas", "err", err)
 		return

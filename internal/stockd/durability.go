@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"seckill/internal/health"
 	"time"
-
-	"seckill/internal/stock"
 )
 
 // ErrNoAOF refuses the start with stock.require_aof (exit status 2, as a
@@ -24,9 +23,9 @@ const aofFix = "run CONFIG SET appendonly yes on it and put the lines \"appendon
 // stock.require_aof refuses a Redis without an AOF. A Redis that cannot be
 // reached yet is no reason to refuse (it may come up after us): /readyz
 // reads it once it answers. The reading is nil then.
-func checkDurability(ctx context.Context, cfg *Config, log *slog.Logger, rdb stock.DurabilityReader, acks int) (*stock.Durability, error) {
+func checkDurability(ctx context.Context, cfg *Config, log *slog.Logger, rdb health.DurabilityReader, acks int) (*health.Durability, error) {
 	cctx, cancel := context.WithTimeout(ctx, cfg.Redis.Timeout)
-	d, err := stock.ReadDurability(cctx, rdb)
+	d, err := health.ReadDurability(cctx, rdb)
 	cancel()
 	switch {
 	case err == nil:

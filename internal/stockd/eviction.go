@@ -8,7 +8,7 @@ import (
 	"log/slog"
 
 	"seckill/internal/handler"
-	"seckill/internal/stock"
+	"seckill/internal/health"
 )
 
 // ErrEvictingRedis refuses the start (exit status 2, as a configuration
@@ -39,17 +39,17 @@ func checkEviction(ctx context.Context, cfg *Config, log *slog.Logger, checks []
 	for _, c := range checks {
 		name := cmp.Or(c.Name, "stock redis")
 		cctx, cancel := context.WithTimeout(ctx, cfg.Redis.Timeout)
-		policy, err := stock.MaxmemoryPolicy(cctx, c.Redis)
+		policy, err := health.MaxmemoryPolicy(cctx, c.Redis)
 		cancel()
 		switch {
 		case err == nil:
 		case unanswered(ctx, err):
 			log.Info(name+" not reachable yet: /readyz checks its maxmemory-policy once it answers", "err", err)
-		case errors.Is(err, stock.ErrEvictingPolicy) && cfg.Stock.AllowEviction:
+		case errors.Is(err, health.ErrEvictingPolicy) && cfg.Stock.AllowEviction:
 			log.Warn("REDIS MAY EVICT THE SALE'S KEYS: stock.allow_eviction is on, so this replica runs anyway; "+
 				"an evicted stock key reads as sold out, an evicted receipt or idempotency record sells again",
 				"redis", name, "maxmemory_policy", cmp.Or(policy, "unreported"), "err", err)
-		case errors.Is(err, stock.ErrEvictingPolicy):
+		case errors.Is(err, health.ErrEvictingPolicy):
 			return fmt.Errorf("%w: %s: %w: under memory pressure it may drop the stock, the receipts and the idempotency "+
 				"records, and sell a unit twice; %s", ErrEvictingRedis, name, err, evictionFix)
 		default:

@@ -12,6 +12,7 @@ import (
 	"seckill/internal/auth"
 	"seckill/internal/election/audit"
 	"seckill/internal/handler"
+	"seckill/internal/health"
 	"seckill/internal/lock"
 	"seckill/internal/metrics"
 	"seckill/internal/stock"
@@ -42,7 +43,7 @@ type replica struct {
 	regs       witnessRegisters
 	store      *stock.Store
 	units      *durableUnits
-	durability *stock.Durability
+	durability *health.Durability
 	clocks     *handler.ClockCheck
 
 	// buildSale

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/handler"
-	"seckill/internal/stock"
+	"seckill/internal/health"
 )
 
 // silentRedis answers nothing until its caller's context ends, as a Redis
@@ -53,7 +53,7 @@ func TestStartChecksGoOnPastASilentRedis(t *testing.T) {
 		t.Fatal("checkEviction while the start itself ends: no error; want the check's")
 	}
 	// What unanswered does not cover: a Redis that answered.
-	if unanswered(t.Context(), stock.ErrEvictingPolicy) {
+	if unanswered(t.Context(), health.ErrEvictingPolicy) {
 		t.Fatal("an evicting policy read as unanswered")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
+	"seckill/internal/health"
 	"seckill/internal/lab/loadgen"
 	"seckill/internal/servers"
 	"seckill/internal/stock"
@@ -339,7 +340,7 @@ func newMemoryProbe(ctx context.Context, cl replicas, stockN int) *memoryProbe {
 		return nil
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: r.Redis().Addr()})
-	before, err := stock.DatasetMemory(ctx, rdb)
+	before, err := health.DatasetMemory(ctx, rdb)
 	if err != nil {
 		_ = rdb.Close()
 		return nil
@@ -354,7 +355,7 @@ func (m *memoryProbe) perUnit(ctx context.Context, sold int) float64 {
 		return 0
 	}
 	defer m.rdb.Close()
-	after, err := stock.DatasetMemory(ctx, m.rdb)
+	after, err := health.DatasetMemory(ctx, m.rdb)
 	if err != nil || sold <= 0 {
 		return 0
 	}

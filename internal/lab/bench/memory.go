@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
+	"seckill/internal/health"
 	"seckill/internal/lab/loadgen"
 	"seckill/internal/servers"
 	"seckill/internal/stock"
@@ -112,7 +113,7 @@ func runMemory(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, log 
 		return row
 	}
 	var err error
-	if row.Baseline, err = stock.DatasetMemory(ctx, rdb); err != nil {
+	if row.Baseline, err = health.DatasetMemory(ctx, rdb); err != nil {
 		row.Error = firstLine(err)
 		return row
 	}
@@ -139,7 +140,7 @@ func runMemory(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, log 
 		row.Error = firstLine(err)
 		return row
 	}
-	after, err := stock.DatasetMemory(ctx, rdb)
+	after, err := health.DatasetMemory(ctx, rdb)
 	if err != nil {
 		row.Error = firstLine(err)
 		return row
@@ -198,7 +199,7 @@ func newPeakProbe(ctx context.Context, rdb *redis.Client, stream string, base in
 		t := time.NewTicker(memorySample)
 		defer t.Stop()
 		for {
-			if b, err := stock.DatasetMemory(ctx, rdb); err == nil {
+			if b, err := health.DatasetMemory(ctx, rdb); err == nil {
 				p.peak = max(p.peak, b-base)
 			}
 			if n, err := rdb.XLen(ctx, stream).Result(); err == nil {

@@ -1,4 +1,4 @@
-package stock_test
+package health_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/health"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
 )
@@ -27,14 +28,14 @@ func TestMaxmemoryPolicy(t *testing.T) {
 		if err := rdb.ConfigSet(ctx, "maxmemory-policy", policy).Err(); err != nil {
 			t.Fatal(err)
 		}
-		got, err := stock.MaxmemoryPolicy(ctx, rdb)
+		got, err := health.MaxmemoryPolicy(ctx, rdb)
 		if got != policy {
 			t.Errorf("%s: read policy %q", policy, got)
 		}
 		switch {
-		case policy == stock.NoEviction && err != nil:
+		case policy == health.NoEviction && err != nil:
 			t.Errorf("noeviction: got %v, want no error", err)
-		case policy != stock.NoEviction && (!errors.Is(err, stock.ErrEvictingPolicy) || !strings.Contains(err.Error(), "maxmemory-policy "+policy)):
+		case policy != health.NoEviction && (!errors.Is(err, health.ErrEvictingPolicy) || !strings.Contains(err.Error(), "maxmemory-policy "+policy)):
 			t.Errorf("%s: got %v, want ErrEvictingPolicy naming the policy", policy, err)
 		}
 	}
@@ -42,7 +43,7 @@ func TestMaxmemoryPolicy(t *testing.T) {
 	if err := srv.Stop(5e9); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stock.MaxmemoryPolicy(ctx, rdb); !errors.Is(err, stock.ErrUnavailable) || errors.Is(err, stock.ErrEvictingPolicy) {
+	if _, err := health.MaxmemoryPolicy(ctx, rdb); !errors.Is(err, stock.ErrUnavailable) || errors.Is(err, health.ErrEvictingPolicy) {
 		t.Fatalf("Redis down: got %v, want ErrUnavailable only", err)
 	}
 }
@@ -57,12 +58,12 @@ func (r infoReply) Info(ctx context.Context, _ ...string) *redis.StringCmd {
 // A Redis (or a proxy in front of one) that does not report its policy is
 // not trusted to keep the keys.
 func TestMaxmemoryPolicyUnreported(t *testing.T) {
-	_, err := stock.MaxmemoryPolicy(t.Context(), infoReply("# Memory\r\nused_memory:1024\r\n"))
-	if !errors.Is(err, stock.ErrEvictingPolicy) {
+	_, err := health.MaxmemoryPolicy(t.Context(), infoReply("# Memory\r\nused_memory:1024\r\n"))
+	if !errors.Is(err, health.ErrEvictingPolicy) {
 		t.Fatalf("got %v, want ErrEvictingPolicy", err)
 	}
-	got, err := stock.MaxmemoryPolicy(t.Context(), infoReply("# Memory\r\nmaxmemory_policy:noeviction\r\n"))
-	if got != stock.NoEviction || err != nil {
+	got, err := health.MaxmemoryPolicy(t.Context(), infoReply("# Memory\r\nmaxmemory_policy:noeviction\r\n"))
+	if got != health.NoEviction || err != nil {
 		t.Fatalf("got %q %v, want noeviction", got, err)
 	}
 }
@@ -73,14 +74,14 @@ func TestReadMemory(t *testing.T) {
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	m, err := stock.ReadMemory(t.Context(), rdb)
+	m, err := health.ReadMemory(t.Context(), rdb)
 	if err != nil || m.Max != 0 || m.Used <= 0 {
 		t.Fatalf("no maxmemory: got %+v, %v; want Max 0 and some used", m, err)
 	}
 	if err := rdb.ConfigSet(t.Context(), "maxmemory", "64mb").Err(); err != nil {
 		t.Fatal(err)
 	}
-	m, err = stock.ReadMemory(t.Context(), rdb)
+	m, err = health.ReadMemory(t.Context(), rdb)
 	if err != nil || m.Max != 64<<20 || m.Headroom() != 64<<20-m.Used || m.Used <= 0 {
 		t.Fatalf("maxmemory 64mb: got %+v (headroom %d), %v", m, m.Headroom(), err)
 	}

@@ -1,9 +1,10 @@
-package stock
+package health
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"seckill/internal/stock"
 	"strconv"
 	"strings"
 	"time"
@@ -63,7 +64,7 @@ type Durability struct {
 
 // ReadDurability reads the Redis's persistence (INFO persistence), its
 // fsync policy (CONFIG GET appendfsync, FsyncUnknown where refused) and its
-// version (INFO server). An unreachable Redis is ErrUnavailable; an INFO
+// version (INFO server). An unreachable Redis is stock.ErrUnavailable; an INFO
 // that does not say whether the AOF is on is ErrDurabilityUnknown.
 //
 // On a cluster client every master is read and the one that promises
@@ -110,7 +111,7 @@ func readDurability(ctx context.Context, rdb DurabilityReader) (Durability, erro
 	// a single section.
 	info, err := rdb.Info(ctx, "persistence").Result()
 	if err != nil {
-		return d, wrapRedis(ctx, "INFO persistence", err)
+		return d, stock.WrapRedis(ctx, "INFO persistence", err)
 	}
 	aof, ok := InfoField(info, "aof_enabled")
 	if !ok {
@@ -128,7 +129,7 @@ func readDurability(ctx context.Context, rdb DurabilityReader) (Durability, erro
 
 	server, err := rdb.Info(ctx, "server").Result()
 	if err != nil {
-		return d, wrapRedis(ctx, "INFO server", err)
+		return d, stock.WrapRedis(ctx, "INFO server", err)
 	}
 	d.Version, _ = InfoField(server, "redis_version")
 	d.WaitAOF = versionAtLeast(d.Version, 7, 2)
@@ -136,7 +137,7 @@ func readDurability(ctx context.Context, rdb DurabilityReader) (Durability, erro
 	if d.AOF {
 		d.Fsync = FsyncUnknown
 		cfg, err := rdb.ConfigGet(ctx, "appendfsync").Result()
-		err = wrapRedis(ctx, "CONFIG GET appendfsync", err)
+		err = stock.WrapRedis(ctx, "CONFIG GET appendfsync", err)
 		var rerr redis.Error
 		switch {
 		case err == nil:
@@ -144,7 +145,7 @@ func readDurability(ctx context.Context, rdb DurabilityReader) (Durability, erro
 			case FsyncAlways, FsyncEverysec, FsyncNo:
 				d.Fsync = p
 			}
-		case errors.Is(err, ErrUnavailable), !errors.As(err, &rerr):
+		case errors.Is(err, stock.ErrUnavailable), !errors.As(err, &rerr):
 			return d, err
 		}
 		// A refusal (CONFIG disabled or renamed, an ACL) leaves

@@ -1,10 +1,11 @@
-package stock
+package health
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"seckill/internal/stock"
 	"strconv"
 	"strings"
 
@@ -33,7 +34,7 @@ type InfoReader interface {
 // but noeviction (the allkeys-* and volatile-* policies), or when Redis
 // answers but does not report it (an ACL without INFO, a proxy): a policy
 // that cannot be read cannot be trusted. An unreachable Redis is
-// ErrUnavailable, as for every other command.
+// stock.ErrUnavailable, as for every other command.
 //
 // On a cluster client every master is read, and the first that may evict
 // is the answer, named: each holds a part of the sale.
@@ -58,9 +59,9 @@ func MaxmemoryPolicy(ctx context.Context, rdb InfoReader) (string, error) {
 func maxmemoryPolicy(ctx context.Context, rdb InfoReader) (string, error) {
 	info, err := rdb.Info(ctx, "memory").Result()
 	if err != nil {
-		err = wrapRedis(ctx, "INFO memory", err)
+		err = stock.WrapRedis(ctx, "INFO memory", err)
 		var rerr redis.Error
-		if !errors.Is(err, ErrUnavailable) && errors.As(err, &rerr) {
+		if !errors.Is(err, stock.ErrUnavailable) && errors.As(err, &rerr) {
 			return "", fmt.Errorf("%w: maxmemory-policy unreadable: %w", ErrEvictingPolicy, err)
 		}
 		return "", err
@@ -136,7 +137,7 @@ func ReadMemory(ctx context.Context, rdb InfoReader) (Memory, error) {
 func readMemory(ctx context.Context, rdb InfoReader) (Memory, error) {
 	info, err := rdb.Info(ctx, "memory").Result()
 	if err != nil {
-		return Memory{}, wrapRedis(ctx, "INFO memory", err)
+		return Memory{}, stock.WrapRedis(ctx, "INFO memory", err)
 	}
 	var m Memory
 	for _, f := range []struct {

@@ -1,4 +1,4 @@
-package stock_test
+package health_test
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"seckill/internal/health"
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
-	"seckill/internal/stock"
 )
 
 // fakeTime answers TIME with its readings in turn.
@@ -42,7 +42,7 @@ func TestClockArithmetic(t *testing.T) {
 	// Three round trips of 40, 10 and 30 ms; the server 2 s ahead, its
 	// first and last answers made at the end of their round trips.
 	primary := &fakeTime{server: []time.Time{ms(2040), ms(2105), ms(2230)}}
-	p, err := stock.ReadClock(t.Context(), primary, fakeClock(ms(0), ms(40), ms(100), ms(110), ms(200), ms(230)))
+	p, err := health.ReadClock(t.Context(), primary, fakeClock(ms(0), ms(40), ms(100), ms(110), ms(200), ms(230)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +50,8 @@ func TestClockArithmetic(t *testing.T) {
 		t.Fatalf("primary: offset %s ±%s, want 2s ±5ms (the 10 ms round trip)", p.Offset(), p.Uncertainty())
 	}
 	// A replica 1.5 s behind this process, read over a 4 ms round trip.
-	replica := stock.ClockReading{Sent: ms(1000), Received: ms(1004), Server: ms(1002 - 1500)}
-	skew, unc := stock.Skew(p, replica)
+	replica := health.ClockReading{Sent: ms(1000), Received: ms(1004), Server: ms(1002 - 1500)}
+	skew, unc := health.Skew(p, replica)
 	if skew != -3500*time.Millisecond || unc != 7*time.Millisecond {
 		t.Fatalf("skew: got %s ±%s, want -3.5s ±7ms", skew, unc)
 	}
@@ -64,14 +64,14 @@ func TestClockArithmetic(t *testing.T) {
 		{1005 * time.Millisecond, 10 * time.Millisecond, time.Second, false}, // within its uncertainty
 		{900 * time.Millisecond, 0, time.Second, false},
 	} {
-		s := stock.ClockSkew{Of: "replica r:1", Skew: tc.skew, Uncertainty: tc.unc}
+		s := health.ClockSkew{Of: "replica r:1", Skew: tc.skew, Uncertainty: tc.unc}
 		if s.Beyond(tc.bound) != tc.beyond {
 			t.Errorf("%s beyond %s: got %v, want %v", s, tc.bound, !tc.beyond, tc.beyond)
 		}
 	}
-	c := stock.Clocks{
-		Process:  stock.ClockSkew{Of: stock.ThisProcess, Skew: 20 * time.Millisecond, Uncertainty: time.Millisecond},
-		Replicas: []stock.ClockSkew{{Of: "replica a:1", Skew: -3500 * time.Millisecond, Uncertainty: 7 * time.Millisecond}, {Of: "replica b:1"}},
+	c := health.Clocks{
+		Process:  health.ClockSkew{Of: health.ThisProcess, Skew: 20 * time.Millisecond, Uncertainty: time.Millisecond},
+		Replicas: []health.ClockSkew{{Of: "replica a:1", Skew: -3500 * time.Millisecond, Uncertainty: 7 * time.Millisecond}, {Of: "replica b:1"}},
 	}
 	if got, want := c.Problems(time.Second), []string{"replica a:1 -3.5s (±7ms)"}; !slices.Equal(got, want) {
 		t.Fatalf("problems: got %q, want %q", got, want)
@@ -90,16 +90,16 @@ func TestReadClocksOfAReplica(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: primary.Addr(), MaxRetries: -1, ReadTimeout: time.Minute})
 	t.Cleanup(func() { _ = rdb.Close() })
 	waitReplicaListed(t, rdb)
-	addrs, err := stock.InfoReplicas(t.Context(), rdb)
+	addrs, err := health.InfoReplicas(t.Context(), rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(addrs, []string{replica.Addr()}) {
 		t.Fatalf("replicas: got %v, want %s", addrs, replica.Addr())
 	}
-	check := stock.ClockCheck{
+	check := health.ClockCheck{
 		Primary:  rdb,
-		Replicas: func(ctx context.Context) ([]string, error) { return stock.InfoReplicas(ctx, rdb) },
+		Replicas: func(ctx context.Context) ([]string, error) { return health.InfoReplicas(ctx, rdb) },
 		Dial:     func(addr string) *redis.Client { return redis.NewClient(&redis.Options{Addr: addr}) },
 	}
 	c, err := check.ReadClocks(t.Context())
@@ -111,7 +111,7 @@ func TestReadClocksOfAReplica(t *testing.T) {
 	}
 	// TIME has µs resolution: one machine's clocks agree within that and
 	// the round trips.
-	for _, s := range []stock.ClockSkew{c.Process, c.Replicas[0]} {
+	for _, s := range []health.ClockSkew{c.Process, c.Replicas[0]} {
 		if s.Skew.Abs() > s.Uncertainty+5*time.Millisecond {
 			t.Errorf("%s: one machine's clocks disagree", s)
 		}
@@ -140,14 +140,14 @@ func waitReplicaListed(t *testing.T, rdb *redis.Client) {
 // promote.
 func TestSentinelReplicas(t *testing.T) {
 	set := servertest.Sentinels(t, servers.SentinelOptions{})
-	addrs, err := stock.SentinelReplicas(t.Context(), append([]string{"127.0.0.1:1"}, set.SentinelAddrs()...), set.MasterName)
+	addrs, err := health.SentinelReplicas(t.Context(), append([]string{"127.0.0.1:1"}, set.SentinelAddrs()...), set.MasterName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(addrs, []string{set.Replica.Addr()}) {
 		t.Fatalf("sentinel replicas: got %v, want %s", addrs, set.Replica.Addr())
 	}
-	_, err = stock.SentinelReplicas(t.Context(), []string{"127.0.0.1:1"}, set.MasterName)
+	_, err = health.SentinelReplicas(t.Context(), []string{"127.0.0.1:1"}, set.MasterName)
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("no Sentinel answering: got %v, want an error naming it", err)
 	}
