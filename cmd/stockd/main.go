@@ -25,6 +25,7 @@ import (
 
 	"seckill/internal/auth"
 	"seckill/internal/failpoint"
+	"seckill/internal/health"
 	"seckill/internal/stockd"
 )
 
@@ -88,7 +89,7 @@ func run(ctx context.Context, args, env []string, stderr io.Writer) int {
 		log.Info("buyers: none; every sale is anonymous (auth.buyers), X-User and bearer tokens are refused")
 	}
 	if err := stockd.Serve(ctx, cfg, buyers, log); err != nil {
-		if errors.Is(err, stockd.ErrEvictingRedis) || errors.Is(err, stockd.ErrNoAOF) {
+		if errors.Is(err, health.ErrEvictingRedis) || errors.Is(err, health.ErrNoAOF) {
 			log.Error("stockd refused to start", "err", err)
 			return exitConfig
 		}

@@ -143,7 +143,7 @@ func TestInfoBodyWithDurability(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := handler.New(handler.Config{Replica: replica, Backend: "local", Fencing: true, Mode: "locked", Version: "v-test", AdminToken: token},
-				handler.Deps{Inventory: &cannedInventory{}, Durability: &handler.DurabilityCheck{Known: &tc.d}})
+				handler.Deps{Inventory: &cannedInventory{}, Health: health.New(health.Config{Durability: &health.DurabilityCheck{Known: &tc.d}})})
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), "GET", "/info", nil))
 			if got := rec.Body.String(); rec.Code != 200 || got != tc.want {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/handler"
+	"seckill/internal/health"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/metrics"
 	"seckill/internal/servers/servertest"
@@ -34,9 +35,10 @@ func durabilityEnv(t *testing.T, requireAOF bool) (e *env, clock *time.Time) {
 	clock = &t0
 	t.Cleanup(handler.SetNow(func() time.Time { return *clock }))
 	svc := stock.NewService(stock.ServiceConfig{Store: e.store, Locker: locallock.New(), Mode: stock.ModeAtomic, Backend: "local", LockKey: "k"})
-	e.h = handler.New(handler.Config{Replica: replica, AdminToken: token, RequireAOF: requireAOF},
+	e.h = handler.New(handler.Config{Replica: replica, AdminToken: token},
 		handler.Deps{Seller: svc, Inventory: e.store, Metrics: e.metrics,
-			Durability: &handler.DurabilityCheck{Redis: rdb, ReplicaAcks: 1, Every: time.Minute}})
+			Health: health.New(health.Config{Now: func() time.Time { return *clock }, RequireAOF: requireAOF,
+				Durability: &health.DurabilityCheck{Redis: rdb, ReplicaAcks: 1, Every: time.Minute}})})
 	return e, clock
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/handler"
+	"seckill/internal/health"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
@@ -21,10 +22,10 @@ func policyEnv(t *testing.T, allow bool) (e *env, lockRDB *redis.Client) {
 	lockRDB = redis.NewClient(&redis.Options{Addr: lockSrv.Addr()})
 	t.Cleanup(func() { _ = lockRDB.Close() })
 	svc := stock.NewService(stock.ServiceConfig{Store: e.store, Locker: locallock.New(), Backend: "local", LockKey: "k"})
-	e.h = handler.New(handler.Config{Replica: replica, AdminToken: token, AllowEviction: allow},
-		handler.Deps{Seller: svc, Inventory: e.store, Metrics: e.metrics, Policies: []handler.PolicyCheck{
-			{Redis: e.rdb}, {Name: "lock redis", Redis: lockRDB},
-		}})
+	e.h = handler.New(handler.Config{Replica: replica, AdminToken: token},
+		handler.Deps{Seller: svc, Inventory: e.store, Metrics: e.metrics, Health: health.New(health.Config{
+			AllowEviction: allow, Policies: []health.Policy{{Redis: e.rdb}, {Name: "lock redis", Redis: lockRDB}},
+		})})
 	return e, lockRDB
 }
 

@@ -4,7 +4,6 @@
 package handler
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,21 +81,6 @@ type Config struct {
 	ReplicaAckTimeout time.Duration
 	Sentinel          bool
 	Cluster           bool
-	// AllowEviction is stock.allow_eviction: a Redis of Deps.Policies
-	// that may evict keys leaves the replica ready, reported in
-	// "eviction" instead of failing "redis".
-	AllowEviction bool
-	// RequireAOF is stock.require_aof: a stock Redis without an AOF, as
-	// Deps.Durability last read it, fails "redis".
-	RequireAOF bool
-}
-
-// PolicyCheck is a Redis whose maxmemory-policy /readyz reads
-// (health.MaxmemoryPolicy).
-type PolicyCheck struct {
-	// Name prefixes what /readyz says of it; empty for the stock Redis.
-	Name  string
-	Redis health.InfoReader
 }
 
 // Deps are the collaborators. LockPinger may be nil (a backend with no
@@ -122,14 +106,11 @@ type Deps struct {
 	// default sale's: for GET /items/:id/ledger and the item's orders
 	// trimmed from Redis.
 	ItemsDurable func(id string) DurableOrders
-	// Policies are the Redis servers the sale keeps keys in, whose
-	// maxmemory-policy /readyz checks: the stock Redis, and the lock's
-	// when it is another. A policy can change at run time (CONFIG SET),
-	// so the check at start is not enough.
-	Policies []PolicyCheck
-	// Durability, if set, has GET /info say what the stock Redis promises
-	// for a sale answered sold.
-	Durability *DurabilityCheck
+	// Health, if set, holds the Redis servers to what the sale assumes
+	// of them: /readyz's "redis" (their maxmemory-policy and the stock
+	// Redis's persistence), "eviction", "clock" and "memory", and GET
+	// /info's "durability".
+	Health *health.Checker
 	// Witness, if set, adds to /readyz whether the register that keeps
 	// the sale's epoch and ceilings answers (when there is one), and to
 	// GET /info's durability when a rewound Redis is caught.
@@ -137,12 +118,6 @@ type Deps struct {
 	// Items, if set, serves the items' routes (items.go); nil answers
 	// them 404.
 	Items Items
-	// Clocks, if set, has /readyz warn of a Redis or process clock off
-	// the stock Redis primary's (readings.go).
-	Clocks *ClockCheck
-	// Memory, if set, is the stock Redis, whose maxmemory /readyz holds
-	// against the stock left (readings.go).
-	Memory health.InfoReader
 }
 
 // WitnessCheck is the store's witness (stock.witness; stock.Store).
@@ -161,11 +136,9 @@ type server struct {
 	cfg    Config
 	deps   Deps
 	admin  adminBound
-	logs   *metrics.LogLimiter // per-request warnings, at most one per kind per second
-	dur    durabilityState
-	survey cached[stock.ItemsSurvey] // the items' halt marks, for /readyz
-	clock  clockState
-	mem    cached[memoryReading] // the stock Redis's maxmemory and the stock left
+	logs   *metrics.LogLimiter               // per-request warnings, at most one per kind per second
+	survey health.Reading[stock.ItemsSurvey] // the items' halt marks, for /readyz
+	rewind string                            // Deps.Witness's Rewind, fixed at start
 }
 
 func init() {
@@ -189,11 +162,9 @@ func New(cfg Config, deps Deps) http.Handler {
 		cfg.Buyers = &auth.Identity{Mode: auth.ModeNone}
 	}
 	a := &server{cfg: cfg, deps: deps, logs: metrics.NewLogLimiter(deps.Metrics, time.Second)}
-	a.dur.init(deps.Durability)
-	a.survey.every, a.mem.every = readingEvery, readingEvery
-	a.clock.init(deps.Clocks)
+	a.survey.Every = readingEvery
 	if deps.Witness != nil {
-		a.dur.rewind = deps.Witness.Rewind()
+		a.rewind = deps.Witness.Rewind()
 	}
 
 	r := gin.New()
@@ -495,11 +466,8 @@ func (a *server) readyz(c *gin.Context) {
 	}
 	redisState := check(a.deps.Inventory.Ping)
 	eviction := ""
-	if redisState == api.OK {
-		redisState, eviction = a.policies(ctx)
-	}
-	if redisState == api.OK {
-		redisState = a.durability(ctx)
+	if redisState == api.OK && a.deps.Health != nil {
+		redisState, eviction = a.deps.Health.Redis(ctx)
 	}
 	lockState := api.OK
 	if a.deps.LockPinger != nil {
@@ -538,8 +506,7 @@ func (a *server) readyz(c *gin.Context) {
 	items, clock, memory := "", "", ""
 	if redisState == api.OK {
 		// The items first: memory counts their stock.
-		items, clock = a.haltedItems(ctx), a.clocks(ctx)
-		memory = a.memory(ctx)
+		items, clock, memory = a.haltedItems(ctx), a.clock(ctx), a.memory(ctx)
 	}
 	status := http.StatusOK
 	if redisState != api.OK || lockState != api.OK || fenceState != api.OK ||
@@ -548,32 +515,6 @@ func (a *server) readyz(c *gin.Context) {
 	}
 	a.json(c, status, &api.Ready{Redis: redisState, Lock: lockState, Fence: fenceState, Stock: stockState,
 		Eviction: eviction, Witness: witnessState, Items: items, Clock: clock, Memory: memory})
-}
-
-// policies reads the maxmemory-policy of every Deps.Policies Redis. An
-// evicting one fails the "redis" state, unless Config.AllowEviction, when
-// it is reported in allowed instead. A lock Redis that cannot be reached
-// is left to the lock's own check.
-func (a *server) policies(ctx context.Context) (state, allowed string) {
-	var notes []string
-	for _, p := range a.deps.Policies {
-		pctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
-		policy, err := health.MaxmemoryPolicy(pctx, p.Redis)
-		cancel()
-		prefix := ""
-		if p.Name != "" {
-			prefix = p.Name + ": "
-		}
-		switch {
-		case err == nil:
-		case errors.Is(err, health.ErrEvictingPolicy) && a.cfg.AllowEviction:
-			notes = append(notes, prefix+"allowed: maxmemory-policy "+cmp.Or(policy, "unreported"))
-		case p.Name != "" && errors.Is(err, stock.ErrUnavailable):
-		default:
-			return prefix + err.Error(), ""
-		}
-	}
-	return api.OK, strings.Join(notes, "; ")
 }
 
 func (a *server) info(c *gin.Context) {
@@ -585,7 +526,7 @@ func (a *server) info(c *gin.Context) {
 		Backend: a.cfg.Backend, Fencing: a.cfg.Fencing, Mode: a.cfg.Mode, Version: a.cfg.Version,
 		Ledger: a.cfg.Ledger, Durable: a.cfg.Durable, PerUserLimit: a.cfg.PerUserLimit,
 		MinReplicaAcks: a.cfg.MinReplicaAcks, ReplicaAckTimeoutMS: ackTimeout.Milliseconds(),
-		Sentinel: a.cfg.Sentinel, Cluster: a.cfg.Cluster, Durability: a.dur.body(),
+		Sentinel: a.cfg.Sentinel, Cluster: a.cfg.Cluster, Durability: a.durability(),
 		Release: a.cfg.Release, RunsBeside: a.cfg.RunsBeside, Formats: a.cfg.Formats,
 	})
 }

@@ -63,7 +63,7 @@ func TestReadyNamesHaltedItems(t *testing.T) {
 
 // A step of the primary's clock (or this process's) shows in /readyz at
 // the next probe a second later, though the full reading (every replica)
-// is taken only every ClockCheck.Every.
+// is taken only every ClockWatch.Every.
 func TestReadyShowsAClockStepAtOnce(t *testing.T) {
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	t.Cleanup(handler.SetNow(func() time.Time { return clock }))
@@ -77,7 +77,8 @@ func TestReadyShowsAClockStepAtOnce(t *testing.T) {
 	e.h = handler.New(handler.Config{Replica: replica},
 		handler.Deps{
 			Seller: sellerFunc(func(context.Context) (stock.Sale, error) { return stock.Sale{}, nil }), Inventory: &cannedInventory{},
-			Clocks: &handler.ClockCheck{Clocks: read, MaxSkew: time.Second, Known: &ok, Every: time.Minute},
+			Health: health.New(health.Config{Now: func() time.Time { return clock },
+				Clocks: &health.ClockWatch{Clocks: read, MaxSkew: time.Second, Known: &ok, Every: time.Minute}}),
 		})
 	if r := e.do(t, http.MethodGet, "/readyz", ""); r.code != http.StatusOK || r.body["clock"] != nil {
 		t.Fatalf("readyz in step: got %d %s, want 200 without clock", r.code, r.raw)
@@ -107,7 +108,7 @@ func (c clocksReader) ReadProcess(context.Context) (health.ClockSkew, error) {
 
 // A replica's clock off the primary's by more than stock.max_clock_skew
 // shows in /readyz's "clock", and the replica stays ready; read again at
-// most every ClockCheck.Every, from the reading taken at start.
+// most every ClockWatch.Every, from the reading taken at start.
 func TestReadyWarnsOfClockSkew(t *testing.T) {
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	t.Cleanup(handler.SetNow(func() time.Time { return clock }))
@@ -126,7 +127,8 @@ func TestReadyWarnsOfClockSkew(t *testing.T) {
 	e.h = handler.New(handler.Config{Replica: replica},
 		handler.Deps{
 			Seller: sellerFunc(func(context.Context) (stock.Sale, error) { return stock.Sale{}, nil }), Inventory: &cannedInventory{},
-			Clocks: &handler.ClockCheck{Clocks: read, MaxSkew: time.Second, Known: &ok, Every: time.Minute},
+			Health: health.New(health.Config{Now: func() time.Time { return clock },
+				Clocks: &health.ClockWatch{Clocks: read, MaxSkew: time.Second, Known: &ok, Every: time.Minute}}),
 		})
 	if r := e.do(t, http.MethodGet, "/readyz", ""); r.code != http.StatusOK || r.body["clock"] != nil || reads != 0 {
 		t.Fatalf("readyz with the start's reading within bounds: got %d %s after %d reads, want 200 without clock, no read", r.code, r.raw, reads)
@@ -169,7 +171,7 @@ func TestReadyWarnsOfMemoryHeadroom(t *testing.T) {
 	e := &env{rdb: rdb, store: store}
 	e.h = handler.New(handler.Config{Replica: replica},
 		handler.Deps{Seller: sellerFunc(func(context.Context) (stock.Sale, error) { return stock.Sale{}, nil }),
-			Inventory: store, Items: items, Memory: rdb})
+			Inventory: store, Items: items, Health: health.New(health.Config{Now: func() time.Time { return clock }, Memory: rdb})})
 
 	if r := e.do(t, http.MethodGet, "/readyz", ""); r.code != http.StatusOK || r.body["memory"] != nil {
 		t.Fatalf("readyz without maxmemory: got %d %s, want 200 without memory", r.code, r.raw)

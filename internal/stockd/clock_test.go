@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"seckill/internal/health"
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 )
@@ -27,9 +28,17 @@ func TestCheckClocksAtStart(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 
 	c := clockCheck(w)
-	check := checkClocks(t.Context(), cfg, log, c)
-	if check == nil || check.Known == nil || check.MaxSkew != time.Second || !strings.Contains(logs.String(), "level=INFO msg=\"stock redis clocks\"") {
-		t.Fatalf("one Redis without replicas: got %+v, logged:\n%s", check, logs.String())
+	checkClocks := func() *health.Checker {
+		check := health.New(health.Config{Logger: log, StartTimeout: cfg.Redis.Timeout,
+			Clocks: &health.ClockWatch{Clocks: c, MaxSkew: cfg.Stock.MaxClockSkew}})
+		if err := check.CheckServer(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return check
+	}
+	check := checkClocks()
+	if check.Clocks() == nil || cfg.Stock.MaxClockSkew != time.Second || !strings.Contains(logs.String(), "level=INFO msg=\"stock redis clocks\"") {
+		t.Fatalf("one Redis without replicas: got %+v, logged:\n%s", check.Clocks(), logs.String())
 	}
 
 	dead, err := servers.LoopbackAddr() // nothing listens there
@@ -38,10 +47,10 @@ func TestCheckClocksAtStart(t *testing.T) {
 	}
 	c.Replicas = func(context.Context) ([]string, error) { return []string{dead}, nil }
 	logs.Reset()
-	check = checkClocks(t.Context(), cfg, log, c)
-	if check == nil || check.Known == nil || !strings.Contains(logs.String(), "level=WARN msg=\"CLOCK SKEW") ||
+	check = checkClocks()
+	if check.Clocks() == nil || !strings.Contains(logs.String(), "level=WARN msg=\"CLOCK SKEW") ||
 		!strings.Contains(logs.String(), "replica "+dead+" unread") {
-		t.Fatalf("a replica unread: got %+v, logged:\n%s", check, logs.String())
+		t.Fatalf("a replica unread: got %+v, logged:\n%s", check.Clocks(), logs.String())
 	}
 
 	cfg.Stock.MaxClockSkew = 0

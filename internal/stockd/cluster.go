@@ -1,14 +1,11 @@
 package stockd
 
 import (
-	"context"
-	"log/slog"
 	"net"
 
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/election/audit"
-	"seckill/internal/health"
 	"seckill/internal/stock"
 )
 
@@ -86,28 +83,4 @@ func newClusterClient(cfg *Config, maxRetries int) *redis.ClusterClient {
 	}
 	stock.FollowFailover(cc)
 	return cc
-}
-
-// checkClusterReplicas says at start which masters have fewer replicas
-// than stock.min_replica_acks: every sale there is answered unconfirmed
-// (WAIT cannot be met) until one joins. A warning, not a refusal: a
-// replica may be on its way (a restart, a failover's rejoin).
-func checkClusterReplicas(ctx context.Context, cfg *Config, log *slog.Logger, rdb redis.UniversalClient, acks int) {
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok || acks <= 0 {
-		return
-	}
-	cctx, cancel := context.WithTimeout(ctx, cfg.Redis.Timeout)
-	defer cancel()
-	ms, err := health.ClusterReplicas(cctx, cc)
-	if err != nil {
-		log.Warn("could not count the cluster's replicas", "err", err)
-		return
-	}
-	for _, m := range ms {
-		if m.Replicas < acks {
-			log.Warn("a cluster master has fewer replicas than stock.min_replica_acks: its sales are answered unconfirmed until one joins",
-				"master", m.Addr, "replicas", m.Replicas, "min_replica_acks", acks)
-		}
-	}
 }

@@ -135,7 +135,7 @@ type Config struct {
 		MinReplicaAcks    int           `mapstructure:"min_replica_acks" default:"-1" doc:"a sale is answered sold only once this many replicas hold it (WAIT after its script), else 503 unconfirmed, settled by its receipt; -1: 1 with redis.sentinel.master, else 0"`
 		ReplicaAckTimeout time.Duration `mapstructure:"replica_ack_timeout" default:"500ms" doc:"the WAIT's bound; with acks on it must stay below redis.timeout and stock.confirm_timeout"`
 		// AllowEviction runs on a Redis whose maxmemory-policy may evict
-		// keys, which stockd otherwise refuses (eviction.go).
+		// keys, which stockd otherwise refuses (health.Checker).
 		AllowEviction bool `mapstructure:"allow_eviction" default:"false" doc:"run on a Redis whose maxmemory-policy may evict keys (anything but noeviction), which is otherwise refused: exit 2 at start, /readyz 503 later. Loud, and evicted keys can sell twice"`
 		// RequireAOF refuses a stock Redis without an append-only file,
 		// where a sale answered sold is in memory only (durability.go).

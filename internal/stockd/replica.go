@@ -36,15 +36,13 @@ type replica struct {
 	fencing, ledger, durable bool
 
 	// checkRedis
-	m        *metrics.Metrics
-	policies []handler.PolicyCheck
+	m      *metrics.Metrics
+	health *health.Checker
 
 	// buildStore
-	regs       witnessRegisters
-	store      *stock.Store
-	units      *durableUnits
-	durability *health.Durability
-	clocks     *handler.ClockCheck
+	regs  witnessRegisters
+	store *stock.Store
+	units *durableUnits
 
 	// buildSale
 	svc   *stock.Service
@@ -92,8 +90,8 @@ func (r *replica) checkRedis(ctx context.Context) error {
 	cfg, log := r.cfg, r.log
 	r.m = metrics.New(prometheus.Labels{"replica": cfg.Replica, "backend": r.info.Name})
 	redis.SetLogger(redisLogger{log: log, lim: metrics.NewLogLimiter(r.m, 0)})
-	r.policies = policyChecks(r.w, r.mode == stock.ModeLocked)
-	return checkEviction(ctx, cfg, log, r.policies)
+	r.health = healthChecker(r.w, r.mode, log, r.m)
+	return r.health.CheckPolicies(ctx)
 }
 
 // buildStore builds the sale's store with its replica acks, witness and
@@ -115,13 +113,12 @@ func (r *replica) buildStore(ctx context.Context) (err error) {
 	}
 	r.store.NoteWitness(surveyWitness(ctx, r.w, log))
 	checkWitness(ctx, log, r.store)
-	// After the eviction check, before the sale: logs what a 200 promises,
-	// and refuses a Redis without AOF when stock.require_aof asks.
-	if r.durability, err = checkDurability(ctx, cfg, log, r.stockRDB, r.store.ReplicaAcks().Replicas); err != nil {
+	// After the eviction check, before the sale: logs what a 200 promises
+	// (refusing a Redis without AOF when stock.require_aof asks), the
+	// cluster's replicas and the clocks.
+	if err := r.health.CheckServer(ctx); err != nil {
 		return err
 	}
-	checkClusterReplicas(ctx, cfg, log, r.stockRDB, r.store.ReplicaAcks().Replicas)
-	r.clocks = checkClocks(ctx, cfg, log, clockCheck(r.w))
 	store := r.store
 	r.m.RegisterStock(func(ctx context.Context) (int64, int64, error) {
 		st, err := store.Status(ctx)
@@ -241,16 +238,12 @@ func (r *replica) handler(buyers *auth.Identity, leader handler.LeaderStatus) ht
 		ReplicaAckTimeout: r.store.ReplicaAcks().Timeout.Duration(),
 		Sentinel:          cfg.Redis.Sentinel.Master != "",
 		Cluster:           onCluster(cfg),
-		AllowEviction:     cfg.Stock.AllowEviction,
-		RequireAOF:        cfg.Stock.RequireAOF,
 	}, handler.Deps{
 		Seller: r.svc, Inventory: r.store, LockPinger: pinger, Fence: r.svc, Metrics: r.m, Logger: r.log, Leader: leader,
-		Orders: r.ledgerReader, Durable: r.durableOrders, ItemsDurable: r.itemsDurable, Policies: r.policies,
-		Durability: &handler.DurabilityCheck{Redis: r.stockRDB, ReplicaAcks: r.store.ReplicaAcks().Replicas, Known: r.durability},
-		Witness:    r.store,
-		Items:      r.items,
-		Clocks:     r.clocks,
-		Memory:     r.stockRDB,
+		Orders: r.ledgerReader, Durable: r.durableOrders, ItemsDurable: r.itemsDurable,
+		Health:  r.health,
+		Witness: r.store,
+		Items:   r.items,
 	})
 }
 

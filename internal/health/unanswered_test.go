@@ -1,4 +1,4 @@
-package stockd
+package health
 
 import (
 	"context"
@@ -8,9 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"seckill/internal/handler"
-	"seckill/internal/health"
 )
 
 // silentRedis answers nothing until its caller's context ends, as a Redis
@@ -35,25 +32,25 @@ func (silentRedis) ConfigGet(ctx context.Context, parameter string) *redis.MapSt
 // yet, not a refusal: the start goes on (and /readyz reads it later). A
 // start that is itself ending still reports the check's error.
 func TestStartChecksGoOnPastASilentRedis(t *testing.T) {
-	cfg := &Config{}
-	cfg.Redis.Timeout = 20 * time.Millisecond // the checks' own bound, which the silent Redis outlasts
-	cfg.Stock.RequireAOF = true
+	const timeout = 20 * time.Millisecond // the checks' own bound, which the silent Redis outlasts
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	checks := []handler.PolicyCheck{{Redis: silentRedis{}}, {Name: "lock redis", Redis: silentRedis{}}}
-	if err := checkEviction(t.Context(), cfg, log, checks); err != nil {
-		t.Fatalf("checkEviction on silent Redis servers: %v; want the start to go on", err)
+	c := New(Config{Logger: log, StartTimeout: timeout, RequireAOF: true,
+		Policies:   []Policy{{Redis: silentRedis{}}, {Name: "lock redis", Redis: silentRedis{}}},
+		Durability: &DurabilityCheck{Redis: silentRedis{}}})
+	if err := c.CheckPolicies(t.Context()); err != nil {
+		t.Fatalf("CheckPolicies on silent Redis servers: %v; want the start to go on", err)
 	}
-	if d, err := checkDurability(t.Context(), cfg, log, silentRedis{}, 0); err != nil || d != nil {
-		t.Fatalf("checkDurability (require_aof) on a silent Redis: %+v, %v; want no reading and no refusal", d, err)
+	if err := c.CheckServer(t.Context()); err != nil || c.Durability() != nil {
+		t.Fatalf("CheckServer (require_aof) on a silent Redis: %+v, %v; want no reading and no refusal", c.Durability(), err)
 	}
 
-	ending, cancel := context.WithTimeout(t.Context(), cfg.Redis.Timeout/2)
+	ending, cancel := context.WithTimeout(t.Context(), timeout/2)
 	defer cancel()
-	if err := checkEviction(ending, cfg, log, checks); err == nil {
-		t.Fatal("checkEviction while the start itself ends: no error; want the check's")
+	if err := c.CheckPolicies(ending); err == nil {
+		t.Fatal("CheckPolicies while the start itself ends: no error; want the check's")
 	}
 	// What unanswered does not cover: a Redis that answered.
-	if unanswered(t.Context(), health.ErrEvictingPolicy) {
+	if unanswered(t.Context(), ErrEvictingPolicy) {
 		t.Fatal("an evicting policy read as unanswered")
 	}
 }
