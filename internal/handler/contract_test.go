@@ -12,6 +12,7 @@ import (
 	"seckill/internal/handler"
 	"seckill/internal/health"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // cannedInventory answers from fixed values, with no server.
@@ -29,7 +30,7 @@ func (f *cannedInventory) Reset(_ context.Context, n int64) error {
 func (f *cannedInventory) Ping(context.Context) error { return f.err }
 
 // checkedInventory is a cannedInventory that can check its counters, as
-// *stock.Store can: /readyz then reports "stock".
+// *redisstore.Store can: /readyz then reports "stock".
 type checkedInventory struct {
 	cannedInventory
 	counters error
@@ -88,7 +89,7 @@ func TestResponseBodiesExact(t *testing.T) {
 			`{"lucky":0,"replica":"r-test","stock":300}`},
 		// Added with the reset's replica wait : the admin is
 		// told what the 503 means and what to do.
-		{"reset not replicated", nil, &cannedInventory{err: fmt.Errorf("%w: %w", stock.ErrUnavailable, stock.ErrNotReplicated)},
+		{"reset not replicated", nil, &cannedInventory{err: fmt.Errorf("%w: %w", stock.ErrUnavailable, redisstore.ErrNotReplicated)},
 			"POST", "/stock/reset", `{"stock":300}`, 503,
 			`{"error":"reset not acknowledged by enough replicas in time (stock.min_replica_acks); a failover could bring back the old sale: reset again","replica":"r-test"}`},
 		{"reset, redis down", nil, &cannedInventory{err: stock.ErrUnavailable}, "POST", "/stock/reset", `{"stock":300}`, 503,

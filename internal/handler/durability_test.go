@@ -16,6 +16,7 @@ import (
 	"seckill/internal/metrics"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // durabilityEnv is the API over a Redis with an AOF (fsync everysec),
@@ -26,7 +27,7 @@ func durabilityEnv(t *testing.T, requireAOF bool) (e *env, clock *time.Time) {
 	srv := servertest.RedisWith(t, "--appendonly", "yes", "--appendfsync", "everysec")
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	e = &env{rdb: rdb, store: stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "fence"}),
+	e = &env{rdb: rdb, store: redisstore.NewStore(rdb, redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "fence"}),
 		metrics: metrics.New(prometheus.Labels{"replica": replica})}
 	if err := e.store.Reset(t.Context(), 10); err != nil {
 		t.Fatal(err)

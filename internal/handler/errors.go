@@ -8,6 +8,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/lock"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // classify is the one place that maps domain errors to HTTP statuses and
@@ -79,7 +80,7 @@ func itemProblem(err error) (status int, ok bool) {
 		return http.StatusBadRequest, true
 	case errors.Is(err, stock.ErrNoItem):
 		return http.StatusNotFound, true
-	case errors.Is(err, stock.ErrItemExists), errors.Is(err, stock.ErrWindowEnded):
+	case errors.Is(err, stock.ErrItemExists), errors.Is(err, redisstore.ErrWindowEnded):
 		return http.StatusConflict, true
 	case errors.Is(err, stock.ErrItemArchived):
 		// Gone for good, unlike sold out or ended: no reset brings it back.

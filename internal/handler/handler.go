@@ -22,6 +22,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/metrics"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // Seller makes one sale to a buyer (stock.Buyer{} is an anonymous one with
@@ -30,7 +31,7 @@ type Seller interface {
 	ReduceFor(ctx context.Context, b stock.Buyer) (stock.Sale, error)
 }
 
-// Inventory reads and resets the stock; *stock.Store implements it.
+// Inventory reads and resets the stock; *redisstore.Store implements it.
 type Inventory interface {
 	Status(ctx context.Context) (stock.Status, error)
 	Reset(ctx context.Context, n int64) error
@@ -120,15 +121,15 @@ type Deps struct {
 	Items Items
 }
 
-// WitnessCheck is the store's witness (stock.witness; stock.Store).
+// WitnessCheck is the store's witness (stock.witness; redisstore.Store).
 type WitnessCheck interface {
 	Witness() string // the register's name, "" without one
 	PingWitness(ctx context.Context) error
 	Rewind() string
 	// AdoptWitness is POST /stock/witness/adopt's (witness.go).
-	AdoptWitness(ctx context.Context, by string) (stock.WitnessAdoption, error)
+	AdoptWitness(ctx context.Context, by string) (redisstore.WitnessAdoption, error)
 	// Reconcile is POST /stock/reconcile's (reconcile.go).
-	Reconcile(ctx context.Context, by string, atLeast int64) (stock.Reconciliation, error)
+	Reconcile(ctx context.Context, by string, atLeast int64) (redisstore.Reconciliation, error)
 }
 
 // server is the API: its config, collaborators and admin bound.
@@ -136,9 +137,9 @@ type server struct {
 	cfg    Config
 	deps   Deps
 	admin  adminBound
-	logs   *metrics.LogLimiter               // per-request warnings, at most one per kind per second
-	survey health.Reading[stock.ItemsSurvey] // the items' halt marks, for /readyz
-	rewind string                            // Deps.Witness's Rewind, fixed at start
+	logs   *metrics.LogLimiter                    // per-request warnings, at most one per kind per second
+	survey health.Reading[redisstore.ItemsSurvey] // the items' halt marks, for /readyz
+	rewind string                                 // Deps.Witness's Rewind, fixed at start
 }
 
 func init() {
@@ -345,25 +346,25 @@ func (a *server) status(c *gin.Context) {
 }
 
 // counterChecker is an Inventory that can tell whether its counters hold
-// integers, for /readyz; *stock.Store is one.
+// integers, for /readyz; *redisstore.Store is one.
 type counterChecker interface {
 	CheckCounters(ctx context.Context) error
 }
 
 // haltChecker is an Inventory that can tell whether its sale is halted
-// (the stock Redis went back in time), for /readyz; *stock.Store is one.
+// (the stock Redis went back in time), for /readyz; *redisstore.Store is one.
 type haltChecker interface {
 	Halted(ctx context.Context) (string, error)
 }
 
 // segmentedInventory is an Inventory that can also report each segment;
-// *stock.Store is one.
+// *redisstore.Store is one.
 type segmentedInventory interface {
 	StatusBySegment(ctx context.Context) (stock.Status, []int64, error)
 }
 
 // receipt settles a sale answered "unconfirmed": its attempt's receipt says
-// whether the write took effect. Receipts live stock.ReceiptTTL.
+// whether the write took effect. Receipts live redisstore.ReceiptTTL.
 func (a *server) receipt(c *gin.Context) {
 	id := c.Param("attempt")
 	if len(id) > 64 {
@@ -418,7 +419,7 @@ func (a *server) reset(c *gin.Context) {
 		return
 	}
 	if err := a.deps.Inventory.Reset(c.Request.Context(), n); err != nil {
-		if errors.Is(err, stock.ErrNotReplicated) {
+		if errors.Is(err, redisstore.ErrNotReplicated) {
 			// Not "unavailable": the primary holds the new sale, but a
 			// failover now could bring the old one back; the admin should
 			// know to reset again (it writes the same values).

@@ -20,6 +20,7 @@ import (
 	"seckill/internal/metrics"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 const (
@@ -38,7 +39,7 @@ func (f pingerFunc) Ping(ctx context.Context) error { return f(ctx) }
 
 type env struct {
 	rdb     *redis.Client
-	store   *stock.Store
+	store   *redisstore.Store
 	metrics *metrics.Metrics
 	h       http.Handler
 }
@@ -52,7 +53,7 @@ func newEnv(t *testing.T, n int64, seller handler.Seller, pinger lock.Pinger) *e
 	t.Cleanup(func() { _ = rdb.Close() })
 	e := &env{
 		rdb:     rdb,
-		store:   stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "fence"}),
+		store:   redisstore.NewStore(rdb, redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "fence"}),
 		metrics: metrics.New(prometheus.Labels{"replica": replica}),
 	}
 	if err := e.store.Reset(t.Context(), n); err != nil {
@@ -308,7 +309,7 @@ func TestRedisDown(t *testing.T) {
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	store := stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "fence"})
+	store := redisstore.NewStore(rdb, redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "fence"})
 	svc := stock.NewService(stock.ServiceConfig{Store: store, Locker: locallock.New(), Backend: "local", LockKey: "k"})
 	e := &env{store: store, h: handler.New(handler.Config{Replica: replica, AdminToken: token},
 		handler.Deps{Seller: svc, Inventory: store})}

@@ -18,6 +18,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/auth"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // items.go: the items' routes. POST /items and POST /items/:id/reset (the
@@ -29,23 +30,23 @@ import (
 // /ledger read its order ledger as GET /orders/:id, /orders and /ledger
 // read the default sale's.
 
-// Items is the items of the stock Redis; *stock.Items implements it.
+// Items is the items of the stock Redis; *redisstore.Items implements it.
 type Items interface {
-	Create(ctx context.Context, it stock.Item) (stock.ItemStatus, error)
-	Reset(ctx context.Context, it stock.Item) (stock.ItemStatus, error)
-	Status(ctx context.Context, id string) (stock.ItemStatus, error)
-	List(ctx context.Context) ([]stock.Item, error)
+	Create(ctx context.Context, it redisstore.Item) (redisstore.ItemStatus, error)
+	Reset(ctx context.Context, it redisstore.Item) (redisstore.ItemStatus, error)
+	Status(ctx context.Context, id string) (redisstore.ItemStatus, error)
+	List(ctx context.Context) ([]redisstore.Item, error)
 	ReduceFor(ctx context.Context, id string, b stock.Buyer) (stock.Sale, error)
 	Receipt(ctx context.Context, id, attempt string) (stockAfter int64, sold bool, err error)
 	// Orders is item id's order ledger.
 	Orders(ctx context.Context, id string) (stock.OrderReader, error)
 	// Archive stops item id's sales for good and frees its place in the
 	// registry, keeping its books and orders.
-	Archive(ctx context.Context, id string) (stock.ItemStatus, error)
+	Archive(ctx context.Context, id string) (redisstore.ItemStatus, error)
 	// Unlatch lifts item id's window latch set in error (a forward step
 	// of the stock Redis's clock within stock.max_clock_skew), recording
 	// who did it.
-	Unlatch(ctx context.Context, id, by string) (stock.ItemStatus, error)
+	Unlatch(ctx context.Context, id, by string) (redisstore.ItemStatus, error)
 }
 
 // errBadItemBody marks every client mistake in an item's body (→ 400).
@@ -115,7 +116,7 @@ func (a *server) archiveItem(c *gin.Context) {
 // unlatchItem is POST /items/:id/unlatch (the admin token), body
 // {"by":"who"}: an item ended early for good by a clock step (its end
 // latch, window.lua) sells again, once the stock Redis's clock is right
-// (stock.Items.Unlatch). 409 when the window has ended by that clock now.
+// (redisstore.Items.Unlatch). 409 when the window has ended by that clock now.
 func (a *server) unlatchItem(c *gin.Context) {
 	id := c.Param("id")
 	if !a.admit(c) || !a.itemsOn(c) || !a.itemID(c, id) {
@@ -246,7 +247,7 @@ func (a *server) itemsOn(c *gin.Context) bool {
 
 // itemID answers 400 for a malformed item id.
 func (a *server) itemID(c *gin.Context, id string) bool {
-	if err := stock.CheckItemID(id); err != nil {
+	if err := redisstore.CheckItemID(id); err != nil {
 		a.problem(c, http.StatusBadRequest, err.Error())
 		return false
 	}
@@ -260,7 +261,7 @@ func (a *server) itemFail(c *gin.Context, err error) {
 		a.problem(c, status, err.Error())
 		return
 	}
-	if errors.Is(err, stock.ErrNotReplicated) {
+	if errors.Is(err, redisstore.ErrNotReplicated) {
 		a.deps.Logger.Warn("item reset not acknowledged by the replicas", "path", c.Request.URL.Path, "err", err)
 		a.problem(c, http.StatusServiceUnavailable,
 			"not acknowledged by enough replicas in time (stock.min_replica_acks); a failover could lose it: send it again")
@@ -269,7 +270,7 @@ func (a *server) itemFail(c *gin.Context, err error) {
 	a.fail(c, err)
 }
 
-func itemAnswer(st stock.ItemStatus) *api.Item {
+func itemAnswer(st redisstore.ItemStatus) *api.Item {
 	return &api.Item{
 		ID: st.Item.ID, Stock: st.Stock, Lucky: st.Lucky, Initial: st.Initial, StartsAt: st.StartsAt, EndsAt: st.EndsAt,
 		PerUserLimit: st.PerUserLimit, State: st.State, SoldOut: st.SoldOut, Now: st.Now, ArchivedAt: st.ArchivedAt,
@@ -286,32 +287,32 @@ var itemFields = []string{"id", "stock", "starts_at", "ends_at", "per_user_limit
 // as parseReset, and for the same reason: an unknown or repeated field,
 // trailing data or a number that is not an integer are refused rather
 // than read as something the admin did not mean. The item's rules
-// (stock.Item.Check) are checked too: every refusal wraps errBadItemBody
+// (redisstore.Item.Check) are checked too: every refusal wraps errBadItemBody
 // or stock.ErrBadItem, a 400.
-func parseItem(body []byte, pathID string) (stock.Item, error) {
+func parseItem(body []byte, pathID string) (redisstore.Item, error) {
 	fields, err := strictObject(body, itemFields, pathID == "")
 	if err != nil {
-		return stock.Item{}, err
+		return redisstore.Item{}, err
 	}
-	it := stock.Item{ID: pathID}
+	it := redisstore.Item{ID: pathID}
 	if raw, ok := fields["id"]; ok {
 		if err := json.Unmarshal(raw, &it.ID); err != nil {
-			return stock.Item{}, fmt.Errorf("%w: \"id\" must be a string, got %.40s", errBadItemBody, raw)
+			return redisstore.Item{}, fmt.Errorf("%w: \"id\" must be a string, got %.40s", errBadItemBody, raw)
 		}
 	} else if pathID == "" {
-		return stock.Item{}, fmt.Errorf("%w: field \"id\" is required", errBadItemBody)
+		return redisstore.Item{}, fmt.Errorf("%w: field \"id\" is required", errBadItemBody)
 	}
 	raw, ok := fields["stock"]
 	if !ok {
-		return stock.Item{}, fmt.Errorf("%w: field \"stock\" is required", errBadItemBody)
+		return redisstore.Item{}, fmt.Errorf("%w: field \"stock\" is required", errBadItemBody)
 	}
 	if it.Stock, err = itemInt("stock", raw); err != nil {
-		return stock.Item{}, err
+		return redisstore.Item{}, err
 	}
 	if raw, ok := fields["per_user_limit"]; ok {
 		n, err := itemInt("per_user_limit", raw)
 		if err != nil {
-			return stock.Item{}, err
+			return redisstore.Item{}, err
 		}
 		it.PerUserLimit = int(n)
 	}
@@ -321,12 +322,12 @@ func parseItem(body []byte, pathID string) (stock.Item, error) {
 	}{{"starts_at", &it.StartsAt}, {"ends_at", &it.EndsAt}} {
 		if raw, ok := fields[f.name]; ok {
 			if *f.dst, err = itemTime(f.name, raw); err != nil {
-				return stock.Item{}, err
+				return redisstore.Item{}, err
 			}
 		}
 	}
 	if err := it.Check(); err != nil {
-		return stock.Item{}, err // stock.ErrBadItem: says what is wrong
+		return redisstore.Item{}, err // stock.ErrBadItem: says what is wrong
 	}
 	return it, nil
 }
@@ -374,11 +375,11 @@ func strictObject(body []byte, allowed []string, withID bool) (map[string]json.R
 	return fields, nil
 }
 
-// itemInt reads field name as a JSON integer in 0..stock.MaxStock.
+// itemInt reads field name as a JSON integer in 0..redisstore.MaxStock.
 func itemInt(name string, raw json.RawMessage) (int64, error) {
 	n, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil || n < 0 || n > stock.MaxStock {
-		return 0, fmt.Errorf("%w: %q must be an integer in 0..%d, got %.40s", errBadItemBody, name, int64(stock.MaxStock), raw)
+	if err != nil || n < 0 || n > redisstore.MaxStock {
+		return 0, fmt.Errorf("%w: %q must be an integer in 0..%d, got %.40s", errBadItemBody, name, int64(redisstore.MaxStock), raw)
 	}
 	return n, nil
 }

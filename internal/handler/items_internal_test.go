@@ -5,10 +5,11 @@ import (
 	"testing"
 
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 func TestParseItem(t *testing.T) {
-	ok := map[string]stock.Item{
+	ok := map[string]redisstore.Item{
 		`{"id":"x","stock":5}`: {ID: "x", Stock: 5},
 		`{"id":"x","stock":5,"starts_at":1000,"ends_at":2000,"per_user_limit":2}`:                           {ID: "x", Stock: 5, StartsAt: 1000, EndsAt: 2000, PerUserLimit: 2},
 		`{"stock":0,"id":"a-1","starts_at":"2030-01-02T10:00:00Z","ends_at":"2030-01-02T11:00:00.5+01:00"}`: {ID: "a-1", StartsAt: 1893578400000, EndsAt: 1893578400500},
@@ -20,7 +21,7 @@ func TestParseItem(t *testing.T) {
 			t.Errorf("parseItem(%s) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	if got, err := parseItem([]byte(`{"stock":3}`), "p"); err != nil || got != (stock.Item{ID: "p", Stock: 3}) {
+	if got, err := parseItem([]byte(`{"stock":3}`), "p"); err != nil || got != (redisstore.Item{ID: "p", Stock: 3}) {
 		t.Errorf("a reset's body: got %+v, %v", got, err)
 	}
 	for _, in := range []string{``, `{`, `null`, `{}`, `{"id":"x"}`, `{"stock":1}`, `{"id":"x","stock":"5"}`,

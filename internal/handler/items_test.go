@@ -18,9 +18,10 @@ import (
 	"seckill/internal/metrics"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
-// itemsEnv is the API with real items (stock.Items: fenced locked sales
+// itemsEnv is the API with real items (redisstore.Items: fenced locked sales
 // over the in-process lock, the ledger on) on a fresh Redis, buyers named
 // by a trusted gateway's X-User.
 func itemsEnv(t *testing.T) *env {
@@ -28,8 +29,8 @@ func itemsEnv(t *testing.T) *env {
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	items := stock.NewItems(stock.ItemsConfig{
-		Redis: rdb, Base: stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true),
+	items := redisstore.NewItems(redisstore.ItemsConfig{
+		Redis: rdb, Base: redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true),
 		Service: stock.ServiceConfig{Locker: locallock.New(), Backend: "local", LockKey: "k", Fencing: true, Replica: replica},
 	})
 	return itemsAPI(t, rdb, items, gateway)
@@ -201,16 +202,16 @@ func TestItemBadBodies(t *testing.T) {
 // fakeItems answers every call with err.
 type fakeItems struct{ err error }
 
-func (f fakeItems) Create(context.Context, stock.Item) (stock.ItemStatus, error) {
-	return stock.ItemStatus{}, f.err
+func (f fakeItems) Create(context.Context, redisstore.Item) (redisstore.ItemStatus, error) {
+	return redisstore.ItemStatus{}, f.err
 }
-func (f fakeItems) Reset(context.Context, stock.Item) (stock.ItemStatus, error) {
-	return stock.ItemStatus{}, f.err
+func (f fakeItems) Reset(context.Context, redisstore.Item) (redisstore.ItemStatus, error) {
+	return redisstore.ItemStatus{}, f.err
 }
-func (f fakeItems) Status(context.Context, string) (stock.ItemStatus, error) {
-	return stock.ItemStatus{}, f.err
+func (f fakeItems) Status(context.Context, string) (redisstore.ItemStatus, error) {
+	return redisstore.ItemStatus{}, f.err
 }
-func (f fakeItems) List(context.Context) ([]stock.Item, error) { return nil, f.err }
+func (f fakeItems) List(context.Context) ([]redisstore.Item, error) { return nil, f.err }
 func (f fakeItems) ReduceFor(context.Context, string, stock.Buyer) (stock.Sale, error) {
 	return stock.Sale{}, f.err
 }
@@ -218,11 +219,11 @@ func (f fakeItems) Receipt(context.Context, string, string) (int64, bool, error)
 	return 0, false, f.err
 }
 func (f fakeItems) Orders(context.Context, string) (stock.OrderReader, error) { return nil, f.err }
-func (f fakeItems) Archive(context.Context, string) (stock.ItemStatus, error) {
-	return stock.ItemStatus{}, f.err
+func (f fakeItems) Archive(context.Context, string) (redisstore.ItemStatus, error) {
+	return redisstore.ItemStatus{}, f.err
 }
-func (f fakeItems) Unlatch(context.Context, string, string) (stock.ItemStatus, error) {
-	return stock.ItemStatus{}, f.err
+func (f fakeItems) Unlatch(context.Context, string, string) (redisstore.ItemStatus, error) {
+	return redisstore.ItemStatus{}, f.err
 }
 
 // What the items answer when they fail, route by route.
@@ -238,7 +239,7 @@ func TestItemErrors(t *testing.T) {
 	}{
 		{"unsupported create", unsupported, http.MethodPost, "/items", 501, "segmented stock"},
 		{"unsupported sale", unsupported, http.MethodPost, "/items/x/reduce", 501, "segmented stock"},
-		{"reset not replicated", fmt.Errorf("%w: %w", stock.ErrUnavailable, stock.ErrNotReplicated), http.MethodPost, "/items/x/reset", 503, "replicas"},
+		{"reset not replicated", fmt.Errorf("%w: %w", stock.ErrUnavailable, redisstore.ErrNotReplicated), http.MethodPost, "/items/x/reset", 503, "replicas"},
 		{"read, Redis down", down, http.MethodGet, "/items/x", 503, "stock service unavailable"},
 		{"list, Redis down", down, http.MethodGet, "/items", 503, "stock service unavailable"},
 		{"read, sale lost", stock.ErrStoreLost, http.MethodGet, "/items/x", 503, "not in the stock Redis"},
@@ -246,7 +247,7 @@ func TestItemErrors(t *testing.T) {
 		{"sale, Redis down", down, http.MethodPost, "/items/x/reduce", 503, "stock service unavailable"},
 		{"sale, a closed window", &stock.WindowError{EndsAt: 5, Err: stock.ErrEnded}, http.MethodPost, "/items/x/reduce", 409, ""},
 		{"sale, clocks apart at an edge", fmt.Errorf("stock: peek: %w", &stock.ClockSkewError{Skew: time.Minute}), http.MethodPost, "/items/x/reduce", 503, "clock"},
-		{"unlatch, ended by Redis's clock", fmt.Errorf("%w: item x", stock.ErrWindowEnded), http.MethodPost, "/items/x/unlatch", 409, "ended"},
+		{"unlatch, ended by Redis's clock", fmt.Errorf("%w: item x", redisstore.ErrWindowEnded), http.MethodPost, "/items/x/unlatch", 409, "ended"},
 		{"unlatch, archived", fmt.Errorf("%w: x", stock.ErrItemArchived), http.MethodPost, "/items/x/unlatch", 410, "archived"},
 		{"unsupported ledger", unsupported, http.MethodGet, "/items/x/ledger", 501, "segmented stock"},
 		{"orders, no item", fmt.Errorf("%w: x", stock.ErrNoItem), http.MethodGet, "/items/x/orders/o-1", 404, "no such item"},
@@ -290,7 +291,7 @@ func TestItemLimitNeedsBuyersAndItemsOff(t *testing.T) {
 	wantAnswer(t, "items off: sale", off.do(t, http.MethodPost, "/items/x/reduce", ""), http.StatusNotFound, nil)
 }
 
-// POST /items/:id/unlatch lifts an item's end latch (stock.Items.Unlatch,
+// POST /items/:id/unlatch lifts an item's end latch (redisstore.Items.Unlatch,
 // whose clock steps are tested in package stock): the admin token and a
 // "by" only; the item sells again and says so.
 func TestItemUnlatchRoute(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/health"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // readings.go: what /readyz reports from readings too costly for every
@@ -20,9 +20,9 @@ import (
 const readingEvery = 5 * time.Second
 
 // itemsSurveyor is Deps.Items when it can read every item's halt mark at
-// once, for /readyz; *stock.Items is one.
+// once, for /readyz; *redisstore.Items is one.
 type itemsSurveyor interface {
-	Survey(ctx context.Context) (stock.ItemsSurvey, error)
+	Survey(ctx context.Context) (redisstore.ItemsSurvey, error)
 }
 
 // maxNamed bounds the items /readyz names; the others are counted.
@@ -38,7 +38,7 @@ func (a *server) haltedItems(ctx context.Context) string {
 	if !ok {
 		return ""
 	}
-	s := a.survey.Get(now(), func() (stock.ItemsSurvey, error) {
+	s := a.survey.Get(now(), func() (redisstore.ItemsSurvey, error) {
 		rctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
 		defer cancel()
 		s, err := sv.Survey(rctx)

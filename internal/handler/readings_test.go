@@ -16,6 +16,7 @@ import (
 	"seckill/internal/lock/locallock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // A halted item is named in /readyz's "items", read again at most every
@@ -34,7 +35,7 @@ func TestReadyNamesHaltedItems(t *testing.T) {
 	}
 	halt := func(id string) {
 		t.Helper()
-		key := stock.ItemKeys(stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true), id).Halt
+		key := redisstore.ItemKeys(redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true), id).Halt
 		if err := e.rdb.Set(t.Context(), key, "rewound: test", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -156,16 +157,16 @@ func TestReadyWarnsOfMemoryHeadroom(t *testing.T) {
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	base := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true)
-	store := stock.NewStore(rdb, base)
+	base := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true)
+	store := redisstore.NewStore(rdb, base)
 	if err := store.Reset(t.Context(), 6000); err != nil {
 		t.Fatal(err)
 	}
-	items := stock.NewItems(stock.ItemsConfig{
+	items := redisstore.NewItems(redisstore.ItemsConfig{
 		Redis: rdb, Base: base,
 		Service: stock.ServiceConfig{Locker: locallock.New(), Backend: "local", LockKey: "k", Fencing: true},
 	})
-	if _, err := items.Create(t.Context(), stock.Item{ID: "x", Stock: 4000}); err != nil {
+	if _, err := items.Create(t.Context(), redisstore.Item{ID: "x", Stock: 4000}); err != nil {
 		t.Fatal(err)
 	}
 	e := &env{rdb: rdb, store: store}

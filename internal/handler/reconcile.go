@@ -8,7 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"seckill/internal/api"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // reconcile is POST /stock/reconcile, admin only, body {"by":"who",
@@ -37,7 +37,7 @@ func (a *server) reconcile(c *gin.Context) {
 		return
 	}
 	r, err := w.Reconcile(c.Request.Context(), by, atLeast)
-	if errors.Is(err, stock.ErrNotReconcilable) {
+	if errors.Is(err, redisstore.ErrNotReconcilable) {
 		a.problem(c, http.StatusConflict, err.Error())
 		return
 	}

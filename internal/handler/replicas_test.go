@@ -10,6 +10,7 @@ import (
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // POST /stock/reset with stock.min_replica_acks 1, against a real primary,
@@ -25,8 +26,8 @@ func TestResetWaitsForReplica(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	// The long default: a busy machine's replica acks a step that must be
 	// acknowledged; the frozen one cannot, whatever the bound.
-	acks := stock.ReplicaAcks{Replicas: 1}
-	store := stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "fence"}).WithReplicaAcks(acks)
+	acks := redisstore.ReplicaAcks{Replicas: 1}
+	store := redisstore.NewStore(rdb, redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "fence"}).WithReplicaAcks(acks)
 	svc := stock.NewService(stock.ServiceConfig{Store: store, Locker: locallock.New(), Backend: "local", LockKey: "k"})
 	e := &env{rdb: rdb, store: store, h: handler.New(handler.Config{
 		Replica: replica, AdminToken: token, MinReplicaAcks: acks.Replicas, ReplicaAckTimeout: acks.Timeout.Duration(), Sentinel: true,
@@ -34,8 +35,8 @@ func TestResetWaitsForReplica(t *testing.T) {
 	replicaRDB := redis.NewClient(&redis.Options{Addr: set.Replica.Addr()})
 	t.Cleanup(func() { _ = replicaRDB.Close() })
 
-	if r := e.do(t, "GET", "/info", ""); r.body["min_replica_acks"] != 1.0 || r.body["sentinel"] != true || r.body["replica_ack_timeout_ms"] != float64(stock.DefaultReplicaAckTimeout.Milliseconds()) {
-		t.Fatalf("info: got %s, want min_replica_acks 1, replica_ack_timeout_ms %d, sentinel true", r.raw, stock.DefaultReplicaAckTimeout.Milliseconds())
+	if r := e.do(t, "GET", "/info", ""); r.body["min_replica_acks"] != 1.0 || r.body["sentinel"] != true || r.body["replica_ack_timeout_ms"] != float64(redisstore.DefaultReplicaAckTimeout.Milliseconds()) {
+		t.Fatalf("info: got %s, want min_replica_acks 1, replica_ack_timeout_ms %d, sentinel true", r.raw, redisstore.DefaultReplicaAckTimeout.Milliseconds())
 	}
 	if err := set.Replica.Pause(); err != nil {
 		t.Fatal(err)

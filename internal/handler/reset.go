@@ -8,10 +8,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"seckill/internal/stock/redisstore"
 	"strconv"
 	"strings"
-
-	"seckill/internal/stock"
 )
 
 // maxResetBody bounds the reset body; a valid one is a few dozen bytes.
@@ -44,7 +43,7 @@ func resetContentProblem(h http.Header) string {
 // errBadReset marks every client mistake in a reset body (→ 400).
 var errBadReset = errors.New("bad reset body")
 
-// parseReset reads {"stock": N} where N is a JSON integer in 0..stock.MaxStock
+// parseReset reads {"stock": N} where N is a JSON integer in 0..redisstore.MaxStock
 // (2^53-1: the stock scripts and every JSON client reading the answer hold
 // numbers as doubles, exact only that far). It is strict on purpose —
 // unknown fields, a repeated field, trailing data, "300", 300.5 and 3e2 are
@@ -96,7 +95,7 @@ func parseReset(body []byte) (int64, error) {
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
 	if errors.Is(err, strconv.ErrRange) && raw[0] != '-' {
-		return 0, fmt.Errorf("%w: \"stock\" must be an integer of at most %d (2^53-1), got %.40s", errBadReset, stock.MaxStock, raw)
+		return 0, fmt.Errorf("%w: \"stock\" must be an integer of at most %d (2^53-1), got %.40s", errBadReset, redisstore.MaxStock, raw)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: \"stock\" must be an integer, got %.40s", errBadReset, raw)
@@ -104,8 +103,8 @@ func parseReset(body []byte) (int64, error) {
 	if n < 0 {
 		return 0, fmt.Errorf("%w: \"stock\" must not be negative, got %d", errBadReset, n)
 	}
-	if n > stock.MaxStock {
-		return 0, fmt.Errorf("%w: \"stock\" must be an integer of at most %d (2^53-1), got %d", errBadReset, stock.MaxStock, n)
+	if n > redisstore.MaxStock {
+		return 0, fmt.Errorf("%w: \"stock\" must be an integer of at most %d (2^53-1), got %d", errBadReset, redisstore.MaxStock, n)
 	}
 	return n, nil
 }

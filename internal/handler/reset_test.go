@@ -3,10 +3,9 @@ package handler
 import (
 	"encoding/json"
 	"errors"
+	"seckill/internal/stock/redisstore"
 	"strconv"
 	"testing"
-
-	"seckill/internal/stock"
 )
 
 func TestParseReset(t *testing.T) {
@@ -14,7 +13,7 @@ func TestParseReset(t *testing.T) {
 		`{"stock":300}`:              300,
 		`{"stock":0}`:                0,
 		` { "stock" : 12 } `:         12,
-		`{"stock":9007199254740991}`: 9007199254740991, // stock.MaxStock, 2^53-1
+		`{"stock":9007199254740991}`: 9007199254740991, // redisstore.MaxStock, 2^53-1
 		"{\"stock\":5}\n":            5,
 		`{"stock":-0}`:               0,
 	}
@@ -37,7 +36,7 @@ func TestParseReset(t *testing.T) {
 
 // FuzzResetBody checks parseReset's contract on arbitrary input: it never
 // panics, refuses with errBadReset only, and whatever it accepts is an
-// integer in 0..stock.MaxStock that really is the body's "stock" field.
+// integer in 0..redisstore.MaxStock that really is the body's "stock" field.
 func FuzzResetBody(f *testing.F) {
 	for _, s := range []string{`{"stock":300}`, `{"stock":-1}`, `{"stock":1.5}`, `{"stock":"3"}`, `{}`,
 		`{"stock":1e2}`, `{"stock":1}{}`, `{"stock":99999999999999999999}`, "\xff", `{"stock":0, "x":1}`} {
@@ -51,7 +50,7 @@ func FuzzResetBody(f *testing.F) {
 			}
 			return
 		}
-		if n < 0 || n > stock.MaxStock {
+		if n < 0 || n > redisstore.MaxStock {
 			t.Fatalf("accepted stock %d, outside 0..2^53-1, from %q", n, body)
 		}
 		var m map[string]json.RawMessage

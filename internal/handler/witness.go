@@ -9,7 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"seckill/internal/api"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // maxAdopter bounds the "by" of an adoption: a name or an address, kept in
@@ -35,7 +35,7 @@ func (a *server) adoptWitness(c *gin.Context) {
 		return
 	}
 	ad, err := w.AdoptWitness(c.Request.Context(), by)
-	if errors.Is(err, stock.ErrNotAdoptable) {
+	if errors.Is(err, redisstore.ErrNotAdoptable) {
 		a.problem(c, http.StatusConflict, err.Error())
 		return
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 	"slices"
 	"strings"
 	"time"
@@ -61,7 +61,7 @@ func ReadClock(ctx context.Context, rdb TimeReader, now func() time.Time) (Clock
 		t, err := rdb.Time(ctx).Result()
 		r := ClockReading{Sent: sent, Received: now(), Server: t}
 		if err != nil {
-			return ClockReading{}, stock.WrapRedis(ctx, "TIME", err)
+			return ClockReading{}, redisstore.WrapRedis(ctx, "TIME", err)
 		}
 		if i == 0 || r.Uncertainty() < best.Uncertainty() {
 			best = r
@@ -190,7 +190,7 @@ var ErrNoReplicaList = errors.New("stock: cannot list the replicas")
 func InfoReplicas(ctx context.Context, rdb InfoReader) ([]string, error) {
 	info, err := rdb.Info(ctx, "replication").Result()
 	if err != nil {
-		return nil, fmt.Errorf("%w: INFO replication: %w", ErrNoReplicaList, stock.WrapRedis(ctx, "INFO replication", err))
+		return nil, fmt.Errorf("%w: INFO replication: %w", ErrNoReplicaList, redisstore.WrapRedis(ctx, "INFO replication", err))
 	}
 	var out []string
 	for line := range strings.SplitSeq(info, "\n") {

@@ -3,14 +3,13 @@ package health
 import (
 	"context"
 	"fmt"
+	"seckill/internal/stock/redisstore"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
-
-	"seckill/internal/stock"
 )
 
 // master is one master of a cluster, for the checks of the stock Redis's
@@ -39,7 +38,7 @@ func mastersOf(ctx context.Context, rdb any) (_ []master, ok bool, _ error) {
 		return nil
 	})
 	if err != nil {
-		return nil, true, stock.WrapRedis(ctx, "CLUSTER SLOTS", err)
+		return nil, true, redisstore.WrapRedis(ctx, "CLUSTER SLOTS", err)
 	}
 	slices.SortFunc(out, func(a, b master) int { return strings.Compare(a.addr, b.addr) })
 	return out, true, nil
@@ -60,7 +59,7 @@ func ClusterNodes(ctx context.Context, cc *redis.ClusterClient) ([]string, error
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoReplicaList, stock.WrapRedis(ctx, "CLUSTER SLOTS", err))
+		return nil, fmt.Errorf("%w: %w", ErrNoReplicaList, redisstore.WrapRedis(ctx, "CLUSTER SLOTS", err))
 	}
 	slices.Sort(out)
 	return out, nil
@@ -85,7 +84,7 @@ func ClusterReplicas(ctx context.Context, cc *redis.ClusterClient) ([]MasterRepl
 	for _, m := range ms {
 		info, err := m.rdb.Info(ctx, "replication").Result()
 		if err != nil {
-			return nil, fmt.Errorf("master %s: %w", m.addr, stock.WrapRedis(ctx, "INFO replication", err))
+			return nil, fmt.Errorf("master %s: %w", m.addr, redisstore.WrapRedis(ctx, "INFO replication", err))
 		}
 		v, _ := InfoField(info, "connected_slaves")
 		n, err := strconv.Atoi(v)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 	"strconv"
 	"strings"
 	"time"
@@ -111,7 +112,7 @@ func readDurability(ctx context.Context, rdb DurabilityReader) (Durability, erro
 	// a single section.
 	info, err := rdb.Info(ctx, "persistence").Result()
 	if err != nil {
-		return d, stock.WrapRedis(ctx, "INFO persistence", err)
+		return d, redisstore.WrapRedis(ctx, "INFO persistence", err)
 	}
 	aof, ok := InfoField(info, "aof_enabled")
 	if !ok {
@@ -129,7 +130,7 @@ func readDurability(ctx context.Context, rdb DurabilityReader) (Durability, erro
 
 	server, err := rdb.Info(ctx, "server").Result()
 	if err != nil {
-		return d, stock.WrapRedis(ctx, "INFO server", err)
+		return d, redisstore.WrapRedis(ctx, "INFO server", err)
 	}
 	d.Version, _ = InfoField(server, "redis_version")
 	d.WaitAOF = versionAtLeast(d.Version, 7, 2)
@@ -137,7 +138,7 @@ func readDurability(ctx context.Context, rdb DurabilityReader) (Durability, erro
 	if d.AOF {
 		d.Fsync = FsyncUnknown
 		cfg, err := rdb.ConfigGet(ctx, "appendfsync").Result()
-		err = stock.WrapRedis(ctx, "CONFIG GET appendfsync", err)
+		err = redisstore.WrapRedis(ctx, "CONFIG GET appendfsync", err)
 		var rerr redis.Error
 		switch {
 		case err == nil:

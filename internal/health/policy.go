@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 	"strconv"
 	"strings"
 
@@ -59,7 +60,7 @@ func MaxmemoryPolicy(ctx context.Context, rdb InfoReader) (string, error) {
 func maxmemoryPolicy(ctx context.Context, rdb InfoReader) (string, error) {
 	info, err := rdb.Info(ctx, "memory").Result()
 	if err != nil {
-		err = stock.WrapRedis(ctx, "INFO memory", err)
+		err = redisstore.WrapRedis(ctx, "INFO memory", err)
 		var rerr redis.Error
 		if !errors.Is(err, stock.ErrUnavailable) && errors.As(err, &rerr) {
 			return "", fmt.Errorf("%w: maxmemory-policy unreadable: %w", ErrEvictingPolicy, err)
@@ -137,7 +138,7 @@ func ReadMemory(ctx context.Context, rdb InfoReader) (Memory, error) {
 func readMemory(ctx context.Context, rdb InfoReader) (Memory, error) {
 	info, err := rdb.Info(ctx, "memory").Result()
 	if err != nil {
-		return Memory{}, stock.WrapRedis(ctx, "INFO memory", err)
+		return Memory{}, redisstore.WrapRedis(ctx, "INFO memory", err)
 	}
 	var m Memory
 	for _, f := range []struct {

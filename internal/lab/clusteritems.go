@@ -11,7 +11,7 @@ import (
 
 	"seckill/internal/lab/loadgen"
 	"seckill/internal/servers"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // clusteritems.go: the cluster-items cell. Two items on two masters of a
@@ -32,7 +32,7 @@ func clusterItemIDs(ctx context.Context, cc *redis.ClusterClient) (a, b string, 
 	seen := map[string]string{} // master → the first id on it
 	for i := range 64 {
 		id := fmt.Sprintf("lab-cl-%d", i)
-		node, err := cc.MasterForKey(ctx, stock.ItemMetaKey(id))
+		node, err := cc.MasterForKey(ctx, redisstore.ItemMetaKey(id))
 		if err != nil {
 			return "", "", err
 		}
@@ -63,7 +63,7 @@ func runClusterItems(x *run) error {
 	if err != nil {
 		return err
 	}
-	node, err := cc.MasterForKey(ctx, stock.ItemMetaKey(hit))
+	node, err := cc.MasterForKey(ctx, redisstore.ItemMetaKey(hit))
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/lab/loadgen"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // items.go: the items' cells (docs/items.md), on redis. Each item is sold
@@ -251,7 +251,7 @@ func haltItem(ctx context.Context, rdb *redis.Client, id string, n int64) (time.
 	if err != nil {
 		return time.Time{}, 0, err
 	}
-	if err := rdb.Set(ctx, stock.ItemKeys(stock.Keys{}, id).Halt, "lab: item-halt", 0).Err(); err != nil {
+	if err := rdb.Set(ctx, redisstore.ItemKeys(redisstore.Keys{}, id).Halt, "lab: item-halt", 0).Err(); err != nil {
 		return time.Time{}, 0, fmt.Errorf("halt %s: %w", id, err)
 	}
 	return time.Now(), lucky, nil
@@ -261,7 +261,7 @@ func haltItem(ctx context.Context, rdb *redis.Client, id string, n int64) (time.
 // lucky then: a must-happen wait, bounded by ctx (the cell's, waits.go).
 // Redis is polled: its keys have no event to wait on from outside.
 func waitSold(ctx context.Context, rdb redis.UniversalClient, id string, n int64) (int64, error) {
-	keys := stock.ItemKeys(stock.Keys{}, id)
+	keys := redisstore.ItemKeys(redisstore.Keys{}, id)
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -292,7 +292,7 @@ func (x *run) dropItems(ids ...string) error {
 	defer cancel()
 	for _, id := range ids {
 		var keys []string
-		iter := rdb.Scan(ctx, 0, stock.ItemKeyPrefix+id+"}:*", 100).Iterator()
+		iter := rdb.Scan(ctx, 0, redisstore.ItemKeyPrefix+id+"}:*", 100).Iterator()
 		for iter.Next(ctx) {
 			keys = append(keys, iter.Val())
 		}
@@ -304,7 +304,7 @@ func (x *run) dropItems(ids ...string) error {
 				return fmt.Errorf("drop item %s: %w", id, err)
 			}
 		}
-		if err := rdb.HDel(ctx, stock.ItemRegistry, id).Err(); err != nil {
+		if err := rdb.HDel(ctx, redisstore.ItemRegistry, id).Err(); err != nil {
 			return fmt.Errorf("drop item %s: %w", id, err)
 		}
 	}

@@ -14,12 +14,12 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/lab/loadgen"
 	"seckill/internal/lab/localcluster"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // itemstoreloss.go: the item-restore-all cell, restore-all (storeloss.go)
 // with items (docs/items.md) under stock.witness etcd, where each item's
-// sale is witnessed in a register of its own (stock.ItemWitnessName).
+// sale is witnessed in a register of its own (redisstore.ItemWitnessName).
 // Two items are sold at once, each by a loadgen run of its own; the stock
 // Redis is SAVEd once both have sold, and they sell on; then every stockd
 // is stopped, the Redis killed and started from the snapshot, and every
@@ -166,7 +166,7 @@ func (x *run) saveOnceSold(ctx context.Context, ids []string) (time.Time, error)
 func (x *run) askItem(ctx context.Context, id string) ([]loadgen.Response, error) {
 	client := loadgen.NewClient(2, 10*time.Second)
 	defer client.CloseIdleConnections()
-	path := "/items/" + id + "/reduce" // item ids need no escaping (stock.CheckItemID)
+	path := "/items/" + id + "/reduce" // item ids need no escaping (redisstore.CheckItemID)
 	var all []loadgen.Response
 	for i := range x.c.Replicas() {
 		wrong := map[string]int{}
@@ -217,8 +217,8 @@ func (x *run) itemsRewound(ctx context.Context, ids []string, reports []*loadgen
 		if err != nil {
 			return fmt.Errorf("GET %s after the restore: %w", id, err)
 		}
-		if it.State != stock.ItemHalted {
-			x.problemf("%s after the restore: state %q, want %q", id, it.State, stock.ItemHalted)
+		if it.State != redisstore.ItemHalted {
+			x.problemf("%s after the restore: state %q, want %q", id, it.State, redisstore.ItemHalted)
 		}
 		if it.Stock <= reports[i].Stock {
 			x.problemf("%s after the restore: stock %d, not above the %d its run left: the snapshot took back no sale", id, it.Stock, reports[i].Stock)

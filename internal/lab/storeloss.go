@@ -146,7 +146,7 @@ func (m *StoreLoss) afterFault(r response) bool {
 	return !r.Sent.Before(m.back) && (m.operator.IsZero() || r.At.Before(m.operator))
 }
 
-// The stock Redis's keys as stockd names them by default (stock.Keys).
+// The stock Redis's keys as stockd names them by default (redisstore.Keys).
 const (
 	stockKeyName = "stock"
 	luckyKeyName = "lucky"

@@ -20,6 +20,7 @@ import (
 	"seckill/internal/orders"
 	"seckill/internal/servers"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 	"seckill/internal/stockd"
 )
 
@@ -222,7 +223,7 @@ func (x *run) checkUpgradeWitness(ctx context.Context, epoch string) {
 
 // witnessWrites is the witness format this build writes.
 func witnessWrites() int {
-	for _, f := range stock.Formats() {
+	for _, f := range redisstore.Formats() {
 		if f.Name == "witness" {
 			return f.Writes
 		}

@@ -17,7 +17,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/backoff"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // witnesscells.go: the witness's own faults, and the operator's way back
@@ -116,7 +116,7 @@ func (x *run) wayBack(ctx context.Context, path, body string, out any) error {
 }
 
 // runWitnessRestore restores the witness, while every stockd sells, to a
-// backup taken before the sale's reset (stock.WitnessBackupBefore: the
+// backup taken before the sale's reset (redisstore.WitnessBackupBefore: the
 // record without the sale, of an older generation). Redis is untouched,
 // so nothing was lost yet; but the witness no longer holds what the next
 // 200 needs, and a restart would take its word. The replicas' next flush
@@ -143,7 +143,7 @@ func runWitnessRestore(x *run) error {
 	if err != nil || len(got.Kvs) != 1 {
 		return fmt.Errorf("read the witness's record %s: %d keys, %v", witnessKeyName, len(got.Kvs), err)
 	}
-	backup, err := stock.WitnessBackupBefore(got.Kvs[0].Value, epoch)
+	backup, err := redisstore.WitnessBackupBefore(got.Kvs[0].Value, epoch)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // StockFunc reads the sale's counters: the stock left (all segments) and
-// the units sold (lucky). stock.Store's Status fits, by way of a closure.
+// the units sold (lucky). redisstore.Store's Status fits, by way of a closure.
 type StockFunc func(ctx context.Context) (stock, lucky int64, err error)
 
 // stockCollector reads the counters at scrape time rather than caching

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"seckill/internal/stock/redisstore"
 	"time"
-
-	"seckill/internal/stock"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -56,7 +55,7 @@ type Config struct {
 	// table is Table + "_dead". A plain identifier of at most 59
 	// characters. The default is "orders".
 	Table string
-	// Item, if set, is the item whose ledger Stream is (stock.ItemKeys):
+	// Item, if set, is the item whose ledger Stream is (redisstore.ItemKeys):
 	// Table is then an items' table (EnsureItemsSchema), whose rows and
 	// dead letters carry the item. Items are run by an ItemConsumers.
 	Item string
@@ -73,7 +72,7 @@ type Config struct {
 	Batch int
 	// TrimEvery, if positive, makes the consumer remove from Redis the
 	// ledger entries every group of the stream has acknowledged, with
-	// their order index entries (stock.TrimLedger on the keys stock
+	// their order index entries (redisstore.TrimLedger on the keys stock
 	// derives from Stream): after its own acknowledgements, at most once
 	// per TrimEvery, and once more as soon as it finds nothing to read.
 	// Zero keeps them (the stream grows with every unit sold).
@@ -127,8 +126,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("Batch %d is outside 1..%d", cfg.Batch, MaxBatch)
 	case cfg.Item != "" && cfg.UniqueBuyer:
 		return bad("UniqueBuyer with Item %q: an item's per-user limit is its own, not the table's", cfg.Item)
-	case len(cfg.Item) > stock.MaxItemIDLen:
-		return bad("Item %q is longer than %d", cfg.Item, stock.MaxItemIDLen)
+	case len(cfg.Item) > redisstore.MaxItemIDLen:
+		return bad("Item %q is longer than %d", cfg.Item, redisstore.MaxItemIDLen)
 	case cfg.TrimEvery < 0:
 		return bad("TrimEvery %v is negative", cfg.TrimEvery)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/backoff"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // Timing of the loop. A read blocks at most readBlock so that a cancelled
@@ -147,7 +147,7 @@ func (l *loop) step(ctx context.Context) (int, error) {
 }
 
 // known drops from msgs the entries of a newer format than this build
-// reads (stock.CheckLedgerFormat): they are neither stored as what they
+// reads (redisstore.CheckLedgerFormat): they are neither stored as what they
 // are not, nor dead-lettered, nor acknowledged. They stay pending in the
 // group, where a newer replica's consumer claims them after ClaimIdle, as
 // it would a stalled consumer's; the lag counts them meanwhile. They are
@@ -158,7 +158,7 @@ func (l *loop) known(msgs []redis.XMessage) []redis.XMessage {
 	var first error
 	for _, m := range msgs {
 		format, _ := m.Values["format"].(string)
-		if err := stock.CheckLedgerFormat(m.ID, format); err != nil {
+		if err := redisstore.CheckLedgerFormat(m.ID, format); err != nil {
 			if first == nil {
 				first = err
 			}
@@ -191,7 +191,7 @@ const (
 // (Config.TrimEvery), if this consumer acknowledged anything since its
 // last trim and one is due: TrimEvery after the last, or at once when the
 // last read found nothing (the sale has paused or ended: its tail should
-// not wait). The trim itself is stock.TrimLedger, whose bound comes from
+// not wait). The trim itself is redisstore.TrimLedger, whose bound comes from
 // the group in the same script run: every replica may trim at any time.
 // A failed trim is logged and left to the next one: the entries stay, and
 // are only stored, never lost.
@@ -202,10 +202,10 @@ func (l *loop) trim(ctx context.Context) {
 		return
 	}
 	l.nextTrim = time.Now().Add(every)
-	keys := stock.Keys{Orders: c.cfg.Stream}
+	keys := redisstore.Keys{Orders: c.cfg.Stream}
 	var total int64
 	for range trimRuns {
-		n, err := stock.TrimLedger(ctx, c.cfg.Redis, keys, trimLimit)
+		n, err := redisstore.TrimLedger(ctx, c.cfg.Redis, keys, trimLimit)
 		if err != nil {
 			if ctx.Err() == nil {
 				c.stats.trimErrors.Add(1)

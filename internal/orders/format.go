@@ -1,6 +1,6 @@
 package orders
 
-import "seckill/internal/stock"
+import "seckill/internal/stock/redisstore"
 
 // RowFormat is the format of an order row this build writes, in the
 // table's format column: a reader refuses a newer one (Orders answers
@@ -10,8 +10,8 @@ import "seckill/internal/stock"
 const RowFormat = 1
 
 // Formats are the stored formats this package writes and reads, in
-// stock.Formats' form: what /info and stockd --version list beside them.
-func Formats() []stock.Format {
-	return []stock.Format{{Name: "orders", Writes: RowFormat, ReadsFrom: 1,
+// redisstore.Formats' form: what /info and stockd --version list beside them.
+func Formats() []redisstore.Format {
+	return []redisstore.Format{{Name: "orders", Writes: RowFormat, ReadsFrom: 1,
 		What: "an order's row in the durable orders' tables (MySQL), its format column"}}
 }

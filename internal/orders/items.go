@@ -35,7 +35,7 @@ type ItemsConfig struct {
 	Config
 	// Items lists the items' ids. Required.
 	Items func(ctx context.Context) ([]string, error)
-	// Stream is item id's ledger stream (stock.ItemKeys). Required.
+	// Stream is item id's ledger stream (redisstore.ItemKeys). Required.
 	Stream func(id string) string
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // The real producer: stock's sale scripts write the ledger, the consumer
@@ -26,9 +27,9 @@ func TestStoresTheRealLedger(t *testing.T) {
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			ctx := t.Context()
-			keys := stock.Keys{Stock: mode.name + ":stock", Lucky: mode.name + ":lucky", Fence: mode.name + ":fence",
+			keys := redisstore.Keys{Stock: mode.name + ":stock", Lucky: mode.name + ":lucky", Fence: mode.name + ":fence",
 				Initial: mode.name + ":initial", Orders: mode.name + ":orders"}
-			store := stock.NewStore(e.rdb, keys)
+			store := redisstore.NewStore(e.rdb, keys)
 			if err := store.Reset(ctx, 150); err != nil {
 				t.Fatal(err)
 			}

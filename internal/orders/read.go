@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // MaxRead bounds the ids of one Orders call: a page of GET /orders.
-const MaxRead = stock.MaxOrdersLimit
+const MaxRead = redisstore.MaxOrdersLimit
 
 // ErrTooManyIDs: Orders was asked for more than MaxRead ids.
 var ErrTooManyIDs = errors.New("orders: too many ids to read")

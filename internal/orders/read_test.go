@@ -8,6 +8,7 @@ import (
 
 	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // Once stored and trimmed from Redis, an order is no longer in the
@@ -17,8 +18,8 @@ import (
 func TestTrimmedOrdersAreRead(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	keys := stock.Keys{Stock: "r:stock", Lucky: "r:lucky", Fence: "r:fence", Orders: "r:orders"}.Derive(true)
-	store := stock.NewStore(e.rdb, keys)
+	keys := redisstore.Keys{Stock: "r:stock", Lucky: "r:lucky", Fence: "r:fence", Orders: "r:orders"}.Derive(true)
+	store := redisstore.NewStore(e.rdb, keys)
 	if err := store.Reset(ctx, 30); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ type Stats struct {
 	Conflicts  int64 // of Duplicates: refused by a unique key of the sale: a unit, a key or a limited buyer sold twice
 	Claimed    int64 // entries taken over from idle consumers (XAUTOCLAIM)
 	Malformed  int64 // entries dead-lettered (see the package doc)
-	Newer      int64 // times an entry of a newer format was met and left pending (stock.CheckLedgerFormat)
+	Newer      int64 // times an entry of a newer format was met and left pending (redisstore.CheckLedgerFormat)
 	Errors     int64 // failed attempts (Redis or MySQL), each followed by a backoff
 	Groups     int64 // consumer groups this consumer (re)created
 	Trimmed    int64 // acknowledged entries this consumer trimmed from the stream (Config.TrimEvery)

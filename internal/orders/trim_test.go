@@ -12,6 +12,7 @@ import (
 	"seckill/internal/health"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // trimEvery is the tests' Config.TrimEvery: short, so a drain's trims come
@@ -27,8 +28,8 @@ const trimEvery = 20 * time.Millisecond
 func TestTrimsWhatIsStored(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	keys := stock.Keys{Stock: "t:stock", Lucky: "t:lucky", Fence: "t:fence", Initial: "t:initial", Orders: "t:orders"}.Derive(true)
-	store := stock.NewStore(e.rdb, keys)
+	keys := redisstore.Keys{Stock: "t:stock", Lucky: "t:lucky", Fence: "t:fence", Initial: "t:initial", Orders: "t:orders"}.Derive(true)
+	store := redisstore.NewStore(e.rdb, keys)
 	const table, units = "trim_orders", 1000
 	var (
 		stored  int64
@@ -49,7 +50,7 @@ func TestTrimsWhatIsStored(t *testing.T) {
 		}
 		before, conns := datasetMemory(t, e.rdb), clients(t, e.rdb)
 		sales := e.client(t)
-		svc := stock.NewService(stock.ServiceConfig{Store: stock.NewStore(sales, keys), Locker: locallock.New(),
+		svc := stock.NewService(stock.ServiceConfig{Store: redisstore.NewStore(sales, keys), Locker: locallock.New(),
 			Backend: "test", LockKey: "t:lock", Replica: "r1", Mode: stock.ModeAtomic})
 		sell(t, svc, units, buyer)
 		_ = sales.Close()
@@ -129,7 +130,7 @@ func TestTrimKeepsPendingEntries(t *testing.T) {
 	c := e.consumer(t, Config{TrimEvery: trimEvery, ClaimIdle: time.Hour})
 	stop := run(t, c)
 	e.sell(t, stream, "sale-a", "a", 50)
-	e.trimmed(t, stock.Keys{Orders: stream}, "orders", 50)
+	e.trimmed(t, redisstore.Keys{Orders: stream}, "orders", 50)
 	stop()
 
 	e.sell(t, stream, "sale-a", "b", 50)
@@ -143,7 +144,7 @@ func TestTrimKeepsPendingEntries(t *testing.T) {
 		rows := e.count(t, "SELECT COUNT(*) FROM orders")
 		return rows == 90, fmt.Sprintf("%d rows, want 90 (all but the stalled 10)", rows)
 	})
-	if n, err := stock.TrimLedger(ctx, e.rdb, stock.Keys{Orders: stream}, 1000); err != nil || n != 0 {
+	if n, err := redisstore.TrimLedger(ctx, e.rdb, redisstore.Keys{Orders: stream}, 1000); err != nil || n != 0 {
 		t.Fatalf("TrimLedger with the oldest entry pending: %d, %v; want 0", n, err)
 	}
 	entries, err := e.rdb.XRange(ctx, stream, "-", "+").Result()
@@ -154,12 +155,12 @@ func TestTrimKeepsPendingEntries(t *testing.T) {
 	// Another consumer takes the stalled entries over and stores them.
 	other := e.consumer(t, Config{Consumer: "r2", TrimEvery: trimEvery})
 	run(t, other)
-	e.trimmed(t, stock.Keys{Orders: stream}, "orders", 100)
+	e.trimmed(t, redisstore.Keys{Orders: stream}, "orders", 100)
 }
 
 // trimmed waits until table holds rows rows and the ledger of keys holds
 // no stored entry: its stream and its order index are empty.
-func (e *env) trimmed(t testing.TB, keys stock.Keys, table string, rows int64) {
+func (e *env) trimmed(t testing.TB, keys redisstore.Keys, table string, rows int64) {
 	t.Helper()
 	keys = keys.Derive(true)
 	eventually(t, func() (bool, string) {

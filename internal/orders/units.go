@@ -4,15 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
-var _ stock.DurableUnits = (*Consumer)(nil)
+var _ redisstore.DurableUnits = (*Consumer)(nil)
 
 // HighestUnit is the highest unit number committed in the table for
 // sale, 0 when it holds none: the durable side of the check a stockd
-// makes when it learns the sale (stock.DurableUnits). One indexed read
+// makes when it learns the sale (redisstore.DurableUnits). One indexed read
 // (UNIQUE (sale, unit)), on the read pool.
 func (c *Consumer) HighestUnit(ctx context.Context, sale string) (int64, error) {
 	var n sql.NullInt64

@@ -2,10 +2,9 @@ package orders
 
 import (
 	"fmt"
+	"seckill/internal/stock/redisstore"
 	"testing"
 	"time"
-
-	"seckill/internal/stock"
 )
 
 // HighestUnit reads the highest unit stored for the sale asked, not
@@ -15,7 +14,7 @@ func TestHighestUnitIsTheSales(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	c := e.consumer(t, Config{Table: "units_orders"})
-	var _ stock.DurableUnits = c
+	var _ redisstore.DurableUnits = c
 	for _, u := range []int64{1, 2, 3, 5} { // 4's order not stored (yet)
 		e.xadd(t, "seckill:orders", order{id: fmt.Sprintf("a-%d", u), sale: "sale-a", token: uint64(u),
 			replica: "r0", stockAfter: 10 - u, unit: u, ms: time.Now().UnixMilli()}.values())

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/binary"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -48,9 +47,9 @@ func MemberAttempt(batch string, i int) string {
 	return batch + memberSep + strconv.Itoa(i)
 }
 
-// splitMemberAttempt parses a member's attempt id into its batch and index;
+// SplitMemberAttempt parses a member's attempt id into its batch and index;
 // ok is false for any other id.
-func splitMemberAttempt(id string) (batch string, i int, ok bool) {
+func SplitMemberAttempt(id string) (batch string, i int, ok bool) {
 	batch, idx, found := strings.Cut(id, memberSep)
 	if !found {
 		return id, 0, false
@@ -60,20 +59,4 @@ func splitMemberAttempt(id string) (batch string, i int, ok bool) {
 		return id, 0, false
 	}
 	return batch, n, true
-}
-
-// parseReceipt reads a receipt's value: "<stock after>" for a single sale,
-// "<stock after the batch>:<units sold>" for a combined one.
-func parseReceipt(v string) (after int64, units int, err error) {
-	a, u, batch := strings.Cut(v, ":")
-	if after, err = strconv.ParseInt(a, 10, 64); err != nil {
-		return 0, 0, err
-	}
-	if !batch {
-		return after, 1, nil
-	}
-	if units, err = strconv.Atoi(u); err != nil || units < 1 {
-		return 0, 0, fmt.Errorf("bad units in receipt %q", v)
-	}
-	return after, units, nil
 }

@@ -108,3 +108,7 @@ func (b Buyer) Check() error {
 	}
 	return nil
 }
+
+// Trimmed reports whether o is an order the stream no longer holds
+// (OrdersByUser): only its ID and Sale are known.
+func (o Order) Trimmed() bool { return o.Entry == "" }

@@ -16,6 +16,8 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 	"seckill/internal/testwait"
 )
 
@@ -23,7 +25,7 @@ import (
 // the scripts that name the lucky key.
 type writeCounter struct{ n atomic.Int64 }
 
-func countWrites(t *testing.T, rdb *redis.Client, s *stock.Store) *writeCounter {
+func countWrites(t *testing.T, rdb *redis.Client, s *redisstore.Store) *writeCounter {
 	t.Helper()
 	// Loaded first, so a NOSCRIPT fallback does not count a write twice.
 	if err := s.LoadScripts(t.Context()); err != nil {
@@ -159,7 +161,7 @@ func TestCombineSellsABatchInOneWrite(t *testing.T) {
 			if got := writes.n.Load(); got != int64(tc.writes) || len(batches) != tc.writes {
 				t.Fatalf("got %d writes over %d batches, want %d", got, len(batches), tc.writes)
 			}
-			wantStatus(t, s, stock.Status{Stock: int64(tc.stock - tc.sold), Lucky: int64(tc.sold)})
+			storetest.WantStatus(t, s, stock.Status{Stock: int64(tc.stock - tc.sold), Lucky: int64(tc.sold)})
 		})
 	}
 }
@@ -189,7 +191,7 @@ func TestCombineMaxBoundsTheBatch(t *testing.T) {
 	if got, want := writes.n.Load(), int64(len(sizes)); got != want || got != 3 {
 		t.Fatalf("got %d writes for %d batches, want 3", got, want)
 	}
-	wantStatus(t, s, stock.Status{Stock: 100 - n, Lucky: n})
+	storetest.WantStatus(t, s, stock.Status{Stock: 100 - n, Lucky: n})
 }
 
 // Uncontended, combining changes nothing: one write per sale, and the
@@ -229,7 +231,7 @@ func TestCombineConcurrentBuyers(t *testing.T) {
 	if sold != units || soldOut != buyers-units {
 		t.Fatalf("got sold %d sold_out %d, want %d %d", sold, soldOut, units, buyers-units)
 	}
-	wantStatus(t, s, stock.Status{Stock: 0, Lucky: units})
+	storetest.WantStatus(t, s, stock.Status{Stock: 0, Lucky: units})
 	w := writes.n.Load()
 	if w >= units/2 || w < units/16 {
 		t.Fatalf("got %d writes for %d sales, want between %d and %d", w, units, units/16, units/2-1)
@@ -256,7 +258,7 @@ func TestCombineLostLeaseSellsNothing(t *testing.T) {
 			t.Errorf("buyer %d: got %v, want ErrLockLost", i, o.err)
 		}
 	}
-	wantStatus(t, s, stock.Status{Stock: 10})
+	storetest.WantStatus(t, s, stock.Status{Stock: 10})
 }
 
 // A newer holder reads during the batch: the batch's write is fenced,
@@ -279,7 +281,7 @@ func TestCombineFencedBatchSellsNothing(t *testing.T) {
 			t.Errorf("buyer %d: got %v, want ErrFenced", i, o.err)
 		}
 	}
-	wantStatus(t, s, stock.Status{Stock: 10})
+	storetest.WantStatus(t, s, stock.Status{Stock: 10})
 }
 
 // The batch write's reply is lost after it ran: the retry (go-redis's or
@@ -304,7 +306,7 @@ func TestCombineLostBatchReplySellsOnce(t *testing.T) {
 			if hop.Lost() != 1 {
 				t.Fatalf("lost %d replies, want 1: the fault did not happen", hop.Lost())
 			}
-			wantStatus(t, s, stock.Status{Stock: 10 - n, Lucky: n})
+			storetest.WantStatus(t, s, stock.Status{Stock: 10 - n, Lucky: n})
 		})
 	}
 }
@@ -348,7 +350,7 @@ func TestCombineUnconfirmedBatchSettledByReceipts(t *testing.T) {
 	if sold != units {
 		t.Fatalf("got %d receipts saying sold, want %d", sold, units)
 	}
-	wantStatus(t, s, stock.Status{Stock: 0, Lucky: units})
+	storetest.WantStatus(t, s, stock.Status{Stock: 0, Lucky: units})
 }
 
 // A buyer whose context ends while it is queued leaves the queue at once
@@ -379,7 +381,7 @@ func TestCombineCancelWhileQueued(t *testing.T) {
 	if first.err != nil || last.err != nil {
 		t.Fatalf("got %v and %v, want two sales", first.err, last.err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 8, Lucky: 2})
+	storetest.WantStatus(t, s, stock.Status{Stock: 8, Lucky: 2})
 	if svc.Gathering(0) || svc.Queued(0) != 0 {
 		t.Fatal("combiner not idle after the sale")
 	}
@@ -413,7 +415,7 @@ func TestCombineGathererCancelPassesOn(t *testing.T) {
 			t.Fatalf("buyer %d: %v", i, o.err)
 		}
 	}
-	wantStatus(t, s, stock.Status{Stock: 7, Lucky: 3})
+	storetest.WantStatus(t, s, stock.Status{Stock: 7, Lucky: 3})
 }
 
 // A buyer whose context ends after its batch was taken still gets the
@@ -433,7 +435,7 @@ func TestCombineCancelAfterTakenGetsTheAnswer(t *testing.T) {
 			t.Fatalf("buyer %d: got %v, want its sale", i, o.err)
 		}
 	}
-	wantStatus(t, s, stock.Status{Stock: 7, Lucky: 3})
+	storetest.WantStatus(t, s, stock.Status{Stock: 7, Lucky: 3})
 }
 
 // failFirst fails its first Acquire, once open is closed, with the lock
@@ -478,7 +480,7 @@ func TestCombineFailedAcquirePassesOn(t *testing.T) {
 			t.Fatalf("buyer %d: %v", i+1, o.err)
 		}
 	}
-	wantStatus(t, s, stock.Status{Stock: 7, Lucky: 3})
+	storetest.WantStatus(t, s, stock.Status{Stock: 7, Lucky: 3})
 	if svc.Gathering(0) || svc.Queued(0) != 0 {
 		t.Fatal("combiner not idle after the sale")
 	}

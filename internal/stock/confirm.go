@@ -52,7 +52,7 @@ func (s *Service) confirm(ctx context.Context, op func(context.Context) error) (
 			// cancellation.
 			err = fmt.Errorf("%w: no answer within %v: %w", ErrUnavailable, s.cfg.ConfirmTimeout, err)
 		}
-		if err == nil || !errors.Is(err, ErrUnavailable) || newerFormat(err) {
+		if err == nil || !errors.Is(err, ErrUnavailable) || IsNewerFormat(err) {
 			return tries, err
 		}
 		if retry.Wait(cctx) != nil {

@@ -13,6 +13,7 @@ import (
 	"seckill/internal/lock/locallock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 	"seckill/internal/witness"
 )
 
@@ -52,11 +53,11 @@ func BenchmarkDurability(b *testing.B) {
 		b.Cleanup(func() { _ = rdb.Close() })
 		for _, buyers := range []int{1, 32} {
 			b.Run(p.name+"/buyers="+strconv.Itoa(buyers), func(b *testing.B) {
-				store := stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Orders: ordersKey})
+				store := redisstore.NewStore(rdb, redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Orders: ordersKey})
 				if p.witness {
 					store = store.WithWitness(witness.NewEtcd(cli, "/bench/witness"), 0)
 				}
-				if err := store.Reset(b.Context(), stock.MaxStock); err != nil {
+				if err := store.Reset(b.Context(), redisstore.MaxStock); err != nil {
 					b.Fatal(err)
 				}
 				if err := store.LoadScripts(b.Context()); err != nil {

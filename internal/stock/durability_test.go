@@ -11,6 +11,7 @@ import (
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 func client(t *testing.T, srv *servers.Process) *redis.Client {
@@ -40,7 +41,7 @@ func TestAcknowledgedSalesSurviveRedisKill(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := servertest.RedisWith(t, tc.args...)
 			rdb := client(t, srv)
-			store := stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Orders: ordersKey})
+			store := redisstore.NewStore(rdb, redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Orders: ordersKey})
 			if err := store.Reset(t.Context(), initial); err != nil {
 				t.Fatal(err)
 			}

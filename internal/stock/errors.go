@@ -1,13 +1,9 @@
 package stock
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Sentinel errors. Store and Service wrap them with context; callers test with
@@ -124,9 +120,9 @@ var (
 	// ErrItemsUnsupported: this configuration cannot sell items (the error
 	// says why); nothing was written or sold.
 	ErrItemsUnsupported = errors.New("stock: items are not supported with this configuration")
-	// errItemChanged: the item was reset since its service was built; the
+	// ErrItemChanged: the item was reset since its service was built; the
 	// script wrote nothing, and Items sells again with a new service.
-	errItemChanged = errors.New("stock: the item was reset during the sale")
+	ErrItemChanged = errors.New("stock: the item was reset during the sale")
 )
 
 // Refusals of a sale outside its window (Keys.Window, window.lua), by
@@ -157,9 +153,9 @@ func (e *WindowError) Error() string {
 // Unwrap lets errors.Is see ErrNotStarted or ErrEnded.
 func (e *WindowError) Unwrap() error { return e.Err }
 
-// windowRefusal is the error of a script that found the window closed:
+// WindowRefusal is the error of a script that found the window closed:
 // not started yet (early) or ended, at bound.
-func windowRefusal(early bool, bound int64) *WindowError {
+func WindowRefusal(early bool, bound int64) *WindowError {
 	if early {
 		return &WindowError{StartsAt: bound, Err: ErrNotStarted}
 	}
@@ -186,23 +182,10 @@ func (e *ClockSkewError) Error() string {
 // Unwrap lets errors.Is see ErrClockSkew.
 func (e *ClockSkewError) Unwrap() error { return ErrClockSkew }
 
-// isWindowRefusal reports a sale refused at its window's check: outside
+// IsWindowRefusal reports a sale refused at its window's check: outside
 // the window, or at an edge the clocks disagree on.
-func isWindowRefusal(err error) bool {
+func IsWindowRefusal(err error) bool {
 	return errors.Is(err, ErrNotStarted) || errors.Is(err, ErrEnded) || errors.Is(err, ErrClockSkew)
-}
-
-// windowCode is the error of a window check's result (results.go), nil
-// for a result that is not one: early, ended or skewed, and bound the
-// edge (unix ms) or the skew (ms).
-func windowCode(code, bound int64) error {
-	switch code {
-	case resultEarly, resultEnded:
-		return windowRefusal(code == resultEarly, bound)
-	case resultSkewed:
-		return &ClockSkewError{Skew: time.Duration(bound) * time.Millisecond}
-	}
-	return nil
 }
 
 func unixMS(ms int64) string {
@@ -242,35 +225,11 @@ func (e *FencedError) Unwrap() []error {
 // high-water mark (a paused holder, or a lock service that forgot).
 func (e *FencedError) Stale() bool { return e.Highest > e.Token }
 
-// unavailablePrefixes are Redis error replies that mean "not serving right
-// now" rather than "your command is wrong", so they count as unavailability.
-// MOVED and ASK reach the store only from a Redis Cluster node it sent a
-// run to itself (ackClient): refused before running, as the rest.
-var unavailablePrefixes = []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "BUSY ", "MOVED ", "ASK "}
-
-// WrapRedis classifies a go-redis error. A caller's own cancellation stays a
-// context error (the client left; there is nothing to report as "down"); a
-// server reply error stays as it is (a bug, not an outage); everything else —
-// dial failures, timeouts, broken connections, an exhausted pool — is the
-// dependency being unreachable.
-func WrapRedis(ctx context.Context, op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return fmt.Errorf("stock: %s: %w", op, err)
-	}
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		if strings.HasPrefix(rerr.Error(), "OOM ") {
-			return fmt.Errorf("%w: %s: %w", ErrOutOfMemory, op, err)
-		}
-		for _, p := range unavailablePrefixes {
-			if strings.HasPrefix(rerr.Error(), p) {
-				return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
-			}
-		}
-		return fmt.Errorf("stock: %s: %w", op, err)
-	}
-	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+// IsNewerFormat reports whether err is a refusal of a newer format: to the
+// buyer it is unavailability (another replica may sell), but it is a
+// definite answer, which no retry changes until this replica is
+// upgraded. Retrying it (confirm) held the lock for the whole confirm
+// deadline on every sale: the lab's newer-reset cell found it.
+func IsNewerFormat(err error) bool {
+	return errors.Is(err, ErrSaleFormat) || errors.Is(err, ErrWitnessFormat) || errors.Is(err, ErrOrderFormat)
 }

@@ -12,18 +12,20 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 )
 
 // lossyStore is a Store whose client reaches a real redis-server through a
 // hop that can lose replies. retries is go-redis's MaxRetries: its default
 // (3) is what re-ran a sale's write after a lost reply; stockd sets -1.
-func lossyStore(t *testing.T, n int64, retries int) (*stock.Store, *servertest.ReplyLoser) {
+func lossyStore(t *testing.T, n int64, retries int) (*redisstore.Store, *servertest.ReplyLoser) {
 	t.Helper()
 	srv := servertest.Redis(t)
 	hop := servertest.NewReplyLoser(t, srv.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: hop.Addr(), MaxRetries: retries, ReadTimeout: time.Second})
 	t.Cleanup(func() { _ = rdb.Close() })
-	s := stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"})
+	s := redisstore.NewStore(rdb, redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"})
 	if err := s.Reset(t.Context(), n); err != nil {
 		t.Fatalf("reset: %v", err)
 	}
@@ -68,7 +70,7 @@ func TestLostWriteReplySellsOnce(t *testing.T) {
 			if sale.StockAfter != 9 {
 				t.Fatalf("got stock after %d, want 9", sale.StockAfter)
 			}
-			wantStatus(t, s, stock.Status{Stock: 9, Lucky: 1})
+			storetest.WantStatus(t, s, stock.Status{Stock: 9, Lucky: 1})
 		})
 	}
 }
@@ -95,7 +97,7 @@ func TestUnansweredWriteIsUnconfirmedAndSettledByReceipt(t *testing.T) {
 	if rerr != nil || !sold || after != 9 {
 		t.Fatalf("receipt of %s: got (%d, %v, %v), want (9, true, nil)", ue.Attempt, after, sold, rerr)
 	}
-	wantStatus(t, s, stock.Status{Stock: 9, Lucky: 1})
+	storetest.WantStatus(t, s, stock.Status{Stock: 9, Lucky: 1})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(events) < 2 || events[len(events)-1] != stock.EventUnconfirmed {
@@ -123,7 +125,7 @@ func TestEqualTokensFromTwoLeasesAreBothRefused(t *testing.T) {
 	if err := s.Write(ctx, b, 0); !errors.Is(err, stock.ErrFenced) {
 		t.Fatalf("B write: got %v, want ErrFenced", err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 1})
+	storetest.WantStatus(t, s, stock.Status{Stock: 1})
 	c := stock.Fence{Lock: "redis/k", Token: 6, Lease: "c"}
 	if _, err := s.Read(ctx, c); err != nil {
 		t.Fatalf("C read with the next token: %v", err)
@@ -131,7 +133,7 @@ func TestEqualTokensFromTwoLeasesAreBothRefused(t *testing.T) {
 	if err := s.Write(ctx, c, 0); err != nil {
 		t.Fatalf("C write: %v", err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 0, Lucky: 1})
+	storetest.WantStatus(t, s, stock.Status{Stock: 0, Lucky: 1})
 }
 
 // The fence records the lock's identity, the lock key included: replicas
@@ -242,5 +244,5 @@ func TestQuietFenceRestartsForAForgetfulLock(t *testing.T) {
 	if _, err := s.Read(ctx, strict); !errors.Is(err, stock.ErrFenced) {
 		t.Fatalf("a stale read with no quiet period: got %v, want ErrFenced however long the fence was quiet", err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 4, Lucky: 1})
+	storetest.WantStatus(t, s, stock.Status{Stock: 4, Lucky: 1})
 }

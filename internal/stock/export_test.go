@@ -1,7 +1,5 @@
 package stock
 
-import "context"
-
 // Queued is how many requests wait in segment i's combining queue (0
 // without combining), so tests can line buyers up without sleeping.
 func (s *Service) Queued(i int) int {
@@ -25,12 +23,3 @@ func (s *Service) Gathering(i int) bool {
 	defer c.mu.Unlock()
 	return c.gathering
 }
-
-// WitnessBegin records a reset's epoch in the witness and nothing else:
-// a reset that failed between the witness and Redis.
-func (s *Store) WitnessBegin(ctx context.Context, epoch string) error {
-	return s.wit.begin(ctx, epoch, len(s.segs))
-}
-
-// SegmentAcks is segment i's replica acks.
-func (s *Store) SegmentAcks(i int) ReplicaAcks { return s.segs[i].acks }

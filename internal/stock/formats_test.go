@@ -9,6 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 )
 
 // A sale reset by a newer replica, whose format this build does not read,
@@ -27,14 +29,14 @@ func TestSaleOfANewerFormatIsRefused(t *testing.T) {
 	if err := rdb.MSet(t.Context(), "stock", 10, "lucky", 0, "stock:epoch", "reset-by-a-newer-replica", "stock:format", 2).Err(); err != nil {
 		t.Fatal(err)
 	}
-	fresh := stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"})
-	for name, st := range map[string]*stock.Store{"the process that sold": s, "a process started after": fresh} {
+	fresh := redisstore.NewStore(rdb, redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"})
+	for name, st := range map[string]*redisstore.Store{"the process that sold": s, "a process started after": fresh} {
 		_, err := st.SellAtomic(t.Context(), stock.NewAttemptID())
 		if !errors.Is(err, stock.ErrSaleFormat) || !errors.Is(err, stock.ErrUnavailable) {
 			t.Fatalf("%s, on a sale of format 2: %v; want ErrSaleFormat (unavailable)", name, err)
 		}
 	}
-	wantStatus(t, s, stock.Status{Stock: 10, Lucky: 0})
+	storetest.WantStatus(t, s, stock.Status{Stock: 10, Lucky: 0})
 	if got, _ := rdb.Get(t.Context(), "stock:format").Result(); got != "2" {
 		t.Fatalf("stock:format became %q; want the newer replica's 2 untouched", got)
 	}
@@ -49,17 +51,17 @@ func TestSaleOfANewerFormatIsRefused(t *testing.T) {
 	if err := rdb.Del(t.Context(), "stock:format").Err(); err != nil {
 		t.Fatal(err)
 	}
-	for name, st := range map[string]*stock.Store{"the process that sold": s, "a process started after": fresh} {
+	for name, st := range map[string]*redisstore.Store{"the process that sold": s, "a process started after": fresh} {
 		if _, err := st.SellAtomic(t.Context(), stock.NewAttemptID()); err != nil {
 			t.Fatalf("%s, on a sale without stock:format (an older stockd's): %v", name, err)
 		}
 	}
-	wantStatus(t, s, stock.Status{Stock: 8, Lucky: 2})
+	storetest.WantStatus(t, s, stock.Status{Stock: 8, Lucky: 2})
 }
 
 // Every format this build writes, it also reads.
 func TestFormatsReadWhatTheyWrite(t *testing.T) {
-	for _, f := range stock.Formats() {
+	for _, f := range redisstore.Formats() {
 		if f.Name == "" || f.What == "" || f.Writes < 1 || f.ReadsFrom > f.Writes {
 			t.Errorf("format %+v: want a name, what it covers, and Writes >= 1 >= ... ReadsFrom <= Writes", f)
 		}

@@ -17,12 +17,14 @@ import (
 	"seckill/internal/lock/locallock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 )
 
 // The items' rules, on a real redis-server: each item's keys, window,
 // ledger and limit are its own, and the default sale is left as it was.
 
-var defaultBase = stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+var defaultBase = redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
 
 // itemMode is one way of selling an item.
 type itemMode struct {
@@ -39,7 +41,7 @@ var itemModes = []itemMode{
 // newItems is Items on a fresh redis-server, fenced locked sales over the
 // in-process lock unless mut says otherwise; with ledger, the order
 // ledger is on.
-func newItems(t *testing.T, ledger bool, mut func(*stock.ItemsConfig)) (*stock.Items, *redis.Client) {
+func newItems(t *testing.T, ledger bool, mut func(*redisstore.ItemsConfig)) (*redisstore.Items, *redis.Client) {
 	t.Helper()
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
@@ -48,8 +50,8 @@ func newItems(t *testing.T, ledger bool, mut func(*stock.ItemsConfig)) (*stock.I
 }
 
 // itemsOver is another replica's Items over the same Redis.
-func itemsOver(rdb redis.UniversalClient, ledger bool, mut func(*stock.ItemsConfig)) *stock.Items {
-	cfg := stock.ItemsConfig{
+func itemsOver(rdb redis.UniversalClient, ledger bool, mut func(*redisstore.ItemsConfig)) *redisstore.Items {
+	cfg := redisstore.ItemsConfig{
 		Redis: rdb,
 		Base:  defaultBase.Derive(ledger),
 		Service: stock.ServiceConfig{
@@ -59,7 +61,7 @@ func itemsOver(rdb redis.UniversalClient, ledger bool, mut func(*stock.ItemsConf
 	if mut != nil {
 		mut(&cfg)
 	}
-	return stock.NewItems(cfg)
+	return redisstore.NewItems(cfg)
 }
 
 // redisNow is the test server's clock, unix ms: windows are set by it.
@@ -72,7 +74,7 @@ func redisNow(t *testing.T, rdb *redis.Client) int64 {
 	return now.UnixMilli()
 }
 
-func create(t *testing.T, items *stock.Items, it stock.Item) stock.ItemStatus {
+func create(t *testing.T, items *redisstore.Items, it redisstore.Item) redisstore.ItemStatus {
 	t.Helper()
 	st, err := items.Create(t.Context(), it)
 	if err != nil {
@@ -81,7 +83,7 @@ func create(t *testing.T, items *stock.Items, it stock.Item) stock.ItemStatus {
 	return st
 }
 
-func wantItem(t *testing.T, items *stock.Items, id string, stockLeft, lucky int64) stock.ItemStatus {
+func wantItem(t *testing.T, items *redisstore.Items, id string, stockLeft, lucky int64) redisstore.ItemStatus {
 	t.Helper()
 	st, err := items.Status(t.Context(), id)
 	if err != nil {
@@ -95,34 +97,34 @@ func wantItem(t *testing.T, items *stock.Items, id string, stockLeft, lucky int6
 }
 
 func TestItemKeys(t *testing.T) {
-	k := stock.ItemKeys(defaultBase.Derive(true), "x")
+	k := redisstore.ItemKeys(defaultBase.Derive(true), "x")
 	if k.Stock != "{item:x}:stock" || k.Lucky != "{item:x}:lucky" || k.Fence != "{item:x}:stock:fence" ||
 		k.Window != "{item:x}:stock:window" || k.Orders != "{item:x}:stock:orders" || k.Segments != 1 {
 		t.Fatalf("got %+v", k)
 	}
 	for _, n := range k.All() {
-		if tag := stock.HashTag(n.Name); tag != "item:x" || !strings.HasPrefix(n.Name, stock.ItemKeyPrefix) {
+		if tag := redisstore.HashTag(n.Name); tag != "item:x" || !strings.HasPrefix(n.Name, redisstore.ItemKeyPrefix) {
 			t.Errorf("%v: hash tag %q, want item:x, and the item prefix", n, tag)
 		}
 	}
-	if o := stock.Overlaps(k.All()); len(o) != 0 {
+	if o := redisstore.Overlaps(k.All()); len(o) != 0 {
 		t.Fatalf("an item's names overlap: %v", o)
 	}
 	// Another item's names, and the default sale's, are apart from x's.
-	other := stock.ItemKeys(defaultBase.Derive(true), "x1")
-	if o := stock.Overlaps(slices.Concat(k.All(), other.All(), defaultBase.Derive(true).All())); len(o) != 0 {
+	other := redisstore.ItemKeys(defaultBase.Derive(true), "x1")
+	if o := redisstore.Overlaps(slices.Concat(k.All(), other.All(), defaultBase.Derive(true).All())); len(o) != 0 {
 		t.Fatalf("items x, x1 and the default sale overlap: %v", o)
 	}
 	// The base's hash tag does not reach the item; the ledger does.
-	tagged := stock.Keys{Stock: "{s1}:stock", Lucky: "{s1}:lucky", Fence: "{s1}:stock:fence"}.Derive(true)
-	if got := stock.ItemKeys(tagged, "x"); got != k {
+	tagged := redisstore.Keys{Stock: "{s1}:stock", Lucky: "{s1}:lucky", Fence: "{s1}:stock:fence"}.Derive(true)
+	if got := redisstore.ItemKeys(tagged, "x"); got != k {
 		t.Fatalf("from a tagged base: got %+v, want %+v", got, k)
 	}
-	if got := stock.ItemKeys(defaultBase.Derive(false), "x"); got.Orders != "" || got.Window == "" {
+	if got := redisstore.ItemKeys(defaultBase.Derive(false), "x"); got.Orders != "" || got.Window == "" {
 		t.Fatalf("without the ledger: got %+v, want no ledger keys and a window", got)
 	}
-	if stock.ItemLockKey("seckill:lock", "x") != "seckill:lock:item:x" {
-		t.Fatalf("got lock key %q", stock.ItemLockKey("seckill:lock", "x"))
+	if redisstore.ItemLockKey("seckill:lock", "x") != "seckill:lock:item:x" {
+		t.Fatalf("got lock key %q", redisstore.ItemLockKey("seckill:lock", "x"))
 	}
 	if defaultBase.Derive(true).Window != "" {
 		t.Fatal("the default sale has a window key: its scripts would read it")
@@ -135,7 +137,7 @@ func TestCheckItemID(t *testing.T) {
 		"": false, "-x": false, "X": false, "a_b": false, "a b": false, "a}b": false, "é": false,
 		strings.Repeat("a", 33): false, "a:b": false,
 	} {
-		err := stock.CheckItemID(id)
+		err := redisstore.CheckItemID(id)
 		if (err == nil) != ok || (err != nil && !errors.Is(err, stock.ErrBadItem)) {
 			t.Errorf("CheckItemID(%q) = %v, want ok %v (else ErrBadItem)", id, err, ok)
 		}
@@ -144,20 +146,20 @@ func TestCheckItemID(t *testing.T) {
 
 func TestItemCheck(t *testing.T) {
 	for _, tc := range []struct {
-		it stock.Item
+		it redisstore.Item
 		ok bool
 	}{
-		{stock.Item{ID: "a", Stock: 5}, true},
-		{stock.Item{ID: "a", Stock: 0, StartsAt: 10, EndsAt: 11, PerUserLimit: 2}, true},
-		{stock.Item{ID: "a", EndsAt: 11}, true},
-		{stock.Item{ID: "A", Stock: 5}, false},
-		{stock.Item{ID: "a", Stock: -1}, false},
-		{stock.Item{ID: "a", Stock: stock.MaxStock + 1}, false},
-		{stock.Item{ID: "a", StartsAt: -1}, false},
-		{stock.Item{ID: "a", StartsAt: 10, EndsAt: 10}, false},
-		{stock.Item{ID: "a", StartsAt: 10, EndsAt: 9}, false},
-		{stock.Item{ID: "a", PerUserLimit: -1}, false},
-		{stock.Item{ID: "a", EndsAt: 1 << 60}, false},
+		{redisstore.Item{ID: "a", Stock: 5}, true},
+		{redisstore.Item{ID: "a", Stock: 0, StartsAt: 10, EndsAt: 11, PerUserLimit: 2}, true},
+		{redisstore.Item{ID: "a", EndsAt: 11}, true},
+		{redisstore.Item{ID: "A", Stock: 5}, false},
+		{redisstore.Item{ID: "a", Stock: -1}, false},
+		{redisstore.Item{ID: "a", Stock: redisstore.MaxStock + 1}, false},
+		{redisstore.Item{ID: "a", StartsAt: -1}, false},
+		{redisstore.Item{ID: "a", StartsAt: 10, EndsAt: 10}, false},
+		{redisstore.Item{ID: "a", StartsAt: 10, EndsAt: 9}, false},
+		{redisstore.Item{ID: "a", PerUserLimit: -1}, false},
+		{redisstore.Item{ID: "a", EndsAt: 1 << 60}, false},
 	} {
 		err := tc.it.Check()
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, stock.ErrBadItem)) {
@@ -172,10 +174,10 @@ func TestItemCheck(t *testing.T) {
 func TestItemNotStarted(t *testing.T) {
 	for _, m := range itemModes {
 		t.Run(m.name, func(t *testing.T) {
-			items, rdb := newItems(t, true, func(c *stock.ItemsConfig) { m.cfg(&c.Service) })
+			items, rdb := newItems(t, true, func(c *redisstore.ItemsConfig) { m.cfg(&c.Service) })
 			starts := redisNow(t, rdb) + time.Hour.Milliseconds()
-			st := create(t, items, stock.Item{ID: "x", Stock: 5, StartsAt: starts})
-			if st.State != stock.ItemUpcoming || st.StartsAt != starts || st.Now >= starts {
+			st := create(t, items, redisstore.Item{ID: "x", Stock: 5, StartsAt: starts})
+			if st.State != redisstore.ItemUpcoming || st.StartsAt != starts || st.Now >= starts {
 				t.Fatalf("got status %+v, want upcoming until %d", st, starts)
 			}
 			before, _ := rdb.Keys(t.Context(), "*").Result()
@@ -203,8 +205,8 @@ func TestItemEnded(t *testing.T) {
 	for _, m := range itemModes {
 		for _, ledger := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/ledger %v", m.name, ledger), func(t *testing.T) {
-				items, rdb := newItems(t, ledger, func(c *stock.ItemsConfig) { m.cfg(&c.Service) })
-				create(t, items, stock.Item{ID: "x", Stock: 5, EndsAt: redisNow(t, rdb) + time.Hour.Milliseconds()})
+				items, rdb := newItems(t, ledger, func(c *redisstore.ItemsConfig) { m.cfg(&c.Service) })
+				create(t, items, redisstore.Item{ID: "x", Stock: 5, EndsAt: redisNow(t, rdb) + time.Hour.Milliseconds()})
 				ann := stock.Buyer{User: "ann", Key: "k1"}
 				if !ledger {
 					ann = stock.Buyer{}
@@ -232,7 +234,7 @@ func TestItemEnded(t *testing.T) {
 						t.Fatalf("a new key after the end: got %v, want ErrEnded", err)
 					}
 				}
-				if st := wantItem(t, items, "x", 4, 1); st.State != stock.ItemEnded {
+				if st := wantItem(t, items, "x", 4, 1); st.State != redisstore.ItemEnded {
 					t.Fatalf("got state %q, want ended", st.State)
 				}
 			})
@@ -246,11 +248,11 @@ func TestItemEndsBetweenReadAndWrite(t *testing.T) {
 	for _, ledger := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ledger %v", ledger), func(t *testing.T) {
 			lease := newFakeLease(1)
-			items, rdb := newItems(t, ledger, func(c *stock.ItemsConfig) {
+			items, rdb := newItems(t, ledger, func(c *redisstore.ItemsConfig) {
 				c.Service.Locker = one(lease)
 				c.Service.Delay = stock.Delay{Min: time.Millisecond, Max: time.Millisecond}
 			})
-			create(t, items, stock.Item{ID: "x", Stock: 5, EndsAt: redisNow(t, rdb) + time.Hour.Milliseconds()})
+			create(t, items, redisstore.Item{ID: "x", Stock: 5, EndsAt: redisNow(t, rdb) + time.Hour.Milliseconds()})
 			var ends int64
 			lease.onDone = func() { // after the fenced read, before the write
 				ends = redisNow(t, rdb) - 1
@@ -276,10 +278,10 @@ func TestItemEndsBetweenReadAndWrite(t *testing.T) {
 func TestItemsAreIndependent(t *testing.T) {
 	for _, m := range itemModes {
 		t.Run(m.name, func(t *testing.T) {
-			items, _ := newItems(t, true, func(c *stock.ItemsConfig) { m.cfg(&c.Service) })
+			items, _ := newItems(t, true, func(c *redisstore.ItemsConfig) { m.cfg(&c.Service) })
 			stocks := map[string]int64{"a": 30, "b": 50}
 			for id, n := range stocks {
-				create(t, items, stock.Item{ID: id, Stock: n})
+				create(t, items, redisstore.Item{ID: id, Stock: n})
 			}
 			var mu sync.Mutex
 			sold := map[string]int64{}
@@ -308,7 +310,7 @@ func TestItemsAreIndependent(t *testing.T) {
 				}
 				wantItem(t, items, id, 0, n)
 			}
-			if _, err := items.Reset(t.Context(), stock.Item{ID: "a", Stock: 7}); err != nil {
+			if _, err := items.Reset(t.Context(), redisstore.Item{ID: "a", Stock: 7}); err != nil {
 				t.Fatal(err)
 			}
 			wantItem(t, items, "a", 7, 0)
@@ -331,11 +333,11 @@ func TestItemsAreIndependent(t *testing.T) {
 func TestItemPerUserLimit(t *testing.T) {
 	for _, m := range itemModes {
 		t.Run(m.name, func(t *testing.T) {
-			items, rdb := newItems(t, true, func(c *stock.ItemsConfig) { m.cfg(&c.Service) })
-			other := itemsOver(rdb, true, func(c *stock.ItemsConfig) { m.cfg(&c.Service) }) // another replica
-			create(t, items, stock.Item{ID: "a", Stock: 100, PerUserLimit: 2})
-			create(t, items, stock.Item{ID: "b", Stock: 100})
-			buy := func(items *stock.Items, id string, n int) (sold int) {
+			items, rdb := newItems(t, true, func(c *redisstore.ItemsConfig) { m.cfg(&c.Service) })
+			other := itemsOver(rdb, true, func(c *redisstore.ItemsConfig) { m.cfg(&c.Service) }) // another replica
+			create(t, items, redisstore.Item{ID: "a", Stock: 100, PerUserLimit: 2})
+			create(t, items, redisstore.Item{ID: "b", Stock: 100})
+			buy := func(items *redisstore.Items, id string, n int) (sold int) {
 				for range n {
 					_, err := items.ReduceFor(t.Context(), id, stock.Buyer{User: "ann"})
 					switch {
@@ -355,7 +357,7 @@ func TestItemPerUserLimit(t *testing.T) {
 			}
 			// The other replica resets a with a limit of 3; this one's
 			// service for a was built with 2.
-			if _, err := other.Reset(t.Context(), stock.Item{ID: "a", Stock: 100, PerUserLimit: 3}); err != nil {
+			if _, err := other.Reset(t.Context(), redisstore.Item{ID: "a", Stock: 100, PerUserLimit: 3}); err != nil {
 				t.Fatal(err)
 			}
 			if got := buy(items, "a", 5); got != 3 {
@@ -370,13 +372,13 @@ func TestItemPerUserLimit(t *testing.T) {
 // (stock.per_user_limit), and says so; one with its own keeps its own,
 // above or below the default.
 func TestItemInheritsPerUserLimit(t *testing.T) {
-	items, _ := newItems(t, true, func(c *stock.ItemsConfig) { c.Service.PerUserLimit = 2 })
+	items, _ := newItems(t, true, func(c *redisstore.ItemsConfig) { c.Service.PerUserLimit = 2 })
 	for _, tc := range []struct {
 		id        string
 		own, want int
 	}{{"inherits", 0, 2}, {"higher", 4, 4}, {"lower", 1, 1}} {
 		t.Run(tc.id, func(t *testing.T) {
-			create(t, items, stock.Item{ID: tc.id, Stock: 10, PerUserLimit: tc.own})
+			create(t, items, redisstore.Item{ID: tc.id, Stock: 10, PerUserLimit: tc.own})
 			sold := 0
 			for range 6 {
 				_, err := items.ReduceFor(t.Context(), tc.id, stock.Buyer{User: "ann"})
@@ -410,26 +412,26 @@ func TestItemsRegistry(t *testing.T) {
 	if _, err := items.ReduceFor(ctx, "nope", stock.Buyer{}); !errors.Is(err, stock.ErrNoItem) {
 		t.Fatalf("sale of an unknown item: got %v, want ErrNoItem", err)
 	}
-	if _, err := items.Reset(ctx, stock.Item{ID: "nope", Stock: 1}); !errors.Is(err, stock.ErrNoItem) {
+	if _, err := items.Reset(ctx, redisstore.Item{ID: "nope", Stock: 1}); !errors.Is(err, stock.ErrNoItem) {
 		t.Fatalf("reset of an unknown item: got %v, want ErrNoItem", err)
 	}
 	if _, err := items.ReduceFor(ctx, "Bad!", stock.Buyer{}); !errors.Is(err, stock.ErrBadItem) {
 		t.Fatalf("sale of a bad id: got %v, want ErrBadItem", err)
 	}
-	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: 1, PerUserLimit: 1}); !errors.Is(err, stock.ErrBadItem) {
+	if _, err := items.Create(ctx, redisstore.Item{ID: "a", Stock: 1, PerUserLimit: 1}); !errors.Is(err, stock.ErrBadItem) {
 		t.Fatalf("a limit without the ledger: got %v, want ErrBadItem", err)
 	}
 	now := redisNow(t, rdb)
-	st := create(t, items, stock.Item{ID: "b", Stock: 3, StartsAt: now - 1000, EndsAt: now + time.Hour.Milliseconds()})
-	if st.State != stock.ItemOpen || st.Stock != 3 || st.Initial != 3 || st.SoldOut || st.Item.ID != "b" {
+	st := create(t, items, redisstore.Item{ID: "b", Stock: 3, StartsAt: now - 1000, EndsAt: now + time.Hour.Milliseconds()})
+	if st.State != redisstore.ItemOpen || st.Stock != 3 || st.Initial != 3 || st.SoldOut || st.Item.ID != "b" {
 		t.Fatalf("got %+v, want b open with 3 units", st)
 	}
-	if _, err := items.Create(ctx, stock.Item{ID: "b", Stock: 9}); !errors.Is(err, stock.ErrItemExists) {
+	if _, err := items.Create(ctx, redisstore.Item{ID: "b", Stock: 9}); !errors.Is(err, stock.ErrItemExists) {
 		t.Fatalf("create twice: got %v, want ErrItemExists", err)
 	}
 	wantItem(t, items, "b", 3, 0)
-	create(t, items, stock.Item{ID: "a", Stock: 0})
-	if st, _ := items.Status(ctx, "a"); !st.SoldOut || st.State != stock.ItemOpen {
+	create(t, items, redisstore.Item{ID: "a", Stock: 0})
+	if st, _ := items.Status(ctx, "a"); !st.SoldOut || st.State != redisstore.ItemOpen {
 		t.Fatalf("got %+v, want a sold out and open", st)
 	}
 	if _, err := items.ReduceFor(ctx, "a", stock.Buyer{}); !errors.Is(err, stock.ErrSoldOut) {
@@ -440,7 +442,7 @@ func TestItemsRegistry(t *testing.T) {
 		t.Fatalf("got list %+v, %v; want a then b", list, err)
 	}
 	// A reset to no window opens it: the window key is gone.
-	if st, err := items.Reset(ctx, stock.Item{ID: "b", Stock: 4}); err != nil || st.StartsAt != 0 || st.EndsAt != 0 || st.State != stock.ItemOpen {
+	if st, err := items.Reset(ctx, redisstore.Item{ID: "b", Stock: 4}); err != nil || st.StartsAt != 0 || st.EndsAt != 0 || st.State != redisstore.ItemOpen {
 		t.Fatalf("reset to no window: got %+v, %v", st, err)
 	}
 	// Redis lost the item's sale but not its entry: lost, not unknown.
@@ -459,31 +461,31 @@ func TestItemsRegistry(t *testing.T) {
 // sale as it was.
 func TestItemsLeaveTheDefaultSale(t *testing.T) {
 	items, rdb := newItems(t, true, nil)
-	def := stock.NewStore(rdb, defaultBase.Derive(true))
+	def := redisstore.NewStore(rdb, defaultBase.Derive(true))
 	if err := def.Reset(t.Context(), 10); err != nil {
 		t.Fatal(err)
 	}
-	create(t, items, stock.Item{ID: "x", Stock: 5, EndsAt: redisNow(t, rdb) - 1})
+	create(t, items, redisstore.Item{ID: "x", Stock: 5, EndsAt: redisNow(t, rdb) - 1})
 	svc := newService(def, locallock.New(), func(c *stock.ServiceConfig) { c.Fencing = true })
 	if _, err := svc.Reduce(t.Context()); err != nil {
 		t.Fatalf("the default sale beside an ended item: %v", err)
 	}
-	wantStatus(t, def, stock.Status{Stock: 9, Lucky: 1})
+	storetest.WantStatus(t, def, stock.Status{Stock: 9, Lucky: 1})
 	if _, err := items.ReduceFor(t.Context(), "x", stock.Buyer{}); !errors.Is(err, stock.ErrEnded) {
 		t.Fatalf("the ended item: got %v, want ErrEnded", err)
 	}
 }
 
 func TestItemsUnsupported(t *testing.T) {
-	for name, mut := range map[string]func(*stock.ItemsConfig){
-		"segments":  func(c *stock.ItemsConfig) { c.Base.Segments = 2 },
-		"unfenced":  func(c *stock.ItemsConfig) { c.Service.Fencing = false },
-		"durable":   func(c *stock.ItemsConfig) { c.Unsupported = []string{"orders.durable"} },
-		"two kinds": func(c *stock.ItemsConfig) { c.Base.Segments, c.Unsupported = 4, []string{"orders.durable"} },
+	for name, mut := range map[string]func(*redisstore.ItemsConfig){
+		"segments":  func(c *redisstore.ItemsConfig) { c.Base.Segments = 2 },
+		"unfenced":  func(c *redisstore.ItemsConfig) { c.Service.Fencing = false },
+		"durable":   func(c *redisstore.ItemsConfig) { c.Unsupported = []string{"orders.durable"} },
+		"two kinds": func(c *redisstore.ItemsConfig) { c.Base.Segments, c.Unsupported = 4, []string{"orders.durable"} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			items, _ := newItems(t, true, mut)
-			if _, err := items.Create(t.Context(), stock.Item{ID: "x", Stock: 5}); !errors.Is(err, stock.ErrItemsUnsupported) {
+			if _, err := items.Create(t.Context(), redisstore.Item{ID: "x", Stock: 5}); !errors.Is(err, stock.ErrItemsUnsupported) {
 				t.Fatalf("create: got %v, want ErrItemsUnsupported", err)
 			}
 			if _, err := items.ReduceFor(t.Context(), "x", stock.Buyer{}); !errors.Is(err, stock.ErrItemsUnsupported) {
@@ -492,7 +494,7 @@ func TestItemsUnsupported(t *testing.T) {
 		})
 	}
 	// Atomic sales need no fencing: supported.
-	items, _ := newItems(t, true, func(c *stock.ItemsConfig) { c.Service.Fencing, c.Service.Mode = false, stock.ModeAtomic })
+	items, _ := newItems(t, true, func(c *redisstore.ItemsConfig) { c.Service.Fencing, c.Service.Mode = false, stock.ModeAtomic })
 	if err := items.Unsupported(); err != nil {
 		t.Fatalf("atomic: %v", err)
 	}
@@ -503,11 +505,11 @@ func TestItemsUnsupported(t *testing.T) {
 func TestItemNamesEveryKeyItsSaleWrites(t *testing.T) {
 	var tokens atomic.Uint64
 	locker := fakeLocker(func(context.Context) (lock.Lease, error) { return newFakeLease(tokens.Add(1)), nil })
-	items, rdb := newItems(t, true, func(c *stock.ItemsConfig) { c.Service.Locker = locker })
-	atomicItems := itemsOver(rdb, true, func(c *stock.ItemsConfig) { c.Service.Mode = stock.ModeAtomic })
+	items, rdb := newItems(t, true, func(c *redisstore.ItemsConfig) { c.Service.Locker = locker })
+	atomicItems := itemsOver(rdb, true, func(c *redisstore.ItemsConfig) { c.Service.Mode = stock.ModeAtomic })
 	ctx := t.Context()
-	create(t, items, stock.Item{ID: "x", Stock: 20, StartsAt: 1, EndsAt: redisNow(t, rdb) + time.Hour.Milliseconds(), PerUserLimit: 5})
-	for i, m := range []*stock.Items{items, atomicItems} {
+	create(t, items, redisstore.Item{ID: "x", Stock: 20, StartsAt: 1, EndsAt: redisNow(t, rdb) + time.Hour.Milliseconds(), PerUserLimit: 5})
+	for i, m := range []*redisstore.Items{items, atomicItems} {
 		for j := range 3 {
 			if _, err := m.ReduceFor(ctx, "x", stock.Buyer{User: fmt.Sprintf("u%d", j), Key: fmt.Sprintf("k%d-%d", i, j)}); err != nil {
 				t.Fatal(err)
@@ -519,12 +521,12 @@ func TestItemNamesEveryKeyItsSaleWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Its sale's keys, and its settings beside them.
-	names := append(stock.ItemKeys(defaultBase.Derive(true), "x").All(), stock.KeyName{Name: stock.ItemMetaKey("x")})
+	names := append(redisstore.ItemKeys(defaultBase.Derive(true), "x").All(), redisstore.KeyName{Name: redisstore.ItemMetaKey("x")})
 	for _, key := range keys {
-		if key == stock.ItemRegistry {
+		if key == redisstore.ItemRegistry {
 			continue
 		}
-		if stock.HashTag(key) != "item:x" || !slices.ContainsFunc(names, func(n stock.KeyName) bool {
+		if redisstore.HashTag(key) != "item:x" || !slices.ContainsFunc(names, func(n redisstore.KeyName) bool {
 			return key == n.Name || (n.Prefix && strings.HasPrefix(key, n.Name))
 		}) {
 			t.Errorf("Redis holds %q: not one of item x's names, or not in its slot", key)
@@ -539,18 +541,18 @@ func TestItemNamesEveryKeyItsSaleWrites(t *testing.T) {
 // hold it: none here, so it is ErrNotReplicated (and unavailable: reset
 // again), though the primary holds it.
 func TestItemResetWaitsForReplicas(t *testing.T) {
-	items, _ := newItems(t, true, func(c *stock.ItemsConfig) {
-		c.Acks = stock.ReplicaAcks{Replicas: 1, Timeout: stock.AckMustNotWithin(50 * time.Millisecond)}
+	items, _ := newItems(t, true, func(c *redisstore.ItemsConfig) {
+		c.Acks = redisstore.ReplicaAcks{Replicas: 1, Timeout: redisstore.AckMustNotWithin(50 * time.Millisecond)}
 	})
-	_, err := items.Create(t.Context(), stock.Item{ID: "x", Stock: 5})
-	if !errors.Is(err, stock.ErrNotReplicated) || !errors.Is(err, stock.ErrUnavailable) {
+	_, err := items.Create(t.Context(), redisstore.Item{ID: "x", Stock: 5})
+	if !errors.Is(err, redisstore.ErrNotReplicated) || !errors.Is(err, stock.ErrUnavailable) {
 		t.Fatalf("got %v, want ErrNotReplicated, unavailable", err)
 	}
 	wantItem(t, items, "x", 5, 0)
-	if _, err := items.Create(t.Context(), stock.Item{ID: "x", Stock: 5}); !errors.Is(err, stock.ErrItemExists) {
+	if _, err := items.Create(t.Context(), redisstore.Item{ID: "x", Stock: 5}); !errors.Is(err, stock.ErrItemExists) {
 		t.Fatalf("create again: got %v, want ErrItemExists (reset it)", err)
 	}
-	if _, err := items.Reset(t.Context(), stock.Item{ID: "x", Stock: 6}); !errors.Is(err, stock.ErrNotReplicated) {
+	if _, err := items.Reset(t.Context(), redisstore.Item{ID: "x", Stock: 6}); !errors.Is(err, redisstore.ErrNotReplicated) {
 		t.Fatalf("reset: got %v, want ErrNotReplicated", err)
 	}
 	if _, err := items.ReduceFor(t.Context(), "x", stock.Buyer{}); !errors.Is(err, stock.ErrUnconfirmed) {
@@ -562,13 +564,13 @@ func TestItemResetWaitsForReplicas(t *testing.T) {
 // "open" while every sale answers store_lost; its counters still read.
 func TestItemStatusOfAHaltedItem(t *testing.T) {
 	items, rdb := newItems(t, true, nil)
-	create(t, items, stock.Item{ID: "x", Stock: 5})
-	halt := stock.ItemKeys(defaultBase.Derive(true), "x").Halt
+	create(t, items, redisstore.Item{ID: "x", Stock: 5})
+	halt := redisstore.ItemKeys(defaultBase.Derive(true), "x").Halt
 	if err := rdb.Set(t.Context(), halt, "rewound: test", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	st, err := items.Status(t.Context(), "x")
-	if err != nil || st.State != stock.ItemHalted || st.Halted != "rewound: test" || st.Stock != 5 {
+	if err != nil || st.State != redisstore.ItemHalted || st.Halted != "rewound: test" || st.Stock != 5 {
 		t.Fatalf("status of a halted item: got %+v, %v; want halted, its reason, stock 5", st, err)
 	}
 	if _, err := items.ReduceFor(t.Context(), "x", stock.Buyer{}); !errors.Is(err, stock.ErrStoreRewound) {
@@ -584,10 +586,10 @@ func TestItemsSurveyNamesTheHalted(t *testing.T) {
 		t.Fatalf("survey of no items: got %+v, %v", s, err)
 	}
 	for _, id := range []string{"c", "a", "b"} {
-		create(t, items, stock.Item{ID: id, Stock: 5})
+		create(t, items, redisstore.Item{ID: id, Stock: 5})
 	}
 	for _, id := range []string{"c", "a"} {
-		if err := rdb.Set(t.Context(), stock.ItemKeys(defaultBase.Derive(true), id).Halt, "rewound: test", 0).Err(); err != nil {
+		if err := rdb.Set(t.Context(), redisstore.ItemKeys(defaultBase.Derive(true), id).Halt, "rewound: test", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -603,17 +605,17 @@ func TestItemsSurveyNamesTheHalted(t *testing.T) {
 	if s, err := items.Survey(t.Context()); err != nil || len(s.Unbalanced) != 0 || s.Stock != 14 {
 		t.Fatalf("survey after a sale: got %+v, %v; want 14 units left, balanced", s, err)
 	}
-	if err := rdb.Incr(t.Context(), stock.ItemKeys(defaultBase.Derive(true), "b").Lucky).Err(); err != nil {
+	if err := rdb.Incr(t.Context(), redisstore.ItemKeys(defaultBase.Derive(true), "b").Lucky).Err(); err != nil {
 		t.Fatal(err)
 	}
 	s, err = items.Survey(t.Context())
-	if want := []stock.ItemBooks{{ID: "b", Stock: 4, Lucky: 2, Initial: 5, Orders: 1}}; err != nil ||
+	if want := []redisstore.ItemBooks{{ID: "b", Stock: 4, Lucky: 2, Initial: 5, Orders: 1}}; err != nil ||
 		!slices.Equal(s.Unbalanced, want) || !slices.Equal(s.Unledgered, want) {
 		t.Fatalf("survey of an oversold item: got %+v, %v; want %+v unbalanced and unledgered", s, err, want)
 	}
 	// Its ledger mended (an order per unit again, one trimmed), b is
 	// still unbalanced but no longer unledgered.
-	if err := rdb.Set(t.Context(), stock.ItemKeys(defaultBase.Derive(true), "b").Trimmed, 1, 0).Err(); err != nil {
+	if err := rdb.Set(t.Context(), redisstore.ItemKeys(defaultBase.Derive(true), "b").Trimmed, 1, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if s, err := items.Survey(t.Context()); err != nil || len(s.Unbalanced) != 1 || len(s.Unledgered) != 0 {
@@ -629,9 +631,9 @@ func TestItemsSurveyNamesTheHalted(t *testing.T) {
 func TestItemArchive(t *testing.T) {
 	for _, m := range itemModes {
 		t.Run(m.name, func(t *testing.T) {
-			items, _ := newItems(t, true, func(c *stock.ItemsConfig) { m.cfg(&c.Service) })
+			items, _ := newItems(t, true, func(c *redisstore.ItemsConfig) { m.cfg(&c.Service) })
 			ctx := t.Context()
-			create(t, items, stock.Item{ID: "a", Stock: 1000})
+			create(t, items, redisstore.Item{ID: "a", Stock: 1000})
 			var sold, refused atomic.Int64
 			firstSold := make(chan struct{})
 			var once sync.Once
@@ -670,7 +672,7 @@ func TestItemArchive(t *testing.T) {
 				wg.Wait()
 				t.Fatal(err)
 			}
-			if st.State != stock.ItemArchived || st.ArchivedAt == 0 {
+			if st.State != redisstore.ItemArchived || st.ArchivedAt == 0 {
 				t.Fatalf("archive answered %+v, want state archived with its time", st)
 			}
 			for range 3 {
@@ -681,7 +683,7 @@ func TestItemArchive(t *testing.T) {
 			wg.Wait()
 			close(stop)
 			st = wantItem(t, items, "a", 1000-sold.Load(), sold.Load())
-			if st.State != stock.ItemArchived {
+			if st.State != redisstore.ItemArchived {
 				t.Fatalf("got state %q, want archived", st.State)
 			}
 			t.Logf("%d sold before the archive took, %d refused after", sold.Load(), refused.Load())
@@ -692,10 +694,10 @@ func TestItemArchive(t *testing.T) {
 			if l, err := orders.LedgerStats(ctx); err != nil || l.Orders != sold.Load() {
 				t.Fatalf("archived item's ledger: got %+v, %v; want %d orders", l, err, sold.Load())
 			}
-			if _, err := items.Reset(ctx, stock.Item{ID: "a", Stock: 5}); !errors.Is(err, stock.ErrItemArchived) {
+			if _, err := items.Reset(ctx, redisstore.Item{ID: "a", Stock: 5}); !errors.Is(err, stock.ErrItemArchived) {
 				t.Fatalf("reset of an archived item: got %v, want ErrItemArchived", err)
 			}
-			if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: 5}); !errors.Is(err, stock.ErrItemExists) {
+			if _, err := items.Create(ctx, redisstore.Item{ID: "a", Stock: 5}); !errors.Is(err, stock.ErrItemExists) {
 				t.Fatalf("create over an archived item: got %v, want ErrItemExists", err)
 			}
 			wantItem(t, items, "a", 1000-sold.Load(), sold.Load()) // the refused reset changed nothing
@@ -714,22 +716,22 @@ func TestItemArchiveFreesTheRegistry(t *testing.T) {
 	items, rdb := newItems(t, false, nil)
 	ctx := t.Context()
 	// The registry one short of full, without making 999 sales.
-	fill := make([]any, 0, 2*(stock.MaxItems-1))
-	for i := range stock.MaxItems - 1 {
+	fill := make([]any, 0, 2*(redisstore.MaxItems-1))
+	for i := range redisstore.MaxItems - 1 {
 		fill = append(fill, fmt.Sprintf("filler-%d", i), `{"stock":0,"epoch":"e"}`)
 	}
-	if err := rdb.HSet(ctx, stock.ItemRegistry, fill...).Err(); err != nil {
+	if err := rdb.HSet(ctx, redisstore.ItemRegistry, fill...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	create(t, items, stock.Item{ID: "a", Stock: 1})
-	if _, err := items.Create(ctx, stock.Item{ID: "b", Stock: 1}); !errors.Is(err, stock.ErrBadItem) {
+	create(t, items, redisstore.Item{ID: "a", Stock: 1})
+	if _, err := items.Create(ctx, redisstore.Item{ID: "b", Stock: 1}); !errors.Is(err, stock.ErrBadItem) {
 		t.Fatalf("create past MaxItems: got %v, want ErrBadItem", err)
 	}
 	if _, err := items.Archive(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	create(t, items, stock.Item{ID: "b", Stock: 1})
-	if n, err := rdb.HLen(ctx, stock.ItemArchive).Result(); err != nil || n != 1 {
+	create(t, items, redisstore.Item{ID: "b", Stock: 1})
+	if n, err := rdb.HLen(ctx, redisstore.ItemArchive).Result(); err != nil || n != 1 {
 		t.Fatalf("archive holds %d, %v; want 1 (a)", n, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 	"seckill/internal/testwait"
 )
 
@@ -33,10 +34,10 @@ func TestItemsOnACluster(t *testing.T) {
 	ids := []string{"a", "b", "c", "d", "e", "f"}
 	masters := map[string]bool{}
 	for _, id := range ids {
-		if _, err := items.Create(ctx, stock.Item{ID: id, Stock: units}); err != nil {
+		if _, err := items.Create(ctx, redisstore.Item{ID: id, Stock: units}); err != nil {
 			t.Fatalf("create %s: %v", id, err)
 		}
-		node, err := cc.MasterForKey(ctx, stock.ItemMetaKey(id))
+		node, err := cc.MasterForKey(ctx, redisstore.ItemMetaKey(id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func TestItemsOnACluster(t *testing.T) {
 	if len(masters) < 2 {
 		t.Fatalf("items %v all on one master (%v): the test would not cross nodes", ids, masters)
 	}
-	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: 1}); !errors.Is(err, stock.ErrItemExists) {
+	if _, err := items.Create(ctx, redisstore.Item{ID: "a", Stock: 1}); !errors.Is(err, stock.ErrItemExists) {
 		t.Fatalf("second create of a: got %v, want ErrItemExists", err)
 	}
 
@@ -92,7 +93,7 @@ func TestItemsOnACluster(t *testing.T) {
 	}
 
 	// A reset sweeps b's idempotency records: u0's key k0 is a new sale.
-	if _, err := items.Reset(ctx, stock.Item{ID: "b", Stock: 5, PerUserLimit: 1}); err != nil {
+	if _, err := items.Reset(ctx, redisstore.Item{ID: "b", Stock: 5, PerUserLimit: 1}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := items.ReduceFor(ctx, "b", stock.Buyer{User: "u0", Key: "k0"})
@@ -121,27 +122,27 @@ func TestItemReplicaAcksOnACluster(t *testing.T) {
 	// only the one whose replica is frozen takes a short one, by name. Both
 	// handles sell through one lock, as one replica's would.
 	lk := locallock.New()
-	items := itemsOver(cc, true, func(c *stock.ItemsConfig) {
-		c.Acks, c.Service.Locker = stock.ReplicaAcks{Replicas: 1}, lk
+	items := itemsOver(cc, true, func(c *redisstore.ItemsConfig) {
+		c.Acks, c.Service.Locker = redisstore.ReplicaAcks{Replicas: 1}, lk
 	})
-	frozen := itemsOver(cc, true, func(c *stock.ItemsConfig) {
-		c.Acks = stock.ReplicaAcks{Replicas: 1, Timeout: stock.AckMustNotWithin(300 * time.Millisecond)}
+	frozen := itemsOver(cc, true, func(c *redisstore.ItemsConfig) {
+		c.Acks = redisstore.ReplicaAcks{Replicas: 1, Timeout: redisstore.AckMustNotWithin(300 * time.Millisecond)}
 		c.Service.Locker = lk
 	})
-	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: 10}); err != nil {
+	if _, err := items.Create(ctx, redisstore.Item{ID: "a", Stock: 10}); err != nil {
 		t.Fatalf("create, acknowledged by the replica: %v", err)
 	}
 	if _, err := items.ReduceFor(ctx, "a", stock.Buyer{}); err != nil {
 		t.Fatalf("sale with the replica up: %v", err)
 	}
-	replica := cl.ReplicaOf(masterOf(t, cl, cc, stock.ItemMetaKey("a")))
+	replica := cl.ReplicaOf(masterOf(t, cl, cc, redisstore.ItemMetaKey("a")))
 	if err := replica.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = replica.Resume() }()
 	sale, err := frozen.ReduceFor(ctx, "a", stock.Buyer{})
 	var ue *stock.UnconfirmedError
-	if !errors.As(err, &ue) || !errors.Is(err, stock.ErrNotReplicated) {
+	if !errors.As(err, &ue) || !errors.Is(err, redisstore.ErrNotReplicated) {
 		t.Fatalf("sale with a's master's replica frozen: got %+v, %v; want unconfirmed (not replicated)", sale, err)
 	}
 	if err := replica.Resume(); err != nil {
@@ -163,14 +164,14 @@ func TestItemMasterKillOnACluster(t *testing.T) {
 	cc := clusterClient(t, cl)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	items := itemsOver(cc, true, func(c *stock.ItemsConfig) {
-		c.Acks = stock.ReplicaAcks{Replicas: 1}
+	items := itemsOver(cc, true, func(c *redisstore.ItemsConfig) {
+		c.Acks = redisstore.ReplicaAcks{Replicas: 1}
 	})
 	const initial, before, after = 2000, 100, 100
-	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: initial}); err != nil {
+	if _, err := items.Create(ctx, redisstore.Item{ID: "a", Stock: initial}); err != nil {
 		t.Fatal(err)
 	}
-	master := masterOf(t, cl, cc, stock.ItemMetaKey("a"))
+	master := masterOf(t, cl, cc, redisstore.ItemMetaKey("a"))
 
 	var (
 		mu                     sync.Mutex
@@ -266,8 +267,8 @@ func TestItemMasterKillOnACluster(t *testing.T) {
 func clusterClient(t *testing.T, cl *servers.RedisCluster) *redis.ClusterClient {
 	t.Helper()
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1})
-	stock.SendOnce(cc)
-	stock.FollowFailover(cc)
+	redisstore.SendOnce(cc)
+	redisstore.FollowFailover(cc)
 	t.Cleanup(func() { _ = cc.Close() })
 	return cc
 }
@@ -292,7 +293,7 @@ return n`)
 	for _, once := range []bool{false, true} {
 		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
 		if once {
-			stock.SendOnce(cc)
+			redisstore.SendOnce(cc)
 		}
 		if err := cc.Set(ctx, key, 0, 0).Err(); err != nil {
 			t.Fatal(err)
@@ -393,21 +394,21 @@ func TestItemSlotMigrationOnACluster(t *testing.T) {
 	cc := clusterClient(t, cl)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	items := itemsOver(cc, true, func(c *stock.ItemsConfig) {
-		c.Acks = stock.ReplicaAcks{Replicas: 1}
+	items := itemsOver(cc, true, func(c *redisstore.ItemsConfig) {
+		c.Acks = redisstore.ReplicaAcks{Replicas: 1}
 	})
 	const initial, before, after = 5000, 100, 100
-	if _, err := items.Create(ctx, stock.Item{ID: "a", Stock: initial}); err != nil {
+	if _, err := items.Create(ctx, redisstore.Item{ID: "a", Stock: initial}); err != nil {
 		t.Fatal(err)
 	}
-	from := masterOf(t, cl, cc, stock.ItemMetaKey("a"))
+	from := masterOf(t, cl, cc, redisstore.ItemMetaKey("a"))
 	var to *servers.Process
 	for _, m := range cl.Masters() {
 		if m != from && to == nil {
 			to = m
 		}
 	}
-	slot, err := cc.ClusterKeySlot(ctx, stock.ItemMetaKey("a")).Result()
+	slot, err := cc.ClusterKeySlot(ctx, redisstore.ItemMetaKey("a")).Result()
 	if err != nil {
 		t.Fatalf("item a's slot %d: %v", slot, err)
 	}
@@ -514,7 +515,7 @@ func TestItemSlotMigrationOnACluster(t *testing.T) {
 	if afterMove < after {
 		t.Fatalf("the sale did not go on after the move: %d sold after it", afterMove)
 	}
-	if n, err := cc.MasterForKey(ctx, stock.ItemMetaKey("a")); err != nil || n.Options().Addr != to.Addr() {
+	if n, err := cc.MasterForKey(ctx, redisstore.ItemMetaKey("a")); err != nil || n.Options().Addr != to.Addr() {
 		t.Fatalf("item a's master after the move: %v, %v; want %s", n, err, to.Addr())
 	}
 	checkSold(t, ctx, items, "a", initial, sold)
@@ -547,7 +548,7 @@ func masterOf(t *testing.T, cl *servers.RedisCluster, cc *redis.ClusterClient, k
 // checkSold judges item id after a fault: its books balance at initial,
 // lucky covers every sale answered sold, each of those is in its ledger,
 // and no stock-after was answered twice (a unit sold twice).
-func checkSold(t *testing.T, ctx context.Context, items *stock.Items, id string, initial int64, sold []stock.Sale) {
+func checkSold(t *testing.T, ctx context.Context, items *redisstore.Items, id string, initial int64, sold []stock.Sale) {
 	t.Helper()
 	st, err := items.Status(ctx, id)
 	if err != nil || st.Stock+st.Lucky != initial || st.Lucky < int64(len(sold)) {

@@ -12,6 +12,8 @@ import (
 	"seckill/internal/lock/locallock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 	"seckill/internal/witness"
 )
 
@@ -33,15 +35,15 @@ func TestItemWitnessCatchesRewind(t *testing.T) {
 			srv := servertest.Redis(t)
 			base := defaultBase.Derive(false)
 			regs := func(id string) stock.Register {
-				return witness.NewEtcd(cli, "/seckill/witness/"+mode.name+"/"+stock.ItemWitnessName("stock", id))
+				return witness.NewEtcd(cli, "/seckill/witness/"+mode.name+"/"+redisstore.ItemWitnessName("stock", id))
 			}
 			// process is a new stockd's items: nothing of the sales in
 			// memory; the lock service is the one they all share.
 			lk := locallock.New()
-			process := func(witnessed bool) (*stock.Items, *redis.Client) {
+			process := func(witnessed bool) (*redisstore.Items, *redis.Client) {
 				rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 				t.Cleanup(func() { _ = rdb.Close() })
-				return itemsOver(rdb, false, func(c *stock.ItemsConfig) {
+				return itemsOver(rdb, false, func(c *redisstore.ItemsConfig) {
 					c.Service.Locker = lk
 					mode.cfg(&c.Service)
 					if witnessed {
@@ -50,11 +52,11 @@ func TestItemWitnessCatchesRewind(t *testing.T) {
 				}), rdb
 			}
 			items, rdb := process(true)
-			create(t, items, stock.Item{ID: "x", Stock: 10})
-			create(t, items, stock.Item{ID: "y", Stock: 10})
+			create(t, items, redisstore.Item{ID: "x", Stock: 10})
+			create(t, items, redisstore.Item{ID: "y", Stock: 10})
 			// The create recorded the item's epoch in its own register.
 			for _, id := range []string{"x", "y"} {
-				epoch, err := rdb.Get(t.Context(), stock.ItemKeys(base, id).Epoch).Result()
+				epoch, err := rdb.Get(t.Context(), redisstore.ItemKeys(base, id).Epoch).Result()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -63,7 +65,7 @@ func TestItemWitnessCatchesRewind(t *testing.T) {
 					t.Fatalf("item %s's witness holds %s, %v; want its epoch %s", id, rec, err, epoch)
 				}
 			}
-			sell := func(items *stock.Items, id string, n int) {
+			sell := func(items *redisstore.Items, id string, n int) {
 				t.Helper()
 				for range n {
 					if _, err := items.ReduceFor(t.Context(), id, stock.Buyer{}); err != nil {
@@ -91,18 +93,18 @@ func TestItemWitnessCatchesRewind(t *testing.T) {
 					t.Fatalf("sale %d of the rewound item by a new process: got %+v, %v; want ErrStoreRewound", i, sale, err)
 				}
 			}
-			if st, err := fresh.Status(t.Context(), "x"); err != nil || st.State != stock.ItemHalted || st.Stock != 8 {
+			if st, err := fresh.Status(t.Context(), "x"); err != nil || st.State != redisstore.ItemHalted || st.Stock != 8 {
 				t.Fatalf("status of the rewound item: %+v, %v; want halted, stock 8", st, err)
 			}
 			sell(fresh, "y", 1)
-			if st := wantItem(t, fresh, "y", 7, 3); st.State != stock.ItemOpen {
+			if st := wantItem(t, fresh, "y", 7, 3); st.State != redisstore.ItemOpen {
 				t.Fatalf("the item beside the rewound one: %+v; want open", st)
 			}
 
 			// y reset by a process without the witness: an epoch y's
 			// witness never recorded.
 			other, _ := process(false)
-			if _, err := other.Reset(t.Context(), stock.Item{ID: "y", Stock: 50}); err != nil {
+			if _, err := other.Reset(t.Context(), redisstore.Item{ID: "y", Stock: 50}); err != nil {
 				t.Fatal(err)
 			}
 			fresh, _ = process(true)
@@ -110,7 +112,7 @@ func TestItemWitnessCatchesRewind(t *testing.T) {
 				t.Fatalf("sale of an item of another sale: got %+v, %v; want ErrStoreRewound", sale, err)
 			}
 			wantItem(t, fresh, "y", 50, 0)
-			if st, err := fresh.Status(t.Context(), "y"); err != nil || st.State != stock.ItemHalted || !strings.Contains(st.Halted, "witness") {
+			if st, err := fresh.Status(t.Context(), "y"); err != nil || st.State != redisstore.ItemHalted || !strings.Contains(st.Halted, "witness") {
 				t.Fatalf("status of the foreign item: %+v, %v; want halted by the witness", st, err)
 			}
 		})
@@ -123,39 +125,39 @@ func TestItemWitnessCatchesRewind(t *testing.T) {
 // selling.
 func TestItemWitnessFirst(t *testing.T) {
 	var mu sync.Mutex
-	regs := map[string]*memRegister{}
-	reg := func(id string) *memRegister {
+	regs := map[string]*storetest.MemRegister{}
+	reg := func(id string) *storetest.MemRegister {
 		mu.Lock()
 		defer mu.Unlock()
 		if regs[id] == nil {
-			regs[id] = &memRegister{}
+			regs[id] = &storetest.MemRegister{}
 		}
 		return regs[id]
 	}
-	items, _ := newItems(t, false, func(c *stock.ItemsConfig) {
+	items, _ := newItems(t, false, func(c *redisstore.ItemsConfig) {
 		c.Witness = func(id string) stock.Register { return reg(id) }
 		c.WitnessTimeout = 200 * time.Millisecond
 		c.Service.Mode, c.Service.ConfirmTimeout = stock.ModeAtomic, time.Second
 	})
-	reg("x").setDown(true)
-	if _, err := items.Create(t.Context(), stock.Item{ID: "x", Stock: 5}); !errors.Is(err, stock.ErrUnavailable) {
+	reg("x").SetDown(true)
+	if _, err := items.Create(t.Context(), redisstore.Item{ID: "x", Stock: 5}); !errors.Is(err, stock.ErrUnavailable) {
 		t.Fatalf("create with its witness down: %v; want ErrUnavailable", err)
 	}
 	if _, err := items.Status(t.Context(), "x"); !errors.Is(err, stock.ErrNoItem) {
 		t.Fatalf("status after the refused create: %v; want ErrNoItem (nothing written)", err)
 	}
-	reg("x").setDown(false)
-	create(t, items, stock.Item{ID: "x", Stock: 5})
-	create(t, items, stock.Item{ID: "y", Stock: 5})
+	reg("x").SetDown(false)
+	create(t, items, redisstore.Item{ID: "x", Stock: 5})
+	create(t, items, redisstore.Item{ID: "y", Stock: 5})
 	// The first sale reads the witness; those after only write it.
 	if _, err := items.ReduceFor(t.Context(), "x", stock.Buyer{}); err != nil {
 		t.Fatal(err)
 	}
 
-	reg("x").setDown(true)
+	reg("x").SetDown(true)
 	_, err := items.ReduceFor(t.Context(), "x", stock.Buyer{})
 	var ue *stock.UnconfirmedError
-	if !errors.As(err, &ue) || !errors.Is(err, stock.ErrNotWitnessed) {
+	if !errors.As(err, &ue) || !errors.Is(err, redisstore.ErrNotWitnessed) {
 		t.Fatalf("sale with its witness down: %v; want unconfirmed, not witnessed", err)
 	}
 	if _, sold, err := items.Receipt(t.Context(), "x", ue.Attempt); err != nil || !sold {
@@ -166,7 +168,7 @@ func TestItemWitnessFirst(t *testing.T) {
 	}
 	wantItem(t, items, "x", 3, 2)
 	wantItem(t, items, "y", 4, 1)
-	if reg("y").puts.Load() == 0 {
+	if reg("y").Puts.Load() == 0 {
 		t.Fatal("y's witness was never written: its sales were not witnessed")
 	}
 }

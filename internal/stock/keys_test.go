@@ -13,12 +13,13 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // The default sale's names, derived from "stock", "lucky" and
 // "stock:fence" by the one rule: the articles' "stock" and "lucky" stay.
 func TestDeriveDefaultNames(t *testing.T) {
-	k := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Segments: 2}.Derive(true)
+	k := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Segments: 2}.Derive(true)
 	var got []string
 	for _, n := range k.All() {
 		s := n.Name
@@ -36,19 +37,19 @@ func TestDeriveDefaultNames(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("got names\n%v\nwant\n%v", got, want)
 	}
-	if o := stock.Overlaps(k.All()); len(o) != 0 {
+	if o := redisstore.Overlaps(k.All()); len(o) != 0 {
 		t.Fatalf("the default names overlap: %v", o)
 	}
-	if k := (stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}).Derive(false); k.Orders != "" || k.Initial != "stock:initial" {
+	if k := (redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}).Derive(false); k.Orders != "" || k.Initial != "stock:initial" {
 		t.Fatalf("without the ledger: orders %q, initial %q; want none and stock:initial", k.Orders, k.Initial)
 	}
 }
 
 func TestOverlaps(t *testing.T) {
-	exact := func(s string) stock.KeyName { return stock.KeyName{Name: s} }
-	prefix := func(s string) stock.KeyName { return stock.KeyName{Name: s, Prefix: true} }
+	exact := func(s string) redisstore.KeyName { return redisstore.KeyName{Name: s} }
+	prefix := func(s string) redisstore.KeyName { return redisstore.KeyName{Name: s, Prefix: true} }
 	for _, tc := range []struct {
-		a, b stock.KeyName
+		a, b redisstore.KeyName
 		want bool
 	}{
 		{exact("stock:1"), exact("stock:1"), true},
@@ -60,7 +61,7 @@ func TestOverlaps(t *testing.T) {
 		{prefix("a:b:"), prefix("a:"), true},
 		{prefix("a:b:"), prefix("a:c:"), false},
 	} {
-		if got := len(stock.Overlaps([]stock.KeyName{tc.a, tc.b})) == 1; got != tc.want {
+		if got := len(redisstore.Overlaps([]redisstore.KeyName{tc.a, tc.b})) == 1; got != tc.want {
 			t.Errorf("%v and %v: overlap %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
@@ -74,8 +75,8 @@ func TestAllNamesEveryKeyASaleWrites(t *testing.T) {
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	keys := stock.Keys{Stock: "s", Lucky: "l", Fence: "f", Segments: 2}.Derive(true)
-	s := stock.NewStore(rdb, keys)
+	keys := redisstore.Keys{Stock: "s", Lucky: "l", Fence: "f", Segments: 2}.Derive(true)
+	s := redisstore.NewStore(rdb, keys)
 	ctx := t.Context()
 	if err := s.Reset(ctx, 20); err != nil {
 		t.Fatal(err)
@@ -109,7 +110,7 @@ func TestAllNamesEveryKeyASaleWrites(t *testing.T) {
 	names := keys.All()
 	var kinds []string
 	for _, key := range inRedis {
-		i := slices.IndexFunc(names, func(n stock.KeyName) bool {
+		i := slices.IndexFunc(names, func(n redisstore.KeyName) bool {
 			return key == n.Name || (n.Prefix && strings.HasPrefix(key, n.Name))
 		})
 		if i < 0 {
@@ -131,7 +132,7 @@ func TestHashTag(t *testing.T) {
 	for key, want := range map[string]string{
 		"stock": "", "{s1}:stock": "s1", "a{b}c{d}": "b", "{}x{y}": "", "x{": "", "x{y": "", "{s1}": "s1",
 	} {
-		if got := stock.HashTag(key); got != want {
+		if got := redisstore.HashTag(key); got != want {
 			t.Errorf("HashTag(%q) = %q, want %q", key, got, want)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"seckill/internal/lock/locallock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // BenchmarkLoneSale is the cost of the ledger: one buyer at a time
@@ -26,12 +27,12 @@ func BenchmarkLoneSale(b *testing.B) {
 	for _, mode := range []stock.Mode{stock.ModeLocked, stock.ModeAtomic} {
 		for _, ledger := range []string{"off", "anonymous", "buyer+key"} {
 			b.Run(string(mode)+"/ledger="+ledger, func(b *testing.B) {
-				keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+				keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
 				if ledger != "off" {
 					keys.Orders = ordersKey
 				}
-				s := stock.NewStore(rdb, keys)
-				if err := s.Reset(b.Context(), stock.MaxStock); err != nil {
+				s := redisstore.NewStore(rdb, keys)
+				if err := s.Reset(b.Context(), redisstore.MaxStock); err != nil {
 					b.Fatal(err)
 				}
 				if err := s.LoadScripts(b.Context()); err != nil {

@@ -15,24 +15,26 @@ import (
 	"seckill/internal/lock/locallock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 	"seckill/internal/testwait"
 )
 
 const ordersKey = "seckill:orders"
 
-func ledgerKeys(segments int) stock.Keys {
-	return stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Initial: "stock:initial",
+func ledgerKeys(segments int) redisstore.Keys {
+	return redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Initial: "stock:initial",
 		Segments: segments, Orders: ordersKey}
 }
 
 // ledgerStore is a Store with the ledger on, on a fresh real redis-server,
 // reset to n over segments.
-func ledgerStore(t *testing.T, n int64, segments int) (*stock.Store, *redis.Client) {
+func ledgerStore(t *testing.T, n int64, segments int) (*redisstore.Store, *redis.Client) {
 	t.Helper()
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	s := stock.NewStore(rdb, ledgerKeys(segments))
+	s := redisstore.NewStore(rdb, ledgerKeys(segments))
 	if err := s.Reset(t.Context(), n); err != nil {
 		t.Fatalf("reset: %v", err)
 	}
@@ -54,7 +56,7 @@ var ledgerModes = []ledgerMode{
 	{"segments+combine", 4, func(c *stock.ServiceConfig) { c.Fencing, c.Combine = true, true }},
 }
 
-func (m ledgerMode) service(s *stock.Store, mut func(*stock.ServiceConfig)) *stock.Service {
+func (m ledgerMode) service(s *redisstore.Store, mut func(*stock.ServiceConfig)) *stock.Service {
 	return newService(s, locallock.New(), func(c *stock.ServiceConfig) {
 		c.Replica = "r1"
 		m.cfg(c)
@@ -89,7 +91,7 @@ func buyAll(t *testing.T, svc *stock.Service, buyers []stock.Buyer) []answer {
 	return out
 }
 
-func wantLedger(t *testing.T, s *stock.Store, orders, buyers, lucky int64) stock.LedgerStats {
+func wantLedger(t *testing.T, s *redisstore.Store, orders, buyers, lucky int64) stock.LedgerStats {
 	t.Helper()
 	st, err := s.LedgerStats(t.Context())
 	if err != nil {
@@ -128,7 +130,7 @@ func TestPerUserLimit(t *testing.T) {
 					t.Fatalf("got %d sold and %d limited, want %d and %d", sold, limited, limit, 50-limit)
 				}
 				wantLedger(t, s, int64(limit), 1, int64(limit))
-				wantStatus(t, s, stock.Status{Stock: int64(100 - limit), Lucky: int64(limit)})
+				storetest.WantStatus(t, s, stock.Status{Stock: int64(100 - limit), Lucky: int64(limit)})
 				orders, total, err := s.OrdersByUser(t.Context(), "alice", 0, 0)
 				if err != nil || total != int64(limit) || len(orders) != limit {
 					t.Fatalf("alice's orders: got %d of %d, %v; want %d", len(orders), total, err, limit)
@@ -380,7 +382,7 @@ func TestResetClearsTheLedger(t *testing.T) {
 	if err != nil || o.Sale != st.Sale {
 		t.Fatalf("the new order: got %+v, %v; want sale %s", o, err, st.Sale)
 	}
-	wantStatus(t, s, stock.Status{Stock: 4, Lucky: 1})
+	storetest.WantStatus(t, s, stock.Status{Stock: 4, Lucky: 1})
 }
 
 // A record left by an earlier sale that the reset's sweep missed (written
@@ -417,7 +419,7 @@ func TestLedgerOff(t *testing.T) {
 	if n, err := rdb.Exists(t.Context(), ordersKey).Result(); err != nil || n != 0 {
 		t.Fatalf("stream exists: %d, %v; want none", n, err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 4, Lucky: 1})
+	storetest.WantStatus(t, s, stock.Status{Stock: 4, Lucky: 1})
 }
 
 // Fencing off (the lab's oversell control) writes no order: the ledger is
@@ -450,7 +452,7 @@ func TestFencedSaleLeavesNoOrder(t *testing.T) {
 		t.Fatalf("got %v, want ErrFenced", err)
 	}
 	wantLedger(t, s, 0, 0, 0)
-	wantStatus(t, s, stock.Status{Stock: 5})
+	storetest.WantStatus(t, s, stock.Status{Stock: 5})
 	// Neither the key nor the limit remembers the refused sale.
 	svc2 := ledgerModes[1].service(s, func(c *stock.ServiceConfig) { c.PerUserLimit = 1 })
 	if sale, err := svc2.ReduceFor(t.Context(), stock.Buyer{User: "kim", Key: "k"}); err != nil || sale.Replayed {
@@ -459,13 +461,13 @@ func TestFencedSaleLeavesNoOrder(t *testing.T) {
 }
 
 // lossyLedgerStore is lossyStore with the ledger on.
-func lossyLedgerStore(t *testing.T, n int64, retries int) (*stock.Store, *servertest.ReplyLoser) {
+func lossyLedgerStore(t *testing.T, n int64, retries int) (*redisstore.Store, *servertest.ReplyLoser) {
 	t.Helper()
 	srv := servertest.Redis(t)
 	hop := servertest.NewReplyLoser(t, srv.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: hop.Addr(), MaxRetries: retries, ReadTimeout: time.Second})
 	t.Cleanup(func() { _ = rdb.Close() })
-	s := stock.NewStore(rdb, ledgerKeys(1))
+	s := redisstore.NewStore(rdb, ledgerKeys(1))
 	if err := s.Reset(t.Context(), n); err != nil {
 		t.Fatalf("reset: %v", err)
 	}
@@ -598,7 +600,7 @@ func TestBuyerCheck(t *testing.T) {
 	if _, err := svc.ReduceFor(t.Context(), stock.Buyer{User: "a b"}); !errors.Is(err, stock.ErrBadBuyer) {
 		t.Fatalf("a sale to %q: got %v, want ErrBadBuyer", "a b", err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 5})
+	storetest.WantStatus(t, s, stock.Status{Stock: 5})
 }
 
 // Once every segment is known empty, a replay still reaches a script that
@@ -647,7 +649,7 @@ func TestOrdersNameASaleWithoutReset(t *testing.T) {
 	if err := rdb.Set(t.Context(), "stock", 5, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	s := stock.NewStore(rdb, ledgerKeys(1))
+	s := redisstore.NewStore(rdb, ledgerKeys(1))
 	for _, m := range ledgerModes[:2] {
 		svc := m.service(s, nil)
 		sale, err := svc.ReduceFor(t.Context(), stock.Buyer{User: "pat"})

@@ -10,6 +10,8 @@ import (
 	"seckill/internal/lock/locallock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 )
 
 // A Redis that restarts without its data (no persistence, as the harness
@@ -37,11 +39,11 @@ func TestRestartedEmptyRedisStopsTheSale(t *testing.T) {
 			srv := servertest.Redis(t)
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 			t.Cleanup(func() { _ = rdb.Close() })
-			keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Segments: m.segments}
+			keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Segments: m.segments}
 			if m.ledger {
 				keys = ledgerKeys(m.segments)
 			}
-			s := stock.NewStore(rdb, keys)
+			s := redisstore.NewStore(rdb, keys)
 			if err := s.Reset(t.Context(), 10); err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +80,7 @@ func TestRestartedEmptyRedisStopsTheSale(t *testing.T) {
 			if sale, err := buy(7); err != nil {
 				t.Fatalf("sale after the reset: %+v, %v; want sold", sale, err)
 			}
-			wantStatus(t, s, stock.Status{Stock: 9, Lucky: 1})
+			storetest.WantStatus(t, s, stock.Status{Stock: 9, Lucky: 1})
 		})
 	}
 }

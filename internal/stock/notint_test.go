@@ -8,6 +8,8 @@ import (
 
 	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 )
 
 // badCounters are values a stock or lucky key can be left holding by hand
@@ -88,26 +90,26 @@ func TestNotIntegerLuckyKey(t *testing.T) {
 
 // The limits themselves still count exactly, and a missing key is 0.
 func TestCounterLimitsExact(t *testing.T) {
-	s, rdb := newStore(t, stock.MaxStock)
+	s, rdb := newStore(t, redisstore.MaxStock)
 	ctx := t.Context()
 	after, err := s.SellAtomic(ctx, "a1")
-	if err != nil || after != stock.MaxStock-1 {
+	if err != nil || after != redisstore.MaxStock-1 {
 		t.Fatalf("SellAtomic from 2^53-1: got %d, %v", after, err)
 	}
 	f := stock.Fence{Lock: "redis", Token: 1, Lease: "l1"}
 	rd, err := s.Read(ctx, f)
-	if err != nil || rd.Stock != stock.MaxStock-1 {
+	if err != nil || rd.Stock != redisstore.MaxStock-1 {
 		t.Fatalf("Read: got %+v, %v", rd, err)
 	}
 	if err := s.Write(ctx, f, rd.Stock-1); err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, s, stock.Status{Stock: stock.MaxStock - 2, Lucky: 2})
+	storetest.WantStatus(t, s, stock.Status{Stock: redisstore.MaxStock - 2, Lucky: 2})
 	rdb.Del(ctx, "stock", "lucky")
 	if err := s.CheckCounters(ctx); err != nil {
 		t.Fatalf("CheckCounters with missing keys: %v", err)
 	}
-	wantStatus(t, s, stock.Status{})
+	storetest.WantStatus(t, s, stock.Status{})
 }
 
 // A sale on a broken stock key is refused at once as ErrNotInteger, in both
@@ -140,11 +142,11 @@ func TestNotIntegerSegment(t *testing.T) {
 	_, rdb := newStore(t, 0)
 	s := segmentedStore(rdb, 4)
 	ctx := t.Context()
-	if err := s.Reset(ctx, stock.MaxStock); err != nil {
+	if err := s.Reset(ctx, redisstore.MaxStock); err != nil {
 		t.Fatal(err)
 	}
 	st, segs, err := s.StatusBySegment(ctx)
-	if err != nil || st.Stock != stock.MaxStock || len(segs) != 4 {
+	if err != nil || st.Stock != redisstore.MaxStock || len(segs) != 4 {
 		t.Fatalf("split 2^53-1 over 4: got %+v %v, %v", st, segs, err)
 	}
 	rdb.Del(ctx, "stock:2")

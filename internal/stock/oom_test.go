@@ -9,6 +9,8 @@ import (
 
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 )
 
 // A Redis at its maxmemory under noeviction refuses a sale's script with
@@ -31,11 +33,11 @@ func TestOutOfMemoryWriteIsDefinite(t *testing.T) {
 			srv := servertest.Redis(t)
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 			t.Cleanup(func() { _ = rdb.Close() })
-			keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+			keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
 			if tc.ledger {
 				keys.Orders = "stock:orders"
 			}
-			s := stock.NewStore(rdb, keys)
+			s := redisstore.NewStore(rdb, keys)
 			ctx := t.Context()
 			if err := s.Reset(ctx, 10); err != nil {
 				t.Fatal(err)
@@ -72,7 +74,7 @@ func TestOutOfMemoryWriteIsDefinite(t *testing.T) {
 			if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
 				t.Fatal(err)
 			}
-			wantStatus(t, s, stock.Status{Stock: 10, Lucky: 0})
+			storetest.WantStatus(t, s, stock.Status{Stock: 10, Lucky: 0})
 			after, err := rdb.Keys(ctx, "*").Result()
 			if err != nil {
 				t.Fatal(err)

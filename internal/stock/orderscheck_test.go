@@ -1,7 +1,6 @@
 package stock_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"seckill/internal/lock/locallock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 )
 
 // unitsLog is a DurableUnits in memory: the units committed so far, by
@@ -40,7 +41,7 @@ func (u *unitsLog) HighestUnit(_ context.Context, sale string) (int64, error) {
 }
 
 // commit stores the order of sale, as the consumer does after the 200.
-func (u *unitsLog) commit(t *testing.T, s *stock.Store, sale stock.Sale) {
+func (u *unitsLog) commit(t *testing.T, s *redisstore.Store, sale stock.Sale) {
 	t.Helper()
 	o, err := s.Order(t.Context(), sale.OrderID)
 	if err != nil {
@@ -73,16 +74,16 @@ func TestDurableOrdersCatchRedisRestoredWithItsWitness(t *testing.T) {
 				t.Cleanup(func() { _ = rdb.Close() })
 				return rdb
 			}
-			reg := &memRegister{}
+			reg := &storetest.MemRegister{}
 			keys := ledgerKeys(m.segments)
 			rdb := client()
-			s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
+			s := redisstore.NewStore(rdb, keys).WithWitness(reg, 0)
 			if err := s.Reset(t.Context(), 100); err != nil {
 				t.Fatal(err)
 			}
 			units := &unitsLog{}
 			lk := locallock.New() // one lock service for every process
-			service := func(st *stock.Store) *stock.Service { return newService(st, lk, m.cfg) }
+			service := func(st *redisstore.Store) *stock.Service { return newService(st, lk, m.cfg) }
 			svc := service(s)
 			n := 0
 			buy := func(svc *stock.Service) (stock.Sale, error) {
@@ -100,8 +101,8 @@ func TestDurableOrdersCatchRedisRestoredWithItsWitness(t *testing.T) {
 				}
 			}
 			// A new process over the same Redis and witness.
-			restarted := func(u stock.DurableUnits) *stock.Service {
-				st := stock.NewStore(client(), keys).WithWitness(reg, 0)
+			restarted := func(u redisstore.DurableUnits) *stock.Service {
+				st := redisstore.NewStore(client(), keys).WithWitness(reg, 0)
 				if u != nil {
 					st = st.WithDurableUnits(u)
 				}
@@ -133,7 +134,7 @@ func TestDurableOrdersCatchRedisRestoredWithItsWitness(t *testing.T) {
 			if err := rdb.Save(t.Context()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			backup := bytes.Clone(reg.val)
+			backup := reg.Value()
 			sell(3) // answered sold and stored, then lost with both backups
 			if err := srv.Kill(); err != nil {
 				t.Fatal(err)
@@ -141,8 +142,8 @@ func TestDurableOrdersCatchRedisRestoredWithItsWitness(t *testing.T) {
 			if err := srv.Start(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			reg.set(backup)
-			wantStatus(t, s, stock.Status{Stock: 95, Lucky: 5})
+			reg.Set(backup)
+			storetest.WantStatus(t, s, stock.Status{Stock: 95, Lucky: 5})
 
 			// The witness alone passes it: the unit sold twice.
 			blind := restarted(nil)
@@ -167,17 +168,17 @@ func TestDurableOrdersCatchRedisRestoredWithItsWitness(t *testing.T) {
 			if err := <-first; !errors.Is(err, stock.ErrStoreRewound) {
 				t.Fatalf("a new process on the restored Redis: %v; want ErrStoreRewound", err)
 			}
-			wantHalted(t, s, "orders_ahead")
+			storetest.WantHalted(t, s, "orders_ahead")
 			if _, err := blind.ReduceFor(t.Context(), stock.Buyer{User: "after", Key: "x"}); !errors.Is(err, stock.ErrStoreRewound) {
 				t.Fatalf("the process without the check, after the halt: %v; want ErrStoreRewound", err)
 			}
-			wantStatus(t, s, stock.Status{Stock: 94, Lucky: 6})
+			storetest.WantStatus(t, s, stock.Status{Stock: 94, Lucky: 6})
 		})
 	}
 }
 
 // mustSale is the ledger's current sale id.
-func mustSale(t *testing.T, s *stock.Store) string {
+func mustSale(t *testing.T, s *redisstore.Store) string {
 	t.Helper()
 	st, err := s.LedgerStats(t.Context())
 	if err != nil {

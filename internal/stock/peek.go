@@ -24,52 +24,18 @@ import (
 // buyer is refused at once; after it every buyer but one whose key has a
 // record, which the sale script answers (ledger.lua).
 
-// Peek returns the stock without the lock, and whether idem (the buyer's
-// idempotency record, "" for none) exists. It writes nothing unless it
-// finds a rewound sale, which it halts as any guarded read does, or an
-// ended window, which it latches (window.lua). Outside
-// the sale's window (Keys.Window) it returns a *WindowError, with record
-// set all the same.
-func (s *Store) Peek(ctx context.Context, idem string) (stock int64, record bool, err error) {
-	err = s.guarded(ctx, func(gkeys []string, gargs []any, _ string) error {
-		keys := append([]string{s.keys.Stock}, gkeys...)
-		if idem != "" {
-			keys = append(keys, idem)
-		}
-		keys, args := s.windowed(keys, gargs)
-		res, err := s.scripts().peek.Run(ctx, s.rdb, keys, args...).Slice()
-		if err != nil {
-			return WrapRedis(ctx, "peek", err)
-		}
-		if len(res) != 3 {
-			return fmt.Errorf("stock: peek: unexpected reply %v", res)
-		}
-		code, _ := res[0].(int64)
-		n, _ := res[1].(int64)
-		rec, _ := res[2].(int64)
-		record = rec == 1 // set with a closed window too
-		if err := s.readRefusal(ctx, "peek", code, n); err != nil {
-			return err
-		}
-		stock = n
-		return nil
-	})
-	return stock, record, err
-}
-
 // soldOutEarly answers b from a read without the lock when that read is
 // final: ErrSoldOut for a sold-out segment (and a buyer without a record
 // to replay), or the definite refusal the fenced read would give (a lost,
 // broken or halted sale). nil means the sale goes on under the lock.
 func (s *Service) soldOutEarly(ctx context.Context, seg *segment, b Buyer) error {
-	idem := ""
-	if b.Key != "" && s.ledger() {
-		idem = seg.store.idemKey(b.User, b.Key)
+	if !s.ledger() {
+		b.Key = "" // no ledger, no record to replay
 	}
-	n, record, err := seg.store.Peek(ctx, idem)
+	n, record, err := seg.store.Peek(ctx, b)
 	switch {
 	case errors.Is(err, ErrStoreLost), errors.Is(err, ErrNotInteger), errors.Is(err, ErrStoreRewound),
-		errors.Is(err, ErrNotStarted), errors.Is(err, errItemChanged):
+		errors.Is(err, ErrNotStarted), errors.Is(err, ErrItemChanged):
 		return err
 	case errors.Is(err, ErrEnded):
 		if record {

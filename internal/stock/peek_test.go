@@ -11,6 +11,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // countingLocker counts Acquire calls and hands out fresh leases.
@@ -107,7 +108,7 @@ func TestPeekSeesAResetByAnotherReplica(t *testing.T) {
 	if _, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrSoldOut) {
 		t.Fatalf("got %v, want ErrSoldOut", err)
 	}
-	other := stock.NewStore(rdb, ledgerKeys(1))
+	other := redisstore.NewStore(rdb, ledgerKeys(1))
 	if err := other.Reset(t.Context(), 2); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 )
 
 // reconcileLab is one sale on a real Redis with a witness in memory and
@@ -20,12 +22,12 @@ type reconcileLab struct {
 	t     *testing.T
 	srv   *servers.Process
 	rdb   *redis.Client
-	reg   *memRegister
-	keys  stock.Keys
-	s     *stock.Store
+	reg   *storetest.MemRegister
+	keys  redisstore.Keys
+	s     *redisstore.Store
 	units *unitsLog
 	svc   *stock.Service
-	mk    func(*stock.Store) *stock.Service
+	mk    func(*redisstore.Store) *stock.Service
 	n     int
 	// acked is every sale answered sold, in order.
 	acked []stock.Sale
@@ -35,13 +37,13 @@ func newReconcileLab(t *testing.T, m ledgerMode, initial int64) *reconcileLab {
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	x := &reconcileLab{t: t, srv: srv, rdb: rdb, reg: &memRegister{}, keys: ledgerKeys(m.segments), units: &unitsLog{high: map[string]int64{}}}
-	x.s = stock.NewStore(rdb, x.keys).WithWitness(x.reg, 0).WithDurableUnits(x.units)
+	x := &reconcileLab{t: t, srv: srv, rdb: rdb, reg: &storetest.MemRegister{}, keys: ledgerKeys(m.segments), units: &unitsLog{high: map[string]int64{}}}
+	x.s = redisstore.NewStore(rdb, x.keys).WithWitness(x.reg, 0).WithDurableUnits(x.units)
 	if err := x.s.Reset(t.Context(), initial); err != nil {
 		t.Fatal(err)
 	}
 	lk := locallock.New()
-	x.mk = func(st *stock.Store) *stock.Service { return newService(st, lk, m.cfg) }
+	x.mk = func(st *redisstore.Store) *stock.Service { return newService(st, lk, m.cfg) }
 	x.svc = x.mk(x.s)
 	return x
 }
@@ -107,7 +109,7 @@ func TestReconcileKeepsWhatWasAcknowledged(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			x := newReconcileLab(t, m, 60)
 			ctx := t.Context()
-			if _, err := x.s.Reconcile(ctx, "ops", 0); !errors.Is(err, stock.ErrNotReconcilable) {
+			if _, err := x.s.Reconcile(ctx, "ops", 0); !errors.Is(err, redisstore.ErrNotReconcilable) {
 				t.Fatalf("reconcile of a sale not halted: %v; want ErrNotReconcilable", err)
 			}
 			x.sell(10)
@@ -119,22 +121,22 @@ func TestReconcileKeepsWhatWasAcknowledged(t *testing.T) {
 			x.store(6)
 			before := x.unitsOf(t)
 			x.restartRedis()
-			wantStatus(t, x.s, stock.Status{Stock: 50, Lucky: 10})
+			storetest.WantStatus(t, x.s, stock.Status{Stock: 50, Lucky: 10})
 			// A new process learns the witness's ceilings and halts.
-			fresh := x.mk(stock.NewStore(x.rdb, x.keys).WithWitness(x.reg, 0).WithDurableUnits(x.units))
+			fresh := x.mk(redisstore.NewStore(x.rdb, x.keys).WithWitness(x.reg, 0).WithDurableUnits(x.units))
 			if _, err := fresh.ReduceFor(ctx, stock.Buyer{User: "new", Key: "n"}); !errors.Is(err, stock.ErrStoreRewound) {
 				t.Fatalf("a new process on the rewound Redis: %v; want ErrStoreRewound", err)
 			}
-			wantHalted(t, x.s, "rewound")
-			if _, err := x.s.AdoptWitness(ctx, "ops"); !errors.Is(err, stock.ErrNotAdoptable) {
+			storetest.WantHalted(t, x.s, "rewound")
+			if _, err := x.s.AdoptWitness(ctx, "ops"); !errors.Is(err, redisstore.ErrNotAdoptable) {
 				t.Fatalf("adopting a rewound Redis: %v; want ErrNotAdoptable", err)
 			}
 
 			// Refusals first: nothing written.
-			if _, err := x.s.Reconcile(ctx, " ", 0); !errors.Is(err, stock.ErrNotReconcilable) {
+			if _, err := x.s.Reconcile(ctx, " ", 0); !errors.Is(err, redisstore.ErrNotReconcilable) {
 				t.Fatalf("reconcile by nobody: %v", err)
 			}
-			if _, err := x.s.Reconcile(ctx, "ops", 61); !errors.Is(err, stock.ErrNotReconcilable) {
+			if _, err := x.s.Reconcile(ctx, "ops", 61); !errors.Is(err, redisstore.ErrNotReconcilable) {
 				t.Fatalf("reconcile at_least above the initial: %v", err)
 			}
 			x.units.mu.Lock()
@@ -146,7 +148,7 @@ func TestReconcileKeepsWhatWasAcknowledged(t *testing.T) {
 			x.units.mu.Lock()
 			x.units.err = nil
 			x.units.mu.Unlock()
-			wantStatus(t, x.s, stock.Status{Stock: 50, Lucky: 10})
+			storetest.WantStatus(t, x.s, stock.Status{Stock: 50, Lucky: 10})
 
 			r, err := x.s.Reconcile(ctx, "ops", 0)
 			if err != nil {
@@ -156,8 +158,8 @@ func TestReconcileKeepsWhatWasAcknowledged(t *testing.T) {
 			if r.RedisLucky != 10 || r.DurableUnit != 6 || r.WitnessSold != 18 || r.Lucky != 18 || r.Held != 8 || r.Pending != 4 {
 				t.Fatalf("reconciled %+v; want redis_lucky 10, durable_unit 6, witness_sold 18, lucky 18, held 8, pending 4", r)
 			}
-			wantStatus(t, x.s, stock.Status{Stock: 42, Lucky: 18})
-			wantHalted(t, x.s, "")
+			storetest.WantStatus(t, x.s, stock.Status{Stock: 42, Lucky: 18})
+			storetest.WantHalted(t, x.s, "")
 			// The 8 held are exactly the acknowledged sales whose orders
 			// went back with Redis; the first 10 are in its ledger still.
 			var lost int64
@@ -207,7 +209,7 @@ func TestReconcileKeepsWhatWasAcknowledged(t *testing.T) {
 			if len(seen) != 60 {
 				t.Fatalf("%d units answered sold in all; want the 60 of the sale", len(seen))
 			}
-			wantStatus(t, x.s, stock.Status{Stock: 0, Lucky: 60})
+			storetest.WantStatus(t, x.s, stock.Status{Stock: 0, Lucky: 60})
 		})
 	}
 }
@@ -229,18 +231,18 @@ func TestReconcileAfterTheWitnessForgot(t *testing.T) {
 	x.store(4) // the consumer, behind: nothing above Redis's 5 yet
 	sale, ninth := mustSale(t, x.s), x.unitsOf(t)[8]
 	x.restartRedis()
-	x.reg.set(nil)
-	fresh := x.mk(stock.NewStore(x.rdb, x.keys).WithWitness(x.reg, 0).WithDurableUnits(x.units))
+	x.reg.Set(nil)
+	fresh := x.mk(redisstore.NewStore(x.rdb, x.keys).WithWitness(x.reg, 0).WithDurableUnits(x.units))
 	if _, err := fresh.ReduceFor(ctx, stock.Buyer{User: "new", Key: "n"}); !errors.Is(err, stock.ErrStoreRewound) {
 		t.Fatalf("a new process on a wiped witness: %v; want ErrStoreRewound", err)
 	}
-	wantHalted(t, x.s, "witness_lost")
+	storetest.WantHalted(t, x.s, "witness_lost")
 	// The consumer catches up with the orders it had read before Redis
 	// went back.
 	x.units.mu.Lock()
 	x.units.high[sale] = ninth
 	x.units.mu.Unlock()
-	if _, err := x.s.AdoptWitness(ctx, "ops"); !errors.Is(err, stock.ErrNotAdoptable) {
+	if _, err := x.s.AdoptWitness(ctx, "ops"); !errors.Is(err, redisstore.ErrNotAdoptable) {
 		t.Fatalf("adopting while the durable orders are ahead: %v; want ErrNotAdoptable", err)
 	}
 	r, err := x.s.Reconcile(ctx, "ops", 12) // 12 answers sold, from the buyers
@@ -250,7 +252,7 @@ func TestReconcileAfterTheWitnessForgot(t *testing.T) {
 	if r.WitnessSold != -1 || r.DurableUnit != 9 || r.RedisLucky != 5 || r.Lucky != 12 || r.Held != 3 || r.Pending != 0 {
 		t.Fatalf("reconciled %+v; want witness_sold -1, durable_unit 9, redis_lucky 5, lucky 12, held 3", r)
 	}
-	wantStatus(t, x.s, stock.Status{Stock: 28, Lucky: 12})
+	storetest.WantStatus(t, x.s, stock.Status{Stock: 28, Lucky: 12})
 	// The witness holds the sale again, so every process sells.
 	next, err := fresh.ReduceFor(ctx, stock.Buyer{User: "later", Key: "l"})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 	"seckill/internal/testwait"
 )
 
@@ -24,14 +25,14 @@ import (
 // up): WAIT returns the moment the replica acknowledges, so the bound only
 // matters for a replica that never does. The steps that must time out (the
 // replica frozen or held) take a store with a short one, strict.
-func steady(s *stock.Store, acks int) *stock.Store {
-	return s.WithReplicaAcks(stock.ReplicaAcks{Replicas: acks})
+func steady(s *redisstore.Store, acks int) *redisstore.Store {
+	return s.WithReplicaAcks(redisstore.ReplicaAcks{Replicas: acks})
 }
 
 // strict is s with acks replicas waited for only timeout, for the steps
 // whose replica cannot answer.
-func strict(s *stock.Store, acks int, timeout time.Duration) *stock.Store {
-	return s.WithReplicaAcks(stock.ReplicaAcks{Replicas: acks, Timeout: stock.AckMustNotWithin(timeout)})
+func strict(s *redisstore.Store, acks int, timeout time.Duration) *redisstore.Store {
+	return s.WithReplicaAcks(redisstore.ReplicaAcks{Replicas: acks, Timeout: redisstore.AckMustNotWithin(timeout)})
 }
 
 // sentinelClient is a go-redis FailoverClient (no retries of its own, as
@@ -50,7 +51,7 @@ func sentinelClient(t *testing.T, set *servers.SentinelSet) *redis.Client {
 // steadyReset resets s to n and returns once the replica holds the reset,
 // acks or not: without it an acks-0 run may kill the primary before its
 // replica saw the reset at all, and a failover then has no sale to carry.
-func steadyReset(t *testing.T, s *stock.Store, set *servers.SentinelSet, n int64) {
+func steadyReset(t *testing.T, s *redisstore.Store, set *servers.SentinelSet, n int64) {
 	t.Helper()
 	if err := s.Reset(t.Context(), n); err != nil {
 		t.Fatalf("reset: %v", err)
@@ -63,22 +64,22 @@ func steadyReset(t *testing.T, s *stock.Store, set *servers.SentinelSet, n int64
 // replicated is a store behind Sentinel, over the harness's primary,
 // replica and three Sentinels, waiting for acks replicas with the long default bound,
 // reset to n with the replica holding the reset.
-func replicated(t *testing.T, n int64, keys stock.Keys, acks int) (*stock.Store, *servers.SentinelSet, *redis.Client) {
+func replicated(t *testing.T, n int64, keys redisstore.Keys, acks int) (*redisstore.Store, *servers.SentinelSet, *redis.Client) {
 	t.Helper()
 	set := servertest.Sentinels(t, servers.SentinelOptions{})
 	rdb := sentinelClient(t, set)
-	s := steady(stock.NewStore(rdb, keys), acks)
+	s := steady(redisstore.NewStore(rdb, keys), acks)
 	steadyReset(t, s, set, n)
 	return s, set, rdb
 }
 
 var ackModes = []struct {
 	name string
-	keys stock.Keys
+	keys redisstore.Keys
 	cfg  func(*stock.ServiceConfig)
 }{
-	{"locked", stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}, func(c *stock.ServiceConfig) { c.Fencing = true }},
-	{"atomic", stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}, func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }},
+	{"locked", redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}, func(c *stock.ServiceConfig) { c.Fencing = true }},
+	{"atomic", redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}, func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }},
 	{"locked+ledger", ledgerKeys(1), func(c *stock.ServiceConfig) { c.Fencing = true }},
 	{"atomic+ledger", ledgerKeys(1), func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }},
 }
@@ -113,7 +114,7 @@ func TestStoppedReplicaMakesSaleUnconfirmed(t *testing.T) {
 			}).Reduce(t.Context())
 			took := time.Since(start)
 			var ue *stock.UnconfirmedError
-			if !errors.As(err, &ue) || !errors.Is(err, stock.ErrNotReplicated) {
+			if !errors.As(err, &ue) || !errors.Is(err, redisstore.ErrNotReplicated) {
 				t.Fatalf("sale with the replica stopped: got %+v, %v; want unconfirmed (not replicated)", sale, err)
 			}
 			if !strings.Contains(err.Error(), "within "+ackTimeout.String()) {
@@ -123,7 +124,7 @@ func TestStoppedReplicaMakesSaleUnconfirmed(t *testing.T) {
 				t.Fatalf("unconfirmed after %v: the write was retried until the confirm deadline (%v), not answered at the %v ack timeout", took, confirmTimeout, ackTimeout)
 			}
 			t.Logf("unconfirmed after %v: %v", took.Round(time.Millisecond), err)
-			if _, sold, err := frozen.Receipt(t.Context(), ue.Attempt); !errors.Is(err, stock.ErrNotReplicated) || !errors.Is(err, stock.ErrUnavailable) {
+			if _, sold, err := frozen.Receipt(t.Context(), ue.Attempt); !errors.Is(err, redisstore.ErrNotReplicated) || !errors.Is(err, stock.ErrUnavailable) {
 				t.Fatalf("receipt while the replica is stopped: sold %v, %v; want ErrNotReplicated (and ErrUnavailable)", sold, err)
 			}
 
@@ -214,7 +215,7 @@ func TestFailoverLosesNoAcknowledgedSale(t *testing.T) {
 
 // promoted is a store without replica acks on the Sentinels' current
 // primary, directly.
-func promoted(t *testing.T, set *servers.SentinelSet, keys stock.Keys) *stock.Store {
+func promoted(t *testing.T, set *servers.SentinelSet, keys redisstore.Keys) *redisstore.Store {
 	t.Helper()
 	addr, err := set.Master(t.Context())
 	if err != nil {
@@ -222,7 +223,7 @@ func promoted(t *testing.T, set *servers.SentinelSet, keys stock.Keys) *stock.St
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = rdb.Close() })
-	return stock.NewStore(rdb, keys)
+	return redisstore.NewStore(rdb, keys)
 }
 
 type failoverResult struct {
@@ -241,7 +242,7 @@ type failoverResult struct {
 // answered, rejoins it as a replica once every Sentinel has switched, and
 // stops 200 sales after the first one answered after the kill, or when the
 // sale halts (a sale lost in the failover, caught by the guard).
-func failoverRun(t *testing.T, s *stock.Store, set *servers.SentinelSet, svc *stock.Service) failoverResult {
+func failoverRun(t *testing.T, s *redisstore.Store, set *servers.SentinelSet, svc *stock.Service) failoverResult {
 	t.Helper()
 	ctx, cancel := context.WithCancel(testwait.Until(t))
 	defer cancel()
@@ -339,7 +340,7 @@ func BenchmarkReplicaAcks(b *testing.B) {
 				set := servertest.Sentinels(b, servers.SentinelOptions{})
 				rdb := redis.NewClient(&redis.Options{Addr: set.Primary.Addr(), MaxRetries: -1})
 				b.Cleanup(func() { _ = rdb.Close() })
-				s := stock.NewStore(rdb, m.keys).WithReplicaAcks(stock.ReplicaAcks{Replicas: acks})
+				s := redisstore.NewStore(rdb, m.keys).WithReplicaAcks(redisstore.ReplicaAcks{Replicas: acks})
 				if err := s.Reset(b.Context(), int64(b.N)+1); err != nil {
 					b.Fatal(err)
 				}
@@ -374,7 +375,7 @@ func TestLaggingReplicaFailover(t *testing.T) {
 			})
 			const initial = 100
 			keys := ledgerKeys(1)
-			s := steady(stock.NewStore(sentinelClient(t, set), keys), acks)
+			s := steady(redisstore.NewStore(sentinelClient(t, set), keys), acks)
 			steadyReset(t, s, set, initial)
 			lk := locallock.New()
 			fenced := func(c *stock.ServiceConfig) { c.Fencing = true }
@@ -470,7 +471,7 @@ func TestResetWaitsForReplica(t *testing.T) {
 			})
 			keys := ledgerKeys(1)
 			const timeout = 200 * time.Millisecond
-			s := steady(stock.NewStore(sentinelClient(t, set), keys), acks)
+			s := steady(redisstore.NewStore(sentinelClient(t, set), keys), acks)
 			if err := s.Reset(t.Context(), 100); err != nil {
 				t.Fatal(err)
 			}
@@ -494,7 +495,7 @@ func TestResetWaitsForReplica(t *testing.T) {
 			err := strict(s, acks, timeout).Reset(t.Context(), 50)
 			took := time.Since(start)
 			if acks > 0 {
-				if !errors.Is(err, stock.ErrNotReplicated) || !errors.Is(err, stock.ErrUnavailable) {
+				if !errors.Is(err, redisstore.ErrNotReplicated) || !errors.Is(err, stock.ErrUnavailable) {
 					t.Fatalf("reset with the replica held: %v; want ErrNotReplicated and ErrUnavailable", err)
 				}
 				// Refused at the short bound, not the default (2s) one: the
@@ -559,7 +560,7 @@ func TestUnconfirmedReplayNamesTheOriginalOrder(t *testing.T) {
 			})
 			rdb := sentinelClient(t, set)
 			keys := ledgerKeys(1)
-			s := steady(stock.NewStore(rdb, keys), 1)
+			s := steady(redisstore.NewStore(rdb, keys), 1)
 			steadyReset(t, s, set, 10)
 			lk := locallock.New()
 			buyer := stock.Buyer{User: "u1", Key: "k1"}
@@ -575,7 +576,7 @@ func TestUnconfirmedReplayNamesTheOriginalOrder(t *testing.T) {
 			if !errors.As(err, &ue) || ue.Attempt != first.OrderID {
 				t.Fatalf("replay with the replica held: %+v, %v; want unconfirmed naming the original order %s", sale, err, first.OrderID)
 			}
-			if _, sold, err := held.Receipt(t.Context(), ue.Attempt); !errors.Is(err, stock.ErrNotReplicated) {
+			if _, sold, err := held.Receipt(t.Context(), ue.Attempt); !errors.Is(err, redisstore.ErrNotReplicated) {
 				t.Fatalf("its receipt with the replica held: sold %v, %v; want unsettled (ErrNotReplicated)", sold, err)
 			}
 			relay.Release()

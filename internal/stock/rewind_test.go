@@ -10,6 +10,8 @@ import (
 	"seckill/internal/lock/locallock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 )
 
 // A Redis restarted from an older snapshot of the same sale has lost
@@ -38,12 +40,12 @@ func TestOlderSnapshotHaltsTheSale(t *testing.T) {
 				t.Cleanup(func() { _ = rdb.Close() })
 				return rdb
 			}
-			keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+			keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
 			if m.ledger {
 				keys = ledgerKeys(1)
 			}
 			rdb := client()
-			s := stock.NewStore(rdb, keys)
+			s := redisstore.NewStore(rdb, keys)
 			if err := s.Reset(t.Context(), 100); err != nil {
 				t.Fatal(err)
 			}
@@ -76,17 +78,17 @@ func TestOlderSnapshotHaltsTheSale(t *testing.T) {
 			if err := srv.Start(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			wantStatus(t, s, stock.Status{Stock: 97, Lucky: 3})
+			storetest.WantStatus(t, s, stock.Status{Stock: 97, Lucky: 3})
 
 			if sale, err := buy(svc); !errors.Is(err, stock.ErrStoreRewound) || !errors.Is(err, stock.ErrStoreLost) {
 				t.Fatalf("sale on the rewound Redis: got %+v, %v; want ErrStoreRewound", sale, err)
 			}
 			// Another replica, which never sold: refused by the halt.
-			other := newService(stock.NewStore(client(), keys), lk, m.cfg)
+			other := newService(redisstore.NewStore(client(), keys), lk, m.cfg)
 			if sale, err := buy(other); !errors.Is(err, stock.ErrStoreRewound) {
 				t.Fatalf("another replica's sale: got %+v, %v; want ErrStoreRewound", sale, err)
 			}
-			wantStatus(t, s, stock.Status{Stock: 97, Lucky: 3})
+			storetest.WantStatus(t, s, stock.Status{Stock: 97, Lucky: 3})
 			if why, err := s.Halted(t.Context()); err != nil || why == "" {
 				t.Fatalf("Halted: %q, %v; want the reason", why, err)
 			}
@@ -103,7 +105,7 @@ func TestOlderSnapshotHaltsTheSale(t *testing.T) {
 			if _, err := buy(other); err != nil {
 				t.Fatalf("sale after the reset: %v", err)
 			}
-			wantStatus(t, s, stock.Status{Stock: 99, Lucky: 1})
+			storetest.WantStatus(t, s, stock.Status{Stock: 99, Lucky: 1})
 		})
 	}
 }
@@ -126,15 +128,15 @@ func TestResetByAnotherReplicaIsNoRewind(t *testing.T) {
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			srv := servertest.Redis(t)
-			keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Segments: 2}
-			var stores []*stock.Store
+			keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Segments: 2}
+			var stores []*redisstore.Store
 			var svcs []*stock.Service
 			lk := locallock.New()
-			reg := &memRegister{}
+			reg := &storetest.MemRegister{}
 			for range 2 {
 				rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 				t.Cleanup(func() { _ = rdb.Close() })
-				s := stock.NewStore(rdb, keys)
+				s := redisstore.NewStore(rdb, keys)
 				if m.witness {
 					s = s.WithWitness(reg, 0)
 				}
@@ -150,7 +152,7 @@ func TestResetByAnotherReplicaIsNoRewind(t *testing.T) {
 						t.Fatalf("round %d, sale %d on replica %d: %v", round, i, i%2, err)
 					}
 				}
-				wantStatus(t, stores[0], stock.Status{Stock: 4, Lucky: 6})
+				storetest.WantStatus(t, stores[0], stock.Status{Stock: 4, Lucky: 6})
 			}
 		})
 	}

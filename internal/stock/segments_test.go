@@ -16,10 +16,12 @@ import (
 	"seckill/internal/lock/redislock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 )
 
-func segmentedStore(rdb *redis.Client, segments int) *stock.Store {
-	return stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Initial: "stock:initial", Segments: segments})
+func segmentedStore(rdb *redis.Client, segments int) *redisstore.Store {
+	return redisstore.NewStore(rdb, redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Initial: "stock:initial", Segments: segments})
 }
 
 func TestSegmentShares(t *testing.T) {
@@ -83,7 +85,7 @@ func TestSegmentedResetAndStatus(t *testing.T) {
 	if n, err := rdb.Exists(ctx, "stock:fence", "stock:fence:1", "stock:fence:2").Result(); err != nil || n != 0 {
 		t.Fatalf("got %d fences after reset (%v), want 0", n, err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 10})
+	storetest.WantStatus(t, s, stock.Status{Stock: 10})
 	if got, err := s.SegmentStocks(ctx); err != nil || !slices.Equal(got, []int64{4, 3, 3}) {
 		t.Fatalf("segment stocks: got %v (%v), want [4 3 3]", got, err)
 	}
@@ -192,7 +194,7 @@ func TestSegmentedSoldOutAndReset(t *testing.T) {
 	if _, err := svc.Reduce(ctx); err != nil {
 		t.Fatalf("after a reset: got %v, want a sale", err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 0, Lucky: 1})
+	storetest.WantStatus(t, s, stock.Status{Stock: 0, Lucky: 1})
 }
 
 // No false sold-out, no oversell, across replicas (several Services on one
@@ -247,7 +249,7 @@ func TestSegmentedNoFalseSoldOut(t *testing.T) {
 			t.Run(m.name+"/"+l.name, func(t *testing.T) {
 				srv := servertest.Redis(t)
 				var svcs []*stock.Service
-				var admin *stock.Store
+				var admin *redisstore.Store
 				var adminRDB *redis.Client
 				for range m.replicas {
 					rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -292,19 +294,19 @@ func TestSegmentedNoFalseSoldOut(t *testing.T) {
 						}
 						left += v
 					}
-					wantStatus(t, admin, stock.Status{Stock: left, Lucky: n - left})
+					storetest.WantStatus(t, admin, stock.Status{Stock: left, Lucky: n - left})
 					return int(okN.Load()), int(outN.Load())
 				}
 				if sold, soldOut := sale(units, units); sold != units || soldOut != 0 {
 					t.Fatalf("%d buyers for %d units: got sold %d, sold_out %d; want every buyer sold (a sold_out here is a false one)",
 						units, units, sold, soldOut)
 				}
-				wantStatus(t, admin, stock.Status{Stock: 0, Lucky: units})
+				storetest.WantStatus(t, admin, stock.Status{Stock: 0, Lucky: units})
 				const buyers = 2*units + 7
 				if sold, soldOut := sale(units, buyers); sold != units || soldOut != buyers-units {
 					t.Fatalf("%d buyers for %d units: got sold %d, sold_out %d; want %d, %d", buyers, units, sold, soldOut, units, buyers-units)
 				}
-				wantStatus(t, admin, stock.Status{Stock: 0, Lucky: units})
+				storetest.WantStatus(t, admin, stock.Status{Stock: 0, Lucky: units})
 			})
 		}
 	}

@@ -20,7 +20,7 @@ type batch struct {
 	n   int
 	cur int64
 	k   int
-	v   []verdict // with the ledger: what each buyer got
+	v   []Verdict // with the ledger: what each buyer got
 	err error
 }
 
@@ -57,22 +57,22 @@ func (b *batch) answer(i int) (Sale, error) {
 // own id, or for a replay the original order's, whose receipt is the one
 // that settles it (the replay itself wrote none, so its own id's receipt
 // would say "not sold" for good).
-func unconfirmedAttempt(id string, vs []verdict, i int) string {
-	if i < len(vs) && vs[i].kind == verdictReplay {
-		return vs[i].order
+func unconfirmedAttempt(id string, vs []Verdict, i int) string {
+	if i < len(vs) && vs[i].Kind == VerdictReplay {
+		return vs[i].Order
 	}
 	return id
 }
 
 // sale is the answer of a verdict to the buyer whose attempt id is id.
-func (v verdict) sale(id string) (Sale, error) {
-	switch v.kind {
-	case verdictSold, verdictReplay:
-		return Sale{StockAfter: v.after, Token: v.token, Attempt: id, OrderID: v.order, Replayed: v.kind == verdictReplay}, nil
-	case verdictLimit:
+func (v Verdict) sale(id string) (Sale, error) {
+	switch v.Kind {
+	case VerdictSold, VerdictReplay:
+		return Sale{StockAfter: v.After, Token: v.Token, Attempt: id, OrderID: v.Order, Replayed: v.Kind == VerdictReplay}, nil
+	case VerdictLimit:
 		return Sale{}, ErrLimitReached
-	case verdictEnded:
-		return Sale{}, windowRefusal(false, v.ends)
+	case VerdictEnded:
+		return Sale{}, WindowRefusal(false, v.Ends)
 	default:
 		return Sale{}, ErrSoldOut
 	}
@@ -106,13 +106,13 @@ func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, b
 		b.err = s.write(ctx, seg, lease, b.f, b.cur, b.k, n)
 		return b
 	}
-	members := make([]member, n)
+	members := make([]Member, n)
 	for i, by := range buyers {
-		members[i] = member{Buyer: by, id: b.id(i)}
+		members[i] = Member{Buyer: by, ID: b.id(i)}
 	}
 	la := s.ledgerArgs()
 	b.err = s.fencedCall(ctx, lease, b.f, n, func(ctx context.Context) (err error) {
-		b.v, err = seg.store.writeLedger(ctx, b.f, b.cur, members, la)
+		b.v, err = seg.store.WriteLedger(ctx, b.f, b.cur, members, la)
 		return err
 	})
 	return b
@@ -135,7 +135,7 @@ func (s *Service) read(ctx context.Context, seg *segment, lease lock.Lease, f Fe
 	}
 	var rd Reading
 	tries, err := s.confirm(ctx, func(ctx context.Context) (err error) {
-		rd, err = seg.store.read(ctx, f, replays)
+		rd, err = seg.store.Read(ctx, f, replays)
 		return err
 	})
 	s.countRetries(tries)
@@ -178,13 +178,13 @@ func (s *Service) write(ctx context.Context, seg *segment, lease lock.Lease, f F
 	if !s.cfg.Fencing {
 		// The articles' write: not idempotent, so no retry; it is the lab's
 		// control for what fencing prevents.
-		return seg.store.writeUnfenced(ctx, cur-int64(k), k)
+		return seg.store.WriteUnfenced(ctx, cur-int64(k), k)
 	}
 	return s.fencedCall(ctx, lease, f, n, func(ctx context.Context) error {
 		if n == 1 {
-			return seg.store.write(ctx, f, cur-1)
+			return seg.store.Write(ctx, f, cur-1, 0)
 		}
-		return seg.store.write(ctx, f, cur-int64(k), k)
+		return seg.store.Write(ctx, f, cur-int64(k), k)
 	})
 }
 
@@ -202,7 +202,7 @@ func (s *Service) fencedCall(ctx context.Context, lease lock.Lease, f Fence, n i
 		// definite even after an unanswered try: the receipt is read
 		// first, so a try that sold would have answered with it.
 		return err
-	case (errors.Is(err, ErrOutOfMemory) || isWindowRefusal(err)) && tries == 1:
+	case (errors.Is(err, ErrOutOfMemory) || IsWindowRefusal(err)) && tries == 1:
 		// Definite only when no earlier try went unanswered: such a try
 		// may still run, and sell, once memory frees up (or, in its
 		// window, once it opens).
@@ -219,11 +219,11 @@ func (s *Service) fencedCall(ctx context.Context, lease lock.Lease, f Fence, n i
 func (s *Service) sellAtomic(ctx context.Context, seg *segment, b Buyer) (Sale, error) {
 	id := NewAttemptID()
 	var after int64
-	var v verdict
+	var v Verdict
 	ledger, la := s.ledger(), s.ledgerArgs()
 	tries, err := s.confirm(ctx, func(ctx context.Context) (err error) {
 		if ledger {
-			v, err = seg.store.sellLedger(ctx, id, b, la)
+			v, err = seg.store.SellLedger(ctx, id, b, la)
 			return err
 		}
 		after, err = seg.store.SellAtomic(ctx, id)
@@ -237,14 +237,14 @@ func (s *Service) sellAtomic(ctx context.Context, seg *segment, b Buyer) (Sale, 
 		return Sale{StockAfter: after, Attempt: id}, nil
 	case errors.Is(err, ErrSoldOut), errors.Is(err, ErrNotInteger):
 		return Sale{}, err // definite: nothing was written
-	case (errors.Is(err, ErrOutOfMemory) || errors.Is(err, ErrStoreLost) || isWindowRefusal(err) ||
-		errors.Is(err, errItemChanged)) && tries == 1:
+	case (errors.Is(err, ErrOutOfMemory) || errors.Is(err, ErrStoreLost) || IsWindowRefusal(err) ||
+		errors.Is(err, ErrItemChanged)) && tries == 1:
 		// Definite, as in fencedCall: the script refused before writing
 		// (a lost or halted sale, a closed window, an item reset since its
 		// service was built), and no earlier try is left to run.
 		return Sale{}, err
 	default:
 		s.cfg.OnEvent(EventUnconfirmed)
-		return Sale{}, &UnconfirmedError{Attempt: unconfirmedAttempt(id, []verdict{v}, 0), Err: err}
+		return Sale{}, &UnconfirmedError{Attempt: unconfirmedAttempt(id, []Verdict{v}, 0), Err: err}
 	}
 }

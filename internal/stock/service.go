@@ -69,7 +69,7 @@ const (
 
 // ServiceConfig wires a Service. Zero durations get the documented defaults.
 type ServiceConfig struct {
-	Store  *Store
+	Store  Store
 	Locker lock.Locker // unused in ModeAtomic
 	Mode   Mode        // default ModeLocked
 
@@ -155,7 +155,7 @@ type Service struct {
 // key, fence identity and, with combining, its queue.
 type segment struct {
 	i       int
-	store   *Store
+	store   Segment
 	lockKey string
 	ident   string    // the lock identity its fence records
 	comb    *combiner // nil without combining
@@ -230,7 +230,7 @@ func NewService(cfg ServiceConfig) *Service {
 		seg := &segment{i: i, lockKey: SegmentKey(cfg.LockKey, i)}
 		seg.ident = s.identity(seg.lockKey)
 		if cfg.Store != nil {
-			seg.store = cfg.Store.segment(i)
+			seg.store = cfg.Store.Segment(i)
 		}
 		if cfg.Combine && cfg.Mode == ModeLocked {
 			seg.comb = &combiner{max: cfg.CombineMax}
@@ -310,13 +310,9 @@ func (s *Service) reduceIn(ctx context.Context, seg *segment, b Buyer) (Sale, er
 // share it. Not recorded in time, the sale is unconfirmed: it sold in
 // Redis, and its receipt says so.
 func (s *Service) witnessed(ctx context.Context, seg *segment, sale Sale) (Sale, error) {
-	w := seg.store.wit
-	if w == nil {
-		return sale, nil
-	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ConfirmTimeout)
 	defer cancel()
-	err := w.await(wctx)
+	err := seg.store.AwaitWitness(wctx)
 	if err == nil {
 		return sale, nil
 	}
@@ -328,8 +324,7 @@ func (s *Service) witnessed(ctx context.Context, seg *segment, sale Sale) (Sale,
 		// The witness lost the sale: this one stays unconfirmed (its
 		// receipt says it sold); every replica's next is refused.
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ConfirmTimeout)
-		epoch, _, _ := seg.store.mark.snapshot()
-		herr := seg.store.haltLost(hctx, "witness the sale", epoch, witnessLostReason(err))
+		herr := seg.store.HaltWitnessLost(hctx, err)
 		if !errors.Is(herr, ErrStoreRewound) && !errors.Is(herr, ErrUnavailable) {
 			s.log.Error("the witness lost the sale, and the halt was not written", "err", err, "halt", herr)
 		}
@@ -382,8 +377,8 @@ func (s *Service) ledger() bool {
 }
 
 // ledgerArgs are this service's settings for a ledger script run now.
-func (s *Service) ledgerArgs() ledgerArgs {
-	return ledgerArgs{limit: s.cfg.PerUserLimit, ttl: s.cfg.IdempotencyTTL, replica: s.cfg.Replica, now: time.Now()}
+func (s *Service) ledgerArgs() LedgerArgs {
+	return LedgerArgs{Limit: s.cfg.PerUserLimit, TTL: s.cfg.IdempotencyTTL, Replica: s.cfg.Replica, Now: time.Now()}
 }
 
 // acquire takes seg's lock for a request that has been waiting since since:

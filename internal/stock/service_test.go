@@ -14,6 +14,8 @@ import (
 	"seckill/internal/lock/nolock"
 	"seckill/internal/lock/redislock"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 )
 
 // fakeLease is a lease the test controls. onDone, if set, runs on the first
@@ -60,7 +62,7 @@ func one(l lock.Lease) fakeLocker {
 	return func(context.Context) (lock.Lease, error) { return l, nil }
 }
 
-func newService(s *stock.Store, lk lock.Locker, mut func(*stock.ServiceConfig)) *stock.Service {
+func newService(s *redisstore.Store, lk lock.Locker, mut func(*stock.ServiceConfig)) *stock.Service {
 	cfg := stock.ServiceConfig{Store: s, Locker: lk, Backend: "test", LockKey: "seckill:lock"}
 	if mut != nil {
 		mut(&cfg)
@@ -120,7 +122,7 @@ func TestServiceLocalLockIsExactInProcess(t *testing.T) {
 	if sold != 20 || soldOut != 30 {
 		t.Fatalf("got sold %d sold_out %d, want 20 30", sold, soldOut)
 	}
-	wantStatus(t, s, stock.Status{Stock: 0, Lucky: 20})
+	storetest.WantStatus(t, s, stock.Status{Stock: 0, Lucky: 20})
 }
 
 // Two "replicas" (two Services, two lockers, two clients) on the Redis lock
@@ -155,7 +157,7 @@ func TestServiceRedisLockFencedAcrossReplicas(t *testing.T) {
 	if sold.Load() != 15 || soldOut.Load() != 25 {
 		t.Fatalf("got sold %d sold_out %d, want 15 25", sold.Load(), soldOut.Load())
 	}
-	wantStatus(t, s, stock.Status{Stock: 0, Lucky: 15})
+	storetest.WantStatus(t, s, stock.Status{Stock: 0, Lucky: 15})
 }
 
 // A holder that lost its lock without noticing (a pause) writes after a
@@ -177,7 +179,7 @@ func TestServiceFencedWhenNewerHolderRead(t *testing.T) {
 	if !errors.Is(err, stock.ErrFenced) {
 		t.Fatalf("got %v, want ErrFenced", err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 5})
+	storetest.WantStatus(t, s, stock.Status{Stock: 5})
 	if !old.released.Load() {
 		t.Fatal("lease not released after a fenced write")
 	}
@@ -196,7 +198,7 @@ func TestServiceLockLostAbortsWrite(t *testing.T) {
 	if !errors.Is(err, stock.ErrLockLost) || !errors.Is(err, lock.ErrLost) {
 		t.Fatalf("got %v, want ErrLockLost wrapping lock.ErrLost", err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 5})
+	storetest.WantStatus(t, s, stock.Status{Stock: 5})
 }
 
 // A client that hangs up mid-sale must not skip the release: it runs with a
@@ -215,7 +217,7 @@ func TestServiceReleasesAfterClientCancel(t *testing.T) {
 	if err := <-l.relErr; err != nil {
 		t.Fatalf("release ran with a done context: %v", err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 5})
+	storetest.WantStatus(t, s, stock.Status{Stock: 5})
 }
 
 func TestServiceAcquireFailures(t *testing.T) {
@@ -249,7 +251,7 @@ func TestServiceAcquireFailures(t *testing.T) {
 			if tc.name == "wait timeout is busy" && waited < 20*time.Millisecond {
 				t.Errorf("observed lock wait %v, want >= the 20ms wait timeout", waited)
 			}
-			wantStatus(t, s, stock.Status{Stock: 5})
+			storetest.WantStatus(t, s, stock.Status{Stock: 5})
 		})
 	}
 }
@@ -269,7 +271,7 @@ func TestServiceSoldOutWritesNothing(t *testing.T) {
 	if _, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrSoldOut) {
 		t.Fatalf("got %v, want ErrSoldOut", err)
 	}
-	wantStatus(t, s, stock.Status{})
+	storetest.WantStatus(t, s, stock.Status{})
 	if !l.released.Load() {
 		t.Fatal("lease not released after sold out")
 	}

@@ -11,30 +11,21 @@ import (
 
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 )
 
 // newStore returns a Store on a fresh real redis-server, reset to n.
-func newStore(t *testing.T, n int64) (*stock.Store, *redis.Client) {
+func newStore(t *testing.T, n int64) (*redisstore.Store, *redis.Client) {
 	t.Helper()
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	s := stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"})
+	s := redisstore.NewStore(rdb, redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"})
 	if err := s.Reset(t.Context(), n); err != nil {
 		t.Fatalf("reset: %v", err)
 	}
 	return s, rdb
-}
-
-func wantStatus(t *testing.T, s *stock.Store, want stock.Status) {
-	t.Helper()
-	got, err := s.Status(t.Context())
-	if err != nil {
-		t.Fatalf("status: %v", err)
-	}
-	if got != want {
-		t.Fatalf("got status %+v, want %+v", got, want)
-	}
 }
 
 func TestFencedInterleavings(t *testing.T) {
@@ -127,7 +118,7 @@ func TestFencedInterleavings(t *testing.T) {
 				if !errors.Is(err, st.want) || (st.want == nil && err != nil) {
 					t.Fatalf("%s: got error %v, want %v", st.name, err, st.want)
 				}
-				wantStatus(t, s, st.after)
+				storetest.WantStatus(t, s, st.after)
 			}
 		})
 	}
@@ -167,14 +158,14 @@ func TestResetAndStatus(t *testing.T) {
 	if err := s.WriteUnfenced(ctx, 6); err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 6, Lucky: 1})
+	storetest.WantStatus(t, s, stock.Status{Stock: 6, Lucky: 1})
 	if _, err := s.Read(ctx, stock.Fence{Lock: "redis", Token: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Reset(ctx, 300); err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 300, Lucky: 0})
+	storetest.WantStatus(t, s, stock.Status{Stock: 300, Lucky: 0})
 	if n, err := rdb.Exists(ctx, "stock:fence").Result(); err != nil || n != 0 {
 		t.Fatalf("fence key exists after reset: got %d (err %v), want 0", n, err)
 	}
@@ -183,7 +174,7 @@ func TestResetAndStatus(t *testing.T) {
 	if err := rdb.Del(ctx, "stock", "lucky").Err(); err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, s, stock.Status{})
+	storetest.WantStatus(t, s, stock.Status{})
 	if _, err := s.SellAtomic(ctx, stock.NewAttemptID()); !errors.Is(err, stock.ErrStoreLost) {
 		t.Fatalf("atomic sale on a missing key: got %v, want ErrStoreLost", err)
 	}
@@ -223,14 +214,14 @@ func TestSellAtomicNeverOversells(t *testing.T) {
 	if sold != units || soldOut != buyers*attempts-units {
 		t.Fatalf("got sold %d sold_out %d, want %d %d", sold, soldOut, units, buyers*attempts-units)
 	}
-	wantStatus(t, s, stock.Status{Stock: 0, Lucky: units})
+	storetest.WantStatus(t, s, stock.Status{Stock: 0, Lucky: units})
 }
 
 func TestUnavailable(t *testing.T) {
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	s := stock.NewStore(rdb, stock.Keys{Stock: "s", Lucky: "l", Fence: "f"})
+	s := redisstore.NewStore(rdb, redisstore.Keys{Stock: "s", Lucky: "l", Fence: "f"})
 	if err := srv.Stop(5e9); err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +245,7 @@ func TestUnavailable(t *testing.T) {
 // nothing.
 func TestResetRange(t *testing.T) {
 	s, _ := newStore(t, 7)
-	for _, n := range []int64{-1, stock.MaxStock + 1, math.MaxInt64} {
+	for _, n := range []int64{-1, redisstore.MaxStock + 1, math.MaxInt64} {
 		if err := s.Reset(t.Context(), n); !errors.Is(err, stock.ErrStockRange) {
 			t.Fatalf("Reset(%d): got %v, want ErrStockRange", n, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // TrimLedger takes only what every group acknowledged: never an entry
@@ -26,7 +27,7 @@ func TestTrimLedgerTakesOnlyAcknowledged(t *testing.T) {
 	keys := ledgerKeys(1)
 	trim := func(limit int) int64 {
 		t.Helper()
-		n, err := stock.TrimLedger(ctx, rdb, keys, limit)
+		n, err := redisstore.TrimLedger(ctx, rdb, keys, limit)
 		if err != nil {
 			t.Fatalf("TrimLedger: %v", err)
 		}
@@ -138,7 +139,7 @@ func TestTrimLedgerTakesOnlyAcknowledged(t *testing.T) {
 	if st := wantLedger(t, s, 0, 0, 0); st.Trimmed != 0 {
 		t.Fatalf("after a reset: %+v, want the trimmed count gone", st)
 	}
-	if _, err := stock.TrimLedger(ctx, rdb, stock.Keys{}, 1); !errors.Is(err, stock.ErrNoStream) {
+	if _, err := redisstore.TrimLedger(ctx, rdb, redisstore.Keys{}, 1); !errors.Is(err, redisstore.ErrNoStream) {
 		t.Fatalf("no stream: %v, want ErrNoStream", err)
 	}
 }

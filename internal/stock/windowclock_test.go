@@ -16,6 +16,7 @@ import (
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // A window's time only moves forward, on a real redis-server whose clock
@@ -44,27 +45,27 @@ func (c *clocks) now() time.Time { return time.Now().Add(time.Duration(c.seller.
 
 // windowItems is Items on a Redis on a steppable clock, its windows
 // checked against the seller's clock with bound maxSkew.
-func windowItems(t *testing.T, mode itemMode, ledger bool, maxSkew time.Duration) (*stock.Items, *redis.Client, *clocks) {
+func windowItems(t *testing.T, mode itemMode, ledger bool, maxSkew time.Duration) (*redisstore.Items, *redis.Client, *clocks) {
 	t.Helper()
 	srv, rc := servertest.RedisOnClock(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := &clocks{t: t, redis: rc}
-	items := itemsOver(rdb, ledger, func(cfg *stock.ItemsConfig) {
+	items := itemsOver(rdb, ledger, func(cfg *redisstore.ItemsConfig) {
 		mode.cfg(&cfg.Service)
-		cfg.Clock = stock.WindowClock{Now: c.now, MaxSkew: maxSkew}
+		cfg.Clock = redisstore.WindowClock{Now: c.now, MaxSkew: maxSkew}
 	})
 	return items, rdb, c
 }
 
 // sell sells one unit of item x to a new anonymous buyer.
-func sell(t *testing.T, items *stock.Items) error {
+func sell(t *testing.T, items *redisstore.Items) error {
 	t.Helper()
 	_, err := items.ReduceFor(t.Context(), "x", stock.Buyer{})
 	return err
 }
 
-func wantState(t *testing.T, items *stock.Items, state string) stock.ItemStatus {
+func wantState(t *testing.T, items *redisstore.Items, state string) redisstore.ItemStatus {
 	t.Helper()
 	st, err := items.Status(t.Context(), "x")
 	if err != nil {
@@ -85,7 +86,7 @@ func TestItemWindowSurvivesAStepBack(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			items, rdb, c := windowItems(t, m, true, time.Second)
 			start := time.Now().Add(time.Hour)
-			create(t, items, stock.Item{ID: "x", Stock: 100, StartsAt: start.UnixMilli(), EndsAt: start.Add(time.Minute).UnixMilli()})
+			create(t, items, redisstore.Item{ID: "x", Stock: 100, StartsAt: start.UnixMilli(), EndsAt: start.Add(time.Minute).UnixMilli()})
 			_ = rdb
 			if err := sell(t, items); !errors.Is(err, stock.ErrNotStarted) {
 				t.Fatalf("before the start: %v, want ErrNotStarted", err)
@@ -100,13 +101,13 @@ func TestItemWindowSurvivesAStepBack(t *testing.T) {
 			if err := sell(t, items); err != nil {
 				t.Fatalf("after a step back before the start: %v, want a sale (the window was open)", err)
 			}
-			wantState(t, items, stock.ItemOpen)
+			wantState(t, items, redisstore.ItemOpen)
 
 			c.at(time.Hour+time.Minute+time.Second, time.Hour+time.Minute+time.Second)
 			if err := sell(t, items); !errors.Is(err, stock.ErrEnded) {
 				t.Fatalf("after the end: %v, want ErrEnded", err)
 			}
-			latched := wantState(t, items, stock.ItemEnded)
+			latched := wantState(t, items, redisstore.ItemEnded)
 			if latched.EndSeenAt == 0 {
 				t.Fatalf("after a sale saw the end: no end latch (%+v)", latched)
 			}
@@ -121,7 +122,7 @@ func TestItemWindowSurvivesAStepBack(t *testing.T) {
 				if err := sell(t, items); !errors.Is(err, stock.ErrEnded) {
 					t.Fatalf("every clock %s back: %v, want ErrEnded", back, err)
 				}
-				wantState(t, items, stock.ItemEnded)
+				wantState(t, items, redisstore.ItemEnded)
 			}
 			wantItem(t, items, "x", 98, 2)
 		})
@@ -137,7 +138,7 @@ func TestItemWindowUnderASkewedPrimary(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			items, _, c := windowItems(t, m, false, time.Second)
 			end := time.Hour
-			create(t, items, stock.Item{ID: "x", Stock: 100, EndsAt: time.Now().Add(end).UnixMilli()})
+			create(t, items, redisstore.Item{ID: "x", Stock: 100, EndsAt: time.Now().Add(end).UnixMilli()})
 
 			// Far from the end, a primary 60 s ahead: both clocks say
 			// open, and the sale goes on.
@@ -179,7 +180,7 @@ func TestItemWindowUnderASkewedPrimary(t *testing.T) {
 func TestItemUnlatchUndoesAForwardStep(t *testing.T) {
 	items, rdb, c := windowItems(t, itemModes[0], false, time.Second)
 	end := time.Hour
-	create(t, items, stock.Item{ID: "x", Stock: 100, EndsAt: time.Now().Add(end).UnixMilli()})
+	create(t, items, redisstore.Item{ID: "x", Stock: 100, EndsAt: time.Now().Add(end).UnixMilli()})
 	c.at(end-500*time.Millisecond+800*time.Millisecond, end-500*time.Millisecond)
 	if err := sell(t, items); !errors.Is(err, stock.ErrEnded) {
 		t.Fatalf("Redis 0.8 s ahead, past the end by it: %v, want ErrEnded (within the bound)", err)
@@ -189,7 +190,7 @@ func TestItemUnlatchUndoesAForwardStep(t *testing.T) {
 		t.Fatalf("clocks right again: %v, want ErrEnded (latched)", err)
 	}
 	st, err := items.Unlatch(t.Context(), "x", "ops")
-	if err != nil || st.State != stock.ItemOpen || st.EndSeenAt != 0 {
+	if err != nil || st.State != redisstore.ItemOpen || st.EndSeenAt != 0 {
 		t.Fatalf("unlatch: %+v, %v; want open, no latch", st, err)
 	}
 	if by, err := rdb.HGet(t.Context(), "{item:x}:stock:window", "unlatched_by").Result(); err != nil || by != "ops" {
@@ -202,7 +203,7 @@ func TestItemUnlatchUndoesAForwardStep(t *testing.T) {
 	if err := sell(t, items); !errors.Is(err, stock.ErrEnded) {
 		t.Fatalf("past the end: %v, want ErrEnded", err)
 	}
-	if _, err := items.Unlatch(t.Context(), "x", "ops"); !errors.Is(err, stock.ErrWindowEnded) {
+	if _, err := items.Unlatch(t.Context(), "x", "ops"); !errors.Is(err, redisstore.ErrWindowEnded) {
 		t.Fatalf("unlatch after the end: %v, want ErrWindowEnded", err)
 	}
 	if _, err := items.Unlatch(t.Context(), "nope", "ops"); !errors.Is(err, stock.ErrNoItem) {
@@ -246,7 +247,7 @@ func TestIdempotencyOutlivesAClockJump(t *testing.T) {
 			srv, rc := servertest.RedisOnClock(t)
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 			t.Cleanup(func() { _ = rdb.Close() })
-			s := stock.NewStore(rdb, ledgerKeys(1))
+			s := redisstore.NewStore(rdb, ledgerKeys(1))
 			if err := s.Reset(t.Context(), 10); err != nil {
 				t.Fatal(err)
 			}
@@ -323,8 +324,8 @@ func TestIdempotencyTrimmedBySalesClock(t *testing.T) {
 func TestItemIdempotencyTrimmedOnACluster(t *testing.T) {
 	cl := servertest.RedisCluster(t)
 	cc := clusterClient(t, cl)
-	items := itemsOver(cc, true, func(c *stock.ItemsConfig) { c.Service.IdempotencyTTL = time.Millisecond })
-	create(t, items, stock.Item{ID: "x", Stock: 5})
+	items := itemsOver(cc, true, func(c *redisstore.ItemsConfig) { c.Service.IdempotencyTTL = time.Millisecond })
+	create(t, items, redisstore.Item{ID: "x", Stock: 5})
 	first, err := items.ReduceFor(t.Context(), "x", stock.Buyer{User: "ann", Key: "k1"})
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +336,7 @@ func TestItemIdempotencyTrimmedOnACluster(t *testing.T) {
 	if _, err := items.ReduceFor(t.Context(), "x", stock.Buyer{User: "ann", Key: "k2"}); err != nil {
 		t.Fatalf("a keyed sale that trims on a cluster: %v", err)
 	}
-	index := stock.ItemKeys(defaultBase.Derive(true), "x").Idempotency + "by-time"
+	index := redisstore.ItemKeys(defaultBase.Derive(true), "x").Idempotency + "by-time"
 	names, err := cc.ZRange(t.Context(), index, 0, -1).Result()
 	if err != nil || len(names) != 1 || !strings.HasSuffix(names[0], ":k2") {
 		t.Fatalf("index %s: %q, %v; want only k2's record", index, names, err)
@@ -413,11 +414,11 @@ func TestRetryAfterAClockJumpSellsOnce(t *testing.T) {
 				srv, rc := servertest.RedisOnClock(t)
 				rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 				t.Cleanup(func() { _ = rdb.Close() })
-				keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+				keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
 				if ledger {
 					keys = ledgerKeys(1)
 				}
-				s := stock.NewStore(rdb, keys)
+				s := redisstore.NewStore(rdb, keys)
 				if err := s.Reset(ctx, 5); err != nil {
 					t.Fatal(err)
 				}
@@ -446,7 +447,7 @@ func TestRetryAfterAClockJumpSellsOnce(t *testing.T) {
 				if err := sell(); err != nil {
 					t.Fatal(err)
 				}
-				if err := rc.Step(stock.ReceiptTTL + time.Minute); err != nil {
+				if err := rc.Step(redisstore.ReceiptTTL + time.Minute); err != nil {
 					t.Fatal(err)
 				}
 				if n, err := rdb.Exists(ctx, receipt).Result(); err != nil || n != 1 {
@@ -481,8 +482,8 @@ func TestReceiptsTrimmedBySalesClock(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	var now atomic.Int64
 	now.Store(time.Now().UnixMilli())
-	s := stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}).
-		WithWindowClock(stock.WindowClock{Now: func() time.Time { return time.UnixMilli(now.Load()) }})
+	s := redisstore.NewStore(rdb, redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}).
+		WithWindowClock(redisstore.WindowClock{Now: func() time.Time { return time.UnixMilli(now.Load()) }})
 	if err := s.Reset(ctx, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -496,14 +497,14 @@ func TestReceiptsTrimmedBySalesClock(t *testing.T) {
 		return id
 	}
 	first := sell()
-	if err := rc.Step(2 * stock.ReceiptTTL); err != nil {
+	if err := rc.Step(2 * redisstore.ReceiptTTL); err != nil {
 		t.Fatal(err)
 	}
 	second := sell()
 	if got, err := rdb.ZRange(ctx, index, 0, -1).Result(); err != nil || len(got) != 2 {
 		t.Fatalf("index after Redis's clock jumped: %q, %v; want both receipts", got, err)
 	}
-	now.Add((stock.ReceiptTTL + time.Second).Milliseconds())
+	now.Add((redisstore.ReceiptTTL + time.Second).Milliseconds())
 	third := sell()
 	got, err := rdb.ZRange(ctx, index, 0, -1).Result()
 	if err != nil || len(got) != 1 || got[0] != "stock:fence:receipt:"+third {

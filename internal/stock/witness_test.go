@@ -2,7 +2,6 @@ package stock_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,77 +15,9 @@ import (
 	"seckill/internal/lock/locallock"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
 )
-
-// memRegister is a Register in memory: the witness's merge rules are
-// tested here; package witness tests the real registers (etcd, MySQL).
-type memRegister struct {
-	mu   sync.Mutex
-	val  []byte // nil: nothing stored
-	down bool
-	// gate, when set, holds every Put until it is closed (or the Put's
-	// context ends).
-	gate    atomic.Pointer[chan struct{}]
-	puts    atomic.Int64
-	refused atomic.Int64
-	// afterGet, when set, runs once a Get has read its value and before
-	// it returns it: what another goroutine does while a read is out.
-	afterGet atomic.Pointer[func()]
-}
-
-func (m *memRegister) Name() string { return "memory" }
-
-func (m *memRegister) Get(ctx context.Context) ([]byte, error) {
-	m.mu.Lock()
-	if m.down {
-		m.mu.Unlock()
-		return nil, stock.ErrRegisterUnavailable
-	}
-	v := bytes.Clone(m.val)
-	m.mu.Unlock()
-	if f := m.afterGet.Swap(nil); f != nil {
-		(*f)()
-	}
-	return v, nil
-}
-
-func (m *memRegister) Put(ctx context.Context, v, expect []byte) (bool, error) {
-	if g := m.gate.Load(); g != nil {
-		select {
-		case <-*g:
-		case <-ctx.Done():
-			return false, fmt.Errorf("%w: %w", stock.ErrRegisterUnavailable, ctx.Err())
-		}
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.down {
-		return false, stock.ErrRegisterUnavailable
-	}
-	m.puts.Add(1)
-	if (expect == nil) != (m.val == nil) || !bytes.Equal(expect, m.val) {
-		m.refused.Add(1)
-		return false, nil
-	}
-	m.val = append([]byte{}, v...)
-	return true, nil
-}
-
-// set stores v as a restore or a wipe would (nil: nothing stored), and
-// returns what was there.
-func (m *memRegister) set(v []byte) []byte {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	old := m.val
-	m.val = bytes.Clone(v)
-	return old
-}
-
-func (m *memRegister) setDown(down bool) {
-	m.mu.Lock()
-	m.down = down
-	m.mu.Unlock()
-}
 
 // A Redis restarted from an older snapshot while every stockd restarted
 // too: the processes that remembered the ceilings are gone. Before the
@@ -106,18 +37,18 @@ func TestWitnessCatchesRewindAcrossProcessRestarts(t *testing.T) {
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			srv := servertest.Redis(t)
-			reg := &memRegister{}
-			keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+			reg := &storetest.MemRegister{}
+			keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
 			if m.ledger {
 				keys = ledgerKeys(1)
 			}
 			if m.name == "locked+combine+segments" {
 				keys.Segments = 2
 			}
-			process := func() (*stock.Store, *stock.Service, *redis.Client) {
+			process := func() (*redisstore.Store, *stock.Service, *redis.Client) {
 				rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 				t.Cleanup(func() { _ = rdb.Close() })
-				s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
+				s := redisstore.NewStore(rdb, keys).WithWitness(reg, 0)
 				return s, newService(s, locallock.New(), m.cfg), rdb
 			}
 			s, svc, rdb := process()
@@ -162,7 +93,7 @@ func TestWitnessCatchesRewindAcrossProcessRestarts(t *testing.T) {
 			if err := srv.Start(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			wantStatus(t, s, stock.Status{Stock: 97, Lucky: 3})
+			storetest.WantStatus(t, s, stock.Status{Stock: 97, Lucky: 3})
 
 			// Every process is new: nothing remembers but the witness.
 			_, fresh, _ := process()
@@ -171,14 +102,14 @@ func TestWitnessCatchesRewindAcrossProcessRestarts(t *testing.T) {
 					t.Fatalf("sale %d of a new process on the rewound Redis: got %+v, %v; want ErrStoreRewound", i, sale, err)
 				}
 			}
-			wantStatus(t, s, stock.Status{Stock: 97, Lucky: 3})
+			storetest.WantStatus(t, s, stock.Status{Stock: 97, Lucky: 3})
 		})
 	}
 }
 
 // allBelow reports whether every segment's stock is below its value in
 // saved.
-func allBelow(t *testing.T, s *stock.Store, saved []int64) bool {
+func allBelow(t *testing.T, s *redisstore.Store, saved []int64) bool {
 	t.Helper()
 	now, err := s.SegmentStocks(t.Context())
 	if err != nil {
@@ -198,14 +129,14 @@ func allBelow(t *testing.T, s *stock.Store, saved []int64) bool {
 // the sale halts, for a replica that sold before and for a new one.
 func TestWitnessRefusesAnotherSale(t *testing.T) {
 	srv := servertest.Redis(t)
-	reg := &memRegister{}
-	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+	reg := &storetest.MemRegister{}
+	keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
 	client := func() *redis.Client {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 		t.Cleanup(func() { _ = rdb.Close() })
 		return rdb
 	}
-	s := stock.NewStore(client(), keys).WithWitness(reg, 0)
+	s := redisstore.NewStore(client(), keys).WithWitness(reg, 0)
 	svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic })
 	if err := s.Reset(t.Context(), 10); err != nil {
 		t.Fatal(err)
@@ -217,54 +148,20 @@ func TestWitnessRefusesAnotherSale(t *testing.T) {
 	}
 	// The other sale, written as its own stockd (with no witness, or
 	// another one) would: stock 50, its own epoch.
-	if err := stock.NewStore(client(), keys).Reset(t.Context(), 50); err != nil {
+	if err := redisstore.NewStore(client(), keys).Reset(t.Context(), 50); err != nil {
 		t.Fatal(err)
 	}
 	if sale, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrStoreRewound) || errors.Is(err, stock.ErrUnconfirmed) {
 		t.Fatalf("sale of the replica that sold before: got %+v, %v; want ErrStoreRewound", sale, err)
 	}
-	fresh := newService(stock.NewStore(client(), keys).WithWitness(reg, 0), locallock.New(), func(c *stock.ServiceConfig) { c.Fencing = true })
+	fresh := newService(redisstore.NewStore(client(), keys).WithWitness(reg, 0), locallock.New(), func(c *stock.ServiceConfig) { c.Fencing = true })
 	if sale, err := fresh.Reduce(t.Context()); !errors.Is(err, stock.ErrStoreRewound) || errors.Is(err, stock.ErrUnconfirmed) {
 		t.Fatalf("sale of a new replica: got %+v, %v; want ErrStoreRewound", sale, err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 50, Lucky: 0})
+	storetest.WantStatus(t, s, stock.Status{Stock: 50, Lucky: 0})
 	if why, err := s.Halted(t.Context()); err != nil || why == "" {
 		t.Fatalf("Halted: %q, %v; want the reason", why, err)
 	}
-}
-
-// A reset that reached the witness but not Redis leaves the previous sale
-// in Redis, whose epoch the witness still keeps: no halt, sales go on.
-// A Redis that lost its epoch key while the witness holds one is a lost
-// sale, not an unchecked one.
-func TestWitnessHalfResetAndLostEpoch(t *testing.T) {
-	srv := servertest.Redis(t)
-	reg := &memRegister{}
-	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
-	s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
-	if err := s.Reset(t.Context(), 10); err != nil {
-		t.Fatal(err)
-	}
-	// A reset that failed after the witness took its epoch.
-	if err := s.WitnessBegin(t.Context(), "half-done"); err != nil {
-		t.Fatal(err)
-	}
-	fresh := stock.NewStore(rdb, keys).WithWitness(reg, 0)
-	if _, err := fresh.SellAtomic(t.Context(), stock.NewAttemptID()); err != nil {
-		t.Fatalf("sale after a half reset: %v", err)
-	}
-	wantStatus(t, s, stock.Status{Stock: 9, Lucky: 1})
-
-	if err := rdb.Del(t.Context(), "stock:epoch").Err(); err != nil {
-		t.Fatal(err)
-	}
-	fresh = stock.NewStore(rdb, keys).WithWitness(reg, 0)
-	if _, err := fresh.SellAtomic(t.Context(), stock.NewAttemptID()); !errors.Is(err, stock.ErrStoreLost) || errors.Is(err, stock.ErrStoreRewound) {
-		t.Fatalf("sale with the epoch gone: %v; want ErrStoreLost", err)
-	}
-	wantStatus(t, s, stock.Status{Stock: 9, Lucky: 1})
 }
 
 // A witness that does not answer: the sale happened in Redis, so it is
@@ -272,11 +169,11 @@ func TestWitnessHalfResetAndLostEpoch(t *testing.T) {
 // Concurrent sales share the witness's writes.
 func TestWitnessDownAndGroupCommit(t *testing.T) {
 	srv := servertest.Redis(t)
-	reg := &memRegister{}
-	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+	reg := &storetest.MemRegister{}
+	keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	s := stock.NewStore(rdb, keys).WithWitness(reg, 200*time.Millisecond)
+	s := redisstore.NewStore(rdb, keys).WithWitness(reg, 200*time.Millisecond)
 	svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) {
 		c.Mode, c.ConfirmTimeout = stock.ModeAtomic, time.Second
 	})
@@ -286,27 +183,27 @@ func TestWitnessDownAndGroupCommit(t *testing.T) {
 	if _, err := svc.Reduce(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	reg.setDown(true)
+	reg.SetDown(true)
 	_, err := svc.Reduce(t.Context())
 	var ue *stock.UnconfirmedError
-	if !errors.As(err, &ue) || !errors.Is(err, stock.ErrNotWitnessed) {
+	if !errors.As(err, &ue) || !errors.Is(err, redisstore.ErrNotWitnessed) {
 		t.Fatalf("sale with the witness down: %v; want unconfirmed, not witnessed", err)
 	}
 	if _, sold, err := s.Receipt(t.Context(), ue.Attempt); err != nil || !sold {
 		t.Fatalf("receipt of the unwitnessed sale: sold %v, %v; want sold", sold, err)
 	}
-	reg.setDown(false)
+	reg.SetDown(false)
 
 	// Concurrent sales: one witness round is held at the gate until every
 	// sale has taken its unit, so all of them wait for the witness at
 	// once, whatever the machine's pace.
 	gate := make(chan struct{})
-	reg.gate.Store(&gate)
-	s = stock.NewStore(rdb, keys).WithWitness(reg, 30*time.Second)
+	reg.Gate.Store(&gate)
+	s = redisstore.NewStore(rdb, keys).WithWitness(reg, 30*time.Second)
 	svc = newService(s, locallock.New(), func(c *stock.ServiceConfig) {
 		c.Mode, c.ConfirmTimeout = stock.ModeAtomic, 30*time.Second
 	})
-	puts := reg.puts.Load()
+	puts := reg.Puts.Load()
 	const buyers = 60
 	var wg sync.WaitGroup
 	var failed atomic.Int64
@@ -339,12 +236,12 @@ func TestWitnessDownAndGroupCommit(t *testing.T) {
 	if failed.Load() > 0 {
 		t.FailNow()
 	}
-	got := reg.puts.Load() - puts
+	got := reg.Puts.Load() - puts
 	t.Logf("%d sales, %d witness writes", buyers, got)
 	if got == 0 || got > buyers/2 {
 		t.Fatalf("%d witness writes for %d concurrent sales; want between 1 and %d (shared rounds)", got, buyers, buyers/2)
 	}
-	wantStatus(t, s, stock.Status{Stock: 1000 - 2 - buyers, Lucky: 2 + buyers})
+	storetest.WantStatus(t, s, stock.Status{Stock: 1000 - 2 - buyers, Lucky: 2 + buyers})
 }
 
 // A witness that forgets everything while the sale goes on (the compose
@@ -356,12 +253,12 @@ func TestWitnessDownAndGroupCommit(t *testing.T) {
 // and a new process on a forgotten witness halts too.
 func TestWitnessThatForgotHalts(t *testing.T) {
 	srv := servertest.Redis(t)
-	reg := &memRegister{}
-	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+	reg := &storetest.MemRegister{}
+	keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	atomic := func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }
-	s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
+	s := redisstore.NewStore(rdb, keys).WithWitness(reg, 0)
 	svc := newService(s, locallock.New(), atomic)
 	if err := s.Reset(t.Context(), 10); err != nil {
 		t.Fatal(err)
@@ -369,7 +266,7 @@ func TestWitnessThatForgotHalts(t *testing.T) {
 	if _, err := svc.Reduce(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	reg.set(nil) // forgotten
+	reg.Set(nil) // forgotten
 	_, err := svc.Reduce(t.Context())
 	var ue *stock.UnconfirmedError
 	if !errors.As(err, &ue) || !errors.Is(err, stock.ErrWitnessLost) {
@@ -378,7 +275,7 @@ func TestWitnessThatForgotHalts(t *testing.T) {
 	if _, sold, err := s.Receipt(t.Context(), ue.Attempt); err != nil || !sold {
 		t.Fatalf("receipt of the unconfirmed sale: sold %v, %v; want sold", sold, err)
 	}
-	wantHalted(t, s, "witness_lost")
+	storetest.WantHalted(t, s, "witness_lost")
 	if _, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrStoreRewound) {
 		t.Fatalf("next sale: %v; want refused, halted", err)
 	}
@@ -390,12 +287,12 @@ func TestWitnessThatForgotHalts(t *testing.T) {
 	if err := rdb.Del(t.Context(), "stock:halt").Err(); err != nil {
 		t.Fatal(err)
 	}
-	fresh := newService(stock.NewStore(rdb, keys).WithWitness(reg, 0), locallock.New(), atomic)
+	fresh := newService(redisstore.NewStore(rdb, keys).WithWitness(reg, 0), locallock.New(), atomic)
 	if sale, err := fresh.Reduce(t.Context()); !errors.Is(err, stock.ErrStoreRewound) || errors.Is(err, stock.ErrUnconfirmed) {
 		t.Fatalf("a new process on a forgotten witness: got %+v, %v; want halted", sale, err)
 	}
-	wantHalted(t, s, "witness_lost")
-	wantStatus(t, s, stock.Status{Stock: 8, Lucky: 2})
+	storetest.WantHalted(t, s, "witness_lost")
+	storetest.WantStatus(t, s, stock.Status{Stock: 8, Lucky: 2})
 }
 
 // The operator's way back from a witness_lost halt keeps the sale:
@@ -405,12 +302,12 @@ func TestWitnessThatForgotHalts(t *testing.T) {
 // behind, and where the halt is not the witness's.
 func TestAdoptWitness(t *testing.T) {
 	srv := servertest.Redis(t)
-	reg := &memRegister{}
-	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+	reg := &storetest.MemRegister{}
+	keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	atomic := func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }
-	s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
+	s := redisstore.NewStore(rdb, keys).WithWitness(reg, 0)
 	svc := newService(s, locallock.New(), atomic)
 	if err := s.Reset(t.Context(), 10); err != nil {
 		t.Fatal(err)
@@ -418,26 +315,26 @@ func TestAdoptWitness(t *testing.T) {
 	if _, err := svc.Reduce(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AdoptWitness(t.Context(), ""); !errors.Is(err, stock.ErrNotAdoptable) {
+	if _, err := s.AdoptWitness(t.Context(), ""); !errors.Is(err, redisstore.ErrNotAdoptable) {
 		t.Fatalf("adoption by nobody: %v; want ErrNotAdoptable", err)
 	}
 	// Redis behind the witness: a rewind, not a forgetting.
 	if err := rdb.Set(t.Context(), "stock", 10, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AdoptWitness(t.Context(), "ops"); !errors.Is(err, stock.ErrNotAdoptable) || !strings.Contains(err.Error(), "behind") {
+	if _, err := s.AdoptWitness(t.Context(), "ops"); !errors.Is(err, redisstore.ErrNotAdoptable) || !strings.Contains(err.Error(), "behind") {
 		t.Fatalf("adoption of a rewound Redis: %v; want ErrNotAdoptable, redis behind", err)
 	}
 	if err := rdb.Set(t.Context(), "stock", 9, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 
-	reg.set(nil) // forgotten
-	fresh := newService(stock.NewStore(rdb, keys).WithWitness(reg, 0), locallock.New(), atomic)
+	reg.Set(nil) // forgotten
+	fresh := newService(redisstore.NewStore(rdb, keys).WithWitness(reg, 0), locallock.New(), atomic)
 	if _, err := fresh.Reduce(t.Context()); !errors.Is(err, stock.ErrStoreRewound) {
 		t.Fatalf("a new process on a forgotten witness: %v; want halted", err)
 	}
-	wantHalted(t, s, "witness_lost")
+	storetest.WantHalted(t, s, "witness_lost")
 	a, err := s.AdoptWitness(t.Context(), "ops@example")
 	if err != nil {
 		t.Fatal(err)
@@ -448,24 +345,24 @@ func TestAdoptWitness(t *testing.T) {
 	if rec, _ := reg.Get(t.Context()); !strings.Contains(string(rec), "ops@example") {
 		t.Fatalf("the witness holds %s; want the adoption recorded", rec)
 	}
-	wantHalted(t, s, "")
+	storetest.WantHalted(t, s, "")
 	for _, p := range []*stock.Service{svc, fresh} {
 		if _, err := p.Reduce(t.Context()); err != nil {
 			t.Fatalf("sale after the adoption: %v", err)
 		}
 	}
-	wantStatus(t, s, stock.Status{Stock: 7, Lucky: 3})
+	storetest.WantStatus(t, s, stock.Status{Stock: 7, Lucky: 3})
 	// The adopted record holds the sale's ceilings again: a rewind is
 	// caught by a new process.
 	if err := rdb.Set(t.Context(), "stock", 9, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	newest := newService(stock.NewStore(rdb, keys).WithWitness(reg, 0), locallock.New(), atomic)
+	newest := newService(redisstore.NewStore(rdb, keys).WithWitness(reg, 0), locallock.New(), atomic)
 	if _, err := newest.Reduce(t.Context()); !errors.Is(err, stock.ErrStoreRewound) {
 		t.Fatalf("a new process on a Redis rewound after the adoption: %v; want halted", err)
 	}
 	// That halt is a rewind's: adoption refuses it.
-	if _, err := s.AdoptWitness(t.Context(), "ops"); !errors.Is(err, stock.ErrNotAdoptable) {
+	if _, err := s.AdoptWitness(t.Context(), "ops"); !errors.Is(err, redisstore.ErrNotAdoptable) {
 		t.Fatalf("adoption over a rewind's halt: %v; want ErrNotAdoptable", err)
 	}
 }
@@ -480,23 +377,23 @@ func TestAdoptWitness(t *testing.T) {
 func TestWitnessRestoredFromABackupHalts(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		backup func(t *testing.T, s *stock.Store, reg *memRegister) []byte
+		backup func(t *testing.T, s *redisstore.Store, reg *storetest.MemRegister) []byte
 	}{
-		{"before the reset", func(t *testing.T, s *stock.Store, reg *memRegister) []byte {
+		{"before the reset", func(t *testing.T, s *redisstore.Store, reg *storetest.MemRegister) []byte {
 			if err := s.Reset(t.Context(), 5); err != nil { // an older sale
 				t.Fatal(err)
 			}
-			return reg.set(reg.val)
+			return reg.Value()
 		}},
-		{"of the same sale, older", func(t *testing.T, s *stock.Store, reg *memRegister) []byte { return nil }},
+		{"of the same sale, older", func(t *testing.T, s *redisstore.Store, reg *storetest.MemRegister) []byte { return nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := servertest.Redis(t)
-			reg := &memRegister{}
-			keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+			reg := &storetest.MemRegister{}
+			keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 			t.Cleanup(func() { _ = rdb.Close() })
-			s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
+			s := redisstore.NewStore(rdb, keys).WithWitness(reg, 0)
 			svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic })
 			backup := tc.backup(t, s, reg)
 			if err := s.Reset(t.Context(), 10); err != nil {
@@ -506,19 +403,19 @@ func TestWitnessRestoredFromABackupHalts(t *testing.T) {
 				t.Fatal(err)
 			}
 			if backup == nil {
-				backup = bytes.Clone(reg.val) // the sale's record, one sale in
+				backup = reg.Value() // the sale's record, one sale in
 			}
 			for range 2 {
 				if _, err := svc.Reduce(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 			}
-			reg.set(backup)
+			reg.Set(backup)
 			if _, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrWitnessLost) {
 				t.Fatalf("sale after the witness was restored: %v; want witness lost", err)
 			}
-			wantHalted(t, s, "witness_lost")
-			if got := reg.set(backup); !bytes.Equal(got, backup) {
+			storetest.WantHalted(t, s, "witness_lost")
+			if got := reg.Set(backup); !bytes.Equal(got, backup) {
 				t.Fatalf("the witness went on to hold %s; want the restored record untouched", got)
 			}
 			if err := s.PingWitness(t.Context()); !errors.Is(err, stock.ErrWitnessLost) {
@@ -535,11 +432,11 @@ func TestWitnessRestoredFromABackupHalts(t *testing.T) {
 // returned, and halted compose's sale (witness_lost) under load.
 func TestWitnessReadRacingItsOwnWrite(t *testing.T) {
 	srv := servertest.Redis(t)
-	reg := &memRegister{}
-	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+	reg := &storetest.MemRegister{}
+	keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
+	s := redisstore.NewStore(rdb, keys).WithWitness(reg, 0)
 	svc := newService(s, locallock.New(), func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic })
 	if err := s.Reset(t.Context(), 10); err != nil {
 		t.Fatal(err)
@@ -549,7 +446,7 @@ func TestWitnessReadRacingItsOwnWrite(t *testing.T) {
 	}
 	var saleErr error
 	sell := func() { _, saleErr = svc.Reduce(t.Context()) } // writes a newer generation
-	reg.afterGet.Store(&sell)
+	reg.AfterGet.Store(&sell)
 	if err := s.PingWitness(t.Context()); err != nil {
 		t.Fatalf("a read out while this process wrote: %v; want no error", err)
 	}
@@ -561,66 +458,8 @@ func TestWitnessReadRacingItsOwnWrite(t *testing.T) {
 			t.Fatalf("sale after: %v", err)
 		}
 	}
-	wantHalted(t, s, "")
-	wantStatus(t, s, stock.Status{Stock: 5, Lucky: 5})
-}
-
-// A record of a newer format (a newer replica wrote it) is refused, and
-// nothing is written back over it: a reader that dropped the fields it
-// does not know would write the record back without them.
-func TestWitnessRefusesANewerFormat(t *testing.T) {
-	srv := servertest.Redis(t)
-	reg := &memRegister{}
-	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
-	s := stock.NewStore(rdb, keys).WithWitness(reg, 0)
-	if err := s.Reset(t.Context(), 10); err != nil {
-		t.Fatal(err)
-	}
-	newer := []byte(`{"format":2,"gen":99,"sales":[],"fields_v2":{"x":1}}`)
-	reg.set(newer)
-	fresh := stock.NewStore(rdb, keys).WithWitness(reg, 0)
-	if _, err := fresh.SellAtomic(t.Context(), stock.NewAttemptID()); !errors.Is(err, stock.ErrWitnessFormat) || !errors.Is(err, stock.ErrUnavailable) {
-		t.Fatalf("sale on a newer record: %v; want ErrWitnessFormat (unavailable)", err)
-	}
-	if err := s.WitnessBegin(t.Context(), "reset-by-an-older-replica"); !errors.Is(err, stock.ErrWitnessFormat) {
-		t.Fatalf("a reset's write over a newer record: %v; want ErrWitnessFormat", err)
-	}
-	if got := reg.set(newer); !bytes.Equal(got, newer) {
-		t.Fatalf("the newer record became %s; want it untouched", got)
-	}
-	wantHalted(t, s, "")
-}
-
-// wantHalted checks the sale's halt reason starts with prefix ("": not
-// halted).
-func wantHalted(t *testing.T, s *stock.Store, prefix string) {
-	t.Helper()
-	why, err := s.Halted(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if prefix == "" && why != "" || !strings.HasPrefix(why, prefix) {
-		t.Fatalf("halt reason %q, want prefix %q", why, prefix)
-	}
-}
-
-// stockd builds its store as acks, then witness (none by default): every
-// segment must keep the acks. WithWitness(nil) used to give them to
-// segment 0 alone, so the other segments' sales were answered without
-// waiting for the replica.
-func TestWitnessKeepsEverySegmentsAcks(t *testing.T) {
-	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Segments: 3}
-	acks := stock.ReplicaAcks{Replicas: 1}
-	for _, reg := range []stock.Register{nil, &memRegister{}} {
-		s := stock.NewStore(nil, keys).WithReplicaAcks(acks).WithWitness(reg, 0)
-		for i := range 3 {
-			if got := s.SegmentAcks(i); got != acks {
-				t.Fatalf("witness %v: segment %d acks %+v, want %+v", reg != nil, i, got, acks)
-			}
-		}
-	}
+	storetest.WantHalted(t, s, "")
+	storetest.WantStatus(t, s, stock.Status{Stock: 5, Lucky: 5})
 }
 
 // An operator's adoption that lands while a replica's flush is judging
@@ -632,15 +471,15 @@ func TestWitnessKeepsEverySegmentsAcks(t *testing.T) {
 // stays unconfirmed (its receipt says sold); the next sells.
 func TestAdoptionDuringAFlushIsNotUndone(t *testing.T) {
 	srv := servertest.Redis(t)
-	reg := &memRegister{}
-	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
+	reg := &storetest.MemRegister{}
+	keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}
 	client := func() *redis.Client {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 		t.Cleanup(func() { _ = rdb.Close() })
 		return rdb
 	}
 	atomic := func(c *stock.ServiceConfig) { c.Mode = stock.ModeAtomic }
-	s := stock.NewStore(client(), keys).WithWitness(reg, 0)
+	s := redisstore.NewStore(client(), keys).WithWitness(reg, 0)
 	svc := newService(s, locallock.New(), atomic)
 	if err := s.Reset(t.Context(), 10); err != nil {
 		t.Fatal(err)
@@ -648,23 +487,23 @@ func TestAdoptionDuringAFlushIsNotUndone(t *testing.T) {
 	if _, err := svc.Reduce(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	operator := stock.NewStore(client(), keys).WithWitness(reg, 0)
-	reg.set(nil) // forgotten
+	operator := redisstore.NewStore(client(), keys).WithWitness(reg, 0)
+	reg.Set(nil) // forgotten
 	adopted := make(chan error, 1)
 	adopt := func() {
 		_, err := operator.AdoptWitness(t.Context(), "ops")
 		adopted <- err
 	}
-	reg.afterGet.Store(&adopt) // runs while the flush's read of the empty record is out
+	reg.AfterGet.Store(&adopt) // runs while the flush's read of the empty record is out
 	if _, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrUnavailable) {
 		t.Fatalf("the sale whose flush met the forgotten witness: %v; want unconfirmed", err)
 	}
 	if err := <-adopted; err != nil {
 		t.Fatalf("the adoption: %v", err)
 	}
-	wantHalted(t, s, "")
+	storetest.WantHalted(t, s, "")
 	if _, err := svc.Reduce(t.Context()); err != nil {
 		t.Fatalf("a sale after the adoption: %v", err)
 	}
-	wantStatus(t, s, stock.Status{Stock: 7, Lucky: 3})
+	storetest.WantStatus(t, s, stock.Status{Stock: 7, Lucky: 3})
 }

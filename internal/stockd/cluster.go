@@ -7,6 +7,7 @@ import (
 
 	"seckill/internal/election/audit"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // cluster.go: stockd on a Redis Cluster (redis.cluster.addrs). A script,
@@ -38,7 +39,7 @@ func validateCluster(c *Config, bad func(key, format string, args ...any)) {
 	}
 	// validateKeys makes stock.lucky_key and stock.fence_key share
 	// stock.key's tag; here the tag must exist.
-	if c.Stock.Key != "" && stock.HashTag(c.Stock.Key) == "" {
+	if c.Stock.Key != "" && redisstore.HashTag(c.Stock.Key) == "" {
 		bad("stock.key", "on a Redis Cluster the sale's keys must share one slot: give stock.key a hash tag, e.g. {stock} (with stock.lucky_key {stock}:lucky, stock.fence_key {stock}:fence), got %q", c.Stock.Key)
 	}
 	spec, ok := backends[c.Lock.Backend]
@@ -46,7 +47,7 @@ func validateCluster(c *Config, bad func(key, format string, args ...any)) {
 		// redislock tags its names itself; redisson's lock is the key.
 		keys := spec.redisKeys(c.Lock.Key)
 		for _, k := range keys {
-			if tag := stock.HashTag(k); tag == "" || tag != stock.HashTag(keys[0]) {
+			if tag := redisstore.HashTag(k); tag == "" || tag != redisstore.HashTag(keys[0]) {
 				bad("lock.key", "on a Redis Cluster the %s lock's keys %q must share one slot: give lock.key a hash tag, e.g. {lock}, got %q",
 					c.Lock.Backend, keys, c.Lock.Key)
 				break
@@ -67,7 +68,7 @@ func auditKeys(c *Config) (stream, term string) {
 // newClusterClient is a client of redis.cluster.addrs. maxRetries as for
 // newRedisClient; the stock's client (-1) still follows MOVED and ASK,
 // refusals before anything ran, but never sends a command again that got
-// no answer (stock.SendOnce).
+// no answer (redisstore.SendOnce).
 func newClusterClient(cfg *Config, maxRetries int) *redis.ClusterClient {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs:                 cfg.Redis.Cluster.Addrs,
@@ -79,8 +80,8 @@ func newClusterClient(cfg *Config, maxRetries int) *redis.ClusterClient {
 		ContextTimeoutEnabled: true,
 	})
 	if maxRetries < 0 {
-		stock.SendOnce(cc)
+		redisstore.SendOnce(cc)
 	}
-	stock.FollowFailover(cc)
+	redisstore.FollowFailover(cc)
 	return cc
 }

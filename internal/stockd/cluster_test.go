@@ -20,7 +20,7 @@ import (
 	"seckill/internal/election/audit"
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // clusterEnv runs stockd on cl, the sale's keys under the hash tag the
@@ -234,7 +234,7 @@ func TestAuditKeysOnACluster(t *testing.T) {
 	}
 	clusterConfigured(c)
 	stream, term := auditKeys(c)
-	if tag := stock.HashTag(stream); tag == "" || tag != stock.HashTag(term) || stream == term {
+	if tag := redisstore.HashTag(stream); tag == "" || tag != redisstore.HashTag(term) || stream == term {
 		t.Errorf("on a cluster: %q %q, want two keys under one hash tag", stream, term)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"seckill/internal/election/audit"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 	"seckill/internal/testwait"
 )
 
@@ -93,7 +94,7 @@ func TestElectionAuditsTheLedger(t *testing.T) {
 	c.Election.JobInterval = 100 * time.Millisecond
 	w := &wiring{cfg: c, log: slog.Default()}
 	t.Cleanup(func() { _ = w.close() })
-	store := stock.NewStore(w.stockRedis(), stock.Keys{Stock: c.Stock.Key, Lucky: c.Stock.LuckyKey,
+	store := redisstore.NewStore(w.stockRedis(), redisstore.Keys{Stock: c.Stock.Key, Lucky: c.Stock.LuckyKey,
 		Fence: c.Stock.FenceKey, Initial: initialKey(c), Orders: ordersKey(c)})
 	ctx := t.Context()
 	if err := store.Reset(ctx, 3); err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 	"seckill/internal/testwait"
 )
 
@@ -60,7 +60,7 @@ func TestItemsDurableOrders(t *testing.T) {
 	defer rdb.Close()
 	stored := func(item string, want float64) string {
 		t.Helper()
-		stream := stock.ItemKeys(stock.Keys{Orders: "stock:orders"}, item).Orders
+		stream := redisstore.ItemKeys(redisstore.Keys{Orders: "stock:orders"}, item).Orders
 		var ledger map[string]any
 		for until := testwait.Until(t); ; {
 			_, _, ledger = stockdCall(t, base, "GET", "/items/"+item+"/ledger")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // nullRegister is a witness register that is never reached.
@@ -41,7 +42,7 @@ func TestItemsUnsupportedByTheConfiguration(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(c)
 			}
-			store := stock.NewStore(nil, saleKeys(c, true))
+			store := redisstore.NewStore(nil, saleKeys(c, true))
 			var regs witnessRegisters
 			if tc.witness {
 				regs = func(string) stock.Register { return nullRegister{} }

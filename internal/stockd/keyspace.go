@@ -6,13 +6,14 @@ import (
 	"strings"
 
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // saleKeys names the sale's Redis keys from stock.key, stock.lucky_key,
-// stock.fence_key and stock.segments by the one rule (stock.Keys.Derive);
+// stock.fence_key and stock.segments by the one rule (redisstore.Keys.Derive);
 // ledger says whether the order ledger's keys are among them.
-func saleKeys(cfg *Config, ledger bool) stock.Keys {
-	return stock.Keys{
+func saleKeys(cfg *Config, ledger bool) redisstore.Keys {
+	return redisstore.Keys{
 		Stock: cfg.Stock.Key, Lucky: cfg.Stock.LuckyKey, Fence: cfg.Stock.FenceKey, Segments: cfg.Stock.Segments,
 	}.Derive(ledger)
 }
@@ -24,7 +25,7 @@ func initialKey(cfg *Config) string { return saleKeys(cfg, false).Initial }
 // ordersKey is the ledger's stream, "" with the ledger off.
 func ordersKey(cfg *Config) string { return saleKeys(cfg, cfg.Stock.Ledger).Orders }
 
-// keyOrigins names the configuration key each stock.KeyName.Of comes from.
+// keyOrigins names the configuration key each redisstore.KeyName.Of comes from.
 var keyOrigins = map[string]string{
 	"Stock": "stock.key", "Initial": "stock.key", "Orders": "stock.key",
 	"Lucky":    "stock.lucky_key",
@@ -52,14 +53,14 @@ func validateKeys(c *Config, bad func(key, format string, args ...any)) {
 	// key of the sale lands in one Redis Cluster slot, which its scripts
 	// need; a sale half tagged would be refused by a Cluster at its first
 	// script (CROSSSLOT), and on one Redis says a mistake was made.
-	if tag := stock.HashTag(c.Stock.Key); tag != "" || stock.HashTag(c.Stock.LuckyKey) != "" || stock.HashTag(c.Stock.FenceKey) != "" {
+	if tag := redisstore.HashTag(c.Stock.Key); tag != "" || redisstore.HashTag(c.Stock.LuckyKey) != "" || redisstore.HashTag(c.Stock.FenceKey) != "" {
 		for _, k := range []struct{ name, val string }{{"stock.lucky_key", c.Stock.LuckyKey}, {"stock.fence_key", c.Stock.FenceKey}} {
-			if t := stock.HashTag(k.val); t != tag {
+			if t := redisstore.HashTag(k.val); t != tag {
 				bad(k.name, "hash tag {%s} differs from stock.key's {%s}: a sale's keys must share one tag (e.g. {s1}:stock, {s1}:lucky, {s1}:stock:fence) or have none", t, tag)
 			}
 		}
 	}
-	overlaps := stock.Overlaps(stockRedisNames(c))
+	overlaps := redisstore.Overlaps(stockRedisNames(c))
 	for i, o := range overlaps {
 		if i == maxKeyCollisions {
 			bad(keyOrigins[o.B.Of], "and %d more Redis key collisions", len(overlaps)-i)
@@ -75,11 +76,11 @@ func validateKeys(c *Config, bad func(key, format string, args ...any)) {
 // named), the sale's (with the ledger's when stock.ledger is on), a Redis
 // lock's when it lives there too, the items' locks beside it, and the
 // audit's when an election runs it.
-func stockRedisNames(c *Config) []stock.KeyName {
-	names := []stock.KeyName{
-		{Name: stock.ItemKeyPrefix, Prefix: true, Of: "items", What: "the items' keys"},
-		{Name: stock.ItemRegistry, Of: "items", What: "the item registry"},
-		{Name: stock.ItemArchive, Of: "items", What: "the archived items"},
+func stockRedisNames(c *Config) []redisstore.KeyName {
+	names := []redisstore.KeyName{
+		{Name: redisstore.ItemKeyPrefix, Prefix: true, Of: "items", What: "the items' keys"},
+		{Name: redisstore.ItemRegistry, Of: "items", What: "the item registry"},
+		{Name: redisstore.ItemArchive, Of: "items", What: "the archived items"},
 	}
 	names = append(names, saleKeys(c, c.Stock.Ledger).All()...)
 	spec, ok := backends[c.Lock.Backend]
@@ -95,10 +96,10 @@ func stockRedisNames(c *Config) []stock.KeyName {
 			// derives from it: redisson's lock is that very key, and a
 			// switch of lock.backend must not turn a configuration that
 			// was accepted into a collision.
-			names = append(names, stock.KeyName{Name: key, Of: "lock", What: what + " key"})
+			names = append(names, redisstore.KeyName{Name: key, Of: "lock", What: what + " key"})
 			for _, k := range spec.redisKeys(key) {
 				if k != key {
-					names = append(names, stock.KeyName{Name: k, Of: "lock", What: what + " of backend " + c.Lock.Backend})
+					names = append(names, redisstore.KeyName{Name: k, Of: "lock", What: what + " of backend " + c.Lock.Backend})
 				}
 			}
 		}
@@ -107,27 +108,27 @@ func stockRedisNames(c *Config) []stock.KeyName {
 	if c.Election.Backend != "none" {
 		stream, term := auditKeys(c)
 		names = append(names,
-			stock.KeyName{Name: stream, Of: "audit", What: "the audit stream"},
-			stock.KeyName{Name: term, Of: "audit", What: "the audit's terms"})
+			redisstore.KeyName{Name: stream, Of: "audit", What: "the audit stream"},
+			redisstore.KeyName{Name: term, Of: "audit", What: "the audit's terms"})
 	}
 	return names
 }
 
 // itemLockNames are the families of the items' lock keys in the stock
-// Redis (stock.ItemLockKey): "<lock.key>:item:" itself, reserved whatever
+// Redis (redisstore.ItemLockKey): "<lock.key>:item:" itself, reserved whatever
 // the backend, and each name the backend derives from it, cut after the
 // ":item:" all ids follow.
-func itemLockNames(lockKey, backend string, derive func(string) []string) []stock.KeyName {
-	p := stock.ItemLockKey(lockKey, "")
-	names := []stock.KeyName{{Name: p, Prefix: true, Of: "lock", What: "the items' lock keys"}}
+func itemLockNames(lockKey, backend string, derive func(string) []string) []redisstore.KeyName {
+	p := redisstore.ItemLockKey(lockKey, "")
+	names := []redisstore.KeyName{{Name: p, Prefix: true, Of: "lock", What: "the items' lock keys"}}
 	for _, k := range derive(p) {
 		i := strings.Index(k, p)
 		if i < 0 {
 			continue
 		}
 		fam := k[:i+len(p)]
-		if !slices.ContainsFunc(names, func(n stock.KeyName) bool { return n.Name == fam }) {
-			names = append(names, stock.KeyName{Name: fam, Prefix: true, Of: "lock", What: "the items' locks of backend " + backend})
+		if !slices.ContainsFunc(names, func(n redisstore.KeyName) bool { return n.Name == fam }) {
+			names = append(names, redisstore.KeyName{Name: fam, Prefix: true, Of: "lock", What: "the items' locks of backend " + backend})
 		}
 	}
 	return names

@@ -12,7 +12,7 @@ import (
 
 	"seckill/internal/metrics"
 	"seckill/internal/orders"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // orders.go: the stock.ledger, stock.per_user_limit, stock.idempotency_ttl
@@ -78,7 +78,7 @@ const (
 // starting nor a sale from selling. Its stop is registered with w: it ends
 // and waits for every goroutine started here before the clients they use
 // close.
-func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics, items *stock.Items) (*orders.Consumer, *orders.ItemConsumers, error) {
+func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics, items *redisstore.Items) (*orders.Consumer, *orders.ItemConsumers, error) {
 	cfg := w.cfg
 	// This pool is the consumer's alone: duplicates are told from inserts
 	// by the affected-row count, which clientFoundRows would hide; and a
@@ -132,7 +132,7 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics, items *stoc
 		ic, err = orders.NewItemConsumers(orders.ItemsConfig{
 			Config: itemCfg,
 			Items:  items.IDs,
-			Stream: func(id string) string { return stock.ItemKeys(keys, id).Orders },
+			Stream: func(id string) string { return redisstore.ItemKeys(keys, id).Orders },
 		})
 		if err != nil {
 			return nil, nil, err

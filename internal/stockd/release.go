@@ -6,7 +6,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/orders"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // release.go: which release this build is, and which it shares a sale
@@ -34,9 +34,9 @@ func VersionLine() string {
 }
 
 // Formats lists every stored format this build writes and reads: the
-// sale's (stock.Formats) and the durable orders' (orders.Formats).
-func Formats() []stock.Format {
-	return append(stock.Formats(), orders.Formats()...)
+// sale's (redisstore.Formats) and the durable orders' (orders.Formats).
+func Formats() []redisstore.Format {
+	return append(redisstore.Formats(), orders.Formats()...)
 }
 
 // apiFormats is Formats as GET /info gives them.

@@ -16,6 +16,7 @@ import (
 	"seckill/internal/lock"
 	"seckill/internal/metrics"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // replica.go: Serve's steps, in the order it takes them, and what they
@@ -41,12 +42,12 @@ type replica struct {
 
 	// buildStore
 	regs  witnessRegisters
-	store *stock.Store
+	store *redisstore.Store
 	units *durableUnits
 
 	// buildSale
 	svc   *stock.Service
-	items *stock.Items
+	items *redisstore.Items
 
 	// startOrders: nil interfaces when off (not nil pointers in them):
 	// the handler and the audit test for nil.
@@ -102,8 +103,8 @@ func (r *replica) buildStore(ctx context.Context) (err error) {
 	if r.regs, err = buildWitness(ctx, r.w); err != nil {
 		return err
 	}
-	r.store = stock.NewStore(r.stockRDB, saleKeys(cfg, r.ledger)).WithReplicaAcks(stock.ReplicaAcks{
-		Replicas: minReplicaAcks(cfg), Timeout: stock.AckWithin(cfg.Stock.ReplicaAckTimeout),
+	r.store = redisstore.NewStore(r.stockRDB, saleKeys(cfg, r.ledger)).WithReplicaAcks(redisstore.ReplicaAcks{
+		Replicas: minReplicaAcks(cfg), Timeout: redisstore.AckWithin(cfg.Stock.ReplicaAckTimeout),
 	}).WithWitness(r.regs.register(cfg), cfg.Stock.WitnessTimeout)
 	// Learning the sale checks Redis against the durable orders too, once
 	// startOrders binds them (before the listener: before any sale).

@@ -13,6 +13,7 @@ import (
 
 	"seckill/internal/auth"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // Serve wires the replica and runs it until ctx is done, then shuts down:
@@ -133,14 +134,14 @@ func newHTTPServer(cfg *Config, h http.Handler, log *slog.Logger) *http.Server {
 // durable copy, its witness's server, a register per item); what they do
 // not support (segments, unfenced sales) is refused when one is created
 // or sold.
-func buildItems(cfg *Config, rdb redis.UniversalClient, store *stock.Store, regs witnessRegisters, saleCfg stock.ServiceConfig, ledger, durable bool, units *durableUnits) *stock.Items {
-	ic := stock.ItemsConfig{
+func buildItems(cfg *Config, rdb redis.UniversalClient, store *redisstore.Store, regs witnessRegisters, saleCfg stock.ServiceConfig, ledger, durable bool, units *durableUnits) *redisstore.Items {
+	ic := redisstore.ItemsConfig{
 		Redis: rdb, Base: saleKeys(cfg, ledger), Acks: store.ReplicaAcks(), Service: saleCfg,
 		Witness: regs.items(cfg), WitnessTimeout: cfg.Stock.WitnessTimeout,
-		Clock: stock.WindowClock{MaxSkew: cfg.Stock.MaxClockSkew},
+		Clock: redisstore.WindowClock{MaxSkew: cfg.Stock.MaxClockSkew},
 	}
 	if durable {
 		ic.Units = units.item
 	}
-	return stock.NewItems(ic)
+	return redisstore.NewItems(ic)
 }

@@ -7,11 +7,11 @@ import (
 	"sync/atomic"
 
 	"seckill/internal/orders"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // units.go: the durable orders' side of the check a process makes when it
-// learns a sale (stock.DurableUnits): Redis must count every unit MySQL
+// learns a sale (redisstore.DurableUnits): Redis must count every unit MySQL
 // committed for it, or it went back with the witness (orderscheck.go).
 
 // errUnitsUnbound: a sale was learned before startOrders bound the
@@ -46,7 +46,7 @@ func (u *durableUnits) HighestUnit(ctx context.Context, sale string) (int64, err
 }
 
 // item is item id's.
-func (u *durableUnits) item(id string) stock.DurableUnits { return itemUnits{u: u, id: id} }
+func (u *durableUnits) item(id string) redisstore.DurableUnits { return itemUnits{u: u, id: id} }
 
 type itemUnits struct {
 	u  *durableUnits
@@ -66,7 +66,7 @@ func (i itemUnits) HighestUnit(ctx context.Context, sale string) (int64, error) 
 // the sale waits for it before its first sale, and a MySQL that stalls
 // (paused, black-holed) would otherwise hold those sales for the read
 // pool's I/O timeout. The witness's own bound, for the same reason.
-const unitsTimeout = stock.DefaultWitnessTimeout
+const unitsTimeout = redisstore.DefaultWitnessTimeout
 
 func (u *durableUnits) read(ctx context.Context, item, sale string, consumer func() (*orders.Consumer, error)) (int64, error) {
 	c, err := consumer()

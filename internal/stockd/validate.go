@@ -11,7 +11,7 @@ import (
 
 	"seckill/internal/auth"
 	"seckill/internal/lock/backend"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // Accepted enumerations. Backend names come from the wiring table in
@@ -222,12 +222,12 @@ func (v *checker) servers(c *Config, spec backendSpec, known bool) {
 func (v *checker) stock(c *Config) {
 	v.nonEmpty("stock.key", c.Stock.Key)
 	// Items name their witness registers and locks "<name>:item:<id>"
-	// (stock.ItemWitnessName, ItemLockKey) on servers other deployments
+	// (redisstore.ItemWitnessName, ItemLockKey) on servers other deployments
 	// may share: a sale named so would hold item <id>'s register or lock
 	// of the deployment named by the part before.
 	for _, k := range []struct{ name, val string }{{"stock.key", c.Stock.Key}, {"lock.key", c.Lock.Key}} {
-		if strings.Contains(k.val, stock.ItemNameInfix) {
-			v.bad(k.name, "%q holds %q, which names items' witness registers and locks (<name>%s<id>): it could be another deployment's item", k.val, stock.ItemNameInfix, stock.ItemNameInfix)
+		if strings.Contains(k.val, redisstore.ItemNameInfix) {
+			v.bad(k.name, "%q holds %q, which names items' witness registers and locks (<name>%s<id>): it could be another deployment's item", k.val, redisstore.ItemNameInfix, redisstore.ItemNameInfix)
 		}
 	}
 	v.nonEmpty("stock.lucky_key", c.Stock.LuckyKey)

@@ -9,6 +9,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 	"seckill/internal/witness"
 )
 
@@ -19,7 +20,7 @@ import (
 // deployment may already run for its lock or its durable orders.
 
 // witnessPrefix is the etcd directory of the witness records, one per
-// sale: stock.key's, and each item's under it (stock.ItemWitnessName).
+// sale: stock.key's, and each item's under it (redisstore.ItemWitnessName).
 const witnessPrefix = "/seckill/witness"
 
 // witnessRegisters makes the register of the sale named name on the
@@ -73,7 +74,7 @@ func (r witnessRegisters) items(cfg *Config) func(id string) stock.Register {
 	if r == nil {
 		return nil
 	}
-	return func(id string) stock.Register { return r(stock.ItemWitnessName(cfg.Stock.Key, id)) }
+	return func(id string) stock.Register { return r(redisstore.ItemWitnessName(cfg.Stock.Key, id)) }
 }
 
 // witnessTable says whether the MySQL registers' table is made, shared by
@@ -122,13 +123,13 @@ func (r *initFirst) Put(ctx context.Context, v, expect []byte) (bool, error) {
 
 // checkWitness logs what catches a rewound stock Redis, and whether the
 // witness answers now (an unreachable one is not fatal: /readyz says so).
-func checkWitness(ctx context.Context, log *slog.Logger, store *stock.Store) {
+func checkWitness(ctx context.Context, log *slog.Logger, store *redisstore.Store) {
 	if store.Witness() == "" {
 		log.Warn("stock.witness is none: a stock Redis that goes back in time is caught only while a stockd that sold keeps running",
 			"rewind", store.Rewind())
 		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, stock.DefaultWitnessTimeout)
+	cctx, cancel := context.WithTimeout(ctx, redisstore.DefaultWitnessTimeout)
 	defer cancel()
 	if err := store.PingWitness(cctx); err != nil {
 		log.Warn("the witness does not answer yet: sales stay unconfirmed until it does", "witness", store.Witness(), "err", err)

@@ -25,7 +25,7 @@ type restricted struct {
 var restrictedBounds = []restricted{{
 	pkg: "internal/stock", name: "AckWithin",
 	allowed: []string{"internal/stock", "internal/stockd"},
-	instead: "the zero stock.AckBound (the long default) for an ack that must come, or stock.AckMustNotWithin(d) for one that must not",
+	instead: "the zero redisstore.AckBound (the long default) for an ack that must come, or redisstore.AckMustNotWithin(d) for one that must not",
 }}
 
 // TestNoShortBoundOnAMustHappenWait: no test, and no package but the ones

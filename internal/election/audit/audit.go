@@ -25,6 +25,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/election"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 //go:embed lua/record.lua
@@ -93,10 +94,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// ItemsSurveyor reads every item's books at one reading; *stock.Items
+// ItemsSurveyor reads every item's books at one reading; *redisstore.Items
 // implements it.
 type ItemsSurveyor interface {
-	Survey(ctx context.Context) (stock.ItemsSurvey, error)
+	Survey(ctx context.Context) (redisstore.ItemsSurvey, error)
 }
 
 // Record is one audit run.

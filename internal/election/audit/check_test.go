@@ -10,6 +10,7 @@ import (
 	"seckill/internal/election/audit"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // With stock.segments the stock is the sum of the segment keys: the audit
@@ -72,8 +73,8 @@ func TestCheckRecordsTheFencesLock(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := t.Context()
-	keys := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(false)
-	store := stock.NewStore(rdb, keys)
+	keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(false)
+	store := redisstore.NewStore(rdb, keys)
 	if err := store.Reset(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
@@ -103,11 +104,11 @@ func TestCheckItems(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := t.Context()
-	base := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(false)
-	items := stock.NewItems(stock.ItemsConfig{Redis: rdb, Base: base,
+	base := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(false)
+	items := redisstore.NewItems(redisstore.ItemsConfig{Redis: rdb, Base: base,
 		Service: stock.ServiceConfig{Backend: "none", Mode: stock.ModeAtomic}})
 	for _, id := range []string{"a", "b"} {
-		if _, err := items.Create(ctx, stock.Item{ID: id, Stock: 5}); err != nil {
+		if _, err := items.Create(ctx, redisstore.Item{ID: id, Stock: 5}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,7 +123,7 @@ func TestCheckItems(t *testing.T) {
 	if err != nil || !r.OK || r.Items != 2 {
 		t.Fatalf("two balanced items: got %+v, %v; want OK, 2 items checked", r, err)
 	}
-	if err := rdb.Incr(ctx, stock.ItemKeys(base, "b").Lucky).Err(); err != nil {
+	if err := rdb.Incr(ctx, redisstore.ItemKeys(base, "b").Lucky).Err(); err != nil {
 		t.Fatal(err)
 	}
 	r, err = aud.Run(ctx, 1)
@@ -147,7 +148,7 @@ func TestCheckItemsLedger(t *testing.T) {
 	if r, err := aud.Run(ctx, 1); err != nil || !r.OK || r.Items != 1 {
 		t.Fatalf("an item with its orders: got %+v, %v; want OK", r, err)
 	}
-	if err := rdb.XTrimMaxLen(ctx, stock.ItemKeys(base, "a").Orders, 1).Err(); err != nil {
+	if err := rdb.XTrimMaxLen(ctx, redisstore.ItemKeys(base, "a").Orders, 1).Err(); err != nil {
 		t.Fatal(err)
 	}
 	r, err := aud.Run(ctx, 1)
@@ -191,17 +192,17 @@ func TestCheckItemsDurable(t *testing.T) {
 
 // soldItems is a Redis whose default sale is balanced (10 left, none
 // sold) and whose items ids, ledger on, have each sold 2 of 5.
-func soldItems(t *testing.T, ids ...string) (*redis.Client, *stock.Items, stock.Keys) {
+func soldItems(t *testing.T, ids ...string) (*redis.Client, *redisstore.Items, redisstore.Keys) {
 	t.Helper()
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := t.Context()
-	base := stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true)
-	items := stock.NewItems(stock.ItemsConfig{Redis: rdb, Base: base,
+	base := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true)
+	items := redisstore.NewItems(redisstore.ItemsConfig{Redis: rdb, Base: base,
 		Service: stock.ServiceConfig{Backend: "none", Mode: stock.ModeAtomic, Replica: "r-1"}})
 	for _, id := range ids {
-		if _, err := items.Create(ctx, stock.Item{ID: id, Stock: 5}); err != nil {
+		if _, err := items.Create(ctx, redisstore.Item{ID: id, Stock: 5}); err != nil {
 			t.Fatal(err)
 		}
 		for range 2 {

@@ -14,7 +14,7 @@ import (
 // equal lucky; and once the durable consumer has caught up, MySQL's rows
 // for the sale must equal the ledger's orders.
 
-// Ledger reads the order ledger; *stock.Store implements it.
+// Ledger reads the order ledger; *redisstore.Store implements it.
 type Ledger interface {
 	// LedgerStats reads the sale id, the orders and lucky in one round
 	// trip, so they can be compared with each other under load.

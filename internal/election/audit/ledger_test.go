@@ -11,6 +11,7 @@ import (
 	"seckill/internal/election/audit"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // A real ledger: every sale leaves an order, so orders == lucky and the
@@ -21,7 +22,7 @@ func TestCheckReconcilesLedgerWithLucky(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := t.Context()
-	store := stock.NewStore(rdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence",
+	store := redisstore.NewStore(rdb, redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence",
 		Initial: "stock:initial", Orders: "stock:orders"})
 	if err := store.Reset(ctx, 5); err != nil {
 		t.Fatal(err)
@@ -156,7 +157,7 @@ func TestCheckLedgerRedisDown(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	lrdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
-	store := stock.NewStore(lrdb, stock.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Orders: "stock:orders"})
+	store := redisstore.NewStore(lrdb, redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Orders: "stock:orders"})
 	_ = lrdb.Close() // the ledger's client is gone, the audit's is not
 	aud := audit.New(rdb, audit.Config{Stock: "stock", Lucky: "lucky", Fence: "stock:fence",
 		Replica: "r-1", Backend: "etcd", Ledger: store})

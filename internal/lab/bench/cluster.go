@@ -15,6 +15,7 @@ import (
 	"seckill/internal/lab/localcluster"
 	"seckill/internal/servers"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 	"seckill/internal/stockd"
 )
 
@@ -157,7 +158,7 @@ func predictShares(ctx context.Context, rcl *servers.RedisCluster, s clusterShap
 	if s.items > 0 {
 		keys = nil
 		for _, id := range loadgen.ItemIDs("bench", s.items) {
-			keys = append(keys, stock.ItemMetaKey(id))
+			keys = append(keys, redisstore.ItemMetaKey(id))
 		}
 	}
 	per := map[string]float64{}

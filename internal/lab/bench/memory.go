@@ -14,7 +14,7 @@ import (
 	"seckill/internal/health"
 	"seckill/internal/lab/loadgen"
 	"seckill/internal/servers"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 	"seckill/internal/stockd"
 )
 
@@ -160,14 +160,14 @@ func runMemory(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, log 
 func itemsDrained(ctx context.Context, rdb *redis.Client) error {
 	deadline := time.Now().Add(memoryDrain)
 	for {
-		ids, err := rdb.HKeys(ctx, stock.ItemRegistry).Result()
+		ids, err := rdb.HKeys(ctx, redisstore.ItemRegistry).Result()
 		left := int64(0)
 		for _, id := range ids {
 			if err != nil {
 				break
 			}
 			var n int64
-			n, err = rdb.XLen(ctx, stock.ItemKeys(stock.Keys{Orders: "stock:orders"}, id).Orders).Result()
+			n, err = rdb.XLen(ctx, redisstore.ItemKeys(redisstore.Keys{Orders: "stock:orders"}, id).Orders).Result()
 			left += n
 		}
 		if err == nil && left == 0 {

@@ -1,10 +1,11 @@
-package stock
+package redisstore
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"seckill/internal/stock"
 	"slices"
 	"strings"
 	"sync"
@@ -145,7 +146,7 @@ func (r *witnessRecord) lower(epoch string, ceilings []int64) bool {
 
 // witness is a Store's link to its register, shared by the segments.
 type witness struct {
-	reg     Register
+	reg     stock.Register
 	timeout time.Duration
 	mark    *watermark
 	// note says what the witness itself does not survive (NoteWitness);
@@ -178,7 +179,7 @@ type witnessWaiter struct {
 // record, its resets record their epoch there first, and Service answers
 // a sale sold only once r holds its ceiling. timeout bounds one register
 // round (0: DefaultWitnessTimeout). A nil r returns a store without one.
-func (s *Store) WithWitness(r Register, timeout time.Duration) *Store {
+func (s *Store) WithWitness(r stock.Register, timeout time.Duration) *Store {
 	if timeout <= 0 {
 		timeout = DefaultWitnessTimeout
 	}
@@ -188,7 +189,7 @@ func (s *Store) WithWitness(r Register, timeout time.Duration) *Store {
 // with is a store over the same client and keys whose every segment waits
 // for acks a and is witnessed in reg (nil: none), with a memory of the
 // sale of its own.
-func (s *Store) with(a ReplicaAcks, reg Register, timeout time.Duration) *Store {
+func (s *Store) with(a ReplicaAcks, reg stock.Register, timeout time.Duration) *Store {
 	n := NewStore(s.rdb, s.keys)
 	var w *witness
 	if reg != nil {
@@ -211,7 +212,7 @@ func (s *Store) Witness() string {
 // ErrNotWitnessed: a sale sold in Redis, but the witness could not record
 // its ceiling in time; the service answers it unconfirmed (its receipt
 // says it sold). It wraps ErrUnavailable.
-var ErrNotWitnessed = fmt.Errorf("%w: the witness did not record the sale", ErrUnavailable)
+var ErrNotWitnessed = fmt.Errorf("%w: the witness did not record the sale", stock.ErrUnavailable)
 
 // load reads the record. Unless back is set (a reset, an adoption: the
 // operator's new start), a record whose generation is below the highest
@@ -227,7 +228,7 @@ func (w *witness) load(ctx context.Context, back bool) (witnessRecord, []byte, e
 	w.cacheMu.Unlock()
 	raw, err := w.reg.Get(ctx)
 	if err != nil {
-		return witnessRecord{}, nil, fmt.Errorf("stock: read the witness (%s): %w: %w", w.reg.Name(), ErrUnavailable, err)
+		return witnessRecord{}, nil, fmt.Errorf("stock: read the witness (%s): %w: %w", w.reg.Name(), stock.ErrUnavailable, err)
 	}
 	var rec witnessRecord
 	if raw != nil {
@@ -235,7 +236,7 @@ func (w *witness) load(ctx context.Context, back bool) (witnessRecord, []byte, e
 			return rec, nil, fmt.Errorf("stock: the witness (%s) holds no record of ours: %w", w.reg.Name(), err)
 		}
 		if rec.Format > witnessFormat {
-			return rec, nil, fmt.Errorf("%w: the witness (%s) holds format %d, this stockd reads up to %d", ErrWitnessFormat, w.reg.Name(), rec.Format, witnessFormat)
+			return rec, nil, fmt.Errorf("%w: the witness (%s) holds format %d, this stockd reads up to %d", stock.ErrWitnessFormat, w.reg.Name(), rec.Format, witnessFormat)
 		}
 	}
 	w.cacheMu.Lock()
@@ -249,7 +250,7 @@ func (w *witness) load(ctx context.Context, back bool) (witnessRecord, []byte, e
 	if rec.Gen < before && !back && !legacy && !w.novel(rec) {
 		w.cacheOK = false
 		return rec, nil, fmt.Errorf("%w: the witness (%s) holds generation %d, below the %d this process saw: it went back (a restored backup, a wiped store)",
-			ErrWitnessLost, w.reg.Name(), rec.Gen, before)
+			stock.ErrWitnessLost, w.reg.Name(), rec.Gen, before)
 	}
 	w.see(rec)
 	if w.high != before {
@@ -317,7 +318,7 @@ func (w *witness) update(ctx context.Context, back bool, change func(*witnessRec
 		cancel()
 		if err != nil {
 			w.forget()
-			return rec, fmt.Errorf("stock: write the witness (%s): %w: %w", w.reg.Name(), ErrUnavailable, err)
+			return rec, fmt.Errorf("stock: write the witness (%s): %w: %w", w.reg.Name(), stock.ErrUnavailable, err)
 		}
 		if stored {
 			w.remember(rec.clone(), v)
@@ -325,7 +326,7 @@ func (w *witness) update(ctx context.Context, back bool, change func(*witnessRec
 		}
 		w.forget() // the register holds other bytes than ours: read them, merge into them
 	}
-	return witnessRecord{}, fmt.Errorf("stock: write the witness (%s): %w: too many concurrent writers", w.reg.Name(), ErrUnavailable)
+	return witnessRecord{}, fmt.Errorf("stock: write the witness (%s): %w: too many concurrent writers", w.reg.Name(), stock.ErrUnavailable)
 }
 
 // cached is a deep copy of the record last read or written, its bytes,
@@ -422,7 +423,7 @@ func (w *witness) flush() {
 				// the reset): writing this process's ceilings into it
 				// would "record" one replica's sales, not every one's.
 				if r.find(epoch) == nil {
-					return false, fmt.Errorf("%w: the witness (%s) has no record of sale %s, in which this process sold", ErrWitnessLost, w.reg.Name(), epoch)
+					return false, fmt.Errorf("%w: the witness (%s) has no record of sale %s, in which this process sold", stock.ErrWitnessLost, w.reg.Name(), epoch)
 				}
 				return r.lower(epoch, ceilings), nil
 			})
@@ -468,14 +469,14 @@ func (w *witness) check(ctx context.Context, redisEpoch string, verify func(ceil
 	if len(rec.Sales) == 0 {
 		if redisEpoch != "" {
 			return fmt.Errorf("%w: redis holds sale %s, the witness (%s) holds no record of any sale: it forgot, or never had it",
-				ErrWitnessLost, redisEpoch, w.reg.Name())
+				stock.ErrWitnessLost, redisEpoch, w.reg.Name())
 		}
 		w.mark.reset(redisEpoch)
 		return nil
 	}
 	latest := rec.Sales[len(rec.Sales)-1].Epoch
 	if redisEpoch == "" {
-		return fmt.Errorf("stock: %w: the sale's epoch is missing from redis, the witness (%s) recorded %s", ErrStoreLost, w.reg.Name(), latest)
+		return fmt.Errorf("stock: %w: the sale's epoch is missing from redis, the witness (%s) recorded %s", stock.ErrStoreLost, w.reg.Name(), latest)
 	}
 	sale := rec.find(redisEpoch)
 	if sale == nil {
@@ -563,22 +564,22 @@ func (s *Store) haltLost(ctx context.Context, op, epoch, why string) error {
 	}
 	s.wit.forget()
 	s.mark.forget()
-	return fmt.Errorf("stock: %s: %w: the witness was adopted or reconciled meanwhile", op, ErrUnavailable)
+	return fmt.Errorf("stock: %s: %w: the witness was adopted or reconciled meanwhile", op, stock.ErrUnavailable)
 }
 
 // witnessLostReason is err's text from ErrWitnessLost's on: the halt's
 // reason, which starts with witness_lost however deep err wraps it.
 func witnessLostReason(err error) string {
 	msg := err.Error()
-	if i := strings.Index(msg, ErrWitnessLost.Error()); i >= 0 {
+	if i := strings.Index(msg, stock.ErrWitnessLost.Error()); i >= 0 {
 		return msg[i:]
 	}
-	return ErrWitnessLost.Error() + ": " + msg
+	return stock.ErrWitnessLost.Error() + ": " + msg
 }
 
 // haltReason is the halt's reason for a refusal of check.
 func haltReason(err error) string {
-	if errors.Is(err, ErrWitnessLost) {
+	if errors.Is(err, stock.ErrWitnessLost) {
 		return witnessLostReason(err)
 	}
 	return err.Error()

@@ -1,9 +1,10 @@
-package stock
+package redisstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"seckill/internal/stock"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -147,7 +148,7 @@ func (s *Store) ackClient(ctx context.Context) (redis.UniversalClient, error) {
 	}
 	node, err := cc.MasterForKey(ctx, s.keys.Stock)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the master of %s: %w", ErrUnavailable, s.keys.Stock, err)
+		return nil, fmt.Errorf("%w: the master of %s: %w", stock.ErrUnavailable, s.keys.Stock, err)
 	}
 	return node, nil
 }
@@ -207,7 +208,7 @@ func (s *Store) resetAcked(ctx context.Context, tx func(redis.Pipeliner) error) 
 	}
 	if err := s.acked(ctx, "reset", wait); err != nil {
 		if errors.Is(err, ErrNotReplicated) {
-			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+			err = fmt.Errorf("%w: %w", stock.ErrUnavailable, err)
 		}
 		return err
 	}

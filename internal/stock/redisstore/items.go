@@ -1,4 +1,4 @@
-package stock
+package redisstore
 
 import (
 	"cmp"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"seckill/internal/stock"
 	"slices"
 	"strings"
 	"sync"
@@ -77,13 +78,13 @@ func (it Item) Check() error {
 	}
 	switch {
 	case it.Stock < 0 || it.Stock > MaxStock:
-		return fmt.Errorf("%w: stock %d: want 0..%d (2^53-1)", ErrBadItem, it.Stock, int64(MaxStock))
+		return fmt.Errorf("%w: stock %d: want 0..%d (2^53-1)", stock.ErrBadItem, it.Stock, int64(MaxStock))
 	case it.StartsAt < 0 || it.EndsAt < 0 || it.StartsAt > maxWindowMS || it.EndsAt > maxWindowMS:
-		return fmt.Errorf("%w: starts_at %d, ends_at %d: want unix ms up to 9999-12-31, or 0 for no bound", ErrBadItem, it.StartsAt, it.EndsAt)
+		return fmt.Errorf("%w: starts_at %d, ends_at %d: want unix ms up to 9999-12-31, or 0 for no bound", stock.ErrBadItem, it.StartsAt, it.EndsAt)
 	case it.StartsAt > 0 && it.EndsAt > 0 && it.EndsAt <= it.StartsAt:
-		return fmt.Errorf("%w: ends_at %d is not after starts_at %d", ErrBadItem, it.EndsAt, it.StartsAt)
+		return fmt.Errorf("%w: ends_at %d is not after starts_at %d", stock.ErrBadItem, it.EndsAt, it.StartsAt)
 	case it.PerUserLimit < 0 || int64(it.PerUserLimit) > MaxStock:
-		return fmt.Errorf("%w: per_user_limit %d: want 0 (the default sale's limit) or more", ErrBadItem, it.PerUserLimit)
+		return fmt.Errorf("%w: per_user_limit %d: want 0 (the default sale's limit) or more", stock.ErrBadItem, it.PerUserLimit)
 	}
 	return nil
 }
@@ -130,12 +131,12 @@ type ItemsConfig struct {
 	// sale's is built; Items sets Store, LockKey (ItemLockKey of the
 	// template's) and PerUserLimit (the item's, when it sets one: else
 	// the template's, Items.PerUserLimit).
-	Service ServiceConfig
+	Service stock.ServiceConfig
 	// Witness, if set, is item id's witness register (witness.go): each
 	// item's sale is witnessed in a register of its own, as the default
 	// sale is in its (ItemWitnessName), so a rewound item halts only
 	// itself. WitnessTimeout bounds one round (0: DefaultWitnessTimeout).
-	Witness        func(id string) Register
+	Witness        func(id string) stock.Register
 	WitnessTimeout time.Duration
 	// Clock is what items' windows check the stock Redis's clock
 	// against (Store.WithWindowClock): stock.max_clock_skew.
@@ -162,7 +163,7 @@ type Items struct {
 type itemSale struct {
 	rec   itemRecord
 	store *Store
-	svc   *Service
+	svc   *stock.Service
 }
 
 // NewItems returns the items of cfg.Redis. Segmented stock and unfenced
@@ -173,12 +174,12 @@ func NewItems(cfg ItemsConfig) *Items {
 	if cfg.Base.Segments > 1 {
 		why = append(why, fmt.Sprintf("segmented stock (%d segments)", cfg.Base.Segments))
 	}
-	if cmp.Or(cfg.Service.Mode, ModeLocked) == ModeLocked && !cfg.Service.Fencing {
+	if cmp.Or(cfg.Service.Mode, stock.ModeLocked) == stock.ModeLocked && !cfg.Service.Fencing {
 		why = append(why, "unfenced sales (their write checks no window)")
 	}
 	m := &Items{cfg: cfg, sales: map[string]*itemSale{}}
 	if len(why) > 0 {
-		m.unsupported = fmt.Errorf("%w: %s", ErrItemsUnsupported, strings.Join(why, ", "))
+		m.unsupported = fmt.Errorf("%w: %s", stock.ErrItemsUnsupported, strings.Join(why, ", "))
 	}
 	return m
 }
@@ -237,15 +238,15 @@ func (m *Items) put(ctx context.Context, it Item, create bool) (ItemStatus, erro
 		return ItemStatus{}, err
 	}
 	if it.PerUserLimit > 0 && m.cfg.Base.Orders == "" {
-		return ItemStatus{}, fmt.Errorf("%w: per_user_limit needs the order ledger, which is off", ErrBadItem)
+		return ItemStatus{}, fmt.Errorf("%w: per_user_limit needs the order ledger, which is off", stock.ErrBadItem)
 	}
 	// Before the reset sweeps anything of a sale: a create of an item
 	// that exists must not touch its idempotency records.
 	_, err := m.record(ctx, it.ID)
 	switch {
 	case create && err == nil:
-		return ItemStatus{}, fmt.Errorf("%w: %s (reset it instead, unless it is archived)", ErrItemExists, it.ID)
-	case create && errors.Is(err, ErrNoItem):
+		return ItemStatus{}, fmt.Errorf("%w: %s (reset it instead, unless it is archived)", stock.ErrItemExists, it.ID)
+	case create && errors.Is(err, stock.ErrNoItem):
 	case err != nil:
 		return ItemStatus{}, err
 	}
@@ -282,9 +283,9 @@ func (m *Items) put(ctx context.Context, it Item, create bool) (ItemStatus, erro
 		case err != nil:
 			return ItemStatus{}, WrapRedis(ctx, "item registry", err)
 		case n == 0:
-			return ItemStatus{}, fmt.Errorf("%w: %s (reset it instead)", ErrItemExists, it.ID)
+			return ItemStatus{}, fmt.Errorf("%w: %s (reset it instead)", stock.ErrItemExists, it.ID)
 		case n < 0:
-			return ItemStatus{}, fmt.Errorf("%w: the registry holds %d items, the most there may be", ErrBadItem, MaxItems)
+			return ItemStatus{}, fmt.Errorf("%w: the registry holds %d items, the most there may be", stock.ErrBadItem, MaxItems)
 		}
 	}
 	tx := func(p redis.Pipeliner) error {
@@ -336,7 +337,7 @@ func recordOf(ctx context.Context, id string, own, reg *redis.StringCmd) (itemRe
 		raw, err = reg.Result()
 	}
 	if errors.Is(err, redis.Nil) {
-		return itemRecord{}, fmt.Errorf("%w: %s", ErrNoItem, id)
+		return itemRecord{}, fmt.Errorf("%w: %s", stock.ErrNoItem, id)
 	}
 	if err != nil {
 		return itemRecord{}, WrapRedis(ctx, "item registry", err)
@@ -392,33 +393,33 @@ func (m *Items) IDs(ctx context.Context) ([]string, error) {
 // the default sale's, with the same errors, and besides: ErrNoItem, a
 // *WindowError (ErrNotStarted, ErrEnded) outside the item's window,
 // ErrItemsUnsupported, and ErrBadItem for a malformed id.
-func (m *Items) ReduceFor(ctx context.Context, id string, b Buyer) (Sale, error) {
+func (m *Items) ReduceFor(ctx context.Context, id string, b stock.Buyer) (stock.Sale, error) {
 	if m.unsupported != nil {
-		return Sale{}, m.unsupported
+		return stock.Sale{}, m.unsupported
 	}
 	if err := CheckItemID(id); err != nil {
-		return Sale{}, err
+		return stock.Sale{}, err
 	}
 	fresh := false
 	for {
 		is, err := m.sale(ctx, id, fresh)
 		if err != nil {
-			return Sale{}, err
+			return stock.Sale{}, err
 		}
 		sale, err := is.svc.ReduceFor(ctx, b)
-		if errors.Is(err, ErrEnded) && !errors.Is(err, ErrUnconfirmed) {
+		if errors.Is(err, stock.ErrEnded) && !errors.Is(err, stock.ErrUnconfirmed) {
 			// An archived item's sales end at its window's check
 			// (window.lua); say which end it was.
 			if aerr := m.refuseArchived(ctx, id); aerr != nil {
-				return Sale{}, aerr
+				return stock.Sale{}, aerr
 			}
 		}
-		if !errors.Is(err, errItemChanged) || errors.Is(err, ErrUnconfirmed) {
+		if !errors.Is(err, stock.ErrItemChanged) || errors.Is(err, stock.ErrUnconfirmed) {
 			return sale, err
 		}
 		// Nothing was written: sell again under the new settings.
 		if fresh {
-			return Sale{}, fmt.Errorf("%w: item %s was reset again during its sale", ErrUnavailable, id)
+			return stock.Sale{}, fmt.Errorf("%w: item %s was reset again during its sale", stock.ErrUnavailable, id)
 		}
 		fresh = true
 	}
@@ -438,7 +439,7 @@ func (m *Items) Receipt(ctx context.Context, id, attempt string) (stockAfter int
 
 // Orders is item id's order ledger (its Store): ErrNoItem when there is
 // no such item, and ErrNoLedger from its reads when the ledger is off.
-func (m *Items) Orders(ctx context.Context, id string) (OrderReader, error) {
+func (m *Items) Orders(ctx context.Context, id string) (stock.OrderReader, error) {
 	if m.unsupported != nil {
 		return nil, m.unsupported
 	}
@@ -473,7 +474,7 @@ func (m *Items) sale(ctx context.Context, id string, fresh bool) (*itemSale, err
 	st.pinEpoch(rec.Epoch)
 	cfg := m.cfg.Service
 	cfg.Store, cfg.LockKey, cfg.PerUserLimit = st, ItemLockKey(m.cfg.Service.LockKey, id), m.PerUserLimit(rec.Item)
-	is = &itemSale{rec: rec, store: st, svc: NewService(cfg)}
+	is = &itemSale{rec: rec, store: st, svc: stock.NewService(cfg)}
 	m.sales[id] = is
 	return is, nil
 }

@@ -1,8 +1,9 @@
-package stock
+package redisstore
 
 import (
 	"context"
 	"fmt"
+	"seckill/internal/stock"
 	"strconv"
 	"time"
 
@@ -13,22 +14,22 @@ import (
 // that sees the ledger at one instant: orders.lua for orders, a MULTI for
 // the counts.
 
-var _ OrderReader = (*Store)(nil)
+var _ stock.OrderReader = (*Store)(nil)
 
 // Order returns the order with id (an order id is the attempt id of the
 // sale that made it), ErrNoOrder if the ledger has none (a sale that did
 // not sell, an earlier sale's, an unknown id, or one trimmed once stored:
 // TrimLedger) or ErrNoLedger.
-func (s *Store) Order(ctx context.Context, id string) (Order, error) {
+func (s *Store) Order(ctx context.Context, id string) (stock.Order, error) {
 	if !s.Ledger() {
-		return Order{}, ErrNoLedger
+		return stock.Order{}, stock.ErrNoLedger
 	}
 	_, orders, err := s.readOrders(ctx, "id", id)
 	if err != nil {
-		return Order{}, err
+		return stock.Order{}, err
 	}
 	if len(orders) != 1 || orders[0].Trimmed() {
-		return Order{}, fmt.Errorf("%w: %q", ErrNoOrder, truncate(id, 80))
+		return stock.Order{}, fmt.Errorf("%w: %q", stock.ErrNoOrder, truncate(id, 80))
 	}
 	return orders[0], nil
 }
@@ -38,9 +39,9 @@ func (s *Store) Order(ctx context.Context, id string) (Order, error) {
 // capped at MaxOrdersLimit), and how many the user has in all. An order
 // trimmed from the stream once stored (TrimLedger) is listed by its ID
 // and Sale alone (Order.Trimmed): its durable copy has the rest.
-func (s *Store) OrdersByUser(ctx context.Context, user string, offset, limit int) ([]Order, int64, error) {
+func (s *Store) OrdersByUser(ctx context.Context, user string, offset, limit int) ([]stock.Order, int64, error) {
 	if !s.Ledger() {
-		return nil, 0, ErrNoLedger
+		return nil, 0, stock.ErrNoLedger
 	}
 	if limit <= 0 {
 		limit = DefaultOrdersLimit
@@ -57,9 +58,9 @@ func (s *Store) OrdersByUser(ctx context.Context, user string, offset, limit int
 // LedgerStats reads the sale id, the orders (XLEN plus the trimmed
 // count), the named buyers (HLEN) and lucky in one MULTI, so orders ==
 // lucky can be checked on one instant's numbers.
-func (s *Store) LedgerStats(ctx context.Context) (LedgerStats, error) {
+func (s *Store) LedgerStats(ctx context.Context) (stock.LedgerStats, error) {
 	if !s.Ledger() {
-		return LedgerStats{}, ErrNoLedger
+		return stock.LedgerStats{}, stock.ErrNoLedger
 	}
 	var sale *redis.StringCmd
 	var orders, buyers *redis.IntCmd
@@ -73,30 +74,26 @@ func (s *Store) LedgerStats(ctx context.Context) (LedgerStats, error) {
 		return nil
 	})
 	if err != nil && err != redis.Nil {
-		return LedgerStats{}, WrapRedis(ctx, "ledger stats", err)
+		return stock.LedgerStats{}, WrapRedis(ctx, "ledger stats", err)
 	}
-	st := LedgerStats{Sale: sale.Val(), Orders: orders.Val(), Buyers: buyers.Val()}
+	st := stock.LedgerStats{Sale: sale.Val(), Orders: orders.Val(), Buyers: buyers.Val()}
 	if v := lucky.Val(); v != "" {
 		if st.Lucky, err = checkInt(v); err != nil {
-			return LedgerStats{}, fmt.Errorf("stock: ledger stats: %w", notInt(s.keys.Lucky))
+			return stock.LedgerStats{}, fmt.Errorf("stock: ledger stats: %w", notInt(s.keys.Lucky))
 		}
 	}
 	if v := trimmed.Val(); v != "" {
 		if st.Trimmed, err = checkInt(v); err != nil {
-			return LedgerStats{}, fmt.Errorf("stock: ledger stats: %w", notInt(s.keys.Trimmed))
+			return stock.LedgerStats{}, fmt.Errorf("stock: ledger stats: %w", notInt(s.keys.Trimmed))
 		}
 		st.Orders += st.Trimmed
 	}
 	return st, nil
 }
 
-// Trimmed reports whether o is an order the stream no longer holds
-// (OrdersByUser): only its ID and Sale are known.
-func (o Order) Trimmed() bool { return o.Entry == "" }
-
 // readOrders runs orders.lua in mode ('id' or 'user'); an order the
 // stream does not hold is returned as Trimmed.
-func (s *Store) readOrders(ctx context.Context, mode string, args ...any) (int64, []Order, error) {
+func (s *Store) readOrders(ctx context.Context, mode string, args ...any) (int64, []stock.Order, error) {
 	res, err := ordersScript.Run(ctx, s.rdb, []string{s.keys.OrderIndex, s.keys.Orders, s.keys.ByUser, s.keys.Sale},
 		append([]any{mode}, args...)...).Slice()
 	if err != nil && err != redis.Nil {
@@ -107,10 +104,10 @@ func (s *Store) readOrders(ctx context.Context, mode string, args ...any) (int64
 	}
 	total, _ := res[0].(int64)
 	sale, _ := res[1].(string)
-	orders := make([]Order, 0, len(res)-2)
+	orders := make([]stock.Order, 0, len(res)-2)
 	for _, e := range res[2:] {
 		if id, ok := e.(string); ok {
-			orders = append(orders, Order{ID: id, Sale: sale})
+			orders = append(orders, stock.Order{ID: id, Sale: sale})
 			continue
 		}
 		o, err := parseEntry(e)
@@ -124,15 +121,15 @@ func (s *Store) readOrders(ctx context.Context, mode string, args ...any) (int64
 
 // parseEntry reads one XRANGE entry, {id, {field, value, ...}}, as an
 // Order.
-func parseEntry(e any) (Order, error) {
+func parseEntry(e any) (stock.Order, error) {
 	pair, ok := e.([]any)
 	if !ok || len(pair) != 2 {
-		return Order{}, fmt.Errorf("bad stream entry %v", e)
+		return stock.Order{}, fmt.Errorf("bad stream entry %v", e)
 	}
 	entry, _ := pair[0].(string)
 	kv, ok := pair[1].([]any)
 	if !ok || len(kv)%2 != 0 {
-		return Order{}, fmt.Errorf("bad stream entry %v", e)
+		return stock.Order{}, fmt.Errorf("bad stream entry %v", e)
 	}
 	fields := make(map[string]string, len(kv)/2)
 	for i := 0; i < len(kv); i += 2 {
@@ -146,30 +143,30 @@ func parseEntry(e any) (Order, error) {
 // OrderFromFields reads an order from its stream entry's id and fields, as
 // the ledger scripts write them: what a consumer of the stream (the durable
 // orders) decodes with.
-func OrderFromFields(entry string, f map[string]string) (Order, error) {
+func OrderFromFields(entry string, f map[string]string) (stock.Order, error) {
 	if err := CheckLedgerFormat(entry, f["format"]); err != nil {
-		return Order{}, err
+		return stock.Order{}, err
 	}
-	o := Order{ID: f["id"], Sale: f["sale"], User: f["user"], Key: f["key"], Replica: f["replica"], Entry: entry}
+	o := stock.Order{ID: f["id"], Sale: f["sale"], User: f["user"], Key: f["key"], Replica: f["replica"], Entry: entry}
 	var err error
 	if o.Token, err = strconv.ParseUint(f["token"], 10, 64); err != nil {
-		return Order{}, fmt.Errorf("order %s: bad token %q", entry, f["token"])
+		return stock.Order{}, fmt.Errorf("order %s: bad token %q", entry, f["token"])
 	}
 	if o.StockAfter, err = strconv.ParseInt(f["stock_after"], 10, 64); err != nil {
-		return Order{}, fmt.Errorf("order %s: bad stock_after %q", entry, f["stock_after"])
+		return stock.Order{}, fmt.Errorf("order %s: bad stock_after %q", entry, f["stock_after"])
 	}
 	if u, ok := f["unit"]; ok {
 		if o.Unit, err = strconv.ParseInt(u, 10, 64); err != nil || o.Unit < 1 {
-			return Order{}, fmt.Errorf("order %s: bad unit %q", entry, u)
+			return stock.Order{}, fmt.Errorf("order %s: bad unit %q", entry, u)
 		}
 	}
 	ms, err := strconv.ParseInt(f["time"], 10, 64)
 	if err != nil {
-		return Order{}, fmt.Errorf("order %s: bad time %q", entry, f["time"])
+		return stock.Order{}, fmt.Errorf("order %s: bad time %q", entry, f["time"])
 	}
 	o.Time = time.UnixMilli(ms).UTC()
 	if o.ID == "" {
-		return Order{}, fmt.Errorf("order %s: no id", entry)
+		return stock.Order{}, fmt.Errorf("order %s: no id", entry)
 	}
 	return o, nil
 }

@@ -1,6 +1,8 @@
-package stock
+package redisstore
 
-import "time"
+import (
+	"time"
+)
 
 // WindowClock is what a windowed sale's scripts check the stock Redis's
 // clock against (window.lua): this process's clock, sent with every call,

@@ -1,7 +1,8 @@
-package stock
+package redisstore
 
 import (
 	"fmt"
+	"seckill/internal/stock"
 	"strings"
 )
 
@@ -91,7 +92,7 @@ func (k Keys) All() []KeyName {
 	add := func(name, of, what string) { out = append(out, KeyName{Name: name, Of: of, What: what}) }
 	add(k.Stock, "Stock", "the stock")
 	for i := 1; i < k.Segments; i++ {
-		add(SegmentKey(k.Stock, i), "Stock", fmt.Sprintf("segment %d's stock", i))
+		add(stock.SegmentKey(k.Stock, i), "Stock", fmt.Sprintf("segment %d's stock", i))
 	}
 	if k.Initial != "" {
 		add(k.Initial, "Initial", "the initial stock")
@@ -114,7 +115,7 @@ func (k Keys) All() []KeyName {
 	add(k.Lucky, "Lucky", "the units sold")
 	add(k.Fence, "Fence", "the fence")
 	for i := 1; i < k.Segments; i++ {
-		add(SegmentKey(k.Fence, i), "Fence", fmt.Sprintf("segment %d's fence", i))
+		add(stock.SegmentKey(k.Fence, i), "Fence", fmt.Sprintf("segment %d's fence", i))
 	}
 	out = append(out, KeyName{Name: k.Receipts, Prefix: true, Of: "Receipts", What: "the receipts"})
 	return out
@@ -229,7 +230,7 @@ func CheckItemID(id string) error {
 		ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'
 	}
 	if !ok {
-		return fmt.Errorf("%w: id %q: want 1..%d of a-z, 0-9 and '-', not starting with '-'", ErrBadItem, truncate(id, 40), MaxItemIDLen)
+		return fmt.Errorf("%w: id %q: want 1..%d of a-z, 0-9 and '-', not starting with '-'", stock.ErrBadItem, truncate(id, 40), MaxItemIDLen)
 	}
 	return nil
 }

@@ -1,10 +1,12 @@
-package stock
+package redisstore
 
 import (
 	"context"
 	_ "embed"
 	"errors"
 	"fmt"
+	"seckill/internal/stock"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -51,9 +53,9 @@ func (m *Items) Unlatch(ctx context.Context, id, by string) (ItemStatus, error) 
 	}
 	switch res[0] {
 	case 1:
-		return ItemStatus{}, fmt.Errorf("%w: %s", ErrItemArchived, id)
+		return ItemStatus{}, fmt.Errorf("%w: %s", stock.ErrItemArchived, id)
 	case 2:
-		return ItemStatus{}, fmt.Errorf("%w: item %s, at %s", ErrWindowEnded, id, unixMS(res[1]))
+		return ItemStatus{}, fmt.Errorf("%w: item %s, at %s", ErrWindowEnded, id, time.UnixMilli(res[1]).UTC().Format(time.RFC3339Nano))
 	}
 	return m.Status(ctx, id)
 }

@@ -1,13 +1,13 @@
-package stock
+package redisstore
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"seckill/internal/stock"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,10 +23,6 @@ import (
 // consumer (internal/orders) reads; the index, buyer counts and per-user
 // set are there to answer Order, OrdersByUser and the limit without
 // scanning it.
-
-// DefaultIdempotencyTTL is how long an idempotency key's record is kept
-// when ServiceConfig.IdempotencyTTL is zero.
-const DefaultIdempotencyTTL = 24 * time.Hour
 
 // Order reading limits (OrdersByUser).
 const (
@@ -44,50 +40,17 @@ const (
 	resetSweepCount = 1000
 )
 
-// verdict kinds: what one member of a ledger write got (ledger.lua).
-const (
-	verdictSold    = "sold"
-	verdictReplay  = "replay"
-	verdictLimit   = "limit"
-	verdictSoldOut = "soldout"
-	verdictEnded   = "ended" // the sale's window ended (window.lua)
-)
-
-// verdict is one member's outcome of a ledger write.
-type verdict struct {
-	kind  string
-	order string // sold, replay: the order id (the original one for a replay)
-	after int64  // sold, replay: the stock after that order
-	token uint64 // sold, replay: that order's fencing token
-	ends  int64  // ended: the window's ends_at, unix ms
-}
-
-// member is one buyer of a ledger write and the order id its unit gets.
-type member struct {
-	Buyer
-	id string
-}
-
-// ledgerArgs are the sale's settings the ledger scripts need besides the
-// members.
-type ledgerArgs struct {
-	limit   int           // per-user limit, 0 none
-	ttl     time.Duration // idempotency record TTL
-	replica string
-	now     time.Time
-}
-
 // freshSale is the sale id this process offers a script that finds none
 // (a stock never reset): the first script to find it missing sets it, and
 // every later one, of any process, reads that.
 var freshSale = newSaleID()
 
-func (a ledgerArgs) argv() []any {
-	ttl := a.ttl
+func ledgerArgv(a stock.LedgerArgs) []any {
+	ttl := a.TTL
 	if ttl <= 0 {
-		ttl = DefaultIdempotencyTTL
+		ttl = stock.DefaultIdempotencyTTL
 	}
-	return []any{a.limit, ttl.Milliseconds(), a.replica, a.now.UnixMilli(), freshSale}
+	return []any{a.Limit, ttl.Milliseconds(), a.Replica, a.Now.UnixMilli(), freshSale}
 }
 
 // Ledger reports whether sales write the order ledger (Keys.Orders set).
@@ -95,7 +58,7 @@ func (s *Store) Ledger() bool { return s.keys.Orders != "" }
 
 // ledgerKeys are the ledger keys of a script run (ledger.lua's KEYS[kb..]):
 // the fixed ones, then each member's idempotency record.
-func (s *Store) ledgerKeys(keys []string, members []member) []string {
+func (s *Store) ledgerKeys(keys []string, members []stock.Member) []string {
 	k := s.keys
 	keys = append(keys, k.Orders, k.Sale, k.Buyers, k.OrderIndex, k.ByUser, s.idemIndex())
 	for _, m := range members {
@@ -122,9 +85,9 @@ func (s *Store) idemKey(user, key string) string {
 	return s.keys.Idempotency + strconv.Itoa(len(user)) + ":" + user + ":" + key
 }
 
-func memberArgs(args []any, members []member) []any {
+func memberArgs(args []any, members []stock.Member) []any {
 	for _, m := range members {
-		args = append(args, m.User, m.Key, m.id)
+		args = append(args, m.User, m.Key, m.ID)
 	}
 	return args
 }
@@ -133,10 +96,10 @@ func memberArgs(args []any, members []member) []any {
 // stock as read, it sells to members in order (ledger.lua) and returns what
 // each got. Exactly-once per lease like Write: a retry returns the first
 // run's verdicts.
-func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []member, la ledgerArgs) ([]verdict, error) {
+func (s *Store) writeLedger(ctx context.Context, f stock.Fence, read int64, members []stock.Member, la stock.LedgerArgs) ([]stock.Verdict, error) {
 	args := []any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, read, ReceiptTTL.Milliseconds(), len(members)}
 	keys, args := s.windowed(s.receiptKept(s.ledgerKeys([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}, members),
-		memberArgs(append(args, la.argv()...), members)))
+		memberArgs(append(args, ledgerArgv(la)...), members)))
 	cmd, wait := s.eval(ctx, s.scripts().write, keys, args...)
 	res, err := cmd.Slice()
 	if err != nil {
@@ -170,8 +133,8 @@ func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []
 	// Written under the lease's read, so under the current epoch (a reset
 	// deletes the fence): each unit sold lowers the ceiling.
 	for _, v := range vs {
-		if v.kind == verdictSold {
-			s.mark.soldNow(s.segIndex, v.after)
+		if v.Kind == stock.VerdictSold {
+			s.mark.soldNow(s.segIndex, v.After)
 		}
 	}
 	return vs, nil
@@ -181,9 +144,9 @@ func (s *Store) writeLedger(ctx context.Context, f Fence, read int64, members []
 // or a replay of one): those are what replica acks must cover. A refusal
 // or sold out needs none; at worst a failover makes it a refusal the
 // replica's state would not have given.
-func answersSale(vs ...verdict) bool {
+func answersSale(vs ...stock.Verdict) bool {
 	for _, v := range vs {
-		if v.kind == verdictSold || v.kind == verdictReplay {
+		if v.Kind == stock.VerdictSold || v.Kind == stock.VerdictReplay {
 			return true
 		}
 	}
@@ -191,8 +154,8 @@ func answersSale(vs ...verdict) bool {
 }
 
 // sellLedger is SellAtomic's ledger form for one buyer, order id id.
-func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArgs) (verdict, error) {
-	members := []member{{Buyer: b, id: id}}
+func (s *Store) sellLedger(ctx context.Context, id string, b stock.Buyer, la stock.LedgerArgs) (stock.Verdict, error) {
+	members := []stock.Member{{Buyer: b, ID: id}}
 	var (
 		code     int64
 		outcomes string
@@ -201,7 +164,7 @@ func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArg
 	)
 	err := s.guarded(ctx, func(gkeys []string, gargs []any, e string) error {
 		keys, args := s.windowed(s.receiptKept(s.ledgerKeys(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...), members),
-			memberArgs(append(append([]any{ReceiptTTL.Milliseconds()}, gargs...), la.argv()...), members)))
+			memberArgs(append(append([]any{ReceiptTTL.Milliseconds()}, gargs...), ledgerArgv(la)...), members)))
 		var cmd *redis.Cmd
 		cmd, wait = s.eval(ctx, s.scripts().atomic, keys, args...)
 		res, err := cmd.Slice()
@@ -217,21 +180,21 @@ func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArg
 	})
 	switch {
 	case err != nil:
-		return verdict{}, err
+		return stock.Verdict{}, err
 	case code != 0:
-		return verdict{}, fmt.Errorf("stock: atomic sell: unexpected status %d", code)
+		return stock.Verdict{}, fmt.Errorf("stock: atomic sell: unexpected status %d", code)
 	}
 	vs, err := parseVerdicts(outcomes, 1)
 	if err != nil {
-		return verdict{}, fmt.Errorf("stock: atomic sell: %w", err)
+		return stock.Verdict{}, fmt.Errorf("stock: atomic sell: %w", err)
 	}
 	if answersSale(vs[0]) {
 		if err := s.acked(ctx, "atomic sell", wait); err != nil {
 			return vs[0], err // a replay's original order names its unconfirmed answer
 		}
 	}
-	if vs[0].kind == verdictSold {
-		s.mark.sold(epoch, s.segIndex, vs[0].after)
+	if vs[0].Kind == stock.VerdictSold {
+		s.mark.sold(epoch, s.segIndex, vs[0].After)
 	}
 	return vs[0], nil
 }
@@ -239,13 +202,13 @@ func (s *Store) sellLedger(ctx context.Context, id string, b Buyer, la ledgerArg
 // anonymous are n anonymous members of the batch under lease (one: the
 // lease itself), for the public Write, WriteBatch and SellAtomic when the
 // ledger is on: their units get orders like any other.
-func anonymous(lease string, n int) []member {
+func anonymous(lease string, n int) []stock.Member {
 	if n == 1 {
-		return []member{{id: lease}}
+		return []stock.Member{{ID: lease}}
 	}
-	ms := make([]member, n)
+	ms := make([]stock.Member, n)
 	for i := range ms {
-		ms[i].id = MemberAttempt(lease, i)
+		ms[i].ID = stock.MemberAttempt(lease, i)
 	}
 	return ms
 }
@@ -269,12 +232,12 @@ func ledgerReply(res []any) (code int64, outcomes string, bound int64, err error
 }
 
 // parseVerdicts reads ledger.lua's outcomes, n of them.
-func parseVerdicts(s string, n int) ([]verdict, error) {
+func parseVerdicts(s string, n int) ([]stock.Verdict, error) {
 	parts := strings.Split(s, ",")
 	if len(parts) != n {
 		return nil, fmt.Errorf("got %d outcomes for %d buyers: %q", len(parts), n, truncate(s, 80))
 	}
-	vs := make([]verdict, n)
+	vs := make([]stock.Verdict, n)
 	for i, p := range parts {
 		v, err := parseVerdict(p)
 		if err != nil {
@@ -285,36 +248,36 @@ func parseVerdicts(s string, n int) ([]verdict, error) {
 	return vs, nil
 }
 
-func parseVerdict(p string) (verdict, error) {
+func parseVerdict(p string) (stock.Verdict, error) {
 	f := strings.Fields(p)
 	if len(f) == 0 {
-		return verdict{}, fmt.Errorf("empty outcome")
+		return stock.Verdict{}, fmt.Errorf("empty outcome")
 	}
-	v := verdict{kind: f[0]}
-	switch v.kind {
-	case verdictLimit, verdictSoldOut:
+	v := stock.Verdict{Kind: f[0]}
+	switch v.Kind {
+	case stock.VerdictLimit, stock.VerdictSoldOut:
 		if len(f) == 1 {
 			return v, nil
 		}
-	case verdictEnded:
+	case stock.VerdictEnded:
 		if len(f) == 2 {
 			var err error
-			if v.ends, err = strconv.ParseInt(f[1], 10, 64); err == nil {
+			if v.Ends, err = strconv.ParseInt(f[1], 10, 64); err == nil {
 				return v, nil
 			}
 		}
-	case verdictSold, verdictReplay:
+	case stock.VerdictSold, stock.VerdictReplay:
 		if len(f) == 4 {
 			var err1, err2 error
-			v.order = f[1]
-			v.after, err1 = strconv.ParseInt(f[2], 10, 64)
-			v.token, err2 = strconv.ParseUint(f[3], 10, 64)
+			v.Order = f[1]
+			v.After, err1 = strconv.ParseInt(f[2], 10, 64)
+			v.Token, err2 = strconv.ParseUint(f[3], 10, 64)
 			if err1 == nil && err2 == nil {
 				return v, nil
 			}
 		}
 	}
-	return verdict{}, fmt.Errorf("bad outcome %q", truncate(p, 80))
+	return stock.Verdict{}, fmt.Errorf("bad outcome %q", truncate(p, 80))
 }
 
 // isLedgerReceipt tells a ledger write's receipt (outcomes, starting with
@@ -412,8 +375,8 @@ func ledgerReceipt(id, v string, i int) (int64, bool, error) {
 	if err != nil {
 		return 0, false, fmt.Errorf("stock: receipt %s: %w", id, err)
 	}
-	if vd.kind != verdictSold {
+	if vd.Kind != stock.VerdictSold {
 		return 0, false, nil
 	}
-	return vd.after, true, nil
+	return vd.After, true, nil
 }

@@ -1,9 +1,10 @@
-package stock
+package redisstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"seckill/internal/stock"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,7 +107,7 @@ func (s *Store) Reconcile(ctx context.Context, by string, atLeast int64) (Reconc
 	if s.units != nil && r.Sale != "" {
 		u, err := s.units.HighestUnit(ctx, r.Sale)
 		if err != nil {
-			return Reconciliation{}, fmt.Errorf("stock: reconcile: read the durable orders: %w: %w", ErrUnavailable, err)
+			return Reconciliation{}, fmt.Errorf("stock: reconcile: read the durable orders: %w: %w", stock.ErrUnavailable, err)
 		}
 		r.DurableUnit = u
 	}
@@ -118,7 +119,7 @@ func (s *Store) Reconcile(ctx context.Context, by string, atLeast int64) (Reconc
 		}
 		if ws := rec.find(r.Epoch); ws != nil {
 			ceilings = ws.Ceilings
-			r.WitnessSold = witnessSold(SegmentShares(r.Initial, len(s.segs)), ceilings)
+			r.WitnessSold = witnessSold(stock.SegmentShares(r.Initial, len(s.segs)), ceilings)
 		}
 	}
 	r.Stocks = reconciledStocks(r.RedisStocks, ceilings, r.Initial-max(r.RedisLucky, r.DurableUnit, r.WitnessSold, atLeast))

@@ -1,9 +1,9 @@
-package stock
+package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"seckill/internal/stock"
 	"strconv"
 )
 
@@ -54,21 +54,12 @@ func checkFormat(key string, v string) error {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return fmt.Errorf("%w: %s holds %q, not a format number", ErrSaleFormat, key, v)
+		return fmt.Errorf("%w: %s holds %q, not a format number", stock.ErrSaleFormat, key, v)
 	}
 	if n > saleFormat {
-		return fmt.Errorf("%w: %s is %d, this stockd reads up to %d (a newer replica reset the sale; upgrade this one)", ErrSaleFormat, key, n, saleFormat)
+		return fmt.Errorf("%w: %s is %d, this stockd reads up to %d (a newer replica reset the sale; upgrade this one)", stock.ErrSaleFormat, key, n, saleFormat)
 	}
 	return nil
-}
-
-// newerFormat reports whether err is a refusal of a newer format: to the
-// buyer it is unavailability (another replica may sell), but it is a
-// definite answer, which no retry changes until this replica is
-// upgraded. Retrying it (confirm) held the lock for the whole confirm
-// deadline on every sale: the lab's newer-reset cell found it.
-func newerFormat(err error) bool {
-	return errors.Is(err, ErrSaleFormat) || errors.Is(err, ErrWitnessFormat) || errors.Is(err, ErrOrderFormat)
 }
 
 // CheckLedgerFormat refuses an order's ledger entry whose "format" field
@@ -82,10 +73,10 @@ func CheckLedgerFormat(entry, v string) error {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return fmt.Errorf("%w: ledger entry %s: format %q is not a format number", ErrOrderFormat, entry, v)
+		return fmt.Errorf("%w: ledger entry %s: format %q is not a format number", stock.ErrOrderFormat, entry, v)
 	}
 	if n > ledgerFormat {
-		return fmt.Errorf("%w: ledger entry %s is format %d, this stockd reads up to %d (a newer replica sold it; upgrade this one)", ErrOrderFormat, entry, n, ledgerFormat)
+		return fmt.Errorf("%w: ledger entry %s is format %d, this stockd reads up to %d (a newer replica sold it; upgrade this one)", stock.ErrOrderFormat, entry, n, ledgerFormat)
 	}
 	return nil
 }

@@ -1,9 +1,10 @@
-package stock
+package redisstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"seckill/internal/stock"
 	"strings"
 	"time"
 
@@ -53,7 +54,7 @@ func (s *Store) AdoptWitness(ctx context.Context, by string) (WitnessAdoption, e
 	if err != nil {
 		return WitnessAdoption{}, err
 	}
-	if why != "" && !strings.HasPrefix(why, ErrWitnessLost.Error()) {
+	if why != "" && !strings.HasPrefix(why, stock.ErrWitnessLost.Error()) {
 		return WitnessAdoption{}, fmt.Errorf("%w: the sale is halted for another reason (%s): reconcile from the orders (the runbook)", ErrNotAdoptable, why)
 	}
 	st, stocks, err := s.StatusBySegment(ctx)
@@ -113,7 +114,7 @@ func (s *Store) unitsBehind(ctx context.Context, lucky int64) error {
 	}
 	u, err := s.units.HighestUnit(ctx, sale)
 	if err != nil {
-		return fmt.Errorf("stock: adopt: read the durable orders: %w: %w", ErrUnavailable, err)
+		return fmt.Errorf("stock: adopt: read the durable orders: %w: %w", stock.ErrUnavailable, err)
 	}
 	if u > lucky {
 		return fmt.Errorf("%w: the durable orders hold unit %d of sale %s, redis counts %d sold: redis went back; reconcile (POST /stock/reconcile)", ErrNotAdoptable, u, sale, lucky)

@@ -1,40 +1,13 @@
-package stock
+package redisstore
 
 import (
 	"context"
 	"fmt"
-	"strconv"
 )
 
 // segments.go: the store's side of segmented stock (Keys.Segments). A hot
 // item's stock split over N keys, each with its own fence and lock, is sold
 // by up to N critical sections at once instead of one.
-
-// SegmentKey names segment i's copy of a key (the stock key, the fence key,
-// the lock key): the key itself for segment 0, so that one segment is the
-// unsegmented store, key+":i" for the others. An auditor summing the
-// segments derives their keys from it.
-func SegmentKey(key string, i int) string {
-	if i == 0 {
-		return key
-	}
-	return key + ":" + strconv.Itoa(i)
-}
-
-// SegmentShares splits n units over segments: each gets n/segments, and the
-// first n%segments one more, so shares differ by at most one and sum to n.
-func SegmentShares(n int64, segments int) []int64 {
-	segments = max(segments, 1)
-	shares := make([]int64, segments)
-	base, extra := n/int64(segments), n%int64(segments)
-	for i := range shares {
-		shares[i] = base
-		if int64(i) < extra {
-			shares[i]++
-		}
-	}
-	return shares
-}
 
 // Segments is how many keys the stock is split over (at least 1).
 func (s *Store) Segments() int { return len(s.segs) }

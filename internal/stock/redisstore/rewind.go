@@ -1,9 +1,10 @@
-package stock
+package redisstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"seckill/internal/stock"
 	"slices"
 	"strconv"
 	"sync"
@@ -137,7 +138,7 @@ func (s *Store) learnEpoch(ctx context.Context) error {
 	if s.pin != "" && v != s.pin {
 		// An item reset since its service was built: the service's
 		// settings (the per-user limit) are of the old sale.
-		return errItemChanged
+		return stock.ErrItemChanged
 	}
 	// Before the epoch is marked learned: a concurrent call sells as soon
 	// as it is, so every check comes first.
@@ -152,7 +153,7 @@ func (s *Store) learnEpoch(ctx context.Context) error {
 	}
 	err = s.wit.check(ctx, v, func(ceilings []int64) error { return s.checkSegments(ctx, v, ceilings) })
 	switch {
-	case errors.Is(err, ErrWitnessLost):
+	case errors.Is(err, stock.ErrWitnessLost):
 		return s.haltLost(ctx, "learn the sale", v, haltReason(err))
 	case errors.Is(err, errEpochUnknown) || errors.Is(err, errSegmentRewound):
 		return s.halt(ctx, "learn the sale", haltReason(err))
@@ -244,7 +245,7 @@ func (s *Store) guarded(ctx context.Context, call func(keys []string, args []any
 			return err
 		}
 	}
-	return fmt.Errorf("stock: the sale's epoch changed twice during one call: %w", ErrUnavailable)
+	return fmt.Errorf("stock: the sale's epoch changed twice during one call: %w", stock.ErrUnavailable)
 }
 
 // errEpochMoved is a guarded script's answer that the caller's epoch is
@@ -270,11 +271,11 @@ func (s *Store) halted(ctx context.Context, op string) error {
 	if err != nil || why == "" {
 		why = "key " + s.keys.Halt + " is set"
 	}
-	return fmt.Errorf("stock: %s: %w: %s", op, ErrStoreRewound, why)
+	return fmt.Errorf("stock: %s: %w: %s", op, stock.ErrStoreRewound, why)
 }
 
 // pinEpoch binds the store to the sale of epoch: a script that finds
-// another (a reset since) answers errItemChanged rather than learning it,
+// another (a reset since) answers ErrItemChanged rather than learning it,
 // so that an item's service, built with the settings of that sale, never
 // sells in the next one (items.go). With a witness the epoch is left to
 // learn: learnEpoch then checks Redis's against the witness and seeds the

@@ -1,4 +1,4 @@
-package stock
+package redisstore
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"seckill/internal/stock"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -76,5 +77,5 @@ func (m *Items) refuseArchived(ctx context.Context, id string) error {
 	case err != nil:
 		return WrapRedis(ctx, "item archive mark", err)
 	}
-	return fmt.Errorf("%w: %s (archived at %s unix ms)", ErrItemArchived, id, at)
+	return fmt.Errorf("%w: %s (archived at %s unix ms)", stock.ErrItemArchived, id, at)
 }
