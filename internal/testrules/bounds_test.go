@@ -23,8 +23,8 @@ type restricted struct {
 }
 
 var restrictedBounds = []restricted{{
-	pkg: "internal/stock", name: "AckWithin",
-	allowed: []string{"internal/stock", "internal/stockd"},
+	pkg: "internal/stock/redisstore", name: "AckWithin",
+	allowed: []string{"internal/stock/redisstore", "internal/stockd"},
 	instead: "the zero redisstore.AckBound (the long default) for an ack that must come, or redisstore.AckMustNotWithin(d) for one that must not",
 }}
 
