@@ -1,0 +1,160 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"seckill/internal/lock/locallock"
+	"seckill/internal/stock"
+)
+
+// The Service sells through stock.Store alone, so it runs on a store in
+// memory: these tests need no Redis. What the store itself promises (the
+// scripts, the fence, exactly-once) is tested on a real Redis in
+// package redisstore.
+
+// memStore is a stock.Store in memory: one segment, no ledger.
+type memStore struct{ seg *memSegment }
+
+func (m *memStore) Segments() int             { return 1 }
+func (m *memStore) Segment(int) stock.Segment { return m.seg }
+func (m *memStore) Ledger() bool              { return false }
+func (m *memStore) SegmentStocks(context.Context) ([]int64, error) {
+	m.seg.mu.Lock()
+	defer m.seg.mu.Unlock()
+	return []int64{m.seg.stock}, nil
+}
+
+// memSegment keeps the stock, the units sold and the fence's highest
+// token: a read under a token below it, or a write under any other, is
+// refused, as the fenced scripts refuse them.
+type memSegment struct {
+	mu           sync.Mutex
+	stock, lucky int64
+	highest      uint64
+	reader       string // the lease of the last accepted read
+}
+
+func (g *memSegment) Read(_ context.Context, f stock.Fence, _ bool) (stock.Reading, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f.Token < g.highest {
+		return stock.Reading{}, &stock.FencedError{Lock: f.Lock, Token: f.Token, Highest: g.highest}
+	}
+	g.highest, g.reader = f.Token, f.Lease
+	return stock.Reading{Stock: g.stock}, nil
+}
+
+func (g *memSegment) Write(_ context.Context, f stock.Fence, newStock int64, units int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f.Token != g.highest || f.Lease != g.reader {
+		return &stock.FencedError{Lock: f.Lock, Token: f.Token, Highest: g.highest}
+	}
+	g.stock, g.lucky = newStock, g.lucky+int64(max(units, 1))
+	return nil
+}
+
+func (g *memSegment) WriteLedger(context.Context, stock.Fence, int64, []stock.Member, stock.LedgerArgs) ([]stock.Verdict, error) {
+	return nil, errors.New("memSegment: no ledger")
+}
+
+func (g *memSegment) ReadUnfenced(context.Context) (int64, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stock, nil
+}
+
+func (g *memSegment) WriteUnfenced(_ context.Context, newStock int64, units int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stock, g.lucky = newStock, g.lucky+int64(units)
+	return nil
+}
+
+func (g *memSegment) SellAtomic(context.Context, string) (int64, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stock <= 0 {
+		return 0, stock.ErrSoldOut
+	}
+	g.stock--
+	g.lucky++
+	return g.stock, nil
+}
+
+func (g *memSegment) SellLedger(context.Context, string, stock.Buyer, stock.LedgerArgs) (stock.Verdict, error) {
+	return stock.Verdict{}, errors.New("memSegment: no ledger")
+}
+
+func (g *memSegment) Peek(ctx context.Context, _ stock.Buyer) (int64, bool, error) {
+	n, err := g.ReadUnfenced(ctx)
+	return n, false, err
+}
+
+func (g *memSegment) AwaitWitness(context.Context) error           { return nil }
+func (g *memSegment) HaltWitnessLost(context.Context, error) error { return nil }
+
+// Every mode of the sale on a store in memory: 50 buyers at once for 20
+// units sell exactly 20, and the other 30 are answered sold out.
+func TestServiceSellsExactlyOnAStoreInMemory(t *testing.T) {
+	const units, buyers = 20, 50
+	for _, tc := range []struct {
+		name string
+		cfg  stock.ServiceConfig
+	}{
+		{"locked, fenced", stock.ServiceConfig{Mode: stock.ModeLocked, Fencing: true}},
+		{"locked, combined", stock.ServiceConfig{Mode: stock.ModeLocked, Fencing: true, Combine: true}},
+		{"atomic", stock.ServiceConfig{Mode: stock.ModeAtomic}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seg := &memSegment{stock: units}
+			cfg := tc.cfg
+			cfg.Store, cfg.Locker, cfg.Backend, cfg.LockKey = &memStore{seg: seg}, locallock.New(), "local", "k"
+			svc := stock.NewService(cfg)
+			var wg sync.WaitGroup
+			errs := make(chan error, buyers)
+			for range buyers {
+				wg.Go(func() {
+					_, err := svc.Reduce(t.Context())
+					errs <- err
+				})
+			}
+			wg.Wait()
+			close(errs)
+			sold, soldOut := 0, 0
+			for err := range errs {
+				switch {
+				case err == nil:
+					sold++
+				case errors.Is(err, stock.ErrSoldOut):
+					soldOut++
+				default:
+					t.Errorf("a buyer got %v", err)
+				}
+			}
+			if sold != units || soldOut != buyers-units || seg.stock != 0 || seg.lucky != units {
+				t.Fatalf("sold %d, sold out %d, store stock %d lucky %d; want %d, %d, 0, %d",
+					sold, soldOut, seg.stock, seg.lucky, units, buyers-units, units)
+			}
+		})
+	}
+}
+
+// A store that refuses the read as fenced (a newer holder has read) sells
+// nothing, and the buyer is told it was fenced.
+func TestServiceAnswersAFencedRead(t *testing.T) {
+	seg := &memSegment{stock: 5, highest: 1 << 40}
+	svc := stock.NewService(stock.ServiceConfig{Store: &memStore{seg: seg}, Locker: locallock.New(),
+		Mode: stock.ModeLocked, Fencing: true, Backend: "local", LockKey: "k"})
+	_, err := svc.Reduce(t.Context())
+	var fe *stock.FencedError
+	if !errors.Is(err, stock.ErrFenced) || !errors.As(err, &fe) || !fe.Stale() {
+		t.Fatalf("sale under a stale token: %v; want a stale *FencedError", err)
+	}
+	if seg.stock != 5 || seg.lucky != 0 {
+		t.Fatalf("store after a fenced sale: stock %d lucky %d; want 5, 0", seg.stock, seg.lucky)
+	}
+}
