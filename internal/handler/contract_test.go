@@ -79,6 +79,11 @@ func TestResponseBodiesExact(t *testing.T) {
 			`{"lucky":4,"replica":"r-test","stock":3}`},
 		{"stock, redis down", nil, &cannedInventory{err: stock.ErrUnavailable}, "GET", "/stock", "", 503,
 			`{"error":"stock service unavailable","replica":"r-test"}`},
+		// Added when a missing stock key stopped reading as 0 left: the
+		// sale's own answer, never {"stock":0}.
+		{"stock, sale lost or never reset", nil, &cannedInventory{err: fmt.Errorf("stock: status: %w: key \"stock\" is missing", stock.ErrStoreLost)},
+			"GET", "/stock", "", 503,
+			`{"error":"the sale is not in the stock Redis (lost, or never reset): nothing sold until an operator resets it","replica":"r-test","result":"store_lost"}`},
 		{"receipt sold", nil, &cannedInventory{status: stock.Status{Stock: 0}, sold: true}, "GET", "/stock/receipts/a3", "", 200,
 			`{"attempt":"a3","replica":"r-test","sold":true,"stock":0}`},
 		{"receipt not sold", nil, &cannedInventory{}, "GET", "/stock/receipts/a4", "", 200,

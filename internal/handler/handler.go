@@ -327,7 +327,7 @@ func (a *server) status(c *gin.Context) {
 	if seg, ok := a.deps.Inventory.(segmentedInventory); ok {
 		st, segs, err := seg.StatusBySegment(c.Request.Context())
 		if err != nil {
-			a.fail(c, err)
+			a.statusFailed(c, err)
 			return
 		}
 		body := &api.Stock{Stock: st.Stock, Lucky: st.Lucky}
@@ -339,10 +339,21 @@ func (a *server) status(c *gin.Context) {
 	}
 	st, err := a.deps.Inventory.Status(c.Request.Context())
 	if err != nil {
-		a.fail(c, err)
+		a.statusFailed(c, err)
 		return
 	}
 	a.json(c, http.StatusOK, &api.Stock{Stock: st.Stock, Lucky: st.Lucky})
+}
+
+// statusFailed answers a GET /stock that could not read the stock. A sale
+// lost (or never reset) answers as a sale does, 503 store_lost: read as
+// {"stock":0}, it would tell a reader "sold out" while every sale refuses.
+func (a *server) statusFailed(c *gin.Context, err error) {
+	if status, result := classify(err); result == api.StoreLost {
+		a.json(c, status, &api.Sale{Result: result, Error: publicError(status, result, err)})
+		return
+	}
+	a.fail(c, err)
 }
 
 // counterChecker is an Inventory that can tell whether its counters hold

@@ -672,6 +672,8 @@ type run struct {
 	historyWhy []string
 	// stuck is set by the crash scenario when the lock never freed.
 	stuck bool
+	// storeGone: GET /stock answered store_lost when the books were read.
+	storeGone bool
 	// undo holds what Run must put back after the load stopped (in
 	// reverse order), whether or not the cell ran to the end.
 	undo []func() error
@@ -707,7 +709,12 @@ func (x *run) books(client *http.Client, resps []response) error {
 		}
 	}
 	st, err := loadgen.GetStock(ctx, client, x.c.URL())
-	if err != nil {
+	switch {
+	case errors.Is(err, loadgen.ErrStoreLost) && losesStore(x.cell.Scenario):
+		// The cell's fault took the sale: no books to read back, which
+		// checkStoreLoss expects of a wipe.
+		x.storeGone = true
+	case err != nil:
 		return fmt.Errorf("read stock back: %w", err)
 	}
 	r.Stock, r.Lucky = st.Stock, st.Lucky

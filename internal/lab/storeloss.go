@@ -456,7 +456,11 @@ func checkStoreLoss(x *run) {
 	case n > 0:
 		x.problemf("%d of %v written again after the wipe: a sale began again from nothing", n, keys)
 	}
-	x.notef("books not judged: the wipe took them (stock %d, lucky %d read back)", x.res.Stock, x.res.Lucky)
+	if x.storeGone {
+		x.notef("books not judged: the wipe took them (GET /stock: %s)", api.StoreLost)
+	} else {
+		x.notef("books not judged: the wipe took them (stock %d, lucky %d read back)", x.res.Stock, x.res.Lucky)
+	}
 }
 
 // soldTwice is how many stock-after values appear more than once in lefts

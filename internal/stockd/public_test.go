@@ -338,3 +338,37 @@ func TestAuditLogNamesTheRealClient(t *testing.T) {
 		})
 	}
 }
+
+// Before the first reset no stock key exists: GET /stock answers what
+// every sale answers, 503 store_lost, never {"stock":0} (a sale that
+// looks sold out while every sale refuses), and /readyz stays 200, so
+// compose's healthcheck lets the load tool's reset come. After the reset
+// both say the stock.
+func TestStockBeforeResetAnswersAsTheSale(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+	}{{"one key", nil}, {"segments4", []string{"STOCKD_STOCK_SEGMENTS=4"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startStockd(t, tc.env...)
+			base := "http://" + p.Addr()
+			code, _, sale := stockdCall(t, base, "POST", "/stock/reduce")
+			if code != http.StatusServiceUnavailable || sale["result"] != "store_lost" {
+				t.Fatalf("a sale before the reset: %d %v, want 503 store_lost", code, sale)
+			}
+			code, _, st := stockdCall(t, base, "GET", "/stock")
+			if code != http.StatusServiceUnavailable || st["result"] != "store_lost" || st["error"] != sale["error"] {
+				t.Fatalf("GET /stock before the reset: %d %v, want the sale's 503 %v", code, st, sale)
+			}
+			if code, _, r := stockdCall(t, base, "GET", "/readyz"); code != http.StatusOK {
+				t.Fatalf("/readyz before the reset: %d %v, want 200", code, r)
+			}
+			if code, _, body := stockdCall(t, base, "POST", "/stock/reset"); code != http.StatusOK {
+				t.Fatalf("reset: %d %v", code, body)
+			}
+			if code, _, st := stockdCall(t, base, "GET", "/stock"); code != http.StatusOK || st["stock"] != 5.0 || st["lucky"] != 0.0 {
+				t.Fatalf("GET /stock after the reset: %d %v, want 200 stock 5 lucky 0", code, st)
+			}
+		})
+	}
+}

@@ -105,10 +105,22 @@ func GetInfo(ctx context.Context, client *http.Client, base string) (api.Info, e
 	return info, err
 }
 
-// GetStock reads GET /stock: units left and units sold ("lucky" buyers).
+// ErrStoreLost is GET /stock's 503 store_lost: the sale is not in the
+// stock Redis (lost, or never reset), so it has no books to read.
+var ErrStoreLost = errors.New("loadgen: the sale is not in the stock Redis (store_lost)")
+
+// GetStock reads GET /stock: units left and units sold ("lucky" buyers);
+// ErrStoreLost when the sale is gone.
 func GetStock(ctx context.Context, client *http.Client, base string) (api.Stock, error) {
 	var s api.Stock
 	err := get(ctx, client, base+"/stock", &s)
+	var se *statusError
+	if errors.As(err, &se) && se.status == http.StatusServiceUnavailable {
+		var body api.Sale
+		if json.Unmarshal([]byte(se.body), &body) == nil && body.Result == api.StoreLost {
+			return s, fmt.Errorf("%w: %v", ErrStoreLost, err)
+		}
+	}
 	return s, err
 }
 

@@ -88,7 +88,8 @@ func TestNotIntegerLuckyKey(t *testing.T) {
 	}
 }
 
-// The limits themselves still count exactly, and a missing key is 0.
+// The limits themselves still count exactly, and missing keys are no
+// broken counters (a sale never reset), though no status either.
 func TestCounterLimitsExact(t *testing.T) {
 	s, rdb := newStore(t, redisstore.MaxStock)
 	ctx := t.Context()
@@ -109,7 +110,9 @@ func TestCounterLimitsExact(t *testing.T) {
 	if err := s.CheckCounters(ctx); err != nil {
 		t.Fatalf("CheckCounters with missing keys: %v", err)
 	}
-	storetest.WantStatus(t, s, stock.Status{})
+	if st, err := s.Status(ctx); !errors.Is(err, stock.ErrStoreLost) {
+		t.Fatalf("status with missing keys: %+v, %v; want ErrStoreLost", st, err)
+	}
 }
 
 // A sale on a broken stock key is refused at once as ErrNotInteger, in both

@@ -360,8 +360,10 @@ func (s *Store) queueReset(ctx context.Context, p redis.Pipeliner, n int64, epoc
 	p.Set(ctx, s.keys.Epoch, epoch, 0)
 }
 
-// Status reads stock (the sum of the segments) and lucky in one round trip;
-// missing keys read as 0.
+// Status reads stock (the sum of the segments) and lucky in one round trip.
+// A missing stock key is ErrStoreLost, as every sale answers it: a sale
+// lost, or never reset, has no units left to show, not 0. A missing lucky
+// reads as 0 (a sale's first unit writes it).
 func (s *Store) Status(ctx context.Context) (stock.Status, error) {
 	st, _, err := s.StatusBySegment(ctx)
 	return st, err
@@ -371,9 +373,12 @@ func (s *Store) Status(ctx context.Context) (stock.Status, error) {
 // instant (one MGET): what a verifier needs to check that no segment went
 // negative.
 func (s *Store) StatusBySegment(ctx context.Context) (stock.Status, []int64, error) {
-	stocks, lucky, _, err := s.snapshot(ctx, true)
+	stocks, lucky, missing, err := s.snapshot(ctx, true)
 	if err != nil {
 		return stock.Status{}, nil, err
+	}
+	if missing != "" {
+		return stock.Status{}, nil, fmt.Errorf("stock: status: %w", lost(missing))
 	}
 	st := stock.Status{Lucky: lucky}
 	for _, n := range stocks {

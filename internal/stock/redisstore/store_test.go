@@ -169,12 +169,14 @@ func TestResetAndStatus(t *testing.T) {
 	if n, err := rdb.Exists(ctx, "stock:fence").Result(); err != nil || n != 0 {
 		t.Fatalf("fence key exists after reset: got %d (err %v), want 0", n, err)
 	}
-	// Missing keys show as zero, but a sale refuses them: the sale is
-	// lost (or was never reset), not sold out.
+	// Missing keys are a sale lost (or never reset), not sold out: the
+	// status says so, as a sale does.
 	if err := rdb.Del(ctx, "stock", "lucky").Err(); err != nil {
 		t.Fatal(err)
 	}
-	storetest.WantStatus(t, s, stock.Status{})
+	if st, err := s.Status(ctx); !errors.Is(err, stock.ErrStoreLost) {
+		t.Fatalf("status on a missing key: %+v, %v; want ErrStoreLost", st, err)
+	}
 	if _, err := s.SellAtomic(ctx, stock.NewAttemptID()); !errors.Is(err, stock.ErrStoreLost) {
 		t.Fatalf("atomic sale on a missing key: got %v, want ErrStoreLost", err)
 	}
