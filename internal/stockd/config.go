@@ -98,7 +98,7 @@ type Config struct {
 	} `mapstructure:"redisson" doc:"lock.backend redisson"`
 	Etcd struct {
 		Endpoints   []string      `mapstructure:"endpoints" default:"127.0.0.1:2379" doc:"etcd members, host:port or http(s)://host:port; at least one when the lock, the election or the witness is etcd"`
-		SessionTTL  time.Duration `mapstructure:"session_ttl" default:"10s" doc:"the session lease's TTL, whole seconds"`
+		SessionTTL  time.Duration `mapstructure:"session_ttl" default:"10s" doc:"the session lease's TTL, in whole seconds as etcd's leases are (1500ms is refused)"`
 		DialTimeout time.Duration `mapstructure:"dial_timeout" default:"2s" doc:"bound on dialling etcd"`
 	} `mapstructure:"etcd" doc:"lock.backend etcd, election.backend etcd, stock.witness etcd"`
 	ZooKeeper struct {
@@ -111,9 +111,9 @@ type Config struct {
 		// DSN has no default: it carries a password.
 		DSN        string        `mapstructure:"dsn" default:"" doc:"required for lock.backend mysql and mysql-row, stock.witness mysql and orders.durable: a go-sql-driver DSN with a database, e.g. seckill:secret@tcp(mysql:3306)/seckill, straight to the server (no proxy that multiplexes connections: a named lock belongs to its session); a readTimeout in it must exceed mysql.wait_slice. Tables are created at start"`
 		PoolSize   int           `mapstructure:"pool_size" default:"16" doc:"lock sessions (server connections) open at once"`
-		SessionTTL time.Duration `mapstructure:"session_ttl" default:"10s" doc:"the lock session's wait_timeout, whole seconds: a silent (paused, cut off) holder loses the lock after this, a dead one at once"`
+		SessionTTL time.Duration `mapstructure:"session_ttl" default:"10s" doc:"the lock session's wait_timeout, in whole seconds as MySQL takes it (1500ms is refused): a silent (paused, cut off) holder loses the lock after this, a dead one at once"`
 		KeepAlive  time.Duration `mapstructure:"keep_alive" default:"0s" doc:"how often a held lock's session is checked; 0 = mysql.session_ttl/3, else 10ms up to mysql.session_ttl/2"` // 0 = session_ttl/3
-		WaitSlice  time.Duration `mapstructure:"wait_slice" default:"5s" doc:"one server-side wait (GET_LOCK timeout, innodb_lock_wait_timeout), whole seconds; a cancelled wait is ended at once by KILL QUERY"`
+		WaitSlice  time.Duration `mapstructure:"wait_slice" default:"5s" doc:"one server-side wait (GET_LOCK timeout, innodb_lock_wait_timeout), in whole seconds as MySQL takes them (a fraction is refused); a cancelled wait is ended at once by KILL QUERY"`
 	} `mapstructure:"mysql" doc:"lock.backend mysql (GET_LOCK) and mysql-row (SELECT ... FOR UPDATE), stock.witness mysql, orders.durable"`
 	Stock struct {
 		Key            string        `mapstructure:"key" default:"stock" doc:"the stock's Redis key, not empty; the sale's other keys derive from it (docs/config.md, Key names)"`

@@ -76,10 +76,15 @@ func validateMySQL(c *Config, bad func(key, format string, args ...any)) {
 	if m.PoolSize < 1 || m.PoolSize > 1000 {
 		bad("mysql.pool_size", "must be between 1 and 1000, got %d", m.PoolSize)
 	}
+	// MySQL takes wait_timeout and lock wait timeouts in whole seconds: a
+	// fraction would be rounded into a session or a wait other than the
+	// one configured.
 	if m.SessionTTL < time.Second {
 		bad("mysql.session_ttl", "must be at least 1s (wait_timeout is whole seconds), got %s", m.SessionTTL)
 	} else if m.SessionTTL > 10*time.Minute {
 		bad("mysql.session_ttl", "must be between 1s and 10m0s, got %s", m.SessionTTL)
+	} else if m.SessionTTL%time.Second != 0 {
+		bad("mysql.session_ttl", "must be whole seconds (wait_timeout is), got %s", m.SessionTTL)
 	}
 	switch ttl := mysqlSessionTTL(c); {
 	case m.KeepAlive < 0:
@@ -91,5 +96,7 @@ func validateMySQL(c *Config, bad func(key, format string, args ...any)) {
 	}
 	if m.WaitSlice < time.Second || m.WaitSlice > time.Minute {
 		bad("mysql.wait_slice", "must be between 1s and 1m0s (whole seconds), got %s", m.WaitSlice)
+	} else if m.WaitSlice%time.Second != 0 {
+		bad("mysql.wait_slice", "must be whole seconds (GET_LOCK and innodb_lock_wait_timeout take them), got %s", m.WaitSlice)
 	}
 }

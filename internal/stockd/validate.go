@@ -194,11 +194,16 @@ func (v *checker) servers(c *Config, spec backendSpec, known bool) {
 	if needEtcd {
 		v.list("etcd.endpoints", c.Etcd.Endpoints, "http://", "https://")
 	}
-	// etcd leases are whole seconds; a shorter TTL would be rounded away.
-	if c.Etcd.SessionTTL < time.Second {
-		v.bad("etcd.session_ttl", "must be at least 1s (etcd leases are whole seconds), got %s", c.Etcd.SessionTTL)
-	} else {
-		v.between("etcd.session_ttl", c.Etcd.SessionTTL, time.Second, 10*time.Minute)
+	// etcd leases are whole seconds: a shorter TTL would be rounded away,
+	// a fraction rounded up (etcdsess) into a lease longer than the one
+	// configured, which the write timeout rule and the docs would not see.
+	switch ttl := c.Etcd.SessionTTL; {
+	case ttl < time.Second:
+		v.bad("etcd.session_ttl", "must be at least 1s (etcd leases are whole seconds), got %s", ttl)
+	case ttl%time.Second != 0:
+		v.bad("etcd.session_ttl", "must be whole seconds (etcd leases are), got %s", ttl)
+	default:
+		v.between("etcd.session_ttl", ttl, time.Second, 10*time.Minute)
 	}
 	v.between("etcd.dial_timeout", c.Etcd.DialTimeout, 10*time.Millisecond, time.Minute)
 	if needZK {
