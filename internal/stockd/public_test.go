@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -394,5 +395,35 @@ func TestStockBeforeResetAnswersAsTheSale(t *testing.T) {
 				t.Fatalf("GET /stock after the reset: %d %v, want 200 stock 5 lucky 0", code, st)
 			}
 		})
+	}
+}
+
+// What docs/api.md says of a sale in atomic mode on a split stock: /info
+// says fencing false (no lock, so no token to fence with), a sold answer's
+// token is 0, and its "stock" is what is left in the segment it sold
+// from, not the sum (GET /stock has that).
+func TestAtomicSegmentedSaleAnswersAsDocumented(t *testing.T) {
+	p := startStockd(t, "STOCKD_STOCK_MODE=atomic", "STOCKD_STOCK_SEGMENTS=4")
+	base := "http://" + p.Addr()
+	if code, _, info := stockdCall(t, base, "GET", "/info"); code != http.StatusOK || info["mode"] != "atomic" || info["fencing"] != false {
+		t.Fatalf("/info in atomic mode: %d %v, want mode atomic, fencing false", code, info)
+	}
+	// 5 units over 4 segments: 2, 1, 1, 1; whichever segment a sale takes
+	// from, what it leaves there is at most 1, and the sum 4.
+	if code, _, body := stockdCall(t, base, "POST", "/stock/reset"); code != http.StatusOK {
+		t.Fatalf("reset: %d %v", code, body)
+	}
+	code, _, sale := stockdCall(t, base, "POST", "/stock/reduce")
+	if code != http.StatusOK || sale["result"] != "sold" || sale["token"] != 0.0 {
+		t.Fatalf("a sale: %d %v, want 200 sold with token 0", code, sale)
+	}
+	code, _, st := stockdCall(t, base, "GET", "/stock")
+	if code != http.StatusOK || st["stock"] != 4.0 {
+		t.Fatalf("GET /stock after one sale of 5: %d %v, want 4 left", code, st)
+	}
+	left, _ := sale["stock"].(float64)
+	segs, _ := st["segments"].([]any)
+	if left > 1 || !slices.Contains(segs, any(left)) {
+		t.Fatalf("the sold answer's stock %v: want its segment's (one of %v), not the sum 4", sale["stock"], segs)
 	}
 }
