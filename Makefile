@@ -28,10 +28,12 @@ SOAK_FLAGS ?=
 deps:
 	scripts/install-deps.sh
 
-# The configuration's references are generated from stockd's Config; a test
-# fails when a committed copy differs.
+# The configuration's references are generated from stockd's Config, and
+# the sale's run scripts (internal/stock/redisstore/lua/run) from their
+# parts; a test fails when a committed copy differs.
 docs:
 	UPDATE_DOCS=1 $(GO) test -count=1 -run TestConfigReferencesAreGenerated ./internal/stockd
+	UPDATE_DOCS=1 $(GO) test -count=1 -run TestRunScriptsAreTheirParts ./internal/stock/redisstore
 
 # bin/stockd is the product; bin/stockd-lab has the lab's backends and
 # failpoints too (-tags lab), and is what the demo and the lab run.

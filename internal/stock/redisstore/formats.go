@@ -19,9 +19,10 @@ import (
 const saleFormat = 1
 
 // ledgerFormat is the format of an order's ledger entry (the sale's
-// stream, ledger.lua), in the entry's "format" field: the scripts get it
-// from here (ledgerPrelude). An entry without the field was written
-// before formats: format 1, which is this one.
+// stream, ledger.lua), in the entry's "format" field: the scripts' run
+// files get it from here (ledgerPrelude, scripts_test.go). An entry
+// without the field was written before formats: format 1, which is this
+// one.
 const ledgerFormat = 1
 
 // Format is one stored format: what a build writes, and the oldest it
@@ -80,10 +81,6 @@ func CheckLedgerFormat(entry, v string) error {
 	}
 	return nil
 }
-
-// ledgerPrelude gives the selling scripts (ledger.lua) the format their
-// entries carry, from ledgerFormat: one number, in Go.
-var ledgerPrelude = "local ledgerFormat = '" + strconv.Itoa(ledgerFormat) + "'\n"
 
 // readEpoch reads the sale's epoch and format at one instant (one slot:
 // every key of a sale shares its hash tag), and refuses a newer format.

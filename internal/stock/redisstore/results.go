@@ -1,14 +1,10 @@
 package redisstore
 
-import (
-	"fmt"
-	"strings"
-)
-
 // results.go: the answers of the sale's scripts (fenced_read.lua,
-// fenced_write.lua, peek.lua, sell_atomic.lua), in one table. The scripts
-// are given it as their first lines (resultsPrelude: a Lua table R) and
-// name every answer from it, so a code is defined here and nowhere else.
+// fenced_write.lua, peek.lua, sell_atomic.lua), in one table. Their run
+// files (lua/run) begin with it as a Lua table R, generated from here
+// (resultsPrelude, scripts_test.go), and name every answer from it, so a
+// code is defined here and nowhere else.
 // sell_atomic.lua's sale answers the stock it left (0 or more), so it
 // answers a refusal as its code negated.
 const (
@@ -37,18 +33,3 @@ var results = []struct {
 	{"early", resultEarly}, {"ended", resultEnded}, {"skewed", resultSkewed},
 	{"sold_out", resultSoldOut}, {"lucky_not_int", resultLuckyNotInt},
 }
-
-// resultsPrelude is the table in Lua, one line put before the scripts
-// that answer from it (newScriptSet).
-var resultsPrelude = func() string {
-	var b strings.Builder
-	b.WriteString("local R = {")
-	for i, r := range results {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s = %d", r.lua, r.code)
-	}
-	b.WriteString("}\n")
-	return b.String()
-}()

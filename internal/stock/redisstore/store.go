@@ -65,36 +65,38 @@ import (
 )
 
 var (
-	//go:embed lua/int.lua
-	intSrc string
-	//go:embed lua/guard.lua
-	guardSrc string
-	//go:embed lua/fenced_read.lua
-	fencedReadSrc string
-	//go:embed lua/fenced_write.lua
-	fencedWriteSrc string
-	//go:embed lua/sell_atomic.lua
-	sellAtomicSrc string
 	//go:embed lua/snapshot.lua
 	snapshotSrc string
-	//go:embed lua/ledger.lua
-	ledgerSrc string
 	//go:embed lua/orders.lua
 	ordersSrc string
 	//go:embed lua/trim.lua
 	trimSrc string
-	//go:embed lua/peek.lua
-	peekSrc string
-	//go:embed lua/window.lua
-	windowSrc string
-	//go:embed lua/salesclock.lua
-	salesClockSrc string
 
-	// The scripts that read a counter share int.lua's readInt; the two that
-	// sell share ledger.lua's sellTo for their ledger form; the four that
-	// sell or read to sell share window.lua, in two variants (scriptSet).
-	plainScripts    = newScriptSet(false)
-	windowedScripts = newScriptSet(true)
+	// The scripts that sell, or read to sell, are each a file of lua/run,
+	// sent as it is written, so the line a Redis error names is that
+	// file's. Each is generated from its parts (scripts_test.go, make
+	// docs): the results table (results.go), int.lua's readInt, guard.lua,
+	// ledger.lua's sellTo, window.lua in two variants (scriptSet), and the
+	// script's own file; a test fails when one differs.
+	//go:embed lua/run/read.lua
+	runRead string
+	//go:embed lua/run/write.lua
+	runWrite string
+	//go:embed lua/run/atomic.lua
+	runAtomic string
+	//go:embed lua/run/peek.lua
+	runPeek string
+	//go:embed lua/run/read_windowed.lua
+	runReadWindowed string
+	//go:embed lua/run/write_windowed.lua
+	runWriteWindowed string
+	//go:embed lua/run/atomic_windowed.lua
+	runAtomicWindowed string
+	//go:embed lua/run/peek_windowed.lua
+	runPeekWindowed string
+
+	plainScripts    = scriptSet{read: redis.NewScript(runRead), write: redis.NewScript(runWrite), atomic: redis.NewScript(runAtomic), peek: redis.NewScript(runPeek)}
+	windowedScripts = scriptSet{read: redis.NewScript(runReadWindowed), write: redis.NewScript(runWriteWindowed), atomic: redis.NewScript(runAtomicWindowed), peek: redis.NewScript(runPeekWindowed)}
 	snapshot        = redis.NewScript(snapshotSrc)
 	ordersScript    = redis.NewScript(ordersSrc)
 	trimScript      = redis.NewScript(trimSrc)
@@ -106,16 +108,6 @@ var (
 // takes the window key last of its KEYS.
 type scriptSet struct {
 	read, write, atomic, peek *redis.Script
-}
-
-func newScriptSet(windowed bool) scriptSet {
-	win := "local windowed = " + strconv.FormatBool(windowed) + "\n" + windowSrc
-	return scriptSet{
-		read:   redis.NewScript(resultsPrelude + intSrc + guardSrc + win + fencedReadSrc),
-		write:  redis.NewScript(resultsPrelude + intSrc + salesClockSrc + ledgerPrelude + ledgerSrc + win + fencedWriteSrc),
-		atomic: redis.NewScript(resultsPrelude + intSrc + guardSrc + salesClockSrc + ledgerPrelude + ledgerSrc + win + sellAtomicSrc),
-		peek:   redis.NewScript(resultsPrelude + intSrc + guardSrc + win + peekSrc),
-	}
 }
 
 // scripts is the variant of s's sale.
