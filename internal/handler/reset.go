@@ -8,9 +8,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"seckill/internal/stock/redisstore"
 	"strconv"
 	"strings"
+
+	"seckill/internal/stock/redisstore"
 )
 
 // maxResetBody bounds the reset body; a valid one is a few dozen bytes.

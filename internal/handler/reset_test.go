@@ -3,9 +3,10 @@ package handler
 import (
 	"encoding/json"
 	"errors"
-	"seckill/internal/stock/redisstore"
 	"strconv"
 	"testing"
+
+	"seckill/internal/stock/redisstore"
 )
 
 func TestParseReset(t *testing.T) {

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"seckill/internal/stock/redisstore"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock/redisstore"
 )
 
 // clock.go: the clocks an item's window assumes. The window is decided by

@@ -3,13 +3,14 @@ package health
 import (
 	"context"
 	"fmt"
-	"seckill/internal/stock/redisstore"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock/redisstore"
 )
 
 // master is one master of a cluster, for the checks of the stock Redis's

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"seckill/internal/stock"
-	"seckill/internal/stock/redisstore"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // ErrDurabilityUnknown: the Redis answered INFO persistence without saying

@@ -3,15 +3,16 @@ package health_test
 import (
 	"context"
 	"errors"
-	"seckill/internal/health"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
-	"seckill/internal/stock"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/health"
+	"seckill/internal/servers"
+	"seckill/internal/servers/servertest"
+	"seckill/internal/stock"
 )
 
 func client(t *testing.T, srv *servers.Process) *redis.Client {

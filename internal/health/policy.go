@@ -5,12 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"seckill/internal/stock"
-	"seckill/internal/stock/redisstore"
 	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // ErrEvictingPolicy: the Redis may evict keys when it reaches maxmemory. A

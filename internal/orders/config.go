@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"seckill/internal/stock/redisstore"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock/redisstore"
 )
 
 // Defaults of Config's optional fields.

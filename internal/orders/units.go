@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
 	"seckill/internal/stock/redisstore"
 )
 

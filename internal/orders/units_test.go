@@ -2,9 +2,10 @@ package orders
 
 import (
 	"fmt"
-	"seckill/internal/stock/redisstore"
 	"testing"
 	"time"
+
+	"seckill/internal/stock/redisstore"
 )
 
 // HighestUnit reads the highest unit stored for the sale asked, not

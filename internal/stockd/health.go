@@ -2,6 +2,7 @@ package stockd
 
 import (
 	"log/slog"
+
 	"seckill/internal/health"
 	"seckill/internal/metrics"
 	"seckill/internal/stock"

@@ -4,13 +4,14 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"strings"
+	"testing"
+	"time"
+
 	"seckill/internal/api"
 	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
-	"strings"
-	"testing"
-	"time"
 )
 
 // The binary, started while its Redis does not answer (refused: nothing

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"seckill/internal/stock"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock"
 )
 
 // ErrNotAdoptable: AdoptWitness refused; nothing was written. The error

@@ -3,8 +3,9 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"seckill/internal/stock"
 	"strconv"
+
+	"seckill/internal/stock"
 )
 
 // formats.go: the formats of what one replica writes and another reads,

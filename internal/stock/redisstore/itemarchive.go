@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"seckill/internal/stock"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock"
 )
 
 // itemarchive.go: archiving an item. The registry is bounded (MaxItems),

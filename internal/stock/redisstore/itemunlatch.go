@@ -5,10 +5,11 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"seckill/internal/stock"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock"
 )
 
 // itemunlatch.go: the way back from a window latch set in error. An

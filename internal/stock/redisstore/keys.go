@@ -2,8 +2,9 @@ package redisstore
 
 import (
 	"fmt"
-	"seckill/internal/stock"
 	"strings"
+
+	"seckill/internal/stock"
 )
 
 // keys.go: the one rule that names every Redis key of a sale from its base

@@ -5,11 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"seckill/internal/stock"
 	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock"
 )
 
 // ledger.go: the store's side of the order ledger (Keys.Orders).

@@ -3,11 +3,12 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"seckill/internal/stock"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock"
 )
 
 // orders.go: reading the ledger (OrderReader). Each call is one round trip

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"seckill/internal/stock"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock"
 )
 
 // reconcile.go: the operator's way back when the stock Redis is the one

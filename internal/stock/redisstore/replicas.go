@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"seckill/internal/stock"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock"
 )
 
 // replicas.go: "acknowledged means durable". Redis replicates

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"seckill/internal/stock"
 	"slices"
 	"strconv"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock"
 )
 
 // rewind.go: what this process has seen of the sale, so that a Redis that

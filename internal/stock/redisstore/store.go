@@ -56,12 +56,13 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"seckill/internal/stock"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock"
 )
 
 var (

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"seckill/internal/stock"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"seckill/internal/stock"
 )
 
 // witness.go: the sale's memory outside the stock Redis. rewind.go's

@@ -3,13 +3,14 @@ package redisstore_test
 import (
 	"bytes"
 	"errors"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
 	"seckill/internal/stock/redisstore"
 	"seckill/internal/stock/storetest"
-	"testing"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // A reset that reached the witness but not Redis leaves the previous sale

@@ -5,9 +5,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"seckill/internal/stock"
 	"sync"
 	"sync/atomic"
+
+	"seckill/internal/stock"
 )
 
 // MemRegister is a stock.Register in memory, for the witness's tests:

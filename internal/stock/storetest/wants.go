@@ -1,10 +1,11 @@
 package storetest
 
 import (
-	"seckill/internal/stock"
-	"seckill/internal/stock/redisstore"
 	"strings"
 	"testing"
+
+	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // WantStatus checks the sale's stock and lucky.
