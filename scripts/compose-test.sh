@@ -280,6 +280,18 @@ nginx_reload() { # re-resolve "stockd" after replicas were recreated or moved
 # jget FILE KEY: a top-level scalar of seckill's flat JSON report (no jq needed).
 jget() { grep -o "\"$2\":[^,}]*" "$1" | head -1 | cut -d: -f2 | tr -d '" ' || true; }
 
+# sold_at_once A.json B.json: 0 when two seckill runs' ranges in which
+# each sale was certainly under way (a unit sold, a unit left:
+# selling_from_ms..selling_until_ms, from its answers' times) overlap.
+# Judged from the answers, not by polling both books: a poll through a
+# loaded machine missed sales of a few seconds.
+sold_at_once() {
+	local fa ua fb ub
+	fa=$(jget "$1" selling_from_ms) ua=$(jget "$1" selling_until_ms)
+	fb=$(jget "$2" selling_from_ms) ub=$(jget "$2" selling_until_ms)
+	[[ -n $fa && -n $ua && -n $fb && -n $ub ]] && ((fa < ub && fb < ua))
+}
+
 redis_state() { # prints "stock lucky"
 	docker exec "$(cids redis)" redis-cli --raw mget stock lucky | tr '\n' ' '
 }

@@ -38,13 +38,6 @@ items_load() {
 	echo "$rc" >"$OUT/item-$1.rc"
 }
 
-# items_both_selling: 0 when the watcher's readings ($OUT/items-watch,
-# the two items' lucky, one line each) hold one where both were mid-sale.
-items_both_selling() {
-	awk -v s="$ITEMS_STOCK" 'NR % 2 == 1 { a = $1 + 0; next }
-		a > 0 && a < s && $1 + 0 > 0 && $1 + 0 < s { found = 1 } END { exit !found }' "$OUT/items-watch"
-}
-
 # items_verdict VARIANT BACKEND ID: one row for item ID.
 items_verdict() {
 	local v=$1 b=$2 id=$3 j=$OUT/item-$3.json rc sold errors rps oversold stock lucky body wit res=PASS note=""
@@ -80,10 +73,10 @@ items_verdict() {
 	else
 		res=FAIL note+=" witness record: $(cut -c1-120 <<<"${wit:-none}");"
 	fi
-	if items_both_selling; then
+	if sold_at_once "$OUT/item-ct-a.json" "$OUT/item-ct-b.json"; then
 		note+=" sold at once with the other;"
 	else
-		res=FAIL note+=" never seen mid-sale together with the other ($OUT/items-watch);"
+		res=FAIL note+=" not sold at once with the other (their selling ranges do not overlap; $OUT/items-watch);"
 	fi
 	[[ $res == PASS ]] || dump_state "item-$id"
 	row "$v" "$b" "item $id (witness)" "$res" "$sold" "$lucky" "$stock" "$ITEMS_STOCK" "$errors" "$rps" "${note# }"

@@ -169,14 +169,21 @@ type Report struct {
 	// some later sale's request was even sent. Stock only goes down during
 	// a sale, so that sale found a unit left after the sold_out was
 	// decided: the buyer was turned away while stock remained.
-	FalseSoldOut int            `json:"false_sold_out"`
-	RPS          float64        `json:"rps"`
-	P50ms        float64        `json:"p50_ms"`
-	P99ms        float64        `json:"p99_ms"`
-	DurationMS   float64        `json:"duration_ms"`
-	Replicas     map[string]int `json:"replicas"` // sales per replica
-	TimedOut     bool           `json:"timed_out,omitempty"`
-	ErrorSample  []string       `json:"error_sample,omitempty"` // a few distinct errors
+	FalseSoldOut int     `json:"false_sold_out"`
+	RPS          float64 `json:"rps"`
+	P50ms        float64 `json:"p50_ms"`
+	P99ms        float64 `json:"p99_ms"`
+	DurationMS   float64 `json:"duration_ms"`
+	// SellingFromMS and SellingUntilMS bound, in unix ms, a time when
+	// the sale was certainly under way: its first sold answer had come
+	// back (a unit gone) and its last sold request was not yet sent (a
+	// unit left). Zero without two sold answers so ordered. Two runs'
+	// ranges that overlap sold at once (compose-test's item rows).
+	SellingFromMS  int64          `json:"selling_from_ms,omitempty"`
+	SellingUntilMS int64          `json:"selling_until_ms,omitempty"`
+	Replicas       map[string]int `json:"replicas"` // sales per replica
+	TimedOut       bool           `json:"timed_out,omitempty"`
+	ErrorSample    []string       `json:"error_sample,omitempty"` // a few distinct errors
 
 	// The buyer-aware answers (Config.Users): replays of an earlier sale
 	// (not in Sold), refusals by the per-user limit,
@@ -437,6 +444,7 @@ func Summarize(backend string, initial int, responses []Response, elapsed time.D
 		r.NegativeSegments == 0
 	r.FalseSoldOut = falseSoldOuts(responses)
 	r.DurationMS = ms(elapsed)
+	r.SellingFromMS, r.SellingUntilMS = selling(responses)
 	if elapsed > 0 {
 		r.RPS = float64(len(responses)) / elapsed.Seconds()
 	}
@@ -605,4 +613,26 @@ func (r *Report) Verdict() string {
 	default:
 		return "consistent"
 	}
+}
+
+// selling is Report.SellingFromMS and SellingUntilMS: the first sold
+// answer's receipt and the last sold request's sending, when the first
+// comes before the last.
+func selling(responses []Response) (from, until int64) {
+	var first, last time.Time
+	for _, r := range responses {
+		if r.Outcome != OutcomeSold {
+			continue
+		}
+		if first.IsZero() || r.Received.Before(first) {
+			first = r.Received
+		}
+		if r.Sent.After(last) {
+			last = r.Sent
+		}
+	}
+	if first.IsZero() || !first.Before(last) {
+		return 0, 0
+	}
+	return first.UnixMilli(), last.UnixMilli()
 }
