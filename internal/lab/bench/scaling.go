@@ -406,28 +406,41 @@ func (c E2EConfig) minFiring() time.Duration { return min(MinFiring, c.Target*5/
 // that loadgen's response buffer for it stays a few MiB.
 const calibrationStock = 100_000
 
+// calibrationTries is how many times a calibration that sold nothing is
+// sent again, each window four times the last: on a loaded machine the
+// first window may pass before the first sale is answered, and a rate needs
+// at least one.
+const calibrationTries = 3
+
 // calibrateE2E sells for cfg.Calibrate with far more stock than that takes
 // and returns the sales/s it reached; users > 0 sells to named buyers, as
 // the row does. The run is cut by its timeout, so its books (and buyers'
 // verdict) are not checked: a request in flight at the cut may still sell.
+// A window that sold nothing is sent again, longer (calibrationTries).
 func calibrateE2E(ctx context.Context, url, token string, mint *auth.Minter, cfg E2EConfig, concurrency, users int) (float64, error) {
-	rep, err := loadgen.Run(ctx, loadgen.Config{
-		URL: url, AdminToken: token, Requests: calibrationStock, Minter: mint,
-		Concurrency: concurrency, Stock: calibrationStock, Timeout: cfg.Calibrate, Users: users,
-	})
-	if err != nil && !errors.Is(err, loadgen.ErrTimeout) {
-		return 0, err
+	window := cfg.Calibrate
+	for try := 1; ; try++ {
+		rep, err := loadgen.Run(ctx, loadgen.Config{
+			URL: url, AdminToken: token, Requests: calibrationStock, Minter: mint,
+			Concurrency: concurrency, Stock: calibrationStock, Timeout: window, Users: users,
+		})
+		if err != nil && !errors.Is(err, loadgen.ErrTimeout) {
+			return 0, err
+		}
+		// The cut left sales in flight on the replicas; one still writing
+		// after the next reset (which clears the fences) would corrupt
+		// that run's books. Wait until the stock stops moving.
+		if err := quiesce(ctx, url, 100*time.Millisecond, 10*time.Second); err != nil {
+			return 0, err
+		}
+		if rep != nil && rep.Sold > 0 && rep.DurationMS > 0 {
+			return float64(rep.Sold) / (rep.DurationMS / 1000), nil
+		}
+		if try == calibrationTries {
+			return 0, fmt.Errorf("bench: calibration sold nothing in %d windows, the last %v", try, window)
+		}
+		window *= 4
 	}
-	if rep == nil || rep.Sold == 0 || rep.DurationMS <= 0 {
-		return 0, fmt.Errorf("bench: calibration sold nothing in %v", cfg.Calibrate)
-	}
-	// The cut left sales in flight on the replicas; one still writing
-	// after the next run's reset (which clears the fences) would corrupt
-	// that run's books. Wait until the stock stops moving.
-	if err := quiesce(ctx, url, 100*time.Millisecond, 10*time.Second); err != nil {
-		return 0, err
-	}
-	return float64(rep.Sold) / (rep.DurationMS / 1000), nil
 }
 
 // quiesce reads GET /stock every interval until two reads in a row agree,

@@ -248,14 +248,25 @@ func TestQuiesce(t *testing.T) {
 }
 
 // serialStockd is a fake stockd that sells one unit at a time, each taking
-// perSale: a known rate. The first reset (the calibration sale) sells at
-// slowFirst per sale instead, so the row's first run outgrows its sizing.
+// perSale: a known rate. A calibration sale (a reset to calibrationStock)
+// sells at slowCalibration per sale instead, so the row's first run
+// outgrows its sizing; the first stallCalibrations of them sell nothing,
+// each request held until the client cuts it.
 type serialStockd struct {
-	perSale, slowFirst time.Duration
+	perSale, slowCalibration time.Duration
+	stallCalibrations        int
 
 	mu           sync.Mutex
-	resets       int
+	calibrations int
+	calibrating  bool
 	stock, lucky int64
+}
+
+// windows is how many calibration sales were started.
+func (f *serialStockd) windows() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calibrations
 }
 
 func (f *serialStockd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -264,13 +275,21 @@ func (f *serialStockd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(v)
 	}
 	f.mu.Lock()
+	if r.URL.Path == "/stock/reduce" && f.calibrating && f.calibrations <= f.stallCalibrations {
+		f.mu.Unlock()
+		<-r.Context().Done()
+		return
+	}
 	defer f.mu.Unlock()
 	switch r.URL.Path {
 	case "/stock/reset":
 		var body api.Reset
 		_ = json.NewDecoder(r.Body).Decode(&body)
 		f.stock, f.lucky = body.Stock, 0
-		f.resets++
+		f.calibrating = body.Stock == calibrationStock
+		if f.calibrating {
+			f.calibrations++
+		}
 		reply(http.StatusOK, api.Stock{Stock: f.stock})
 	case "/info":
 		reply(http.StatusOK, api.Info{Backend: "fake"})
@@ -282,8 +301,8 @@ func (f *serialStockd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d := f.perSale
-		if f.resets == 1 {
-			d = f.slowFirst
+		if f.calibrating {
+			d = f.slowCalibration
 		}
 		time.Sleep(d)
 		f.stock--
@@ -292,6 +311,30 @@ func (f *serialStockd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(http.StatusOK, api.Sale{Result: api.Sold, Stock: &left})
 	default:
 		http.NotFound(w, r)
+	}
+}
+
+// A calibration window that sold nothing (the machine too busy to answer a
+// sale in it) is sent again, longer, not taken as the row's failure; one
+// that never sells fails after calibrationTries windows.
+func TestCalibrationRetriesAWindowThatSoldNothing(t *testing.T) {
+	cfg := E2EConfig{Calibrate: 50 * time.Millisecond}
+	fake := &serialStockd{perSale: time.Millisecond, slowCalibration: time.Millisecond, stallCalibrations: 1}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	rate, err := calibrateE2E(t.Context(), srv.URL, "t", nil, cfg, 2, 0)
+	if err != nil || rate <= 0 {
+		t.Fatalf("calibrateE2E = %v, %v; want a rate from the second window", rate, err)
+	}
+	if n := fake.windows(); n != 2 {
+		t.Fatalf("%d calibration windows, want 2 (the first sold nothing)", n)
+	}
+	never := &serialStockd{stallCalibrations: calibrationTries}
+	srv2 := httptest.NewServer(never)
+	t.Cleanup(srv2.Close)
+	cfg.Calibrate = 10 * time.Millisecond
+	if _, err := calibrateE2E(t.Context(), srv2.URL, "t", nil, cfg, 2, 0); err == nil || never.windows() != calibrationTries {
+		t.Fatalf("calibrateE2E on a stockd that never sells: err %v after %d windows, want an error after %d", err, never.windows(), calibrationTries)
 	}
 }
 
@@ -308,10 +351,10 @@ func TestScalingRowRedoesShortRuns(t *testing.T) {
 	// adds to every one. With a 1s target (minFiring 833ms) that was 3ms
 	// of slack, and under stress-ng each sale took ~5ms, so the first run
 	// counted; with a 4s target (minFiring 3.3s) a sale may take 16ms.
-	fake := &serialStockd{perSale: time.Millisecond, slowFirst: 25 * time.Millisecond}
+	fake := &serialStockd{perSale: time.Millisecond, slowCalibration: 25 * time.Millisecond}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	cfg := E2EConfig{Concurrency: 4, Runs: 2, Target: 4 * time.Second, Calibrate: 300 * time.Millisecond, Timeout: 30 * time.Second}
+	cfg := E2EConfig{Concurrency: 4, Runs: 2, Target: 4 * time.Second, Calibrate: time.Second, Timeout: 30 * time.Second}
 	row := E2ERow{Name: LabelLocked, Concurrency: 4}
 	scalingRow(t.Context(), srv.URL, "t", nil, nil, cfg, false, variant{label: LabelLocked}, &row, slog.New(slog.DiscardHandler))
 	if row.Error != "" || !row.Consistent {
