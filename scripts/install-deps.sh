@@ -32,6 +32,7 @@ have java || missing+=(default-jre-headless)
 have make || missing+=(make)
 have openssl || missing+=(openssl) # the README's token recipe, run by a test
 have curl || missing+=(curl)
+have jq || missing+=(jq) # compose-test reads JSON with it
 # MariaDB for the mysql lock backends: mariadbd and mariadb-install-db
 # (/usr/sbin and /usr/bin); the client for poking at a test server by hand.
 have mariadbd || missing+=(mariadb-server)
@@ -55,7 +56,7 @@ if ! have nginx; then
 fi
 
 if [ "${#missing[@]}" -eq 0 ]; then
-	echo "install-deps: system packages present (redis-server, redis-sentinel, etcd, zookeeper, java, mariadb, nginx, gcc, chromium, openssl)"
+	echo "install-deps: system packages present (redis-server, redis-sentinel, etcd, zookeeper, java, mariadb, nginx, gcc, chromium, openssl, curl, jq)"
 else
 	echo "install-deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive

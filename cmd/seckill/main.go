@@ -6,6 +6,7 @@
 //	seckill lab [--backends ...] [--scenarios ...] [--json]
 //	seckill leader --url URL[,URL...] [--duration 30s] [--interval 200ms]
 //	seckill bench [--quick] [--out docs/benchmarks.md] [--svg docs/bench.svg] [--json]
+//	seckill verdict --report F.json --exit RC --stock S --lucky L --initial N [--want W]... [--check "LABEL: ok"]...
 //
 // run resets the stock of a running cluster, fires the requests, reads the
 // stock back and verifies it; with --users the requests are purchases by
@@ -54,6 +55,7 @@ const usage = `usage:
   seckill bench  [--quick] [--out docs/benchmarks.md] [--svg docs/bench.svg] [--json]
   seckill dashboard --replicas URL,URL,... [--redis ADDR] [--listen 127.0.0.1:0]
   seckill soak   [--backends a,b,...] [--duration 10m] [--every 30s] [--rps 10] [--concurrency 6] [--json]
+  seckill verdict --report F.json --exit RC --stock S --lucky L --initial N [--want W]... [--check "LABEL: ok"]...
 
 Run "seckill <command> -h" for a command's flags.
 `
@@ -87,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cmd = dashboardCmd
 	case "soak":
 		cmd = soakCmd
+	case "verdict":
+		cmd = verdictCmd
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -86,25 +86,13 @@ cluster_replica_of() {
 # past stockd: verdict's redis_state during this variant.
 cluster_books() { cluster_cli mget "{stock}" "{stock}:lucky" | tr '\n' ' ' || true; }
 
-# cluster_post PATH BODY: status line and body of an admin POST via nginx.
-cluster_post() {
-	# shellcheck disable=SC2016 # expanded by the inner bash
-	timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" || exit 1
-		printf "POST %s HTTP/1.0\r\nHost: x\r\nX-Admin-Token: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" \
-			"$1" "$2" "${#3}" "$3" >&3; cat <&3' "$NGINX_PORT" "$1" "$ADMIN_TOKEN" "$2" 2>/dev/null || true
-}
-
-cluster_ms() { [[ -n "$2" ]] && echo "$((($2 - $1) / 1000000))ms" || echo never; }
-
-# cluster_lucky PATH: lucky of GET PATH through nginx (empty if no answer).
-cluster_lucky() {
-	(http_get 127.0.0.1 "$NGINX_PORT" "$1" || true) | grep -o '"lucky":[0-9]*' | head -1 | cut -d: -f2 || true
-}
+# exited CONTAINER: 0 once it has exited.
+exited() { [[ $(docker inspect -f '{{.State.Status}}' "$1" 2>/dev/null) == exited ]]; }
 
 # cluster_up: the nodes and etcd, the init (exited 0), stockd, nginx; 0
 # ready, 1 failed (a FAIL row written).
 cluster_up() {
-	local step c deadline st
+	local step c st
 	export LOCK_BACKEND=redis LAB_UNSAFE=false ELECTION_BACKEND=etcd
 	# shellcheck disable=SC2086 # one word per service
 	if ! compose up -d --no-deps $CLUSTER_NODES etcd >>"$OUT/up-cluster.log" 2>&1 || ! wait_healthy $CLUSTER_NODES etcd; then
@@ -113,11 +101,8 @@ cluster_up() {
 	fi
 	compose up -d --no-deps redis-cluster-init >>"$OUT/up-cluster.log" 2>&1
 	c=$(cids redis-cluster-init)
-	deadline=$(($(date +%s) + WAIT_S))
-	while st=$(docker inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$c" 2>/dev/null) && [[ $st != exited* ]]; do
-		(($(date +%s) < deadline)) || break
-		sleep 0.5
-	done
+	within "$WAIT_S" exited "$c" || true
+	st=$(docker inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$c" 2>/dev/null || true)
 	docker logs "$c" >"$OUT/cluster-init.log" 2>&1 || true
 	if [[ $st != "exited 0" ]]; then
 		row cluster redis up FAIL - - - - - - "redis-cluster-init: $st ($OUT/cluster-init.log)"
@@ -134,7 +119,7 @@ cluster_up() {
 
 # cluster_items: two items on different masters, sold at once.
 cluster_items() {
-	local v=cluster b=redis id ids=() masters=() m created pids=() i together=0
+	local v=cluster b=redis id ids=() masters=() m created pids=() i
 	# Ids whose slots sit on different masters (the first two found).
 	for id in ct-a ct-b ct-c ct-d ct-e ct-f ct-g ct-h; do
 		m=$(cluster_master_of "{item:$id}:stock")
@@ -145,7 +130,7 @@ cluster_items() {
 	done
 	((${#ids[@]} == 2)) || ids+=(ct-b) masters+=("$(cluster_master_of "{item:ct-b}:stock")")
 	for id in "${ids[@]}"; do
-		created=$(cluster_post /items "{\"id\":\"$id\",\"stock\":$CLUSTER_ITEM_STOCK}")
+		created=$(http_post_admin /items "{\"id\":\"$id\",\"stock\":$CLUSTER_ITEM_STOCK}")
 		if [[ "$(head -1 <<<"$created")" != *' 201 '* ]]; then
 			row "$v" "$b" "item $id: create" FAIL - - - "$CLUSTER_ITEM_STOCK" - - \
 				"POST /items through nginx: $(tr -d '\r' <<<"$created" | tr '\n' ' ' | cut -c1-200)"
@@ -163,56 +148,20 @@ cluster_items() {
 		pids+=($!)
 	done
 	wait "${pids[@]}" || true
-	sold_at_once "$OUT/citem-${ids[0]}.json" "$OUT/citem-${ids[1]}.json" && together=1
 	for i in 0 1; do
-		cluster_item_verdict "${ids[$i]}" "${masters[$i]}" "${ids[$((1 - i))]}" "${masters[$((1 - i))]}" "$together"
+		cluster_item_verdict "${ids[$i]}" "${masters[$i]}" "${ids[$((1 - i))]}" "${masters[$((1 - i))]}"
 	done
 }
 
-# cluster_item_verdict ID MASTER OTHER OTHER_MASTER TOGETHER: one row.
+# cluster_item_verdict ID MASTER OTHER OTHER_MASTER: one row.
 cluster_item_verdict() {
-	local v=cluster b=redis id=$1 m=$2 j=$OUT/citem-$1.json rc sold errors rps oversold stock lucky body wit res=PASS note=""
-	rc=$(cat "$OUT/citem-$id.rc")
+	local id=$1 m=$2 stock lucky where
 	read -r stock lucky <<<"$(cluster_cli mget "{item:$id}:stock" "{item:$id}:lucky" | tr '\n' ' ')"
-	stock=${stock:-?} lucky=${lucky:-?}
-	if ! grep -q '"sold":' "$j" 2>/dev/null; then
-		row "$v" "$b" "item $id" FAIL - "$lucky" "$stock" "$CLUSTER_ITEM_STOCK" - - \
-			"seckill rc=$rc: $(tail -c 200 "$OUT/citem-$id.err" | tr '\n' ' ')"
-		return
-	fi
-	sold=$(jget "$j" sold) errors=$(jget "$j" errors) oversold=$(jget "$j" oversold)
-	rps=$(jget "$j" rps | cut -d. -f1)
-	note="on $m (slot $(cluster_cli cluster keyslot "{item:$id}:stock")), $3 on $4"
-	[[ $m != "$4" ]] && note+=" (different masters);" || note+=" (same master);"
-	[[ "$rc" == 0 ]] || { res=FAIL; note+=" seckill rc=$rc;"; }
-	((${oversold:-1} == 0)) || { res=FAIL; note+=" oversold=$oversold;"; }
-	((${sold:-0} == CLUSTER_ITEM_STOCK)) || { res=FAIL; note+=" sold $sold of $CLUSTER_ITEM_STOCK;"; }
-	if [[ "$stock" == 0 && "$lucky" == "$CLUSTER_ITEM_STOCK" ]]; then
-		note+=" cluster: stock 0, lucky $lucky;"
-	else
-		res=FAIL note+=" cluster: stock $stock lucky $lucky, want 0 and $CLUSTER_ITEM_STOCK;"
-	fi
-	body=$OUT/citem-$id.status.json
-	http_get 127.0.0.1 "$NGINX_PORT" "/items/$id" >"$body"
-	if [[ "$(jget "$body" stock) $(jget "$body" lucky) $(jget "$body" initial) $(jget "$body" state)" == "0 $CLUSTER_ITEM_STOCK $CLUSTER_ITEM_STOCK open" ]]; then
-		note+=" GET /items/$id agrees;"
-	else
-		res=FAIL note+=" GET /items/$id: $(cut -c1-160 "$body");"
-	fi
-	wit=$(docker exec "$(cids etcd)" etcdctl --endpoints=http://127.0.0.1:2379 get --print-value-only \
-		"/seckill/witness/{stock}:item:$id" 2>/dev/null || true)
-	if [[ "$wit" == *'"ceilings":[0]'* ]]; then
-		note+=" witness at 0;"
-	else
-		res=FAIL note+=" witness: $(cut -c1-120 <<<"${wit:-none}");"
-	fi
-	if (($5)); then
-		note+=" sold at once with $3;"
-	else
-		res=FAIL note+=" not sold at once with $3 (their selling ranges do not overlap);"
-	fi
-	[[ $res == PASS ]] || dump_state "citem-$id"
-	row "$v" "$b" "item $id" "$res" "$sold" "$lucky" "$stock" "$CLUSTER_ITEM_STOCK" "$errors" "$rps" "${note# }"
+	where="on $m (slot $(cluster_cli cluster keyslot "{item:$id}:stock" | tr -d '\r')), $3 on $4"
+	[[ $m != "$4" ]] && where+=" (different masters)" || where+=" (same master)"
+	item_row cluster redis "item $id" "citem-$id" "$id" "$CLUSTER_ITEM_STOCK" "$stock" "$lucky" \
+		"/seckill/witness/{stock}:item:$id" "$where: ok" \
+		"$(check "sold at once with $3" sold_at_once "$OUT/citem-$id.json" "$OUT/citem-$3.json")"
 }
 
 # cluster_logs NAME: every node's view of the cluster and its log.
@@ -233,7 +182,7 @@ cluster_logs() {
 # replica, mid-sale. See the header.
 cluster_failover() {
 	local v=cluster b=redis fault=$1 acks=$2 name=cfailover-$1-$2 n st m r c t_fault t_switch="" t_sold="" t_rejoin=""
-	local lk lucky1="" sold us lost now
+	local lk lucky1="" sold us unconfirmed lost now moved=NO
 	read -r n st <<<"$(size 12)"
 	m=$(cluster_master_of "{stock}")
 	r=$(cluster_replica_of "$m")
@@ -243,11 +192,7 @@ cluster_failover() {
 	fi
 	c=$(cids "$m")
 	bg_load "$name" "$n" 30 "$st"
-	local deadline=$(($(date +%s) + 15))
-	until lk=$(cluster_lucky /stock) && [[ -n "$lk" ]] && ((lk >= 20)); do
-		(($(date +%s) < deadline)) || { log "$name: no sale seen through nginx in 15s; faulting anyway"; break; }
-		sleep 0.1
-	done
+	selling nginx_lucky
 	if [[ $fault == kill ]]; then
 		docker kill "$c" >/dev/null
 	else
@@ -268,7 +213,7 @@ cluster_failover() {
 			t_rejoin=$(date +%s%N)
 		fi
 		if [[ -z "$t_sold" ]]; then
-			lk=$(cluster_lucky /stock)
+			lk=$(nginx_lucky)
 			if [[ -n "$lk" && -z "$lucky1" ]]; then
 				lucky1=$lk
 			elif [[ -n "$lk" ]] && ((lk > lucky1)); then
@@ -286,19 +231,18 @@ cluster_failover() {
 		return 1
 	fi
 	fg_wait
-	sold=$(jget "$OUT/$name.json" sold)
-	us=$(jget "$OUT/$name.json" unconfirmed_sold)
+	read -r sold us unconfirmed <<<"$(jfield "$OUT/$name.json" '"\(.sold // 0) \(.unconfirmed_sold // 0) \(.unconfirmed // 0)"')"
 	read -r _ lucky <<<"$(cluster_books)"
 	lost=$((${sold:-0} + ${us:-0} - ${lucky:-0}))
 	((lost > 0)) || lost=0
 	local note
-	note="min_replica_acks $acks; $r promoted in $(cluster_ms "$t_fault" "$t_switch"), $m replicating it $(cluster_ms "$t_fault" "$t_rejoin"), sales made again (lucky moving) $(cluster_ms "$t_fault" "$t_sold") after the $fault; unconfirmed $(jget "$OUT/$name.json" unconfirmed) ($us sold); lost $lost"
-	verdict "$v" "$b" "failover: $fault $m" "$name" "$st" \
-		"$note=((lost == 0)) && [[ \$(cluster_master_of '{stock}') == $r && \$(cluster_replica_of $r) == $m ]]"
+	note="min_replica_acks $acks; $r promoted in $(since_ms "$t_fault" "$t_switch"), $m replicating it $(since_ms "$t_fault" "$t_rejoin"), sales made again (lucky moving) $(since_ms "$t_fault" "$t_sold") after the $fault; unconfirmed $unconfirmed ($us sold); lost $lost"
+	[[ $lost == 0 && $(cluster_master_of '{stock}') == "$r" && $(cluster_replica_of "$r") == "$m" ]] && moved=ok
+	verdict "$v" "$b" "failover: $fault $m" "$name" "$st" "$note: $moved"
 	wait_healthy stockd || true
 	load "after-$name" 300 30 200
-	verdict "$v" "$b" "after the $fault: sells out" "after-$name" 200 \
-		"exact on $(cluster_master_of "{stock}"), GET /stock agrees=[[ \$rc == 0 ]] && ((stock == 0)) && [[ \$(cluster_lucky /stock) == 200 ]]"
+	verdict "$v" "$b" "after the $fault: sells out" "after-$name" 200 exact sold-out \
+		"$(check "on $(cluster_master_of "{stock}"), GET /stock agrees" test "$(nginx_lucky)" = 200)"
 }
 
 cluster_variant() {
@@ -309,22 +253,21 @@ cluster_variant() {
 	local files_before=("${FILES[@]}")
 	FILES=(-f docker-compose.yml -f docker-compose.cluster.yml)
 	export CLUSTER_NODE_TIMEOUT_MS=${CLUSTER_NODE_TIMEOUT_MS:-3000} MIN_REPLICA_ACKS=$acks
-	local saved_state
-	saved_state=$(declare -f redis_state)
-	redis_state() { cluster_books; }
+	BOOKS_READER=cluster_books
 	if cluster_up; then
 		log "cluster up in $(($(date +%s) - t0))s: $(cluster_cli cluster nodes | awk '{ h = $2; sub(/.*,/, "", h); printf "%s=%s ", h, ($3 ~ /master/ ? "master " $9 : "replica") }')"
 		load cluster-base 500 50 300
-		verdict "$v" "$b" "baseline, cluster" cluster-base 300 \
-			"exact (rc 0), GET /stock agrees, /info says acks $acks=[[ \$rc == 0 ]] && [[ \$(cluster_lucky /stock) == 300 ]] && http_get 127.0.0.1 $NGINX_PORT /info | grep -q '\"min_replica_acks\":$acks,'"
+		verdict "$v" "$b" "baseline, cluster" cluster-base 300 exact \
+			"$(check "GET /stock agrees" test "$(nginx_lucky)" = 300)" \
+			"$(check "/info says acks $acks" test "$(http_get 127.0.0.1 "$NGINX_PORT" /info | jbody .min_replica_acks)" = "$acks")"
 		# shellcheck disable=SC2034 # read by size, in compose-test.sh
-		BASE_RPS=$(jget "$OUT/cluster-base.json" rps | cut -d. -f1)
+		BASE_RPS=$(jfield "$OUT/cluster-base.json" '.rps | floor')
 		cluster_items
 		for f in ${CLUSTER_FAULTS:-kill failover}; do
 			cluster_failover "$f" "$acks" || break
 		done
 	fi
-	eval "$saved_state"
+	BOOKS_READER=
 	log "cluster variant: $(($(date +%s) - t0))s"
 	compose_down
 	FILES=("${files_before[@]}")

@@ -33,23 +33,20 @@ prom_urlencode() {
 # prom_value QUERY: the value of an instant query's first sample ("" if none
 # or Prometheus did not answer).
 prom_value() {
-	http_get 127.0.0.1 "$PROMETHEUS_PORT" "/api/v1/query?query=$(prom_urlencode "$1")" |
-		grep -o '"value":\[[^]]*\]' | head -1 | sed 's/.*,"\([^"]*\)"\]$/\1/' || true
+	http_get 127.0.0.1 "$PROMETHEUS_PORT" "/api/v1/query?query=$(prom_urlencode "$1")" | jbody '.data.result[0].value[1]'
 }
 
 # prom_wait SECONDS QUERY WANT: poll until QUERY's value is WANT (a scrape
 # every second, discovery every 5 s); prints the last value seen.
 prom_wait() {
-	local deadline=$(($(date +%s) + $1)) v
-	while :; do
-		v=$(prom_value "$2")
-		if [[ "$v" == "$3" ]] || (($(date +%s) >= deadline)); then
-			echo "${v:-none}"
-			return
-		fi
-		sleep 1
-	done
+	within "$1" prom_is "$2" "$3" || true
+	local v
+	v=$(prom_value "$2")
+	echo "${v:-none}"
 }
+
+# prom_is QUERY WANT: 0 when QUERY's value is WANT.
+prom_is() { [[ $(prom_value "$1") == "$2" ]]; }
 
 observability_variant() {
 	local v=obs b=redis n=600 st=300 t0 replicas up all total sold lucky stock note res
@@ -79,7 +76,7 @@ observability_variant() {
 	if ((rc == 0)); then
 		replicas=$(cids stockd | wc -l)
 		load obs-$b "$n" 50 "$st"
-		verdict "$v" "$b" "sale, prometheus on" "obs-$b" "$st" 'exact (rc 0)=[[ $rc == 0 ]]'
+		verdict "$v" "$b" "sale, prometheus on" "obs-$b" "$st" exact
 		read -r stock lucky <<<"$(redis_state)"
 		# The last of the sale reaches Prometheus on the next scrape (1 s).
 		total=$(prom_wait 20 'sum(seckill_reduce_total)' "$n")
@@ -99,9 +96,11 @@ observability_variant() {
 		# Absent by design here: the orders lag (ORDERS_DURABLE=true only) and
 		# sale-path events (none in a clean sale).
 		local board live missing="" absent="" name
-		board=$(grep '"expr"' deploy/grafana/dashboards/seckill.json | grep -oE '\b(seckill|go|process)_[a-z0-9_]+' | sort -u || true)
+		# The metric names in the panels' expressions (PromQL, not JSON).
+		board=$(jq -r '.. | .expr? // empty' deploy/grafana/dashboards/seckill.json |
+			grep -oE '\b(seckill|go|process)_[a-z0-9_]+' | sort -u || true)
 		live=$(http_get 127.0.0.1 "$PROMETHEUS_PORT" \
-			"/api/v1/label/__name__/values?match%5B%5D=$(prom_urlencode '{job="stockd"}')" | grep -oE '"[a-zA-Z0-9_:]+"' | tr -d '"' || true)
+			"/api/v1/label/__name__/values?match%5B%5D=$(prom_urlencode '{job="stockd"}')" | jbody '.data[]')
 		for name in $board; do
 			grep -qx "$name" <<<"$live" && continue
 			case $name in

@@ -147,21 +147,24 @@ readme_value() {
 # readme_scale N BACKEND: poll nginx's /info on the host port until N
 # distinct replicas answered (10 s at most); prints "names|backends|ms".
 readme_scale() {
-	local want=$1 t0 body n b names="" backends="" count=0
+	local t0 names
 	t0=$(date +%s%N)
-	while (($(date +%s%N) - t0 < 10000000000)); do
-		body=$(http_get 127.0.0.1 "$NGINX_PORT" /info)
-		n=$(grep -o '"replica":"[^"]*"' <<<"$body" | cut -d'"' -f4 || true)
-		b=$(grep -o '"backend":"[^"]*"' <<<"$body" | cut -d'"' -f4 || true)
-		if [[ -n $n && " $names " != *" $n "* ]]; then
-			names+=" $n" count=$((count + 1))
-			[[ " $backends " == *" $b "* ]] || backends+=" $b"
-		fi
-		((count < want)) || break
-		sleep 0.05
-	done
-	names=$(tr ' ' '\n' <<<"$names" | sort -V | tr '\n' ' ')
-	echo "${names# }|${backends# }|$((($(date +%s%N) - t0) / 1000000))"
+	SEEN_NAMES="" SEEN_BACKENDS=""
+	within 10 replicas_seen "$1" || true
+	names=$(tr ' ' '\n' <<<"$SEEN_NAMES" | sort -V | tr '\n' ' ')
+	echo "${names# }|${SEEN_BACKENDS# }|$((($(date +%s%N) - t0) / 1000000))"
+}
+
+# replicas_seen N: one GET /info through nginx, its replica and backend
+# added to SEEN_NAMES and SEEN_BACKENDS; 0 once N replicas were seen.
+replicas_seen() {
+	local n b
+	read -r n b <<<"$(http_get 127.0.0.1 "$NGINX_PORT" /info | jbody '"\(.replica) \(.backend)"')"
+	if [[ -n $n && $n != null && " $SEEN_NAMES " != *" $n "* ]]; then
+		SEEN_NAMES+=" $n"
+		[[ " $SEEN_BACKENDS " == *" $b "* ]] || SEEN_BACKENDS+=" $b"
+	fi
+	(($(wc -w <<<"$SEEN_NAMES") >= $1))
 }
 
 readme_variant() {
@@ -267,7 +270,7 @@ readme_variant() {
 	tb=$(date +%s)
 	readme_exec 1alt "$(awk -F'\t' '$1 == "1alt" { print $2; exit }' <<<"$sec")"
 	local info
-	info=$(http_get 127.0.0.1 "$NGINX_PORT" /info | grep -o '"backend":"[^"]*"' | cut -d'"' -f4 || true)
+	info=$(http_get 127.0.0.1 "$NGINX_PORT" /info | jbody .backend)
 	res=PASS note="healthy"
 	if [[ $README_RC != 0 || $info != none ]]; then
 		# Why: what compose said, and what a stockd said last (a refusal).

@@ -18,7 +18,7 @@ SCALE=${SCALE:-1}
 scale_names() {
 	local c
 	for c in $(cids stockd); do
-		http_get "$(ip_of "$c")" 8080 /stock | grep -o '"replica":"[^"]*"' | cut -d'"' -f4
+		http_get "$(ip_of "$c")" 8080 /stock | jbody .replica
 	done | sort -V | tr '\n' ' ' || true # a replica that did not answer is missing from the list
 }
 
@@ -57,9 +57,10 @@ scenario_scale() {
 	names1=$(scale_names)
 	load scale-$b 600 30 400
 	workers1=$(scale_workers)
-	# (No "=" in the label: verdict splits LABEL=CONDITION at the first one.)
-	verdict "$v" "$b" "scale $n -> $((n + 1)), no reload" "scale-$b" 400 \
-		"names before: ${names0% }, after: ${names1% }; nginx workers ${workers0% } -> ${workers1% }; stockd-$((n + 1)) sold via nginx=[[ \$rc == 0 && '$names0' == '$want0' && '$names1' == '$want1' && -n '$workers0' && '$workers0' == '$workers1' ]] && grep -q '\"stockd-$((n + 1))\":[1-9]' \"\$j\""
+	local same=NO
+	[[ $names0 == "$want0" && $names1 == "$want1" && -n $workers0 && $workers0 == "$workers1" ]] && same=ok
+	verdict "$v" "$b" "scale $n -> $((n + 1)), no reload" "scale-$b" 400 exact "sold-by=stockd-$((n + 1))" \
+		"names before: ${names0% }, after: ${names1% }; nginx workers ${workers0% } -> ${workers1% }: $same"
 	FILES=("${files_before[@]}")
 }
 

@@ -56,31 +56,16 @@ sentinel_books() {
 # sentinel_ready SECONDS: every Sentinel knows the replica and the two other
 # Sentinels (replicas are learnt from the primary's INFO, every 10 s, the
 # others from hellos), so a failover can start as soon as one is needed.
-sentinel_ready() {
-	local deadline=$(($(date +%s) + $1)) s ok
-	while :; do
-		ok=1
-		for s in redis-sentinel1 redis-sentinel2 redis-sentinel3; do
-			timeout 5 docker exec "$(cids $s)" redis-cli --raw -p 26379 sentinel master seckill 2>/dev/null |
-				awk 'p == "num-slaves" { r = $0 } p == "num-other-sentinels" { o = $0 } { p = $0 }
-					END { exit !(r >= 1 && o >= 2) }' || ok=0
-		done
-		((ok)) && return 0
-		(($(date +%s) < deadline)) || return 1
-		sleep 1
-	done
-}
+sentinel_ready() { within "$1" sentinels_know; }
 
-# sentinel_selling N: wait (up to 15 s) until the sale has sold N units, so
-# the fault lands mid-sale, not before the load's reset.
-sentinel_selling() {
-	local deadline=$(($(date +%s) + 15)) lk
-	while (($(date +%s) < deadline)); do
-		lk=$( (http_get 127.0.0.1 "$NGINX_PORT" /stock || true) | grep -o '"lucky":[0-9]*' | cut -d: -f2 || true)
-		[[ -n "$lk" ]] && ((lk >= $1)) && return 0
-		sleep 0.1
+# sentinels_know: 0 when every Sentinel knows a replica and two others.
+sentinels_know() {
+	local s
+	for s in redis-sentinel1 redis-sentinel2 redis-sentinel3; do
+		timeout 5 docker exec "$(cids $s)" redis-cli --raw -p 26379 sentinel master seckill 2>/dev/null |
+			awk 'p == "num-slaves" { r = $0 } p == "num-other-sentinels" { o = $0 } { p = $0 }
+				END { exit !(r >= 1 && o >= 2) }' || return 1
 	done
-	return 1
 }
 
 # sentinel_logs NAME: each Sentinel's log and view of the master, and each
@@ -96,9 +81,6 @@ sentinel_logs() {
 		timeout 5 docker exec "$(cids $s)" redis-cli info replication >"$OUT/$1.$s.replication" 2>&1 || true
 	done
 }
-
-# since_ms T0 T1: T1 - T0 (nanoseconds) in ms, or "never" without T1.
-since_ms() { [[ -n "$2" ]] && echo "$((($2 - $1) / 1000000))ms" || echo never; }
 
 # sentinel_up: start the services in dependency order, each healthy before
 # the next; 0 ready, 1 failed (a FAIL row written).
@@ -123,7 +105,7 @@ sentinel_up() {
 # replica, 15-16 s later as measured). See the header.
 sentinel_failover() {
 	local v=sentinel b=redis fault=$1 acks=$2 name=failover-$1-$2 n st m other c t_fault t_switch="" t_sold="" t_rejoin=""
-	local lk lucky1="" sold us lost now
+	local lk lucky1="" sold us unconfirmed lost now moved=NO
 	# Long enough to outlast the failover: with acks on, requests answer
 	# 503 unconfirmed at the ack timeout while no replica is up, so the
 	# load keeps going through the outage and sells out after it.
@@ -132,7 +114,7 @@ sentinel_failover() {
 	[[ $m == redis ]] && other=redis-replica || other=redis
 	c=$(cids "$m")
 	bg_load "$name" "$n" 30 "$st"
-	sentinel_selling 20 || log "$name: no sale seen through nginx in 15s; faulting anyway"
+	selling nginx_lucky
 	docker "$fault" "$c" >/dev/null
 	t_fault=$(date +%s%N)
 	# Poll, 4 times a second (each time taken after the observation, so an
@@ -161,7 +143,7 @@ sentinel_failover() {
 			t_rejoin=$(date +%s%N)
 		fi
 		if [[ -z "$t_sold" ]]; then
-			lk=$( (http_get 127.0.0.1 "$NGINX_PORT" /stock || true) | grep -o '"lucky":[0-9]*' | cut -d: -f2 || true)
+			lk=$(nginx_lucky)
 			if [[ -n "$lk" && -z "$lucky1" ]]; then
 				lucky1=$lk
 			elif [[ -n "$lk" ]] && ((lk > lucky1)); then
@@ -179,22 +161,21 @@ sentinel_failover() {
 		return 1
 	fi
 	fg_wait
-	sold=$(jget "$OUT/$name.json" sold)
-	us=$(jget "$OUT/$name.json" unconfirmed_sold)
+	read -r sold us unconfirmed <<<"$(jfield "$OUT/$name.json" '"\(.sold // 0) \(.unconfirmed_sold // 0) \(.unconfirmed // 0)"')"
 	read -r _ lucky <<<"$(sentinel_books)"
 	lost=$((${sold:-0} + ${us:-0} - ${lucky:-0}))
 	((lost > 0)) || lost=0
-	local note="min_replica_acks $acks; switch $(since_ms "$t_fault" "$t_switch"), old primary replicating $(since_ms "$t_fault" "$t_rejoin"), sales made again (lucky moving) $(since_ms "$t_fault" "$t_sold") after the $fault; unconfirmed $(jget "$OUT/$name.json" unconfirmed) ($us sold); lost $lost"
+	local note="min_replica_acks $acks; switch $(since_ms "$t_fault" "$t_switch"), old primary replicating $(since_ms "$t_fault" "$t_rejoin"), sales made again (lucky moving) $(since_ms "$t_fault" "$t_sold") after the $fault; unconfirmed $unconfirmed ($us sold); lost $lost"
 	# Oversold and the books are verdict's (stock + lucky == initial on the
 	# new primary, seckill's oversold, sold <= lucky); lost is judged here
 	# too, counting the unconfirmed answers that sold by their receipts.
 	# Sentinel names each node as it announces itself: the other's name,
 	# not an address (docker-compose.ha.yml's replica-announce-ip).
-	verdict "$v" "$b" "failover: $fault $m" "$name" "$st" "$note=((lost == 0)) && [[ \$(sentinel_master) == $other ]]"
+	[[ $lost == 0 && $(sentinel_master) == "$other" ]] && moved=ok
+	verdict "$v" "$b" "failover: $fault $m" "$name" "$st" "$note: $moved"
 	wait_healthy stockd || true
 	load "after-$name" 300 30 200
-	verdict "$v" "$b" "after the $fault: sells out" "after-$name" 200 \
-		"exact on $(sentinel_master)=[[ \$rc == 0 ]] && ((stock == 0))"
+	verdict "$v" "$b" "after the $fault: sells out" "after-$name" 200 exact sold-out "on $(sentinel_master): ok"
 }
 
 sentinel_variant() {
@@ -210,19 +191,17 @@ sentinel_variant() {
 		REDIS_SENTINEL_ADDRS=redis-sentinel1:26379,redis-sentinel2:26379,redis-sentinel3:26379 \
 		ETCD_ENDPOINTS=http://etcd:2379,http://etcd2:2379,http://etcd3:2379 MIN_REPLICA_ACKS=$acks
 	# verdict reads the books where Sentinel says the primary is.
-	local saved_state
-	saved_state=$(declare -f redis_state)
-	redis_state() { sentinel_books; }
+	BOOKS_READER=sentinel_books
 	if sentinel_up; then
 		load sentinel-base 500 50 300
-		verdict "$v" "$b" "baseline, sentinel" sentinel-base 300 \
-			"exact (rc 0), /info says acks $acks via sentinel=[[ \$rc == 0 ]] && http_get 127.0.0.1 $NGINX_PORT /info | grep -q '\"min_replica_acks\":$acks,.*\"sentinel\":true'"
-		BASE_RPS=$(jget "$OUT/sentinel-base.json" rps | cut -d. -f1)
+		verdict "$v" "$b" "baseline, sentinel" sentinel-base 300 exact \
+			"$(check "/info says acks $acks via sentinel" test "$(http_get 127.0.0.1 "$NGINX_PORT" /info | jbody '"\(.min_replica_acks) \(.sentinel)"')" = "$acks true")"
+		BASE_RPS=$(jfield "$OUT/sentinel-base.json" '.rps | floor')
 		for f in ${SENTINEL_FAULTS:-kill pause}; do
 			sentinel_failover "$f" "$acks" || break
 		done
 	fi
-	eval "$saved_state"
+	BOOKS_READER=
 	log "sentinel variant: $(($(date +%s) - t0))s"
 	compose_down
 	FILES=("${files_before[@]}")
