@@ -358,10 +358,10 @@ item_row() {
 	want="0 $initial $initial open"
 	got=$(http_get 127.0.0.1 "$NGINX_PORT" "/items/$id" | jbody '"\(.stock) \(.lucky) \(.initial) \(.state)"')
 	wit=$(docker exec "$(cids etcd)" etcdctl --endpoints=http://127.0.0.1:2379 get --print-value-only "$9" 2>/dev/null |
-		jbody '.ceilings | tostring')
+		jbody '[.sales[]? | .ceilings | tostring] | join(" ")')
 	judge "$1" "$2" "$3" "$4" "$initial" "$7" "$8" exact all-sold sold-out \
 		"$(check "GET /items/$id reads stock lucky initial state: ${got:-nothing} (want $want)" test "$got" = "$want")" \
-		"$(check "witness $9 at ${wit:-none} (want [0])" test "$wit" = "[0]")" "${@:10}"
+		"$(check "witness $9 ceilings ${wit:-none} (want [0])" test "${wit##* }" = "[0]")" "${@:10}"
 }
 
 # load NAME REQUESTS CONCURRENCY STOCK: seckill through nginx -> $OUT/NAME.json
