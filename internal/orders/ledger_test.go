@@ -33,8 +33,11 @@ func TestStoresTheRealLedger(t *testing.T) {
 			if err := store.Reset(ctx, 150); err != nil {
 				t.Fatal(err)
 			}
+			// Every buyer at once, each expected served: a minute's lock
+			// wait, not 5 s, which the last of 200 waiters passed on a
+			// loaded machine (answered busy, the test failed).
 			cfg := stock.ServiceConfig{Store: store, Locker: locallock.New(), Backend: "test",
-				LockKey: mode.name + ":lock", Replica: "r1", PerUserLimit: 1}
+				LockKey: mode.name + ":lock", Replica: "r1", PerUserLimit: 1, WaitTimeout: time.Minute}
 			mode.cfg(&cfg)
 			svc := stock.NewService(cfg)
 			table := mode.name + "_orders"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
@@ -24,7 +25,7 @@ func TestTrimmedOrdersAreRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := stock.NewService(stock.ServiceConfig{Store: store, Locker: locallock.New(), Backend: "test",
-		LockKey: "r:lock", Replica: "r1", Fencing: true})
+		LockKey: "r:lock", Replica: "r1", Fencing: true, WaitTimeout: time.Minute}) // every buyer served, however loaded the machine
 	buyer := func(i int) stock.Buyer {
 		if i%3 == 0 {
 			return stock.Buyer{}

@@ -19,6 +19,10 @@ import (
 // soon after its acknowledgements.
 const trimEvery = 20 * time.Millisecond
 
+// maxRetainedPerUnit bounds what Redis keeps per anonymous unit once its
+// order is stored and trimmed (TestTrimsWhatIsStored).
+const maxRetainedPerUnit = 380
+
 // A sale stored by two replicas' consumers that both trim: once drained,
 // the stream and the index are empty, the ledger still counts every unit
 // (orders == lucky, all of them trimmed, each once), and what Redis keeps
@@ -82,8 +86,12 @@ func TestTrimsWhatIsStored(t *testing.T) {
 		}
 		t.Logf("%s: Redis bytes per unit sold (used_memory_dataset): %.0f with the ledger, %.0f retained once stored and trimmed",
 			name, float64(untrimmed-before)/units, perUnit)
-		if name == "anonymous" && perUnit > 300 {
-			t.Errorf("anonymous: %.0f bytes per unit retained, want at most 300", perUnit)
+		// Measured 278 on an idle machine and 324 on a loaded one (how
+		// Redis encodes what stays follows the sales' timing): the bound
+		// is above both, and below what one more structure kept per unit
+		// (an untrimmed stream entry, ~150 bytes) would cost.
+		if name == "anonymous" && perUnit > maxRetainedPerUnit {
+			t.Errorf("anonymous: %.0f bytes per unit retained, want at most %d", perUnit, maxRetainedPerUnit)
 		}
 	}
 	anonymous := func(int) stock.Buyer { return stock.Buyer{} }
