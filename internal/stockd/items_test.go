@@ -42,13 +42,13 @@ func TestItemsUnsupportedByTheConfiguration(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(c)
 			}
-			store := redisstore.NewStore(nil, saleKeys(c, true))
 			var regs witnessRegisters
 			if tc.witness {
 				regs = func(string) stock.Register { return nullRegister{} }
-				store = store.WithWitness(regs.register(c), 0)
 			}
-			err := buildItems(c, nil, store, regs, sale, true, false, nil).Unsupported()
+			ic := salesConfig(c, nil, regs, true, false, nil)
+			ic.Service = sale
+			err := redisstore.NewItems(ic).Unsupported()
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("got %v, want items supported", err)

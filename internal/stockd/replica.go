@@ -41,7 +41,7 @@ type replica struct {
 	health *health.Checker
 
 	// buildStore
-	regs  witnessRegisters
+	sales redisstore.ItemsConfig // every sale's store, the default's ("")
 	store *redisstore.Store
 	units *durableUnits
 
@@ -100,18 +100,15 @@ func (r *replica) checkRedis(ctx context.Context) error {
 // durability a 200 promises, the cluster's replicas, the clocks.
 func (r *replica) buildStore(ctx context.Context) (err error) {
 	cfg, log := r.cfg, r.log
-	if r.regs, err = buildWitness(ctx, r.w); err != nil {
+	regs, err := buildWitness(ctx, r.w)
+	if err != nil {
 		return err
 	}
-	r.store = redisstore.NewStore(r.stockRDB, saleKeys(cfg, r.ledger)).WithReplicaAcks(redisstore.ReplicaAcks{
-		Replicas: minReplicaAcks(cfg), Timeout: redisstore.AckWithin(cfg.Stock.ReplicaAckTimeout),
-	}).WithWitness(r.regs.register(cfg), cfg.Stock.WitnessTimeout)
-	// Learning the sale checks Redis against the durable orders too, once
+	// Learning a sale checks Redis against the durable orders too, once
 	// startOrders binds them (before the listener: before any sale).
 	r.units = &durableUnits{log: log}
-	if r.durable {
-		r.store = r.store.WithDurableUnits(r.units)
-	}
+	r.sales = salesConfig(cfg, r.stockRDB, regs, r.ledger, r.durable, r.units)
+	r.store = r.sales.Store("")
 	r.store.NoteWitness(surveyWitness(ctx, r.w, log))
 	checkWitness(ctx, log, r.store)
 	// After the eviction check, before the sale: logs what a 200 promises
@@ -132,8 +129,7 @@ func (r *replica) buildStore(ctx context.Context) (err error) {
 // their scripts.
 func (r *replica) buildSale(ctx context.Context) {
 	cfg, log, m := r.cfg, r.log, r.m
-	saleCfg := stock.ServiceConfig{
-		Store:          r.store,
+	r.sales.Service = stock.ServiceConfig{
 		Locker:         r.locker,
 		Mode:           r.mode,
 		Backend:        r.info.Name,
@@ -154,8 +150,8 @@ func (r *replica) buildSale(ctx context.Context) {
 		Replica:        cfg.Replica,
 		Logger:         log,
 	}
-	r.svc = stock.NewService(saleCfg)
-	r.items = buildItems(cfg, r.stockRDB, r.store, r.regs, saleCfg, r.ledger, r.durable, r.units)
+	r.svc = stock.NewService(r.sales.ServiceFor("", r.store))
+	r.items = redisstore.NewItems(r.sales)
 	if err := r.items.Unsupported(); err != nil {
 		log.Info("items are not sold by this configuration: POST /items answers 501", "why", err)
 	}

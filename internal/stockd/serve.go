@@ -12,7 +12,6 @@ import (
 	"golang.org/x/net/netutil"
 
 	"seckill/internal/auth"
-	"seckill/internal/stock"
 	"seckill/internal/stock/redisstore"
 )
 
@@ -129,19 +128,22 @@ func newHTTPServer(cfg *Config, h http.Handler, log *slog.Logger) *http.Server {
 	}
 }
 
-// buildItems is the items of the stock Redis (docs/items.md), sold as the
-// default sale is (saleCfg, its store's replica acks, its ledger and its
-// durable copy, its witness's server, a register per item); what they do
-// not support (segments, unfenced sales) is refused when one is created
-// or sold.
-func buildItems(cfg *Config, rdb redis.UniversalClient, store *redisstore.Store, regs witnessRegisters, saleCfg stock.ServiceConfig, ledger, durable bool, units *durableUnits) *redisstore.Items {
+// salesConfig is the one recipe of every sale's store on the stock Redis,
+// the default sale's and each item's (redisstore.ItemsConfig.Store): the
+// replica acks, the witness (a register per sale), the window clock and,
+// with durable orders, the durable copy its learning checks. Service, the
+// template of the sales' services, is set once built (buildSale).
+func salesConfig(cfg *Config, rdb redis.UniversalClient, regs witnessRegisters, ledger, durable bool, units *durableUnits) redisstore.ItemsConfig {
 	ic := redisstore.ItemsConfig{
-		Redis: rdb, Base: saleKeys(cfg, ledger), Acks: store.ReplicaAcks(), Service: saleCfg,
-		Witness: regs.items(cfg), WitnessTimeout: cfg.Stock.WitnessTimeout,
+		Redis: rdb, Base: saleKeys(cfg, ledger),
+		Acks: redisstore.ReplicaAcks{
+			Replicas: minReplicaAcks(cfg), Timeout: redisstore.AckWithin(cfg.Stock.ReplicaAckTimeout),
+		},
+		Witness: regs.sales(cfg), WitnessTimeout: cfg.Stock.WitnessTimeout,
 		Clock: redisstore.WindowClock{MaxSkew: cfg.Stock.MaxClockSkew},
 	}
 	if durable {
-		ic.Units = units.item
+		ic.Units = units.sale
 	}
-	return redisstore.NewItems(ic)
+	return ic
 }

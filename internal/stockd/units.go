@@ -45,8 +45,13 @@ func (u *durableUnits) HighestUnit(ctx context.Context, sale string) (int64, err
 	})
 }
 
-// item is item id's.
-func (u *durableUnits) item(id string) redisstore.DurableUnits { return itemUnits{u: u, id: id} }
+// sale is sale id's: the default sale's (u) for "", else item id's.
+func (u *durableUnits) sale(id string) redisstore.DurableUnits {
+	if id == "" {
+		return u
+	}
+	return itemUnits{u: u, id: id}
+}
 
 type itemUnits struct {
 	u  *durableUnits

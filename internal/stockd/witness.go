@@ -61,20 +61,19 @@ func buildWitness(ctx context.Context, w *wiring) (witnessRegisters, error) {
 	}
 }
 
-// register is the default sale's register, or nil for none.
-func (r witnessRegisters) register(cfg *Config) stock.Register {
+// sales is every sale's register, by sale id ("": the default sale's,
+// named stock.key; an item's under it, redisstore.ItemWitnessName), or
+// nil for none.
+func (r witnessRegisters) sales(cfg *Config) func(id string) stock.Register {
 	if r == nil {
 		return nil
 	}
-	return r(cfg.Stock.Key)
-}
-
-// items is the items' registers, by item id, or nil for none.
-func (r witnessRegisters) items(cfg *Config) func(id string) stock.Register {
-	if r == nil {
-		return nil
+	return func(id string) stock.Register {
+		if id == "" {
+			return r(cfg.Stock.Key)
+		}
+		return r(redisstore.ItemWitnessName(cfg.Stock.Key, id))
 	}
-	return func(id string) stock.Register { return r(redisstore.ItemWitnessName(cfg.Stock.Key, id)) }
 }
 
 // witnessTable says whether the MySQL registers' table is made, shared by

@@ -10,3 +10,9 @@ func (s *Store) WitnessBegin(ctx context.Context, epoch string) error {
 
 // SegmentAcks is segment i's replica acks.
 func (s *Store) SegmentAcks(i int) ReplicaAcks { return s.segs[i].acks }
+
+// KeysOf is the store's keys.
+func (s *Store) KeysOf() Keys { return s.keys }
+
+// UnitsOf is the durable orders the store's learning checks.
+func (s *Store) UnitsOf() DurableUnits { return s.units }

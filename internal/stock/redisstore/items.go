@@ -119,7 +119,8 @@ type ItemStatus struct {
 	EndSeenAt int64
 }
 
-// ItemsConfig wires Items.
+// ItemsConfig wires Items, and is the one recipe of every sale's store,
+// the default sale's included (Store).
 type ItemsConfig struct {
 	Redis redis.UniversalClient
 	// Base is the default sale's keys: items have the order ledger when
@@ -128,22 +129,22 @@ type ItemsConfig struct {
 	// Acks makes items' sales and resets wait for replicas, as the
 	// default sale's (Store.WithReplicaAcks).
 	Acks ReplicaAcks
-	// Service is the template of every item's service, as the default
-	// sale's is built; Items sets Store, LockKey (ItemLockKey of the
-	// template's) and PerUserLimit (the item's, when it sets one: else
-	// the template's, Items.PerUserLimit).
+	// Service is the template of every sale's service (ServiceFor), the
+	// default sale's included; Items also sets an item's PerUserLimit
+	// (its own, when it sets one: else the template's, Items.PerUserLimit).
 	Service stock.ServiceConfig
-	// Witness, if set, is item id's witness register (witness.go): each
-	// item's sale is witnessed in a register of its own, as the default
-	// sale is in its (ItemWitnessName), so a rewound item halts only
-	// itself. WitnessTimeout bounds one round (0: DefaultWitnessTimeout).
+	// Witness, if set, is sale id's witness register (witness.go; id ""
+	// the default sale's): each item's sale is witnessed in a register of
+	// its own (ItemWitnessName), so a rewound item halts only itself.
+	// WitnessTimeout bounds one round (0: DefaultWitnessTimeout).
 	Witness        func(id string) stock.Register
 	WitnessTimeout time.Duration
 	// Clock is what items' windows check the stock Redis's clock
 	// against (Store.WithWindowClock): stock.max_clock_skew.
 	Clock WindowClock
-	// Units, if set, is item id's durable orders, which learning its
-	// sale checks Redis against (Store.WithDurableUnits).
+	// Units, if set, is sale id's durable orders (id "": the default
+	// sale's), which learning the sale checks Redis against
+	// (Store.WithDurableUnits).
 	Units func(id string) DurableUnits
 	// Unsupported lists what else in the configuration items do not
 	// support: Create and every sale are then refused with
@@ -203,17 +204,39 @@ func (m *Items) LoadScripts(ctx context.Context) error {
 	return WrapRedis(ctx, "load scripts", itemScript.Load(ctx, m.cfg.Redis).Err())
 }
 
-// store is item id's store, witnessed in the item's register if any:
-// its resets record their epoch there first (beginReset), its sales are
-// answered once recorded, and its learning of the sale checks it.
-func (m *Items) store(id string) *Store {
-	st := NewStore(m.cfg.Redis, ItemKeys(m.cfg.Base, id)).WithReplicaAcks(m.cfg.Acks)
-	if m.cfg.Witness != nil {
-		st = st.WithWitness(m.cfg.Witness(id), m.cfg.WitnessTimeout)
+// ServiceFor is sale id's service configuration, sold from st (its
+// Store): the template's, under the sale's lock key (the template's for
+// the default sale, id "", else ItemLockKey of it).
+func (c ItemsConfig) ServiceFor(id string, st *Store) stock.ServiceConfig {
+	cfg := c.Service
+	cfg.Store = st
+	if id != "" {
+		cfg.LockKey = ItemLockKey(c.Service.LockKey, id)
 	}
-	st = st.WithWindowClock(m.cfg.Clock)
-	if m.cfg.Units != nil {
-		st = st.WithDurableUnits(m.cfg.Units(id))
+	return cfg
+}
+
+// store is item id's store (ItemsConfig.Store).
+func (m *Items) store(id string) *Store { return m.cfg.Store(id) }
+
+// Store is sale id's store: the default sale's (Base) when id is "",
+// else item id's (ItemKeys). Every sale's is built here, one way: with
+// the replica acks, witnessed in the sale's register if any (its resets
+// record their epoch there first, its sales are answered once recorded,
+// and its learning of the sale checks it), the window clock (inert for a
+// sale without a window) and the durable orders its learning checks.
+func (c ItemsConfig) Store(id string) *Store {
+	keys := c.Base
+	if id != "" {
+		keys = ItemKeys(c.Base, id)
+	}
+	st := NewStore(c.Redis, keys).WithReplicaAcks(c.Acks)
+	if c.Witness != nil {
+		st = st.WithWitness(c.Witness(id), c.WitnessTimeout)
+	}
+	st = st.WithWindowClock(c.Clock)
+	if c.Units != nil {
+		st = st.WithDurableUnits(c.Units(id))
 	}
 	return st
 }
@@ -473,8 +496,8 @@ func (m *Items) sale(ctx context.Context, id string, fresh bool) (*itemSale, err
 	}
 	st := m.store(id)
 	st.pinEpoch(rec.Epoch)
-	cfg := m.cfg.Service
-	cfg.Store, cfg.LockKey, cfg.PerUserLimit = st, ItemLockKey(m.cfg.Service.LockKey, id), m.PerUserLimit(rec.Item)
+	cfg := m.cfg.ServiceFor(id, st)
+	cfg.PerUserLimit = m.PerUserLimit(rec.Item)
 	is = &itemSale{rec: rec, store: st, svc: stock.NewService(cfg)}
 	m.sales[id] = is
 	return is, nil
