@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"seckill/internal/stock"
 	"seckill/internal/stock/redisstore"
@@ -27,7 +26,7 @@ func (namedUnits) HighestUnit(context.Context, string) (int64, error) { return 0
 // articles' names (its keys, its lock key, its register).
 func TestSalesConfigBuildsEverySale(t *testing.T) {
 	base := defaultBase.Derive(true)
-	acks := redisstore.ReplicaAcks{Replicas: 1, Timeout: redisstore.AckWithin(time.Second)}
+	acks := redisstore.ReplicaAcks{Replicas: 1}
 	c := redisstore.ItemsConfig{
 		Base: base, Acks: acks,
 		Witness: func(id string) stock.Register { return namedRegister("w/" + id) },
