@@ -244,21 +244,42 @@ func (a *server) problem(c *gin.Context, status int, msg string) {
 	a.json(c, status, &api.Problem{Error: msg})
 }
 
-func (a *server) reduce(c *gin.Context) {
-	a.sell(c, a.deps.Seller.ReduceFor, "")
+// saleOn is what a sale's routes act on: the default sale's (/stock/*)
+// or item :id's (/items/:id/*). Both are answered by the same code (sell,
+// readReceipt); only where the sale is found differs.
+type saleOn struct {
+	reduce  func(ctx context.Context, b stock.Buyer) (stock.Sale, error)
+	receipt func(ctx context.Context, attempt string) (stockAfter int64, sold bool, err error)
+	// receipts is where the sale's receipts are read, named in an
+	// unconfirmed answer ("": publicError's text, the default sale's).
+	receipts string
+	fail     func(c *gin.Context, err error)
 }
 
-// sell answers a sale made by reduce: POST /stock/reduce's, or an item's
-// (receipts then names where its receipts are read, for an unconfirmed
-// answer's text).
-func (a *server) sell(c *gin.Context, reduce func(context.Context, stock.Buyer) (stock.Sale, error), receipts string) {
+// defaultSale is the routes of the default sale. Its calls are closures,
+// not method values: a method value of a nil Seller or Inventory (a
+// handler built without one) would panic where the route is resolved.
+func (a *server) defaultSale() saleOn {
+	return saleOn{
+		reduce: func(ctx context.Context, b stock.Buyer) (stock.Sale, error) { return a.deps.Seller.ReduceFor(ctx, b) },
+		receipt: func(ctx context.Context, attempt string) (int64, bool, error) {
+			return a.deps.Inventory.Receipt(ctx, attempt)
+		},
+		fail: a.fail,
+	}
+}
+
+func (a *server) reduce(c *gin.Context) { a.sell(c, a.defaultSale()) }
+
+// sell answers a sale made on route s: POST /stock/reduce's, or an item's.
+func (a *server) sell(c *gin.Context, s saleOn) {
 	start := time.Now()
 	b, status, msg := a.buyer(c)
 	if msg != "" {
 		a.problem(c, status, msg)
 		return
 	}
-	sale, err := reduce(c.Request.Context(), b)
+	sale, err := s.reduce(c.Request.Context(), b)
 	if status, ok := itemProblem(err); ok {
 		// No item to sell (unknown, a bad id, or items unsupported here):
 		// nothing was sold, and it is no sale result.
@@ -296,8 +317,8 @@ func (a *server) sell(c *gin.Context, reduce func(context.Context, stock.Buyer) 
 	}
 	if errors.As(err, &ue) {
 		body.Attempt = ue.Attempt
-		if receipts != "" {
-			body.Error = "sale outcome unconfirmed; ask GET " + receipts + "<attempt>"
+		if s.receipts != "" {
+			body.Error = "sale outcome unconfirmed; ask GET " + s.receipts + "<attempt>"
 		}
 	}
 	var we *stock.WindowError
@@ -376,15 +397,18 @@ type segmentedInventory interface {
 
 // receipt settles a sale answered "unconfirmed": its attempt's receipt says
 // whether the write took effect. Receipts live redisstore.ReceiptTTL.
-func (a *server) receipt(c *gin.Context) {
+func (a *server) receipt(c *gin.Context) { a.readReceipt(c, a.defaultSale()) }
+
+// readReceipt answers GET .../receipts/:attempt on route s.
+func (a *server) readReceipt(c *gin.Context, s saleOn) {
 	id := c.Param("attempt")
 	if len(id) > 64 {
 		a.problem(c, http.StatusBadRequest, "attempt id too long")
 		return
 	}
-	after, sold, err := a.deps.Inventory.Receipt(c.Request.Context(), id)
+	after, sold, err := s.receipt(c.Request.Context(), id)
 	if err != nil {
-		a.fail(c, err)
+		s.fail(c, err)
 		return
 	}
 	body := &api.Receipt{Attempt: id, Sold: sold}

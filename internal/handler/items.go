@@ -165,35 +165,35 @@ func (a *server) items(c *gin.Context) {
 	a.json(c, http.StatusOK, body)
 }
 
-func (a *server) reduceItem(c *gin.Context) {
+// itemSale is the routes of item :id's sale; false when a refusal (items
+// off, a bad id) is answered.
+func (a *server) itemSale(c *gin.Context) (saleOn, bool) {
 	id := c.Param("id")
 	if !a.itemsOn(c) || !a.itemID(c, id) {
-		return
+		return saleOn{}, false
 	}
-	a.sell(c, func(ctx context.Context, b stock.Buyer) (stock.Sale, error) {
-		return a.deps.Items.ReduceFor(ctx, id, b)
-	}, "/items/"+id+"/receipts/")
+	return saleOn{
+		reduce: func(ctx context.Context, b stock.Buyer) (stock.Sale, error) {
+			return a.deps.Items.ReduceFor(ctx, id, b)
+		},
+		receipt: func(ctx context.Context, attempt string) (int64, bool, error) {
+			return a.deps.Items.Receipt(ctx, id, attempt)
+		},
+		receipts: "/items/" + id + "/receipts/",
+		fail:     a.itemFail,
+	}, true
+}
+
+func (a *server) reduceItem(c *gin.Context) {
+	if s, ok := a.itemSale(c); ok {
+		a.sell(c, s) // POST only, as /stock/reduce
+	}
 }
 
 func (a *server) itemReceipt(c *gin.Context) {
-	id, attempt := c.Param("id"), c.Param("attempt")
-	if !a.itemsOn(c) || !a.itemID(c, id) {
-		return
+	if s, ok := a.itemSale(c); ok {
+		a.readReceipt(c, s)
 	}
-	if len(attempt) > 64 {
-		a.problem(c, http.StatusBadRequest, "attempt id too long")
-		return
-	}
-	after, sold, err := a.deps.Items.Receipt(c.Request.Context(), id, attempt)
-	if err != nil {
-		a.itemFail(c, err)
-		return
-	}
-	body := &api.Receipt{Attempt: attempt, Sold: sold}
-	if sold {
-		body.Stock = &after
-	}
-	a.json(c, http.StatusOK, body)
 }
 
 // itemOrders is item :id's order ledger and its durable copy (nil:
