@@ -208,12 +208,21 @@ func (sw *Sweeper) round(final bool) time.Duration {
 
 // sweep makes one attempt at removing k.
 func (sw *Sweeper) sweep(k *Key, rev int64, final bool) {
+	over := false
 	select {
 	case <-k.sess.Done():
-		// The session is over: the key went (or goes, nobody keeping its
-		// lease alive) with the lease.
-		sw.forget(k)
-		return
+		// The session is over: nobody keeps its lease alive, so the key
+		// goes with it within one TTL. But a keep-alive the client gave
+		// up on (an error it took as final, during a blip) ends the
+		// session with the lease still alive in etcd, and the key would
+		// head its queue for that whole TTL (seen: 56 s of a 60 s TTL):
+		// the delete is still tried, and given up on at the bound, with
+		// no session left to end. Closing, the sessions were revoked.
+		if final {
+			sw.forget(k)
+			return
+		}
+		over = true
 	default:
 	}
 	base := context.Background()
@@ -253,6 +262,12 @@ func (sw *Sweeper) sweep(k *Key, rev int64, final bool) {
 		return
 	}
 	overdue := err != nil && !k.deleted && (final || age >= sw.bound)
+	if overdue && over {
+		// Nothing to end: the lease expires, and the key with it.
+		sw.mu.Unlock()
+		sw.forget(k)
+		return
+	}
 	if !overdue {
 		k.next = sw.now().Add(k.retry.Next())
 	}

@@ -108,3 +108,53 @@ func TestSweeperRemovesLatePut(t *testing.T) {
 		t.Errorf("session lease TTL = %d, want alive: the key removed, not the session ended", ttl)
 	}
 }
+
+// A session whose keep-alive stopped without a revoke (the client gave up
+// on it during a blip) is over for this process, but its lease lives on
+// in etcd until its TTL, and so does an abandoned key on it, heading its
+// queue. The sweeper still deletes that key: the delete, not the lease's
+// expiry, removes it (the lease is still alive after).
+func TestSweeperRemovesAKeyOfASessionWhoseKeepAliveStopped(t *testing.T) {
+	addr := servertest.Etcd(t).Addr()
+	cli, admin := servertest.EtcdClient(t, addr), servertest.EtcdClient(t, addr)
+	m := etcdsess.New(cli, time.Minute)
+	t.Cleanup(func() { _ = m.Close() })
+	s, err := m.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := m.NewSweeper(slog.Default())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		sw.Close(ctx)
+	})
+
+	key := "/seckill/test/sweep/" + t.Name() + "/k-1"
+	k := sw.Sent(key, s)
+	put, err := cli.Put(t.Context(), key, "", clientv3.WithLease(s.Lease()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw.Created(k, put.Header.Revision)
+	s.Orphan() // the keep-alive stops; the lease is not revoked
+	<-s.Done()
+	sw.Abandon(k)
+
+	ctx := testwait.Until(t)
+	deleted := false
+	for wr := range admin.Watch(ctx, key, clientv3.WithRev(put.Header.Revision+1)) {
+		for _, ev := range wr.Events {
+			deleted = deleted || ev.Type == mvccpb.DELETE
+		}
+		if deleted {
+			break
+		}
+	}
+	if !deleted {
+		t.Fatalf("key %s of a session whose keep-alive stopped never deleted", key)
+	}
+	if ttl := leaseTTL(t, admin, s.Lease()); ttl <= 0 {
+		t.Errorf("lease TTL = %d at the delete, want alive: the key went with the lease's expiry, not the sweeper's delete", ttl)
+	}
+}
