@@ -318,7 +318,9 @@ func (f *serialStockd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // sale in it) is sent again, longer, not taken as the row's failure; one
 // that never sells fails after calibrationTries windows.
 func TestCalibrationRetriesAWindowThatSoldNothing(t *testing.T) {
-	cfg := E2EConfig{Calibrate: 50 * time.Millisecond}
+	// The first window sells nothing by design; the second, which must
+	// sell, is 4 s: a must-happen wait, not a short bound.
+	cfg := E2EConfig{Calibrate: time.Second}
 	fake := &serialStockd{perSale: time.Millisecond, slowCalibration: time.Millisecond, stallCalibrations: 1}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
