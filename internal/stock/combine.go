@@ -57,14 +57,13 @@ type outcome struct {
 var errBatchAbandoned = errors.New("stock: combined sale abandoned by its gatherer")
 
 // combined sells one unit of seg, combined with the requests queued with it.
-func (s *Service) combined(ctx context.Context, seg *segment, b Buyer) (Sale, error) {
+func (s *Service) combined(ctx context.Context, seg *segment, b Buyer, since time.Time, gen *bellGen) (Sale, error) {
 	c := seg.comb
-	since := time.Now()
 	c.mu.Lock()
 	if !c.gathering {
 		c.gathering = true
 		c.mu.Unlock()
-		return s.gather(ctx, seg, b, since)
+		return s.gather(ctx, seg, b, since, gen)
 	}
 	w := &waiter{buyer: b, since: since, done: make(chan outcome, 1)}
 	c.queue = append(c.queue, w)
@@ -73,6 +72,11 @@ func (s *Service) combined(ctx context.Context, seg *segment, b Buyer) (Sale, er
 	var o outcome
 	select {
 	case o = <-w.done:
+	case <-gen.done():
+		if c.leave(w) {
+			return Sale{}, errRung
+		}
+		o = <-w.done // taken into a batch just before: it answers
 	case <-ctx.Done():
 		if c.leave(w) {
 			return Sale{}, fmt.Errorf("stock: sale abandoned while queued for the lock: %w", ctx.Err())
@@ -84,14 +88,14 @@ func (s *Service) combined(ctx context.Context, seg *segment, b Buyer) (Sale, er
 	if o.lead {
 		// A cancelled ctx makes gather's acquire fail at once, and the role
 		// passes on.
-		return s.gather(ctx, seg, b, w.since)
+		return s.gather(ctx, seg, b, since, gen)
 	}
 	return o.sale, o.err
 }
 
 // gather acquires seg's lock, takes the queued requests as its batch and
 // sells to all of them in one critical section, its own buyer b first.
-func (s *Service) gather(ctx context.Context, seg *segment, b Buyer, since time.Time) (Sale, error) {
+func (s *Service) gather(ctx context.Context, seg *segment, b Buyer, since time.Time, gen *bellGen) (Sale, error) {
 	c := seg.comb
 	taken := false
 	defer func() {
@@ -101,7 +105,7 @@ func (s *Service) gather(ctx context.Context, seg *segment, b Buyer, since time.
 			c.pass()
 		}
 	}()
-	lease, err := s.acquire(ctx, seg, since)
+	lease, err := s.acquire(ctx, seg, since, gen)
 	if err != nil {
 		return Sale{}, err
 	}

@@ -86,6 +86,11 @@ func (v Verdict) sale(id string) (Sale, error) {
 func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, buyers []Buyer) batch {
 	n := len(buyers)
 	b := batch{n: n, f: Fence{Lock: seg.ident, Token: lease.Token(), Lease: NewAttemptID(), Quiet: s.cfg.LockTTL}}
+	defer func() {
+		if b.emptied() {
+			seg.bell.rings() // the buyers queued behind it read again (bell.go)
+		}
+	}()
 	ledger := s.ledger()
 	b.cur, b.err = s.read(ctx, seg, lease, b.f, ledger && anyKey(buyers))
 	if b.err != nil {

@@ -166,6 +166,7 @@ type segment struct {
 	// between two (pick).
 	busy atomic.Int64
 	adm  admission // the bound on its lock's queue (shed.go)
+	bell bell      // rung when a holder finds it at 0 (bell.go)
 }
 
 // mixedNote is kept so /readyz can say why every sale is refused.
@@ -341,8 +342,11 @@ func (s *Service) sellIn(ctx context.Context, seg *segment, b Buyer) (Sale, erro
 	case s.cfg.Mode == ModeAtomic:
 		return s.sellAtomic(ctx, seg, b)
 	}
-	// The articles' unfenced sale (the lab's control) reads as they do.
+	// The articles' unfenced sale (the lab's control) reads as they do:
+	// nothing without the lock, so no bell wakes it.
+	var gen *bellGen
 	if s.cfg.Fencing {
+		gen = seg.bell.current() // before the read: a ring after it wakes this buyer
 		if err := s.soldOutEarly(ctx, seg, b); err != nil {
 			return Sale{}, err
 		}
@@ -358,10 +362,28 @@ func (s *Service) sellIn(ctx context.Context, seg *segment, b Buyer) (Sale, erro
 		}
 		defer seg.adm.leave()
 	}
-	if seg.comb != nil {
-		return s.combined(ctx, seg, b)
+	since := time.Now()
+	for {
+		sale, err := s.sellQueued(ctx, seg, b, since, gen)
+		if !errors.Is(err, errRung) {
+			return sale, err
+		}
+		// The segment reached 0 while this buyer waited (bell.go): its own
+		// read without the lock answers it, or sends it back to the lock.
+		gen = seg.bell.current()
+		if err := s.soldOutEarly(ctx, seg, b); err != nil {
+			return Sale{}, err
+		}
 	}
-	lease, err := s.acquire(ctx, seg, time.Now())
+}
+
+// sellQueued waits for seg's lock (in the combining queue, or in the
+// Locker) and sells under it; errRung when gen rang first.
+func (s *Service) sellQueued(ctx context.Context, seg *segment, b Buyer, since time.Time, gen *bellGen) (Sale, error) {
+	if seg.comb != nil {
+		return s.combined(ctx, seg, b, since, gen)
+	}
+	lease, err := s.acquire(ctx, seg, since, gen)
 	if err != nil {
 		return Sale{}, err
 	}
@@ -382,10 +404,17 @@ func (s *Service) ledgerArgs() LedgerArgs {
 }
 
 // acquire takes seg's lock for a request that has been waiting since since:
-// its wait is bounded by WaitTimeout from then, queued time included.
-func (s *Service) acquire(ctx context.Context, seg *segment, since time.Time) (lock.Lease, error) {
+// its wait is bounded by WaitTimeout from then, queued time included. It
+// ends with errRung when gen rings first (bell.go), before or during the
+// wait.
+func (s *Service) acquire(ctx context.Context, seg *segment, since time.Time, gen *bellGen) (lock.Lease, error) {
+	if gen.hasRung() {
+		return nil, errRung
+	}
 	wctx, cancel := context.WithDeadline(ctx, since.Add(s.cfg.WaitTimeout))
 	defer cancel()
+	wctx, stop := gen.wakeable(wctx)
+	defer stop()
 	lease, err := s.cfg.Locker.Acquire(wctx, seg.lockKey)
 	if s.cfg.OnLockWait != nil {
 		s.cfg.OnLockWait(time.Since(since))
@@ -398,6 +427,8 @@ func (s *Service) acquire(ctx context.Context, seg *segment, since time.Time) (l
 		return lease, nil
 	case errors.Is(err, lock.ErrUnavailable):
 		return nil, fmt.Errorf("stock: acquire %q: %w", seg.lockKey, err)
+	case woken(ctx, wctx):
+		return nil, errRung
 	case ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lock.ErrNotObtained)):
 		// Our own wait bound expired, not the caller's context.
 		return nil, fmt.Errorf("%w: not obtained within %s: %w", ErrBusy, s.cfg.WaitTimeout, err)
