@@ -277,7 +277,7 @@ func Matrix(backends, scenarios []string) []Cell {
 			continue
 		}
 		for _, s := range Scenarios() {
-			if s == "crash" || s == "falsesoldout" || (s == "upgrade" && !(named && slices.Contains(upgradeBackends, b))) || buyersOnly(s) || IsFailover(s) || isItems(s) || slices.Contains(clockScenarios, s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
+			if s == "crash" || s == "falsesoldout" || s == "bellearly" || (s == "upgrade" && !(named && slices.Contains(upgradeBackends, b))) || buyersOnly(s) || IsFailover(s) || isItems(s) || slices.Contains(clockScenarios, s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
 				continue
 			}
 			if (slices.Contains(experimental[s], b) || slices.Contains(byName[b], s)) && !named {
@@ -296,6 +296,11 @@ func Matrix(backends, scenarios []string) []Cell {
 		}
 		if b == "redis" && want(scenarios, "falsesoldout") {
 			cells = append(cells, Cell{Backend: b, Scenario: "falsesoldout", Fencing: true})
+		}
+		if b == "redis" && want(scenarios, "bellearly") {
+			// The bell wakes two kinds of queue: the lock's and combining's.
+			cells = append(cells, Cell{Backend: b, Scenario: "bellearly", Fencing: true},
+				Cell{Backend: b, Scenario: "bellearly", Fencing: true, Sale: "combine"})
 		}
 		if b == "redis" || b == "etcd" {
 			for _, s := range clockScenarios {

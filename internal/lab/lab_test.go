@@ -43,11 +43,12 @@ func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	// with acks 1 and its control on redis; restore-all, restore-both,
 	// witness-wipe, witness-restore, reconcile, other-sale, witnessdown
 	// and evict on redis and etcd; the none and local flawed
-	// cells, falsesoldout on redis, the 3 items' cells on redis, and the
+	// cells, falsesoldout on redis, bellearly plain and combined on redis,
+	// the 3 items' cells on redis, and the
 	// 5 cluster cells with acks 1 and cluster-lag's control on redis; the
 	// 3 clock cells on redis and etcd (failover-clock with acks 1);
 	// newer-reset on redis and etcd.
-	if got, want := len(cells), 4*14-2-4+11+3+6+1+1+3+2*3+4+2+1+2+2*5+2+1+3+6+2*3+2*3+2; got != want {
+	if got, want := len(cells), 4*14-2-4+11+3+6+1+1+3+2*3+4+2+1+2+2*5+2+1+2+3+6+2*3+2*3+2; got != want {
 		t.Fatalf("got %d cells, want %d", got, want)
 	}
 	if got := Matrix([]string{"etcd"}, nil); slices.ContainsFunc(got, func(c Cell) bool { return c.Scenario == "lockforget" }) {

@@ -32,6 +32,12 @@ import (
 // woken, or going back to the lock, keeps its first arrival's wait bound
 // (WaitTimeout): being woken never lengthens a wait.
 
+// FailpointRingEarly, when armed with return (or error), makes every
+// holder ring its segment's bell before it reads, units left or not: the
+// lab's broken bell, whose woken buyers must still buy every unit and never
+// be told sold out while one is left (the lab's bellearly cell).
+const FailpointRingEarly = "stock/ringEarly"
+
 // errRung is what a wait for the lock ends with when the segment's bell
 // rang: never an answer, the buyer reads again (Service.sellIn).
 var errRung = errors.New("stock: woken: the segment's stock reached 0")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"seckill/internal/failpoint"
 	"seckill/internal/lock"
 )
 
@@ -86,6 +87,9 @@ func (v Verdict) sale(id string) (Sale, error) {
 func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, buyers []Buyer) batch {
 	n := len(buyers)
 	b := batch{n: n, f: Fence{Lock: seg.ident, Token: lease.Token(), Lease: NewAttemptID(), Quiet: s.cfg.LockTTL}}
+	if failpoint.Eval(ctx, FailpointRingEarly) != nil {
+		seg.bell.rings() // the lab's broken bell: rung with units left
+	}
 	defer func() {
 		if b.emptied() {
 			seg.bell.rings() // the buyers queued behind it read again (bell.go)
