@@ -23,6 +23,9 @@ type Metrics struct {
 	LockWait prometheus.Histogram
 	// SaleDuration is the time of a whole Reduce, lock wait included.
 	SaleDuration prometheus.Histogram
+	// BatchSize is the buyers one critical section served: 1 without
+	// combining, up to stock.combine_max with it.
+	BatchSize prometheus.Histogram
 	// Events counts what the sale path saw that an operator must be able to
 	// see: retried calls, unconfirmed sales, token collisions, tokens
 	// advanced past the fence, a fence of another lock (stock.Event).
@@ -72,6 +75,12 @@ func New(constLabels prometheus.Labels) *Metrics {
 			ConstLabels: constLabels,
 			Buckets:     buckets,
 		}),
+		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:        "seckill_sale_batch_size",
+			Help:        "Buyers served by one critical section under the lock: 1 without combining, up to stock.combine_max with it.",
+			ConstLabels: constLabels,
+			Buckets:     prometheus.ExponentialBuckets(1, 2, 13), // 1 to 4096, combine_max's bound
+		}),
 		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name:        "seckill_sale_events_total",
 			Help:        "Events of the sale path: retried, unconfirmed, token_collision, tokens_advanced, mixed_lock, fence_restarted, sold_out_unlocked, shed.",
@@ -98,7 +107,7 @@ func New(constLabels prometheus.Labels) *Metrics {
 			ConstLabels: constLabels,
 		}),
 	}
-	reg.MustRegister(m.Results, m.LockWait, m.SaleDuration, m.Events, m.AdminAuthFailures, m.AdminThrottled, m.LogSuppressed,
+	reg.MustRegister(m.Results, m.LockWait, m.SaleDuration, m.BatchSize, m.Events, m.AdminAuthFailures, m.AdminThrottled, m.LogSuppressed,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -106,6 +115,10 @@ func New(constLabels prometheus.Labels) *Metrics {
 
 // ObserveLockWait records one Acquire; it fits stock.ServiceConfig.OnLockWait.
 func (m *Metrics) ObserveLockWait(d time.Duration) { m.LockWait.Observe(d.Seconds()) }
+
+// ObserveBatch records one critical section of n buyers; it fits
+// stock.ServiceConfig.OnBatch.
+func (m *Metrics) ObserveBatch(n int) { m.BatchSize.Observe(float64(n)) }
 
 // CountEvent counts one sale-path event; it fits stock.ServiceConfig.OnEvent
 // (by way of a string conversion).

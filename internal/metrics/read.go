@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 
 	dto "github.com/prometheus/client_model/go"
@@ -117,4 +118,102 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// Hist is a histogram's cumulative buckets, summed over its series (and,
+// with Add, over scrapes of several processes).
+type Hist struct {
+	Count  uint64
+	Sum    float64
+	Upper  []float64 // bucket upper bounds, ascending
+	Cumul  []uint64  // samples at or below each bound
+	Exists bool      // some scrape had the histogram
+}
+
+// Histogram is name's histogram summed over its series: the zero Hist
+// when there is none.
+func (f Families) Histogram(name string) Hist {
+	var h Hist
+	fam := f[name]
+	if fam == nil {
+		return h
+	}
+	for _, m := range fam.GetMetric() {
+		mh := m.GetHistogram()
+		if mh == nil {
+			continue
+		}
+		var one Hist
+		one.Count, one.Sum, one.Exists = mh.GetSampleCount(), mh.GetSampleSum(), true
+		for _, b := range mh.GetBucket() {
+			one.Upper = append(one.Upper, b.GetUpperBound())
+			one.Cumul = append(one.Cumul, b.GetCumulativeCount())
+		}
+		h = h.Add(one)
+	}
+	return h
+}
+
+// Add is h and o together; both must have the same buckets (one
+// histogram's scrapes), or one of them none.
+func (h Hist) Add(o Hist) Hist {
+	return h.combine(o, 1)
+}
+
+// Sub is what h has beyond an earlier scrape of the same processes, o:
+// the samples observed in between.
+func (h Hist) Sub(o Hist) Hist {
+	return h.combine(o, -1)
+}
+
+func (h Hist) combine(o Hist, sign int64) Hist {
+	if !o.Exists {
+		return h
+	}
+	if !h.Exists {
+		if sign > 0 {
+			return o
+		}
+		return h
+	}
+	add := func(a, b uint64) uint64 {
+		if sign > 0 {
+			return a + b
+		}
+		return a - min(a, b)
+	}
+	out := Hist{Count: add(h.Count, o.Count), Sum: h.Sum + float64(sign)*o.Sum, Exists: true,
+		Upper: h.Upper, Cumul: make([]uint64, len(h.Cumul))}
+	for i := range h.Cumul {
+		if i < len(o.Cumul) {
+			out.Cumul[i] = add(h.Cumul[i], o.Cumul[i])
+		} else {
+			out.Cumul[i] = h.Cumul[i]
+		}
+	}
+	return out
+}
+
+// Mean is the samples' mean, 0 with none.
+func (h Hist) Mean() float64 {
+	if h.Count == 0 {
+		return 0
+	}
+	return h.Sum / float64(h.Count)
+}
+
+// Quantile is the upper bound of the bucket holding the q-quantile (a
+// bound, not an estimate within it); 0 with no samples, +Inf past the
+// last bound.
+func (h Hist) Quantile(q float64) float64 {
+	if h.Count == 0 {
+		return 0
+	}
+	rank := q * float64(h.Count)
+	for i, c := range h.Cumul {
+		if float64(c) >= rank {
+			return h.Upper[i]
+		}
+	}
+	return math.Inf(1)
 }

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -61,5 +62,43 @@ func TestFamilies(t *testing.T) {
 	defer down.Close()
 	if _, err := metrics.Scrape(t.Context(), nil, down.URL); err == nil {
 		t.Error("Scrape of a 404 succeeded")
+	}
+}
+
+const batches = `# TYPE seckill_sale_batch_size histogram
+seckill_sale_batch_size_bucket{le="1"} %d
+seckill_sale_batch_size_bucket{le="2"} %d
+seckill_sale_batch_size_bucket{le="4"} %d
+seckill_sale_batch_size_bucket{le="+Inf"} %d
+seckill_sale_batch_size_sum %d
+seckill_sale_batch_size_count %d
+`
+
+// A histogram read from two scrapes: what was observed in between, summed
+// over two processes, with its mean and the bucket of its quantiles.
+func TestHistBetweenScrapes(t *testing.T) {
+	parse := func(cum1, cum2, cum4, count, sum int) metrics.Hist {
+		t.Helper()
+		fams, err := metrics.Parse(strings.NewReader(fmt.Sprintf(batches, cum1, cum2, cum4, count, sum, count)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fams.Histogram("seckill_sale_batch_size")
+	}
+	// Process a: 10 batches of 1 before; then 2 more of 1 and 4 of 4.
+	a := parse(12, 12, 16, 16, 12+16).Sub(parse(10, 10, 10, 10, 10))
+	// Process b: nothing before (a restart); then 2 of 2.
+	b := parse(0, 2, 2, 2, 4).Sub(metrics.Hist{})
+	h := a.Add(b)
+	if h.Count != 8 || h.Sum != 22 || h.Mean() != 22.0/8 {
+		t.Fatalf("count %d sum %v mean %v; want 8, 22, 2.75", h.Count, h.Sum, h.Mean())
+	}
+	for q, want := range map[float64]float64{0.25: 1, 0.5: 2, 0.99: 4} {
+		if got := h.Quantile(q); got != want {
+			t.Errorf("Quantile(%v) = %v, want %v", q, got, want)
+		}
+	}
+	if got := (metrics.Hist{}).Quantile(0.99); got != 0 {
+		t.Errorf("no samples: Quantile = %v, want 0", got)
 	}
 }

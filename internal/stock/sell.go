@@ -87,6 +87,9 @@ func (v Verdict) sale(id string) (Sale, error) {
 func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, buyers []Buyer) batch {
 	n := len(buyers)
 	b := batch{n: n, f: Fence{Lock: seg.ident, Token: lease.Token(), Lease: NewAttemptID(), Quiet: s.cfg.LockTTL}}
+	if s.cfg.OnBatch != nil {
+		s.cfg.OnBatch(n)
+	}
 	if failpoint.Eval(ctx, FailpointRingEarly) != nil {
 		seg.bell.rings() // the lab's broken bell: rung with units left
 	}

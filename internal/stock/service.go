@@ -138,6 +138,9 @@ type ServiceConfig struct {
 	// OnLockWait, if set, observes how long each sale waited for the lock
 	// (success or not): its Acquire, and with combining its time queued.
 	OnLockWait func(time.Duration)
+	// OnBatch, if set, observes each critical section's buyers: 1
+	// without combining, the batch's size with it.
+	OnBatch func(n int)
 	// OnEvent, if set, counts the events above.
 	OnEvent func(Event)
 	Logger  *slog.Logger // default slog.Default()

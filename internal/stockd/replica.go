@@ -144,6 +144,7 @@ func (r *replica) buildSale(ctx context.Context) {
 		MaxQueue:       cfg.Lock.MaxQueue,
 		Delay:          cfg.Work.Delay,
 		OnLockWait:     m.ObserveLockWait,
+		OnBatch:        m.ObserveBatch,
 		OnEvent:        func(e stock.Event) { m.CountEvent(string(e)) },
 		PerUserLimit:   cfg.Stock.PerUserLimit,
 		IdempotencyTTL: cfg.Stock.IdempotencyTTL,

@@ -131,6 +131,17 @@ func TestQuickRun(t *testing.T) {
 		if !f.Consistent || f.Error != "" || !sold || f.Sent > f.Planned || f.Unanswered != 0 || f.SellOutMS <= 0 || f.RedisBytesPerUnit == 0 {
 			t.Errorf("flood %s %s: %+v", f.Flood, f.Mode, f)
 		}
+		// What the lock did, from the replicas' metrics: a section per
+		// buyer without combining; none at all in atomic mode.
+		switch sc := f.Sections; {
+		case f.Mode == "atomic" && sc != nil:
+			t.Errorf("flood %s atomic: sections %+v, want none (no lock)", f.Flood, *sc)
+		case f.Mode == "atomic":
+		case sc == nil || sc.Count == 0 || sc.MeanBatch < 1 || sc.LockWaitP99ms <= 0:
+			t.Errorf("flood %s %s: sections %+v, want some, each of a batch of at least 1, and a lock wait", f.Flood, f.Mode, sc)
+		case f.Mode != LabelLockedCombine && sc.MeanBatch != 1:
+			t.Errorf("flood %s %s: mean batch %v without combining, want 1", f.Flood, f.Mode, sc.MeanBatch)
+		}
 	}
 	// The items rows: one item and 8 at once, with and without work in
 	// the lock, every unit sold once per item.

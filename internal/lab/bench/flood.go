@@ -12,6 +12,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/health"
 	"seckill/internal/lab/loadgen"
+	"seckill/internal/metrics"
 	"seckill/internal/servers"
 	"seckill/internal/stock"
 	"seckill/internal/stockd"
@@ -108,10 +109,16 @@ type FloodRow struct {
 	// (INFO used_memory_dataset after the run less after its reset; median of the
 	// runs): the ledger's order, index entry and receipt of an anonymous
 	// sale. 0 when not measured.
-	RedisBytesPerUnit float64   `json:"redis_bytes_per_unit,omitempty"`
-	SoldAll           bool      `json:"sold_all"`
-	Runs              []float64 `json:"runs_sell_out_ms,omitempty"`
-	Error             string    `json:"error,omitempty"`
+	RedisBytesPerUnit float64 `json:"redis_bytes_per_unit,omitempty"`
+	// Sections is what the lock did in the median run, read from the
+	// replicas' metrics: critical sections run, their mean batch (buyers
+	// served by one: 1 without combining), and the p99 lock wait (the
+	// upper bound of its bucket; with combining, a member's time queued
+	// for its batch). Nil when not read (atomic mode takes no lock).
+	Sections *Sections `json:"sections,omitempty"`
+	SoldAll  bool      `json:"sold_all"`
+	Runs     []float64 `json:"runs_sell_out_ms,omitempty"`
+	Error    string    `json:"error,omitempty"`
 }
 
 // runFlood runs every flood against every mode on cl. The modes' runs are
@@ -123,6 +130,7 @@ func runFlood(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, log *
 		reps := make([][]*loadgen.Report, len(floodModes))
 		bytesPerUnit := make([][]float64, len(floodModes))
 		errs := make([]string, len(floodModes))
+		sections := map[*loadgen.Report]*Sections{}
 		for run := 0; run < cfg.Runs && ctx.Err() == nil; run++ {
 			for i, m := range floodModes {
 				if errs[i] != "" {
@@ -141,6 +149,7 @@ func runFlood(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, log *
 					continue
 				}
 				mem := newMemoryProbe(ctx, cl, f.stock)
+				sec := newSectionsProbe(ctx, cl)
 				rep, err := loadgen.Run(ctx, loadgen.Config{
 					URL: cl.URL(), AdminToken: cl.AdminToken(), Stock: f.stock,
 					Rate: f.rate, Duration: f.duration, RetryBusy: m.retryBusy,
@@ -155,10 +164,11 @@ func runFlood(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, log *
 				}
 				bytesPerUnit[i] = append(bytesPerUnit[i], mem.perUnit(ctx, rep.Sold))
 				reps[i] = append(reps[i], rep)
+				sections[rep] = sec.since(ctx)
 			}
 		}
 		for i, m := range floodModes {
-			row := floodRow(f, m.label, reps[i])
+			row := floodRow(f, m.label, reps[i], sections)
 			row.RedisBytesPerUnit = median(bytesPerUnit[i])
 			if errs[i] != "" {
 				row.Error, row.Consistent = errs[i], false
@@ -173,7 +183,7 @@ func runFlood(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, log *
 }
 
 // floodRow is a mode's row from its runs: the median run by sell-out time.
-func floodRow(f flood, mode string, reps []*loadgen.Report) FloodRow {
+func floodRow(f flood, mode string, reps []*loadgen.Report, sections map[*loadgen.Report]*Sections) FloodRow {
 	row := FloodRow{Flood: f.name, Mode: mode, Stock: f.stock, Rate: f.rate, Seconds: f.duration.Seconds(),
 		Planned: f.rate * int(f.duration/time.Millisecond) / 1000, Consistent: len(reps) > 0}
 	if len(reps) == 0 {
@@ -202,6 +212,7 @@ func floodRow(f flood, mode string, reps []*loadgen.Report) FloodRow {
 	med := ms[len(ms)/2]
 	rep, o := med.rep, med.rep.Open
 	row.SellOutMS = med.sellOut
+	row.Sections = sections[rep]
 	row.Sold, row.SoldOut, row.Busy, row.Errors = rep.Sold, rep.SoldOut, rep.Busy, rep.Errors
 	if o != nil {
 		row.Sent, row.Unanswered = o.Sent, o.Unanswered
@@ -303,9 +314,12 @@ func (r *Report) writeFlood(p func(string, ...any)) {
 	p("answers to buyers who arrived after the last unit was sold. *Redis B/unit* is what the stock Redis grew\n")
 	p("by per unit sold (INFO used_memory_dataset, after the run less after its reset): anonymous sales, ledger on.\n")
 	p("*%s* is the locked sale again, each buyer answered busy sending again after its Retry-After\n", LabelLockedRetry)
-	p("(up to %d times, `seckill run --retry-busy %d`); a buyer's row counts its last answer, timed from its first send.\n\n", floodRetries, floodRetries)
-	p("| flood | mode | stock | buyers/s × s | sent | sold | sold out | busy | busy late | re-sent | errors | unanswered | sold out in | runs (ms) | sold p50 | sold p99 | sold_out p50 | sold_out p99 | Redis B/unit | books |\n")
-	p("|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|---|\n")
+	p("(up to %d times, `seckill run --retry-busy %d`); a buyer's row counts its last answer, timed from its first send.\n", floodRetries, floodRetries)
+	p("*sections* are the critical sections the replicas ran (`seckill_sale_batch_size`), *batch* the buyers one served\n")
+	p("on average (1 without combining), *lock wait p99* the bucket of `seckill_lock_wait_seconds` holding its p99\n")
+	p("(with combining, a member's wait queued for its batch too): where a winner's time went before its section.\n\n")
+	p("| flood | mode | stock | buyers/s × s | sent | sold | sold out | busy | busy late | re-sent | errors | unanswered | sold out in | runs (ms) | sold p50 | sold p99 | sold_out p50 | sold_out p99 | sections | batch | lock wait p99 | Redis B/unit | books |\n")
+	p("|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, row := range r.Flood {
 		books := "exact"
 		if !row.Consistent {
@@ -315,11 +329,75 @@ func (r *Report) writeFlood(p func(string, ...any)) {
 		if row.Mode == LabelLockedRetry {
 			resent = fmt.Sprintf("%d by %d", row.Resent, row.BuyersResent)
 		}
-		p("| %s | %s | %d | %d × %.0f | %d | %d | %d | %d | %d | %s | %d | %d | %.0f ms | %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.0f | %s |\n",
+		secs, batch, wait := "-", "-", "-"
+		if sc := row.Sections; sc != nil {
+			secs, batch, wait = fmt.Sprint(sc.Count), fmt.Sprintf("%.1f", sc.MeanBatch), fmt.Sprintf("≤ %.3g ms", sc.LockWaitP99ms)
+		}
+		p("| %s | %s | %d | %d × %.0f | %d | %d | %d | %d | %d | %s | %d | %d | %.0f ms | %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %s | %s | %s | %.0f | %s |\n",
 			row.Flood, row.Mode, row.Stock, row.Rate, row.Seconds, row.Sent, row.Sold, row.SoldOut, row.Busy,
 			row.BusyAfterSellOut, resent, row.Errors, row.Unanswered, row.SellOutMS, runList(row.Runs),
-			row.SoldP50, row.SoldP99, row.SoldOutP50, row.SoldOutP99, row.RedisBytesPerUnit, books)
+			row.SoldP50, row.SoldP99, row.SoldOutP50, row.SoldOutP99, secs, batch, wait, row.RedisBytesPerUnit, books)
 	}
+}
+
+// Sections is what the replicas' locks did during a run (FloodRow.Sections).
+type Sections struct {
+	Count         uint64  `json:"count"`
+	MeanBatch     float64 `json:"mean_batch"`
+	LockWaitP99ms float64 `json:"lock_wait_p99_ms"`
+}
+
+// sectionsProbe scrapes every replica's batch and lock-wait histograms
+// before a run, so that since can tell what the run added.
+type sectionsProbe struct {
+	urls          []string
+	batch, waited metrics.Hist
+}
+
+// newSectionsProbe reads the histograms now; nil when cl cannot name its
+// replicas.
+func newSectionsProbe(ctx context.Context, cl replicas) *sectionsProbe {
+	r, ok := cl.(interface {
+		Replicas() int
+		ReplicaURL(i int) string
+	})
+	if !ok {
+		return nil
+	}
+	p := &sectionsProbe{}
+	for i := range r.Replicas() {
+		p.urls = append(p.urls, r.ReplicaURL(i)+"/metrics")
+	}
+	p.batch, p.waited = p.read(ctx)
+	return p
+}
+
+func (p *sectionsProbe) read(ctx context.Context) (batch, waited metrics.Hist) {
+	for _, u := range p.urls {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		fams, err := metrics.Scrape(sctx, nil, u)
+		cancel()
+		if err != nil {
+			continue // a replica not read counts nothing
+		}
+		batch = batch.Add(fams.Histogram("seckill_sale_batch_size"))
+		waited = waited.Add(fams.Histogram("seckill_lock_wait_seconds"))
+	}
+	return batch, waited
+}
+
+// since is what the replicas' locks did since the probe; nil when no
+// section ran (atomic mode) or the probe is nil.
+func (p *sectionsProbe) since(ctx context.Context) *Sections {
+	if p == nil {
+		return nil
+	}
+	batch, waited := p.read(ctx)
+	batch, waited = batch.Sub(p.batch), waited.Sub(p.waited)
+	if batch.Count == 0 {
+		return nil
+	}
+	return &Sections{Count: batch.Count, MeanBatch: batch.Mean(), LockWaitP99ms: 1000 * waited.Quantile(0.99)}
 }
 
 // memoryProbe reads the stock Redis's used_memory after a reset, so that a
