@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +17,7 @@ import (
 
 	"seckill/internal/api"
 	"seckill/internal/metrics"
-	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // The metric names stockd exports (internal/metrics).
@@ -41,8 +40,8 @@ type Config struct {
 	// Replicas are the stockd base URLs, one per replica (not nginx: the
 	// per-replica numbers need each replica's own /metrics). Required.
 	Replicas []string
-	// Redis, if set, is read for stock, lucky and initial in one MGET.
-	// The caller owns it.
+	// Redis, if set, is read for stock, lucky and initial at one instant,
+	// by the sale's own reader (redisstore.Store.Books). The caller owns it.
 	Redis redis.UniversalClient
 	// StockKey and LuckyKey are stock.key and stock.lucky_key (defaults
 	// "stock", "lucky"); the initial stock is read from StockKey+":initial",
@@ -162,6 +161,8 @@ type Aggregator struct {
 	items      Items         // the last items read
 	itemsAt    time.Time     // when they were read
 	itemsEvery time.Duration // itemsEvery when 0 (tests set it)
+	// store reads the sale's books from Config.Redis; nil without it.
+	store *redisstore.Store
 }
 
 // New returns an Aggregator for cfg.
@@ -196,6 +197,9 @@ func New(cfg Config) (*Aggregator, error) {
 		cfg.History = DefaultHistory
 	}
 	a := &Aggregator{cfg: cfg, client: cfg.Client, log: cfg.Logger, samples: map[string][]sample{}}
+	if cfg.Redis != nil {
+		a.store = redisstore.NewStore(cfg.Redis, redisstore.Keys{Stock: cfg.StockKey, Lucky: cfg.LuckyKey, Segments: cfg.Segments}.Derive(false))
+	}
 	if a.client == nil {
 		a.client = &http.Client{Timeout: DefaultHTTPTimeout}
 	}
@@ -345,38 +349,17 @@ func (a *Aggregator) getMetrics(ctx context.Context, url string) (map[string]*dt
 	return fams, nil
 }
 
-// readRedis reads the books in one MGET; Known is false without Redis.
+// readRedis reads the books as the sale does (redisstore.Store.Books, at
+// one instant); Known is false without Redis.
 func (a *Aggregator) readRedis(ctx context.Context) Books {
-	if a.cfg.Redis == nil {
+	if a.store == nil {
 		return Books{}
 	}
-	keys := make([]string, 0, a.cfg.Segments+2)
-	for i := range a.cfg.Segments {
-		keys = append(keys, stock.SegmentKey(a.cfg.StockKey, i))
-	}
-	keys = append(keys, a.cfg.LuckyKey, a.cfg.StockKey+":initial")
-	vals, err := a.cfg.Redis.MGet(ctx, keys...).Result()
+	b, err := a.store.Books(ctx)
 	if err != nil {
 		return Books{Source: "redis", Error: err.Error()}
 	}
-	b := Books{Known: true, Source: "redis"}
-	num := func(v any) (int64, bool) {
-		if v == nil {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(fmt.Sprint(v), 10, 64)
-		return n, err == nil
-	}
-	for i := range a.cfg.Segments {
-		n, _ := num(vals[i])
-		b.Stock += n
-	}
-	b.Lucky, _ = num(vals[a.cfg.Segments])
-	var ok bool
-	if b.Initial, ok = num(vals[a.cfg.Segments+1]); !ok {
-		b.Learned = true
-	}
-	return b
+	return Books{Known: true, Source: "redis", Stock: b.Stock, Lucky: b.Lucky, Initial: b.Initial, Learned: !b.HaveInitial}
 }
 
 // books settles the books from Redis or, without it, from the first

@@ -303,8 +303,10 @@ func TestBooksFromReplicaLearnInitial(t *testing.T) {
 	}
 }
 
-// With Redis the books are one MGET of every segment, lucky and the
-// initial key stockd's reset writes; a negative stock is oversold too.
+// With Redis the books are read as the sale reads them (Store.Books): every
+// segment, lucky and the initial key stockd's reset writes, at one instant;
+// a negative stock is oversold too, and a key the sale could not read is
+// an error shown, not a 0.
 func TestBooksFromRedis(t *testing.T) {
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -332,6 +334,12 @@ func TestBooksFromRedis(t *testing.T) {
 	}
 	if st := a.Poll(ctx); len(st.History) == 0 || st.History[len(st.History)-1].Stock != 10 {
 		t.Fatalf("history %+v, want the last point at stock 10", st.History)
+	}
+	if err := rdb.Set(ctx, "l", "many", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if b := a.Poll(ctx).Books; b.Known || !strings.Contains(b.Error, "integer") {
+		t.Fatalf("books %+v with lucky not an integer, want unknown, the error named", b)
 	}
 }
 

@@ -22,48 +22,73 @@ func (s *Store) segment(i int) *Store { return s.segs[i] }
 // which is the only ground on which a segmented sale answers sold out.
 // A missing segment is ErrStoreLost, not an empty one: see the scripts'.
 func (s *Store) SegmentStocks(ctx context.Context) ([]int64, error) {
-	stocks, _, missing, err := s.snapshot(ctx, false)
-	if err == nil && missing != "" {
-		err = fmt.Errorf("stock: segments: %w", lost(missing))
+	b, err := s.Books(ctx)
+	if err == nil && b.Missing != "" {
+		err = fmt.Errorf("stock: segments: %w", lost(b.Missing))
 	}
-	return stocks, err
+	return b.Segments, err
 }
 
-// snapshot reads every segment's stock, and lucky when withLucky, at one
-// instant (snapshot.lua); missing keys read as 0 (missing names the first
-// missing stock key), and a key holding a non-integer, or a value of
+// Books are a sale's counters at one instant: the one reader of them, for
+// the sale (a segmented sale's sold-out answer), GET /stock, /readyz, the
+// stock gauges and the dashboard.
+type Books struct {
+	Segments []int64 // each segment's stock; a missing key reads 0
+	Stock    int64   // their sum
+	Lucky    int64   // units sold; a missing key reads 0
+	// Initial is the stock the last reset started from (Keys.Initial);
+	// HaveInitial is false when the store names no such key or it is
+	// missing (a sale reset by hand, or by a build before it).
+	Initial     int64
+	HaveInitial bool
+	// Missing names the first segment's stock key that is missing: a
+	// sale never reset, or lost (ErrStoreLost to a seller).
+	Missing string
+}
+
+// Books reads every segment's stock, lucky and the initial stock at one
+// instant (snapshot.lua). A key holding a non-integer, or a value of
 // another type, is ErrNotInteger.
-func (s *Store) snapshot(ctx context.Context, withLucky bool) (stocks []int64, lucky int64, missing string, err error) {
-	keys := make([]string, 0, len(s.segs)+1)
+func (s *Store) Books(ctx context.Context) (Books, error) {
+	keys := make([]string, 0, len(s.segs)+2)
 	for _, seg := range s.segs {
 		keys = append(keys, seg.keys.Stock)
 	}
-	if withLucky {
-		keys = append(keys, s.keys.Lucky)
+	keys = append(keys, s.keys.Lucky)
+	if s.keys.Initial != "" {
+		keys = append(keys, s.keys.Initial)
 	}
 	vals, err := snapshot.Run(ctx, s.rdb, keys).StringSlice()
 	if err != nil {
-		return nil, 0, "", WrapRedis(ctx, "status", err)
+		return Books{}, WrapRedis(ctx, "status", err)
 	}
 	if len(vals) != len(keys) {
-		return nil, 0, "", fmt.Errorf("stock: status: got %d values for %d keys", len(vals), len(keys))
+		return Books{}, fmt.Errorf("stock: status: got %d values for %d keys", len(vals), len(keys))
 	}
 	ns := make([]int64, len(keys))
+	var b Books
 	for i, v := range vals {
 		if v == "" {
-			if missing == "" && i < len(s.segs) {
-				missing = keys[i]
+			if b.Missing == "" && i < len(s.segs) {
+				b.Missing = keys[i]
 			}
 			continue // missing: 0
 		}
 		if ns[i], err = checkInt(v); err != nil {
-			return nil, 0, "", fmt.Errorf("stock: status: %w", notInt(keys[i]))
+			return Books{}, fmt.Errorf("stock: status: %w", notInt(keys[i]))
+		}
+		if i == len(s.segs)+1 {
+			b.HaveInitial = true
 		}
 	}
-	if withLucky {
-		lucky = ns[len(s.segs)]
+	b.Segments, b.Lucky = ns[:len(s.segs)], ns[len(s.segs)]
+	for _, n := range b.Segments {
+		b.Stock += n
 	}
-	return ns[:len(s.segs)], lucky, missing, nil
+	if b.HaveInitial {
+		b.Initial = ns[len(s.segs)+1]
+	}
+	return b, nil
 }
 
 // CheckCounters reports whether this build can sell in the sale, for
@@ -76,6 +101,6 @@ func (s *Store) CheckCounters(ctx context.Context) error {
 	if _, err := s.readEpoch(ctx); err != nil {
 		return err
 	}
-	_, _, _, err := s.snapshot(ctx, true)
+	_, err := s.Books(ctx)
 	return err
 }

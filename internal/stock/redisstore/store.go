@@ -366,18 +366,14 @@ func (s *Store) Status(ctx context.Context) (stock.Status, error) {
 // instant (one MGET): what a verifier needs to check that no segment went
 // negative.
 func (s *Store) StatusBySegment(ctx context.Context) (stock.Status, []int64, error) {
-	stocks, lucky, missing, err := s.snapshot(ctx, true)
+	b, err := s.Books(ctx)
 	if err != nil {
 		return stock.Status{}, nil, err
 	}
-	if missing != "" {
-		return stock.Status{}, nil, fmt.Errorf("stock: status: %w", lost(missing))
+	if b.Missing != "" {
+		return stock.Status{}, nil, fmt.Errorf("stock: status: %w", lost(b.Missing))
 	}
-	st := stock.Status{Lucky: lucky}
-	for _, n := range stocks {
-		st.Stock += n
-	}
-	return st, stocks, nil
+	return stock.Status{Stock: b.Stock, Lucky: b.Lucky}, b.Segments, nil
 }
 
 // Read returns the stock and records f as the fence's current reader, so
