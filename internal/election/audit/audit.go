@@ -128,7 +128,6 @@ type Record struct {
 // *redis.Client satisfies it), narrow so tests can inject faults.
 type Client interface {
 	redis.Scripter
-	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
 	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
 }
 
@@ -166,16 +165,17 @@ func New(rdb Client, cfg Config) *Auditor {
 func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
 	r := Record{Replica: a.cfg.Replica, Backend: a.cfg.Backend, Term: term, At: time.Now()}
 	segs := max(a.cfg.Segments, 1)
-	keys := []string{a.cfg.Lucky}
-	if a.cfg.Initial != "" {
-		keys = append(keys, a.cfg.Initial)
-	}
-	first := len(keys)
-	for i := range segs {
-		keys = append(keys, stock.SegmentKey(a.cfg.Stock, i))
-	}
-	vals, err := a.rdb.MGet(ctx, keys...).Result()
-	if err != nil {
+	// The sale's own reader (redisstore.ReadBooks): every segment, lucky
+	// and the initial stock at one instant.
+	keys := redisstore.Keys{Stock: a.cfg.Stock, Lucky: a.cfg.Lucky, Initial: a.cfg.Initial, Segments: segs}
+	books, err := redisstore.ReadBooks(ctx, a.rdb, keys)
+	var bad []string
+	switch {
+	case errors.Is(err, stock.ErrNotInteger):
+		// A counter no sale can use is the audit's finding, not its
+		// failure: recorded, with the books it could not sum.
+		bad = append(bad, err.Error())
+	case err != nil:
 		return r, fmt.Errorf("%w: read sale: %w", ErrRedis, err)
 	}
 	fence, err := a.rdb.HGetAll(ctx, a.cfg.Fence).Result()
@@ -185,44 +185,8 @@ func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
 	if len(fence) > 0 {
 		r.Fence = fence["lock"] + ":" + fence["token"]
 	}
-	var bad []string
-	num := func(i int) (int64, bool) {
-		if vals[i] == nil {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(fmt.Sprint(vals[i]), 10, 64)
-		if err != nil {
-			bad = append(bad, fmt.Sprintf("%s is not an integer: %v", keys[i], vals[i]))
-		}
-		return n, err == nil
-	}
-	r.Lucky, _ = num(0)
-	for i := first; i < len(keys); i++ {
-		n, _ := num(i)
-		// A negative segment is an oversale even when the sum looks right.
-		if n < 0 && segs > 1 {
-			bad = append(bad, fmt.Sprintf("segment %s is negative: %d", keys[i], n))
-		}
-		r.Stock += n
-	}
-	initial, haveInitial := int64(0), false
-	if a.cfg.Initial != "" {
-		initial, haveInitial = num(1)
-	}
-	if !haveInitial {
-		initial = a.learn(r.Stock, r.Lucky)
-		r.Learned = true
-	}
-	r.Initial = initial
-	if r.Stock < 0 {
-		bad = append(bad, fmt.Sprintf("stock is negative: %d", r.Stock))
-	}
-	if books := (api.Books{Stock: r.Stock, Lucky: r.Lucky, Initial: initial}); !books.Balanced() {
-		bad = append(bad, fmt.Sprintf("stock+lucky = %d+%d = %d, want initial %d (oversold by %d)",
-			r.Stock, r.Lucky, r.Stock+r.Lucky, initial, books.Excess()))
-	}
-	if a.cfg.Ledger != nil {
-		more, err := a.checkLedger(ctx, &r)
+	if len(bad) == 0 { // the books could be read: judge them
+		more, err := a.checkBooks(ctx, &r, books, segs)
 		if err != nil {
 			return r, err
 		}
@@ -253,6 +217,40 @@ func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
 	}
 	r.OK, r.Problems = len(bad) == 0, bad
 	return r, nil
+}
+
+// checkBooks judges the default sale's books as read (and, with the
+// ledger, its orders against lucky), filling r.
+func (a *Auditor) checkBooks(ctx context.Context, r *Record, books redisstore.Books, segs int) ([]string, error) {
+	var bad []string
+	r.Stock, r.Lucky = books.Stock, books.Lucky
+	for i, n := range books.Segments {
+		// A negative segment is an oversale even when the sum looks right.
+		if n < 0 && segs > 1 {
+			bad = append(bad, fmt.Sprintf("segment %s is negative: %d", stock.SegmentKey(a.cfg.Stock, i), n))
+		}
+	}
+	initial := books.Initial
+	if !books.HaveInitial {
+		initial = a.learn(r.Stock, r.Lucky)
+		r.Learned = true
+	}
+	r.Initial = initial
+	if r.Stock < 0 {
+		bad = append(bad, fmt.Sprintf("stock is negative: %d", r.Stock))
+	}
+	if books := (api.Books{Stock: r.Stock, Lucky: r.Lucky, Initial: initial}); !books.Balanced() {
+		bad = append(bad, fmt.Sprintf("stock+lucky = %d+%d = %d, want initial %d (oversold by %d)",
+			r.Stock, r.Lucky, r.Stock+r.Lucky, initial, books.Excess()))
+	}
+	if a.cfg.Ledger != nil {
+		more, err := a.checkLedger(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		bad = append(bad, more...)
+	}
+	return bad, nil
 }
 
 // learn returns the initial stock to compare against when no key holds it.

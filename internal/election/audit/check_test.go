@@ -51,6 +51,19 @@ func TestCheckSumsSegments(t *testing.T) {
 		t.Fatalf("negative segment: got OK=%v problems %q, want one problem naming stock:1", r.OK, r.Problems)
 	}
 
+	// A counter no sale can use (lucky overwritten by hand) is a problem
+	// the audit records, naming the key, not an error that skips the run.
+	if err := rdb.Set(ctx, "lucky", "four", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = aud.Check(ctx, 1); err != nil || r.OK || len(r.Problems) != 1 ||
+		!strings.Contains(r.Problems[0], "lucky") || !strings.Contains(r.Problems[0], "integer") {
+		t.Fatalf("lucky not an integer: got %+v, %v; want one problem naming the key", r, err)
+	}
+	if err := rdb.Set(ctx, "lucky", 4, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
 	// One segment (the default) reads the key alone, as before segments:
 	// stock:1 and stock:2 are not part of the sale.
 	one := audit.New(rdb, audit.Config{

@@ -3,6 +3,11 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock"
 )
 
 // segments.go: the store's side of segmented stock (Keys.Segments). A hot
@@ -50,26 +55,42 @@ type Books struct {
 // instant (snapshot.lua). A key holding a non-integer, or a value of
 // another type, is ErrNotInteger.
 func (s *Store) Books(ctx context.Context) (Books, error) {
-	keys := make([]string, 0, len(s.segs)+2)
-	for _, seg := range s.segs {
-		keys = append(keys, seg.keys.Stock)
+	stocks := make([]string, len(s.segs))
+	for i, seg := range s.segs {
+		stocks[i] = seg.keys.Stock
 	}
-	keys = append(keys, s.keys.Lucky)
-	if s.keys.Initial != "" {
-		keys = append(keys, s.keys.Initial)
+	return readBooks(ctx, s.rdb, stocks, s.keys.Lucky, s.keys.Initial)
+}
+
+// ReadBooks is Store.Books for a reader that holds no Store (the leader's
+// audit): the sale named by k, its segments' stock keys derived as the
+// store derives them. k.Initial "" reads no initial stock.
+func ReadBooks(ctx context.Context, rdb redis.Scripter, k Keys) (Books, error) {
+	stocks := make([]string, max(k.Segments, 1))
+	for i := range stocks {
+		stocks[i] = stock.SegmentKey(k.Stock, i)
 	}
-	vals, err := snapshot.Run(ctx, s.rdb, keys).StringSlice()
+	return readBooks(ctx, rdb, stocks, k.Lucky, k.Initial)
+}
+
+func readBooks(ctx context.Context, rdb redis.Scripter, stocks []string, lucky, initial string) (Books, error) {
+	keys := append(slices.Clone(stocks), lucky)
+	if initial != "" {
+		keys = append(keys, initial)
+	}
+	vals, err := snapshot.Run(ctx, rdb, keys).StringSlice()
 	if err != nil {
 		return Books{}, WrapRedis(ctx, "status", err)
 	}
 	if len(vals) != len(keys) {
 		return Books{}, fmt.Errorf("stock: status: got %d values for %d keys", len(vals), len(keys))
 	}
+	segs := len(stocks)
 	ns := make([]int64, len(keys))
 	var b Books
 	for i, v := range vals {
 		if v == "" {
-			if b.Missing == "" && i < len(s.segs) {
+			if b.Missing == "" && i < segs {
 				b.Missing = keys[i]
 			}
 			continue // missing: 0
@@ -77,16 +98,16 @@ func (s *Store) Books(ctx context.Context) (Books, error) {
 		if ns[i], err = checkInt(v); err != nil {
 			return Books{}, fmt.Errorf("stock: status: %w", notInt(keys[i]))
 		}
-		if i == len(s.segs)+1 {
+		if i == segs+1 {
 			b.HaveInitial = true
 		}
 	}
-	b.Segments, b.Lucky = ns[:len(s.segs)], ns[len(s.segs)]
+	b.Segments, b.Lucky = ns[:segs], ns[segs]
 	for _, n := range b.Segments {
 		b.Stock += n
 	}
 	if b.HaveInitial {
-		b.Initial = ns[len(s.segs)+1]
+		b.Initial = ns[segs+1]
 	}
 	return b, nil
 }
