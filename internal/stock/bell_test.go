@@ -9,59 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/lock"
 	"seckill/internal/stock"
+	"seckill/internal/stock/storetest"
 	"seckill/internal/testwait"
 )
-
-// turnLocker is one lock with a queue, counting what went through it. A
-// wait whose context ended is not granted the lock even if it comes free
-// at that instant, so the count of grants is exact.
-type turnLocker struct {
-	turn              chan struct{} // holds the lock's one token while free
-	waiting, acquires atomic.Int64  // buyers in Acquire now; total Acquire calls
-	granted           atomic.Int64
-	token             atomic.Uint64
-}
-
-func newTurnLocker() *turnLocker {
-	l := &turnLocker{turn: make(chan struct{}, 1)}
-	l.turn <- struct{}{}
-	return l
-}
-
-func (l *turnLocker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
-	l.acquires.Add(1)
-	l.waiting.Add(1)
-	defer l.waiting.Add(-1)
-	select {
-	case <-l.turn:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if err := ctx.Err(); err != nil {
-		l.turn <- struct{}{}
-		return nil, err
-	}
-	l.granted.Add(1)
-	return &turnLease{l: l, key: key, token: l.token.Add(1)}, nil
-}
-
-type turnLease struct {
-	l     *turnLocker
-	key   string
-	token uint64
-	once  sync.Once
-}
-
-func (t *turnLease) Key() string           { return t.key }
-func (t *turnLease) Token() uint64         { return t.token }
-func (t *turnLease) Done() <-chan struct{} { return nil }
-func (t *turnLease) Err() error            { return nil }
-func (t *turnLease) Release(context.Context) error {
-	t.once.Do(func() { t.l.turn <- struct{}{} })
-	return nil
-}
 
 // gatedStore holds every write until its gate opens, and counts the
 // writes waiting at it.
@@ -101,7 +52,7 @@ func until(t *testing.T, what string, cond func() bool) {
 type bellSale struct {
 	svc   *stock.Service
 	store *gatedStore
-	lk    *turnLocker
+	lk    *storetest.TurnLocker
 	errs  chan error
 	wg    sync.WaitGroup
 }
@@ -109,7 +60,7 @@ type bellSale struct {
 func queueBehindAHolder(t *testing.T, units int64, n int, combine bool) *bellSale {
 	x := &bellSale{
 		store: &gatedStore{memStore: memStore{seg: &memSegment{stock: units}}, gate: make(chan struct{})},
-		lk:    newTurnLocker(),
+		lk:    storetest.NewTurnLocker(),
 		errs:  make(chan error, n+1),
 	}
 	x.svc = stock.NewService(stock.ServiceConfig{Store: x.store, Locker: x.lk, Mode: stock.ModeLocked,
@@ -128,10 +79,10 @@ func queueBehindAHolder(t *testing.T, units int64, n int, combine bool) *bellSal
 	if combine {
 		// One gatherer waits for the lock; the rest queue behind it.
 		until(t, fmt.Sprintf("%d queued to combine", n-1), func() bool {
-			return x.lk.waiting.Load() == 1 && x.svc.Queued(0) == n-1
+			return x.lk.Waiting.Load() == 1 && x.svc.Queued(0) == n-1
 		})
 	} else {
-		until(t, fmt.Sprintf("%d waiting for the lock", n), func() bool { return x.lk.waiting.Load() == int64(n) })
+		until(t, fmt.Sprintf("%d waiting for the lock", n), func() bool { return x.lk.Waiting.Load() == int64(n) })
 	}
 	return x
 }
@@ -166,7 +117,7 @@ func TestSoldOutReachesTheQueueAtOnce(t *testing.T) {
 			if sold != 1 || soldOut != n {
 				t.Fatalf("sold %d, sold out %d; want 1, %d", sold, soldOut, n)
 			}
-			if g := x.lk.granted.Load(); g != 1 {
+			if g := x.lk.Granted.Load(); g != 1 {
 				t.Fatalf("the lock was granted %d times; want 1: the queue took turns to read 0", g)
 			}
 			if x.store.seg.stock != 0 || x.store.seg.lucky != 1 {
@@ -184,12 +135,12 @@ func TestBellRungWithStockLeftSellsEveryUnit(t *testing.T) {
 		t.Run(fmt.Sprintf("combine=%v", combine), func(t *testing.T) {
 			const units, n = 5, 20
 			x := queueBehindAHolder(t, units, n, combine)
-			before := x.lk.acquires.Load()
+			before := x.lk.Acquires.Load()
 			stock.RingForTest(x.svc, 0)
 			if !combine {
 				// Every waiter woke, read 5 left, and came back to the lock.
 				until(t, "the woken buyers back at the lock", func() bool {
-					return x.lk.acquires.Load() == before+n && x.lk.waiting.Load() == n
+					return x.lk.Acquires.Load() == before+n && x.lk.Waiting.Load() == n
 				})
 			}
 			sold, soldOut := x.results(t)

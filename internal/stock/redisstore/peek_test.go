@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
 	"seckill/internal/stock/redisstore"
+	"seckill/internal/stock/storetest"
+	"seckill/internal/testwait"
 )
 
 // countingLocker counts Acquire calls and hands out fresh leases.
@@ -76,6 +79,81 @@ func TestReplayAfterSoldOutTakesTheLock(t *testing.T) {
 	}
 	if n := lk.calls.Load(); n != 2 {
 		t.Errorf("lock taken %d times, want 2 (the sale and the replay)", n)
+	}
+}
+
+// Woken by the last unit's sale (bell.go), a buyer whose key already sold
+// goes back to the lock and is answered its original order, not sold out;
+// the anonymous buyers woken with it are told sold out by their own read,
+// without a turn at the lock: two grants for the queue of five, the last
+// unit's and the replay's.
+func TestWokenReplayGetsItsSaleBack(t *testing.T) {
+	s, _ := ledgerStore(t, 2, 1)
+	lk := storetest.NewTurnLocker()
+	svc := newService(s, lk, func(c *stock.ServiceConfig) { c.Fencing = true })
+	ctx := t.Context()
+	erin := stock.Buyer{User: "erin", Key: "k"}
+	first, err := svc.ReduceFor(ctx, erin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := func(n int64) {
+		t.Helper()
+		deadline := testwait.Until(t)
+		for lk.Waiting.Load() != n {
+			if deadline.Err() != nil {
+				t.Fatalf("never %d queued for the lock (%d)", n, lk.Waiting.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// The lock held while the queue forms, in order: 4 anonymous buyers
+	// (1 unit left when each read), then erin's purchase sent again.
+	hold, err := lk.Acquire(ctx, "seckill:lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		sale stock.Sale
+		err  error
+	}
+	anon := make(chan answer, 4)
+	var again answer
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			sale, err := svc.ReduceFor(ctx, stock.Buyer{User: fmt.Sprintf("u%d", i)})
+			anon <- answer{sale, err}
+		})
+		queued(int64(i + 1))
+	}
+	wg.Go(func() { again.sale, again.err = svc.ReduceFor(ctx, erin) })
+	queued(5)
+	granted := lk.Granted.Load()
+	if err := hold.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(anon)
+	sold, out := 0, 0
+	for a := range anon {
+		switch {
+		case a.err == nil:
+			sold++
+		case errors.Is(a.err, stock.ErrSoldOut):
+			out++
+		default:
+			t.Errorf("an anonymous buyer got %v", a.err)
+		}
+	}
+	if sold != 1 || out != 3 {
+		t.Fatalf("anonymous buyers: %d sold, %d sold out; want 1, 3", sold, out)
+	}
+	if again.err != nil || !again.sale.Replayed || again.sale.OrderID != first.OrderID {
+		t.Fatalf("erin's purchase sent again: got %+v, %v; want a replay of %s", again.sale, again.err, first.OrderID)
+	}
+	if g := lk.Granted.Load() - granted; g != 2 {
+		t.Fatalf("the lock was granted %d times to the queue of 5; want 2 (the last unit, the replay)", g)
 	}
 }
 
