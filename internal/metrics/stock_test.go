@@ -70,3 +70,52 @@ func TestStockReadAtScrape(t *testing.T) {
 		t.Fatalf("scrape with Redis down: %v, want no lucky and 1 read error", v)
 	}
 }
+
+// The items' gauges: one series per item, labelled by it; a failed read
+// exports none of them (never a stale number) and counts the failure.
+func TestItemsReadAtScrape(t *testing.T) {
+	m := metrics.New(prometheus.Labels{"replica": "r"})
+	var fail bool
+	m.RegisterItems(func(context.Context) ([]metrics.ItemCounts, error) {
+		if fail {
+			return nil, errors.New("redis down")
+		}
+		return []metrics.ItemCounts{{ID: "a", Stock: 3, Lucky: 7}, {ID: "b", Stock: 0, Lucky: 5}}, nil
+	}, 200*time.Millisecond)
+	byItem := func() map[string]float64 {
+		t.Helper()
+		families, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, f := range families {
+			for _, s := range f.GetMetric() {
+				key := f.GetName()
+				for _, l := range s.GetLabel() {
+					if l.GetName() == "item" {
+						key += "/" + l.GetValue()
+					}
+				}
+				if g := s.GetGauge(); g != nil {
+					out[key] = g.GetValue()
+				} else if c := s.GetCounter(); c != nil {
+					out[key] = c.GetValue()
+				}
+			}
+		}
+		return out
+	}
+	v := byItem()
+	for k, want := range map[string]float64{"seckill_item_stock/a": 3, "seckill_item_lucky/a": 7,
+		"seckill_item_stock/b": 0, "seckill_item_lucky/b": 5, "seckill_item_read_errors_total": 0} {
+		if got, ok := v[k]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, want)
+		}
+	}
+	fail = true
+	v = byItem()
+	if _, ok := v["seckill_item_stock/a"]; ok || v["seckill_item_read_errors_total"] != 1 {
+		t.Fatalf("scrape with Redis down: %v, want no item series and 1 read error", v)
+	}
+}

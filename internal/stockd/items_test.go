@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,19 @@ func TestItemsThroughStockd(t *testing.T) {
 	}
 	if code, v := call(http.MethodPost, "/items/x/reduce", "", false); code != http.StatusOK || v["result"] != "sold" || v["stock"] != float64(2) {
 		t.Fatalf("sale: got %d %v, want 200 sold, 2 left", code, v)
+	}
+	// The item's own gauges, read from Redis (a survey at most 5 s old:
+	// this scrape is the first, so it reads now).
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+p.Addr()+"/metrics", nil)
+	if code, raw := send(t, req); code != http.StatusOK {
+		t.Fatalf("metrics: got %d", code)
+	} else {
+		for name, want := range map[string]string{"seckill_item_stock": "2", "seckill_item_lucky": "1"} {
+			m := regexp.MustCompile(`(?m)^` + name + `\{[^}]*item="x"[^}]*\} (\S+)$`).FindStringSubmatch(string(raw))
+			if m == nil || m[1] != want {
+				t.Fatalf("metrics: %s{item=\"x\"} = %v, want %s", name, m, want)
+			}
+		}
 	}
 	if code, v := call(http.MethodPost, "/items/x/reset", `{"stock":3,"ends_at":1}`, true); code != http.StatusOK || v["state"] != "ended" {
 		t.Fatalf("reset to an ended window: got %d %v", code, v)

@@ -155,6 +155,8 @@ func (r *replica) buildSale(ctx context.Context) {
 	r.items = redisstore.NewItems(r.sales)
 	if err := r.items.Unsupported(); err != nil {
 		log.Info("items are not sold by this configuration: POST /items answers 501", "why", err)
+	} else {
+		registerItemGauges(m, r.items, min(cfg.Redis.Timeout, 250*time.Millisecond))
 	}
 	// Best effort: a sale then runs its script at once; a Redis that is down
 	// now shows in /readyz and as 503s, and the scripts load on first use.

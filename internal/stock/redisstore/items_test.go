@@ -604,6 +604,8 @@ func TestItemsSurveyNamesTheHalted(t *testing.T) {
 	}
 	if s, err := items.Survey(t.Context()); err != nil || len(s.Unbalanced) != 0 || s.Stock != 14 {
 		t.Fatalf("survey after a sale: got %+v, %v; want 14 units left, balanced", s, err)
+	} else if len(s.Books) != 3 || s.Books[1].ID != "b" || s.Books[1].Stock != 4 || s.Books[1].Lucky != 1 {
+		t.Fatalf("survey after a sale: books %+v, want every item's, b with 4 left and 1 sold", s.Books)
 	}
 	if err := rdb.Incr(t.Context(), redisstore.ItemKeys(defaultBase.Derive(true), "b").Lucky).Err(); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,9 @@ type ItemsSurvey struct {
 	// Stock is the units left over all items (a stock key missing or not
 	// an integer counts none).
 	Stock int64
+	// Books are every item's books at this reading, in id order (a key
+	// missing or not an integer reads 0): the items' gauges.
+	Books []ItemBooks
 	// Unbalanced are the items whose books are wrong at this reading: a
 	// negative stock, or stock + lucky != the stock of their last reset
 	// (each item's three keys are read in one pipeline, and every script
@@ -111,6 +114,7 @@ func (m *Items) Survey(ctx context.Context) (ItemsSurvey, error) {
 		if o, ok := vals[4].(int64); ok && ledger {
 			b.Orders = o
 		}
+		out.Books = append(out.Books, b)
 		// An item with no stock of its reset (created by hand, or lost)
 		// has no books to judge here; /readyz and the sale say it is lost.
 		if have[0] && have[2] && (n[0] < 0 || n[0]+n[1] != n[2]) {
