@@ -91,17 +91,7 @@ func TestSweeperRemovesLatePut(t *testing.T) {
 
 	// The session lives on: a key the sweeper does not remove stays for
 	// good, so the wait is bounded by the test's deadline only.
-	ctx := testwait.Until(t)
-	deleted := false
-	for wr := range admin.Watch(ctx, key, clientv3.WithRev(put.Header.Revision+1)) {
-		for _, ev := range wr.Events {
-			deleted = deleted || ev.Type == mvccpb.DELETE
-		}
-		if deleted {
-			break
-		}
-	}
-	if !deleted {
+	if !deletedAfter(t, admin, key, put.Header.Revision) {
 		t.Fatalf("key %s put after the sweeper's delete still there: it would head its queue for good", key)
 	}
 	if ttl := leaseTTL(t, admin, s.Lease()); ttl <= 0 {
@@ -141,20 +131,25 @@ func TestSweeperRemovesAKeyOfASessionWhoseKeepAliveStopped(t *testing.T) {
 	<-s.Done()
 	sw.Abandon(k)
 
-	ctx := testwait.Until(t)
-	deleted := false
-	for wr := range admin.Watch(ctx, key, clientv3.WithRev(put.Header.Revision+1)) {
-		for _, ev := range wr.Events {
-			deleted = deleted || ev.Type == mvccpb.DELETE
-		}
-		if deleted {
-			break
-		}
-	}
-	if !deleted {
+	if !deletedAfter(t, admin, key, put.Header.Revision) {
 		t.Fatalf("key %s of a session whose keep-alive stopped never deleted", key)
 	}
 	if ttl := leaseTTL(t, admin, s.Lease()); ttl <= 0 {
 		t.Errorf("lease TTL = %d at the delete, want alive: the key went with the lease's expiry, not the sweeper's delete", ttl)
 	}
+}
+
+// deletedAfter watches key from the revision after rev until it is
+// deleted (true) or the test's deadline passes (false): the sweeper's
+// delete is an event, so the wait takes no duration of its own.
+func deletedAfter(t *testing.T, admin *clientv3.Client, key string, rev int64) bool {
+	t.Helper()
+	for wr := range admin.Watch(testwait.Until(t), key, clientv3.WithRev(rev+1)) {
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return true
+			}
+		}
+	}
+	return false
 }
