@@ -11,7 +11,8 @@ import (
 	"seckill/internal/metrics"
 )
 
-// values gathers the stock collector's series by name.
+// values gathers the collectors' series by name, an item's as
+// "name/item".
 func values(t *testing.T, m *metrics.Metrics) map[string]float64 {
 	t.Helper()
 	families, err := m.Registry().Gather()
@@ -21,11 +22,17 @@ func values(t *testing.T, m *metrics.Metrics) map[string]float64 {
 	out := map[string]float64{}
 	for _, f := range families {
 		for _, s := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "item" {
+					key += "/" + l.GetValue()
+				}
+			}
 			switch {
 			case s.GetGauge() != nil:
-				out[f.GetName()] = s.GetGauge().GetValue()
+				out[key] = s.GetGauge().GetValue()
 			case s.GetCounter() != nil:
-				out[f.GetName()] = s.GetCounter().GetValue()
+				out[key] = s.GetCounter().GetValue()
 			}
 		}
 	}
@@ -82,31 +89,7 @@ func TestItemsReadAtScrape(t *testing.T) {
 		}
 		return []metrics.ItemCounts{{ID: "a", Stock: 3, Lucky: 7}, {ID: "b", Stock: 0, Lucky: 5}}, nil
 	}, 200*time.Millisecond)
-	byItem := func() map[string]float64 {
-		t.Helper()
-		families, err := m.Registry().Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]float64{}
-		for _, f := range families {
-			for _, s := range f.GetMetric() {
-				key := f.GetName()
-				for _, l := range s.GetLabel() {
-					if l.GetName() == "item" {
-						key += "/" + l.GetValue()
-					}
-				}
-				if g := s.GetGauge(); g != nil {
-					out[key] = g.GetValue()
-				} else if c := s.GetCounter(); c != nil {
-					out[key] = c.GetValue()
-				}
-			}
-		}
-		return out
-	}
-	v := byItem()
+	v := values(t, m)
 	for k, want := range map[string]float64{"seckill_item_stock/a": 3, "seckill_item_lucky/a": 7,
 		"seckill_item_stock/b": 0, "seckill_item_lucky/b": 5, "seckill_item_read_errors_total": 0} {
 		if got, ok := v[k]; !ok || got != want {
@@ -114,7 +97,7 @@ func TestItemsReadAtScrape(t *testing.T) {
 		}
 	}
 	fail = true
-	v = byItem()
+	v = values(t, m)
 	if _, ok := v["seckill_item_stock/a"]; ok || v["seckill_item_read_errors_total"] != 1 {
 		t.Fatalf("scrape with Redis down: %v, want no item series and 1 read error", v)
 	}
