@@ -8,6 +8,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"seckill/internal/etcdsess"
 	"seckill/internal/servers/servertest"
@@ -59,16 +60,7 @@ func TestSweeperRemovesLatePut(t *testing.T) {
 	cli.KV = commitKV{KV: cli.KV, commits: commits}
 	m := etcdsess.New(cli, 2*time.Second)
 	t.Cleanup(func() { _ = m.Close() })
-	s, err := m.Session(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sw := m.NewSweeper(slog.Default())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		sw.Close(ctx)
-	})
+	s, sw := sessionAndSweeper(t, m)
 
 	key := "/seckill/test/sweep/" + t.Name() + "/k-1"
 	k := sw.Sent(key, s) // the enqueue is sent...
@@ -109,16 +101,7 @@ func TestSweeperRemovesAKeyOfASessionWhoseKeepAliveStopped(t *testing.T) {
 	cli, admin := servertest.EtcdClient(t, addr), servertest.EtcdClient(t, addr)
 	m := etcdsess.New(cli, time.Minute)
 	t.Cleanup(func() { _ = m.Close() })
-	s, err := m.Session(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sw := m.NewSweeper(slog.Default())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		sw.Close(ctx)
-	})
+	s, sw := sessionAndSweeper(t, m)
 
 	key := "/seckill/test/sweep/" + t.Name() + "/k-1"
 	k := sw.Sent(key, s)
@@ -152,4 +135,21 @@ func deletedAfter(t *testing.T, admin *clientv3.Client, key string, rev int64) b
 		}
 	}
 	return false
+}
+
+// sessionAndSweeper opens a session on m and a sweeper, closed with the
+// test.
+func sessionAndSweeper(t *testing.T, m *etcdsess.Manager) (*concurrency.Session, *etcdsess.Sweeper) {
+	t.Helper()
+	s, err := m.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := m.NewSweeper(slog.Default())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		sw.Close(ctx)
+	})
+	return s, sw
 }
