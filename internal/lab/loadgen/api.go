@@ -72,7 +72,7 @@ func itemURL(base, id string) string { return base + "/items/" + url.PathEscape(
 // a 503 (resetSends in all, resetPause doubled between them), and decodes
 // the answer into into when non-nil.
 func postAdmin(ctx context.Context, client *http.Client, target, token string, body []byte, into any) error {
-	pause := backoff.Backoff{Initial: resetPause}
+	pause := backoff.Backoff{Initial: resetPause, Max: 8 * resetPause}
 	for sent := 1; ; sent++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 		if err != nil {
@@ -92,9 +92,12 @@ func postAdmin(ctx context.Context, client *http.Client, target, token string, b
 }
 
 // resetSends bounds Reset's sends; resetPause is the pause after the first
-// 503, doubled after each one (250 ms, 500 ms, 1 s: under 2 s in all).
+// 503, doubled after each one up to 2 s (250 ms, 500 ms, 1 s, 2 s, 2 s, 2 s:
+// under 8 s in all). A replica that is still catching up after a restart
+// (a full resync on a loaded machine) took longer than the first 2 s: a
+// compose row's reset was answered 503 four times.
 var (
-	resetSends = 4
+	resetSends = 7
 	resetPause = 250 * time.Millisecond
 )
 
