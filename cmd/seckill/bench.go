@@ -45,6 +45,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			bench.RowsCluster+" (8 items atomic and locked, and a hot sale of 8 segments, on one Redis and on a 3-master Redis Cluster side by side)")
 	e2eTarget := fs.Duration("e2e-target", 6*time.Second, "how long each scaling (and ledger) run is sized (by calibration) to sell for; below 5s is a rough run")
 	e2eRuns := fs.Int("e2e-runs", 3, "runs per scaling (and ledger) row; the row reports the median (--quick: 1)")
+	floodRate := fs.Int("flood-rate", bench.DefaultFloodRate, "buyers a second of the flood rows; a machine that cannot send them is told so, and a lower rate sends the same buyers over a longer flood")
 	segSVG := fs.String("segments-svg", "docs/bench-segments.svg", `SVG chart of end-to-end sales/s against segments ("" for none)`)
 	holdSVG := fs.String("hold-svg", "docs/bench-hold.svg", `SVG chart of micro sales/s against critical-section time ("" for none)`)
 	stockd := fs.String("stockd", "", "stockd binary (default: stockd next to this binary, else built from source)")
@@ -79,8 +80,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "seckill bench: --e2e-rows: %v\n", err)
 		return exitFailure
 	}
-	if len(rows) == 0 || *e2eRuns <= 0 || *e2eTarget <= 0 || *microRuns <= 0 {
-		fmt.Fprintln(stderr, "seckill bench: --e2e-rows must name a row set, --e2e-runs, --e2e-target and --micro-runs be positive")
+	if len(rows) == 0 || *e2eRuns <= 0 || *e2eTarget <= 0 || *microRuns <= 0 || *floodRate < 100 || *floodRate > 50000 {
+		fmt.Fprintln(stderr, "seckill bench: --e2e-rows must name a row set, --e2e-runs, --e2e-target and --micro-runs be positive, --flood-rate within 100..50000")
 		return exitFailure
 	}
 	var cs []int
@@ -113,7 +114,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	rep, err := bench.Run(ctx, bench.Config{
 		Quick: *quick, Contenders: cs, Subjects: splitList(*subjects), RowTarget: *rowTarget, MicroRuns: *microRuns,
 		SkipMicro: *skipMicro,
-		E2E:       bench.E2EConfig{Skip: *skipE2E, Rows: rows, Runs: *e2eRuns, Target: *e2eTarget},
+		E2E:       bench.E2EConfig{Skip: *skipE2E, Rows: rows, Runs: *e2eRuns, Target: *e2eTarget, FloodRate: *floodRate},
 		Stockd:    findStockd(*stockd),
 		Command:   strings.TrimSpace("seckill bench " + strings.Join(args, " ")),
 		Logger:    log,

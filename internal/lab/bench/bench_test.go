@@ -120,7 +120,7 @@ func TestQuickRun(t *testing.T) {
 	// reported); it never sends more. One that sent fewer buyers than
 	// units cannot sell out: then it must have sold, and told no buyer
 	// sold out while units were left (a false sold out).
-	if got, want := len(rep.Flood), len(floods(true))*len(floodModes); got != want {
+	if got, want := len(rep.Flood), len(floods(true, 0))*len(floodModes); got != want {
 		t.Fatalf("got %d flood rows, want %d", got, want)
 	}
 	for _, f := range rep.Flood {
@@ -187,7 +187,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("cluster %s: predicted shares %v, want [1 0 0]: a hot sale is one master's", row.Shape, row.Predicted)
 		}
 	}
-	if got, want := len(rep.Goals), 11+2*len(floods(true))+2+1+len(clusterShapes); got != want {
+	if got, want := len(rep.Goals), 11+2*len(floods(true, 0))+2+1+len(clusterShapes); got != want {
 		t.Errorf("got %d goals, want %d", got, want)
 	}
 	if rep.RTT.Mean <= 0 || rep.SerialBound <= 0 {

@@ -46,6 +46,9 @@ type E2EConfig struct {
 	// default is 1.5s. Quick runs do not calibrate: they use Requests and
 	// Stock.
 	Calibrate time.Duration
+	// FloodRate is the floods' arrival rate, buyers a second (RowsFlood):
+	// 0 is DefaultFloodRate. The floods send as many buyers at any rate.
+	FloodRate int
 }
 
 // runs reports whether the row set is selected.
