@@ -161,6 +161,10 @@ func runFlood(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, log *
 					errs[i] = firstLine(err)
 					continue
 				}
+				if err := warmUp(ctx, cl, f); err != nil {
+					errs[i] = "warm-up: " + firstLine(err)
+					continue
+				}
 				mem := newMemoryProbe(ctx, cl, f.stock)
 				sec := newSectionsProbe(ctx, cl)
 				rep, err := loadgen.Run(ctx, loadgen.Config{
@@ -194,6 +198,24 @@ func runFlood(ctx context.Context, cl replicas, cfg E2EConfig, quick bool, log *
 	}
 	return rows
 }
+
+// warmUp runs a short sale on replicas just started, at the flood's rate
+// and not measured, so that the flood's first buyers (its winners, at 30×
+// stock) do not pay for cold processes: connection pools still dialing
+// (the load tool's, nginx's upstream, each replica's Redis), scripts not
+// yet cached, heaps not yet grown. On a small machine that start costs a
+// fresh replica's first second hundreds of ms, in every mode alike; a
+// sale's own buyers meet replicas that have been serving for a while.
+func warmUp(ctx context.Context, cl replicas, f flood) error {
+	_, err := loadgen.Run(ctx, loadgen.Config{
+		URL: cl.URL(), AdminToken: cl.AdminToken(), Stock: max(f.stock/10, 1),
+		Rate: f.rate, Duration: warmUpFor, NoHistory: true,
+	})
+	return err
+}
+
+// warmUpFor is how long warmUp's sale lasts.
+const warmUpFor = time.Second
 
 // floodRow is a mode's row from its runs: the median run by sell-out time.
 func floodRow(f flood, mode string, reps []*loadgen.Report, sections map[*loadgen.Report]*Sections) FloodRow {
