@@ -136,9 +136,9 @@ type Auditor struct {
 	rdb Client
 	cfg Config
 
-	mu      sync.Mutex
-	learned int64 // learned initial stock; valid when haveLrn
-	haveLrn bool
+	initial api.InitialLearner // the initial stock, when no key holds it
+
+	mu sync.Mutex
 	// nextItem: the item whose durable copy the next run reconciles is
 	// the first whose id is not below it (checkItemDurable).
 	nextItem string
@@ -199,15 +199,7 @@ func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
 			return r, fmt.Errorf("%w: read items: %w", ErrRedis, err)
 		}
 		r.Items = sv.Items
-		for _, it := range sv.Unbalanced {
-			b := api.Books{Stock: it.Stock, Lucky: it.Lucky, Initial: it.Initial}
-			bad = append(bad, fmt.Sprintf("item %s: stock+lucky = %d+%d = %d, want initial %d (oversold by %d)",
-				it.ID, it.Stock, it.Lucky, it.Stock+it.Lucky, it.Initial, b.Excess()))
-		}
-		for _, it := range sv.Unledgered {
-			bad = append(bad, fmt.Sprintf("item %s: ledger orders = %d, want lucky %d (%+d units sold without an order)",
-				it.ID, it.Orders, it.Lucky, it.Lucky-it.Orders))
-		}
+		bad = append(bad, sv.Problems()...)
 		_, l, more, err := a.checkItemDurable(ctx, sv.IDs)
 		if err != nil {
 			return r, err
@@ -222,27 +214,16 @@ func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
 // checkBooks judges the default sale's books as read (and, with the
 // ledger, its orders against lucky), filling r.
 func (a *Auditor) checkBooks(ctx context.Context, r *Record, books redisstore.Books, segs int) ([]string, error) {
-	var bad []string
 	r.Stock, r.Lucky = books.Stock, books.Lucky
-	for i, n := range books.Segments {
-		// A negative segment is an oversale even when the sum looks right.
-		if n < 0 && segs > 1 {
-			bad = append(bad, fmt.Sprintf("segment %s is negative: %d", stock.SegmentKey(a.cfg.Stock, i), n))
-		}
-	}
-	initial := books.Initial
+	r.Initial = books.Initial
 	if !books.HaveInitial {
-		initial = a.learn(r.Stock, r.Lucky)
-		r.Learned = true
+		r.Initial, r.Learned = a.initial.Learn(r.Stock, r.Lucky), true
 	}
-	r.Initial = initial
-	if r.Stock < 0 {
-		bad = append(bad, fmt.Sprintf("stock is negative: %d", r.Stock))
+	judged := api.Books{Stock: r.Stock, Lucky: r.Lucky, Initial: r.Initial}
+	if segs > 1 {
+		judged.Segments = books.Segments
 	}
-	if books := (api.Books{Stock: r.Stock, Lucky: r.Lucky, Initial: initial}); !books.Balanced() {
-		bad = append(bad, fmt.Sprintf("stock+lucky = %d+%d = %d, want initial %d (oversold by %d)",
-			r.Stock, r.Lucky, r.Stock+r.Lucky, initial, books.Excess()))
-	}
+	bad := judged.Problems()
 	if a.cfg.Ledger != nil {
 		more, err := a.checkLedger(ctx, r)
 		if err != nil {
@@ -251,18 +232,6 @@ func (a *Auditor) checkBooks(ctx context.Context, r *Record, books redisstore.Bo
 		bad = append(bad, more...)
 	}
 	return bad, nil
-}
-
-// learn returns the initial stock to compare against when no key holds it.
-// lucky == 0 means nothing was sold since the last reset, so stock is the
-// initial stock by definition; otherwise the first value seen stands.
-func (a *Auditor) learn(stock, lucky int64) int64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if lucky == 0 || !a.haveLrn {
-		a.learned, a.haveLrn = stock+lucky, true
-	}
-	return a.learned
 }
 
 // Run checks the sale and records the result under term. It returns the

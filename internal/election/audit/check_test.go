@@ -47,7 +47,7 @@ func TestCheckSumsSegments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.OK || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "stock:1 is negative") {
+	if r.OK || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "segment 1 is negative") {
 		t.Fatalf("negative segment: got OK=%v problems %q, want one problem naming stock:1", r.OK, r.Problems)
 	}
 

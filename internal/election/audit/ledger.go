@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"seckill/internal/api"
 	"seckill/internal/stock"
 )
 
@@ -64,9 +65,8 @@ func (a *Auditor) reconcile(ctx context.Context, ledger Ledger, d DurableOrders)
 		return nil, nil, nil, fmt.Errorf("%w: read ledger: %w", ErrRedis, err)
 	}
 	l := &LedgerRecord{Sale: st.Sale, Orders: st.Orders, Lucky: st.Lucky, Lag: -1}
-	if st.Orders != st.Lucky {
-		bad = append(bad, fmt.Sprintf("ledger orders = %d, want lucky %d (%+d units sold without an order)",
-			st.Orders, st.Lucky, st.Lucky-st.Orders))
+	if p := api.LedgerProblem(st.Orders, st.Lucky); p != "" {
+		bad = append(bad, p)
 	}
 	if d == nil {
 		return l, bad, nil, nil

@@ -82,10 +82,14 @@ type Books struct {
 	Initial int64  `json:"initial"`
 	// Learned: no initial key was found; Initial is learned as the audit
 	// learns it (stock + lucky while lucky is 0).
-	Learned  bool   `json:"learned"`
-	Oversold bool   `json:"oversold"`
-	Excess   int64  `json:"excess"` // stock + lucky - initial
-	Error    string `json:"error,omitempty"`
+	Learned bool `json:"learned"`
+	// Oversold: the books break an invariant, each in Problems
+	// (api.Books.Problems, the audit's judge).
+	Oversold bool     `json:"oversold"`
+	Problems []string `json:"problems,omitempty"`
+	Excess   int64    `json:"excess"` // stock + lucky - initial
+	Error    string   `json:"error,omitempty"`
+	segments []int64  // each segment's stock, when split
 }
 
 // LeaderView is the election as the replicas report it.
@@ -156,11 +160,10 @@ type Aggregator struct {
 	latest     State
 	samples    map[string][]sample // replica URL → recent samples, oldest first
 	history    []HistPoint
-	learned    int64
-	haveLrn    bool
-	items      Items         // the last items read
-	itemsAt    time.Time     // when they were read
-	itemsEvery time.Duration // itemsEvery when 0 (tests set it)
+	initial    api.InitialLearner // the initial stock, when no key holds it
+	items      Items              // the last items read
+	itemsAt    time.Time          // when they were read
+	itemsEvery time.Duration      // itemsEvery when 0 (tests set it)
 	// store reads the sale's books from Config.Redis; nil without it.
 	store *redisstore.Store
 }
@@ -359,7 +362,7 @@ func (a *Aggregator) readRedis(ctx context.Context) Books {
 	if err != nil {
 		return Books{Source: "redis", Error: err.Error()}
 	}
-	return Books{Known: true, Source: "redis", Stock: b.Stock, Lucky: b.Lucky, Initial: b.Initial, Learned: !b.HaveInitial}
+	return Books{Known: true, Source: "redis", Stock: b.Stock, Lucky: b.Lucky, Initial: b.Initial, Learned: !b.HaveInitial, segments: b.Segments}
 }
 
 // books settles the books from Redis or, without it, from the first
@@ -384,15 +387,11 @@ func (a *Aggregator) books(b Books, reads []replicaRead) Books {
 		return b
 	}
 	if b.Learned {
-		// As the audit learns it: with nothing sold, stock is the initial
-		// stock by definition; otherwise the first value seen stands.
-		if b.Lucky == 0 || !a.haveLrn {
-			a.learned, a.haveLrn = b.Stock+b.Lucky, true
-		}
-		b.Initial = a.learned
+		b.Initial = a.initial.Learn(b.Stock, b.Lucky) // as the audit learns it
 	}
-	b.Excess = api.Books{Stock: b.Stock, Lucky: b.Lucky, Initial: b.Initial}.Excess()
-	b.Oversold = b.Excess != 0 || b.Stock < 0
+	judged := api.Books{Stock: b.Stock, Lucky: b.Lucky, Initial: b.Initial, Segments: b.segments}
+	b.Excess, b.Problems = judged.Excess(), judged.Problems()
+	b.Oversold = len(b.Problems) > 0
 	return b
 }
 

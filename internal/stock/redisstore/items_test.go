@@ -594,7 +594,7 @@ func TestItemsSurveyNamesTheHalted(t *testing.T) {
 		}
 	}
 	s, err := items.Survey(t.Context())
-	if err != nil || s.Items != 3 || !slices.Equal(s.Halted, []string{"a", "c"}) || s.Stock != 15 || len(s.Unbalanced) != 0 {
+	if err != nil || s.Items != 3 || !slices.Equal(s.Halted, []string{"a", "c"}) || s.Stock != 15 || len(s.Problems()) != 0 {
 		t.Fatalf("survey: got %+v, %v; want 3 items, a and c halted, 15 units left, every book balanced", s, err)
 	}
 	// A sale on b, then a unit of b sold twice by hand: b's books are
@@ -602,7 +602,7 @@ func TestItemsSurveyNamesTheHalted(t *testing.T) {
 	if _, err := items.ReduceFor(t.Context(), "b", stock.Buyer{}); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := items.Survey(t.Context()); err != nil || len(s.Unbalanced) != 0 || s.Stock != 14 {
+	if s, err := items.Survey(t.Context()); err != nil || len(s.Problems()) != 0 || s.Stock != 14 {
 		t.Fatalf("survey after a sale: got %+v, %v; want 14 units left, balanced", s, err)
 	} else if len(s.Books) != 3 || s.Books[1].ID != "b" || s.Books[1].Stock != 4 || s.Books[1].Lucky != 1 {
 		t.Fatalf("survey after a sale: books %+v, want every item's, b with 4 left and 1 sold", s.Books)
@@ -611,17 +611,17 @@ func TestItemsSurveyNamesTheHalted(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err = items.Survey(t.Context())
-	if want := []redisstore.ItemBooks{{ID: "b", Stock: 4, Lucky: 2, Initial: 5, Orders: 1}}; err != nil ||
-		!slices.Equal(s.Unbalanced, want) || !slices.Equal(s.Unledgered, want) {
-		t.Fatalf("survey of an oversold item: got %+v, %v; want %+v unbalanced and unledgered", s, err, want)
+	if want := []string{"item b: stock+lucky = 4+2 = 6, want initial 5 (oversold by 1)",
+		"item b: ledger orders = 1, want lucky 2 (+1 units sold without an order)"}; err != nil || !slices.Equal(s.Problems(), want) {
+		t.Fatalf("survey of an oversold item: got %q, %v; want %q", s.Problems(), err, want)
 	}
 	// Its ledger mended (an order per unit again, one trimmed), b is
 	// still unbalanced but no longer unledgered.
 	if err := rdb.Set(t.Context(), redisstore.ItemKeys(defaultBase.Derive(true), "b").Trimmed, 1, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := items.Survey(t.Context()); err != nil || len(s.Unbalanced) != 1 || len(s.Unledgered) != 0 {
-		t.Fatalf("survey with a trimmed order: got %+v, %v; want b unbalanced only", s, err)
+	if s, err := items.Survey(t.Context()); err != nil || len(s.Problems()) != 1 || !strings.Contains(s.Problems()[0], "oversold by 1") {
+		t.Fatalf("survey with a trimmed order: got %q, %v; want b unbalanced only", s.Problems(), err)
 	}
 }
 

@@ -84,7 +84,7 @@ func TestItemsOnACluster(t *testing.T) {
 		}
 	}
 	sv, err := items.Survey(ctx)
-	if err != nil || sv.Items != len(ids) || len(sv.Unbalanced) != 0 || len(sv.Unledgered) != 0 || len(sv.Halted) != 0 {
+	if err != nil || sv.Items != len(ids) || len(sv.Problems()) != 0 || len(sv.Halted) != 0 {
 		t.Fatalf("survey: %+v, %v; want %d items, all balanced and ledgered", sv, err, len(ids))
 	}
 	list, err := items.List(ctx)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/api"
 )
 
 // ItemsSurvey is every item's halt mark and books at one reading, for
@@ -20,26 +22,50 @@ type ItemsSurvey struct {
 	// an integer counts none).
 	Stock int64
 	// Books are every item's books at this reading, in id order (a key
-	// missing or not an integer reads 0): the items' gauges.
+	// missing or not an integer reads 0): the items' gauges, and the
+	// audit's, which judges them (ItemBooks.Problems).
 	Books []ItemBooks
-	// Unbalanced are the items whose books are wrong at this reading: a
-	// negative stock, or stock + lucky != the stock of their last reset
-	// (each item's three keys are read in one pipeline, and every script
-	// that writes them writes them together).
-	Unbalanced []ItemBooks
-	// Unledgered are the items with the order ledger on whose ledger does
-	// not hold an order per unit sold: entries (and those trimmed once
-	// stored) != lucky, read with lucky in one transaction.
-	Unledgered []ItemBooks
 }
 
-// ItemBooks are one item's books.
+// ItemBooks are one item's books, as one survey read them.
 type ItemBooks struct {
-	ID                    string
-	Stock, Lucky, Initial int64
+	ID string
+	api.Books
+	// Judged: its stock and the stock of its reset were both read. An
+	// item with no stock of its reset (created by hand, or lost) has no
+	// books to judge here; /readyz and the sale say it is lost.
+	Judged bool
 	// Orders is the ledger's orders (XLEN plus trimmed), -1 with the
 	// ledger off.
 	Orders int64
+}
+
+// Problems are what is wrong with the item's books (api.Books.Problems)
+// and, with the ledger on, with its ledger against them: none when it was
+// not Judged.
+func (b ItemBooks) Problems() []string {
+	if !b.Judged {
+		return nil
+	}
+	bad := b.Books.Problems()
+	if b.Orders >= 0 {
+		if p := api.LedgerProblem(b.Orders, b.Lucky); p != "" {
+			bad = append(bad, p)
+		}
+	}
+	return bad
+}
+
+// Problems are every item's (ItemBooks.Problems), each prefixed with
+// "item <id>: ", in id order.
+func (s ItemsSurvey) Problems() []string {
+	var bad []string
+	for _, it := range s.Books {
+		for _, p := range it.Problems() {
+			bad = append(bad, "item "+it.ID+": "+p)
+		}
+	}
+	return bad
 }
 
 //go:embed lua/survey.lua
@@ -110,19 +136,11 @@ func (m *Items) Survey(ctx context.Context) (ItemsSurvey, error) {
 		if have[0] && n[0] > 0 {
 			out.Stock += n[0]
 		}
-		b := ItemBooks{ID: ids[i], Stock: n[0], Lucky: n[1], Initial: n[2], Orders: -1}
+		b := ItemBooks{ID: ids[i], Books: api.Books{Stock: n[0], Lucky: n[1], Initial: n[2]}, Judged: have[0] && have[2], Orders: -1}
 		if o, ok := vals[4].(int64); ok && ledger {
 			b.Orders = o
 		}
 		out.Books = append(out.Books, b)
-		// An item with no stock of its reset (created by hand, or lost)
-		// has no books to judge here; /readyz and the sale say it is lost.
-		if have[0] && have[2] && (n[0] < 0 || n[0]+n[1] != n[2]) {
-			out.Unbalanced = append(out.Unbalanced, b)
-		}
-		if ledger && have[2] && b.Orders != n[1] {
-			out.Unledgered = append(out.Unledgered, b)
-		}
 	}
 	return out, nil
 }
