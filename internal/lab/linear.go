@@ -29,8 +29,9 @@ type Linear struct {
 // checksHistory reports whether a cell's answers are held to the model:
 // not where a failover may lose acknowledged sales by design (acks 0),
 // nor the crash cell, which sells nothing. Where the store's data is lost
-// on purpose, only the requests sent before the loss are (the answers
-// after it are judged by checkStoreLoss, and the books went with it).
+// on purpose, only what was done in the store before the loss is
+// (beforeLoss; the answers after it are judged by checkStoreLoss, and the
+// books went with it).
 func checksHistory(e Expect) bool {
 	return e == ExpectSafe || e == ExpectOversell || e == ExpectWrong || e == ExpectHalt
 }
@@ -46,14 +47,9 @@ func (x *run) checkHistory(resps []response, readAt time.Time) {
 		if x.res.Store == nil {
 			return // the judge says so
 		}
-		lost = x.res.Store.back.Add(-time.Duration(x.res.Store.DownMS) * time.Millisecond)
-		var before []response
-		for _, r := range resps {
-			if r.Sent.Before(lost) {
-				before = append(before, r)
-			}
-		}
-		resps = before
+		back := x.res.Store.back
+		lost = back.Add(-time.Duration(x.res.Store.DownMS) * time.Millisecond)
+		resps = beforeLoss(resps, lost, back)
 	}
 	if len(resps) == 0 {
 		return
@@ -97,6 +93,24 @@ func (x *run) checkHistory(resps []response, readAt time.Time) {
 		bad("the answers are linearizable: the history check missed the false sold_out answers")
 	}
 	x.notef("history %d ops, %d in flight, ok %v, checked in %dms", res.Ops, res.InFlight, res.OK, l.CheckMS)
+}
+
+// beforeLoss are the answers of a cell whose store lost its data between
+// lost and back that the history can hold to the store before the loss:
+// the requests sent before it, and the sales answered before the store
+// came back, whenever they were sent. A sale answered then was made in the
+// store before its loss: the replicas sell on while they are being
+// stopped around it, and a combined batch sells to its later arrivals
+// after its earlier ones. Dropping such a sale leaves its unit a gap in
+// the kept answers' stock-after, which no order of them explains.
+func beforeLoss(resps []response, lost, back time.Time) []response {
+	var kept []response
+	for _, r := range resps {
+		if r.Sent.Before(lost) || (r.Result == api.Sold && r.At.Before(back)) {
+			kept = append(kept, r)
+		}
+	}
+	return kept
 }
 
 // segmented: the sale's answers carry their segment's stock, not the sum.
