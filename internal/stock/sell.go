@@ -109,7 +109,7 @@ func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, b
 		return b
 	}
 	if b.cur > 0 {
-		if b.err = s.work(ctx, lease); b.err != nil {
+		if b.err = s.work(ctx, lease, int(min(int64(n), b.cur))); b.err != nil {
 			return b
 		}
 	}
@@ -160,9 +160,18 @@ func (s *Service) read(ctx context.Context, seg *segment, lease lock.Lease, f Fe
 	return rd.Stock, err
 }
 
-// work spends the simulated business time, and looks at the lease last.
-func (s *Service) work(ctx context.Context, lease lock.Lease) error {
-	if d := s.cfg.Delay.Next(); d > 0 {
+// work spends the simulated business time of the buyers a section may
+// sell to (up to the stock it read), one draw each, and looks at the lease
+// last. A combined batch does each buyer's work, as the articles' sale
+// does once per request: combining saves the lock's round trips, not the
+// business work, and a batch is the same workload as its buyers sold one
+// by one.
+func (s *Service) work(ctx context.Context, lease lock.Lease, buyers int) error {
+	var d time.Duration
+	for range buyers {
+		d += s.cfg.Delay.Next()
+	}
+	if d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:

@@ -34,7 +34,7 @@ type Config struct {
 		// it in public").
 		ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout" default:"5s" doc:"the request line and headers must arrive within this; at most http.read_timeout"`
 		ReadTimeout       time.Duration `mapstructure:"read_timeout" default:"10s" doc:"the whole request, body included, must arrive within this: a trickled body is cut here"`
-		WriteTimeout      time.Duration `mapstructure:"write_timeout" default:"30s" doc:"the answer's deadline: must stay above lock.wait_timeout + work.delay + 2 x stock.confirm_timeout (3 x with stock.witness; work.delay at its upper end), else the start is refused naming lock.wait_timeout; should not exceed the proxy's read timeout (nginx: 30s; not checked)"`
+		WriteTimeout      time.Duration `mapstructure:"write_timeout" default:"30s" doc:"the answer's deadline: must stay above lock.wait_timeout + work.delay + 2 x stock.confirm_timeout (3 x with stock.witness; work.delay at its upper end, and stock.combine_max times it with stock.combine), else the start is refused naming lock.wait_timeout (stock.combine_max); should not exceed the proxy's read timeout (nginx: 30s; not checked)"`
 		IdleTimeout       time.Duration `mapstructure:"idle_timeout" default:"60s" doc:"an idle keep-alive connection is closed after this"`
 		MaxHeaderBytes    int           `mapstructure:"max_header_bytes" default:"16384" doc:"the request line and headers, in bytes (8 KiB at least); larger get 431"`
 		MaxBodyBytes      int           `mapstructure:"max_body_bytes" default:"65536" doc:"larger bodies get 413 and the connection is closed, not drained (a sale needs no body and takes at most 4 KiB, declared or chunked; a reset ~20 bytes)"`
@@ -123,7 +123,7 @@ type Config struct {
 		Mode           string        `mapstructure:"mode" default:"locked" doc:"locked: lock, read, decide, write; atomic: one Lua script, no lock"`
 		ConfirmTimeout time.Duration `mapstructure:"confirm_timeout" default:"3s" doc:"how long a stock read or write without an answer is retried, with the same attempt id (so never twice), before the sale answers 503 unconfirmed"`
 		Combine        bool          `mapstructure:"combine" default:"false" doc:"locked mode: the lock holder also sells to the buyers queued behind it in its process, in one fenced read and one fenced write per batch"`
-		CombineMax     int           `mapstructure:"combine_max" default:"64" doc:"most buyers in one combined batch, the holder included"`
+		CombineMax     int           `mapstructure:"combine_max" default:"64" doc:"most buyers in one combined batch, the holder included; the batch does work.delay for each buyer it may sell to, so this times work.delay counts toward http.write_timeout"`
 		Segments       int           `mapstructure:"segments" default:"1" doc:"split the stock over this many keys (stock, stock:1, ...), each with its own lock key and fence; sold out only when all are empty; 1 is the one-key layout"`
 		// The order ledger: every sale leaves an order, and the
 		// sale may name its buyer (X-User) and carry an Idempotency-Key.
@@ -157,7 +157,7 @@ type Config struct {
 		TrimInterval time.Duration `mapstructure:"trim_interval" default:"1s" doc:"with orders.durable, how often each replica's consumer, after storing, removes from Redis the ledger entries MySQL holds (stream entries every group acknowledged, their index entries; also as soon as it has nothing to read): /orders then reads them from MySQL, /ledger still counts them. 0 keeps them: Redis grows with every unit sold"`
 	} `mapstructure:"orders" doc:"the ledger's durable copy in MySQL (table orders)"`
 	Work struct {
-		Delay stock.Delay `mapstructure:"delay" default:"0s" doc:"simulated business time inside the lock: 5ms, or a uniform range 2ms-10ms (from >= 0, to >= from)"`
+		Delay stock.Delay `mapstructure:"delay" default:"0s" doc:"simulated business time inside the lock, per buyer (a combined batch spends it for each of its buyers): 5ms, or a uniform range 2ms-10ms (from >= 0, to >= from)"`
 	} `mapstructure:"work"`
 	Election struct {
 		Backend     string        `mapstructure:"backend" default:"none" doc:"leader election, independent of the lock backend; the leader runs the audit"`

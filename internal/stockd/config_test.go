@@ -124,6 +124,16 @@ func TestValidate(t *testing.T) {
 			c.Lock.WaitTimeout = 25 * time.Second
 			c.Work.Delay = stock.Delay{Min: time.Second, Max: 5 * time.Second}
 		}, "lock.wait_timeout"},
+		// A combined batch works for each buyer: 64 × 300ms is 19.2s of
+		// work for its last member, with the default 5s wait and 2 × 3s
+		// confirms above the 30s deadline; one buyer's 300ms is not.
+		{"a batch's work above write timeout", func(c *Config) {
+			c.Stock.Combine, c.Work.Delay = true, stock.FixedDelay(300*time.Millisecond)
+		}, "stock.combine_max"},
+		{"a smaller batch's work within write timeout", func(c *Config) {
+			c.Stock.Combine, c.Stock.CombineMax, c.Lock.MaxQueue, c.Work.Delay = true, 16, 256, stock.FixedDelay(300*time.Millisecond)
+		}, ""},
+		{"the same work without combining", func(c *Config) { c.Work.Delay = stock.FixedDelay(300 * time.Millisecond) }, ""},
 		{"long wait with a long write timeout", func(c *Config) { c.Lock.WaitTimeout = time.Minute; c.HTTP.WriteTimeout = 5 * time.Minute }, ""},
 		{"ten-minute work", func(c *Config) { c.Work.Delay = stock.Delay{Min: 10 * time.Minute, Max: 10 * time.Minute} }, "work.delay"},
 		{"nanosecond redis timeout", func(c *Config) { c.Redis.Timeout = time.Nanosecond }, "redis.timeout"},

@@ -278,8 +278,18 @@ func (v *checker) work(c *Config) {
 	if c.Stock.Witness != "none" {
 		confirms = 3
 	}
-	if sale := c.Lock.WaitTimeout + c.Work.Delay.Max + time.Duration(confirms)*c.Stock.ConfirmTimeout; c.Lock.WaitTimeout > 0 && sale >= c.HTTP.WriteTimeout {
-		v.bad("lock.wait_timeout", "lock.wait_timeout + work.delay + %d x stock.confirm_timeout (%s) must stay below http.write_timeout (%s)", confirms, sale, c.HTTP.WriteTimeout)
+	sale := func(work time.Duration) time.Duration {
+		return c.Lock.WaitTimeout + work + time.Duration(confirms)*c.Stock.ConfirmTimeout
+	}
+	switch {
+	case c.Lock.WaitTimeout <= 0:
+	case sale(c.Work.Delay.Max) >= c.HTTP.WriteTimeout:
+		v.bad("lock.wait_timeout", "lock.wait_timeout + work.delay + %d x stock.confirm_timeout (%s) must stay below http.write_timeout (%s)", confirms, sale(c.Work.Delay.Max), c.HTTP.WriteTimeout)
+	case c.Stock.Combine && c.Stock.CombineMax > 1 && sale(time.Duration(c.Stock.CombineMax)*c.Work.Delay.Max) >= c.HTTP.WriteTimeout:
+		// A combined batch works for each of its buyers (stock.Service):
+		// its last member is answered after them all.
+		v.bad("stock.combine_max", "a combined batch works for each buyer: lock.wait_timeout + stock.combine_max x work.delay + %d x stock.confirm_timeout (%s) must stay below http.write_timeout (%s)",
+			confirms, sale(time.Duration(c.Stock.CombineMax)*c.Work.Delay.Max), c.HTTP.WriteTimeout)
 	}
 }
 
