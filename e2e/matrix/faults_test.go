@@ -35,6 +35,8 @@ import (
 // the cells whose stock Redis loses the sale with -run 'TestFaultMatrix/.*/^(wipe|restore|restore-all|restore-both|witness-wipe|witness-restore|other-sale)$'.
 // SECKILL_LAB_FULL=1 (make lab-full) runs lab.FullMatrix: the byName
 // cells too, which the default matrix leaves out to keep CI in budget.
+// SECKILL_LAB_SALE=combine (or segments8) runs every cell of the
+// articles' sale sold that way instead (lab.SoldWith).
 func TestFaultMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault matrix: minutes of real processes")
@@ -45,6 +47,12 @@ func TestFaultMatrix(t *testing.T) {
 	cells := lab.Matrix(nil, nil)
 	if os.Getenv("SECKILL_LAB_FULL") == "1" { // make lab-full
 		cells = lab.FullMatrix()
+	}
+	if sale := os.Getenv("SECKILL_LAB_SALE"); sale != "" {
+		var err error
+		if cells, err = lab.SoldWith(cells, sale); err != nil {
+			t.Fatalf("SECKILL_LAB_SALE: %v", err)
+		}
 	}
 	for _, cell := range cells {
 		t.Run(cell.String(), func(t *testing.T) {

@@ -358,6 +358,28 @@ func FullMatrix() []Cell {
 	return cells
 }
 
+// SoldWith is cells with every cell of the articles' sale (Sale "") sold
+// the way sale says instead, one of Sales: the whole matrix held to what
+// the one-lock-per-request sale is held to (SECKILL_LAB_SALE, e2e/matrix).
+// A cell with a sale of its own keeps it, and no cell is there twice.
+func SoldWith(cells []Cell, sale string) ([]Cell, error) {
+	if !slices.Contains(Sales, sale) {
+		return nil, fmt.Errorf("lab: sale %q: want one of %s", sale, strings.Join(Sales, ", "))
+	}
+	seen := map[string]bool{}
+	var out []Cell
+	for _, c := range cells {
+		if c.Sale == "" {
+			c.Sale = sale
+		}
+		if !seen[c.String()] {
+			seen[c.String()] = true
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
 // experimental lists cells that run only when both their backend and their
 // scenario are asked for by name: they are known not to pass yet, and the
 // default matrix (and CI) must stay green. See docs/faults.md.

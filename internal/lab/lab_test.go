@@ -311,3 +311,35 @@ func TestScenarioNamesAreTheTables(t *testing.T) {
 		}
 	}
 }
+
+// The matrix sold with combining: every articles' cell takes the sale, a
+// cell with a sale of its own keeps it, none is there twice.
+func TestSoldWith(t *testing.T) {
+	cells := Matrix(nil, nil)
+	got, err := SoldWith(cells, "combine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range got {
+		if c.Sale == "" {
+			t.Errorf("%s: still the articles' sale", c)
+		}
+		if seen[c.String()] {
+			t.Errorf("%s: twice", c)
+		}
+		seen[c.String()] = true
+	}
+	for _, c := range cells {
+		want := c
+		if want.Sale == "" {
+			want.Sale = "combine"
+		}
+		if !seen[want.String()] {
+			t.Errorf("%s: not sold with combining (%s missing)", c, want)
+		}
+	}
+	if _, err := SoldWith(cells, "optimistic"); err == nil {
+		t.Error("an unknown sale: no error")
+	}
+}
