@@ -163,6 +163,17 @@ print_table() {
 	echo
 }
 
+# failed_rows: the rows marked FAIL, one line each, for WHY: CI shows only
+# the run's tail, where a long table's failing row may have scrolled away.
+failed_rows() {
+	local r v b s res note
+	for r in "${ROWS[@]}"; do
+		IFS='|' read -r v b s res _ _ _ _ _ _ note <<<"$r"
+		[[ $res == FAIL ]] && printf '\n  FAIL %s %s "%s": %s' "$v" "$b" "$s" "${note:0:400}"
+	done
+	return 0
+}
+
 row() { # variant backend scenario result sold lucky stock initial errors rps note
 	ROWS+=("$(IFS='|'; echo "$*")")
 	[[ "$4" != FAIL ]] || FAILED=1
@@ -801,6 +812,8 @@ if ((${LANES:-2} > 1)) && [[ -z ${COMPOSE_TEST_LANE:-} ]]; then
 	for r in "${ROWS[@]}"; do
 		[[ $(cut -d'|' -f4 <<<"$r") != FAIL ]] || FAILED=1
 	done
+	# Failing rows first: a lane that failed a row exits 1 for that reason.
+	((FAILED == 0)) || { WHY="the rows marked FAIL above:$(failed_rows)"; exit 1; }
 	for n in 1 2; do
 		rc=rc$n
 		if ((${!rc} != 0)); then
@@ -808,7 +821,6 @@ if ((${LANES:-2} > 1)) && [[ -z ${COMPOSE_TEST_LANE:-} ]]; then
 			exit 1
 		fi
 	done
-	((FAILED == 0)) || { WHY="the rows marked FAIL above"; exit 1; }
 	log "PASS"
 	exit 0
 fi
@@ -867,5 +879,5 @@ for extra in "$ROOT"/scripts/compose-test.d/*.sh; do
 	source "$extra"
 done
 
-((FAILED == 0)) || { WHY="the rows marked FAIL above"; exit 1; }
+((FAILED == 0)) || { WHY="the rows marked FAIL above:$(failed_rows)"; exit 1; }
 log "PASS"

@@ -24,7 +24,7 @@
 #   block N            every command exits 0 (the seckill runs: exit 0)
 #   block 1: mget      stock + lucky == 300, lucky == 300 == sold
 #   block 1: --scale   `up -d --scale stockd=N`: N distinct replica names
-#                      through nginx's /info on the host port within 10 s
+#                      through nginx's /info on the host port within 30 s
 #                      (polled, no reload), each on the block's lock backend
 #   block 1: down -v   no container of the project left
 #   lab-only line      up and healthy, backend none
@@ -144,15 +144,23 @@ readme_value() {
 	readme_text "$1" | sed -E 's/^[[:space:]]*[0-9]+\) //; s/^\(integer\) //; s/^"(.*)"$/\1/' | grep -v '^$' || true
 }
 
-# readme_scale N BACKEND: poll nginx's /info on the host port until N
-# distinct replicas answered (10 s at most); prints "names|backends|ms".
+# readme_scale N: poll nginx's /info on the host port until N distinct
+# replicas answered; prints "names|backends|ms|why". The README promises
+# 2 s; the bound is 30 s because a loaded CI machine starts two replicas
+# slowly, and what the row asserts is that nginx finds them without a
+# reload, not how fast (the ms is reported). Short of N, why names each
+# stockd container's state and the replica its own /info names.
 readme_scale() {
-	local t0 names
+	local t0 names why="" c
 	t0=$(date +%s%N)
 	SEEN_NAMES="" SEEN_BACKENDS=""
-	within 10 replicas_seen "$1" || true
+	if ! within 30 replicas_seen "$1"; then
+		for c in $(cids stockd); do
+			why+=" $(cname "$c") $(docker inspect -f '{{.State.Status}}/{{if .State.Health}}{{.State.Health.Status}}{{end}}' "$c" 2>/dev/null) says $(replica_name "$c" || true);"
+		done
+	fi
 	names=$(tr ' ' '\n' <<<"$SEEN_NAMES" | sort -V | tr '\n' ' ')
-	echo "${names# }|${SEEN_BACKENDS# }|$((($(date +%s%N) - t0) / 1000000))"
+	echo "${names# }|${SEEN_BACKENDS# }|$((($(date +%s%N) - t0) / 1000000))|${why}"
 }
 
 # replicas_seen N: one GET /info through nginx, its replica and backend
@@ -234,11 +242,11 @@ readme_variant() {
 			case $role in
 			scale) # at once: the time bound starts when the up returns
 				want=$(grep -o 'stockd=[0-9]*' <<<"$code" | head -1 | cut -d= -f2)
-				local names backends ms
-				IFS='|' read -r names backends ms <<<"$(readme_scale "$want")"
+				local names backends ms stale
+				IFS='|' read -r names backends ms stale <<<"$(readme_scale "$want")"
 				res=PASS
 				[[ $README_RC == 0 && $(wc -w <<<"$names") == "$want" && $backends == "${backend:-redis}" ]] || res=FAIL
-				scale_res="$res|$want replicas through nginx's /info in ${ms}ms: ${names% }; backend ${backends:-?} (the block's up: ${backend:-redis})"
+				scale_res="$res|$want replicas through nginx's /info in ${ms}ms: ${names% }; backend ${backends:-?} (the block's up: ${backend:-redis})${stale:+; containers:$stale}"
 				;;
 			down)
 				res=PASS
