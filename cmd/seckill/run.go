@@ -32,7 +32,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "bound on the firing phase (with --rate: default --duration + --request-timeout + 5s)")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Second, "bound on each request, its answer read included (with --rate: a buyer past it is unanswered)")
 	fs.IntVar(&cfg.Rate, "rate", 0, "open loop: buyers arriving per second, answered or not (vegeta's pacer), instead of --requests and --concurrency")
-	fs.IntVar(&cfg.RetryBusy, "retry-busy", 0, fmt.Sprintf("with --rate: a buyer answered busy sends again after its Retry-After, up to this many times (0..%d)", loadgen.MaxRetryBusy))
+	fs.IntVar(&cfg.RetryBusy, "retry-busy", 0, fmt.Sprintf("with --rate: a buyer answered busy sends again after its Retry-After (unless that outlasts --request-timeout: its answer is then busy), up to this many times (0..%d)", loadgen.MaxRetryBusy))
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, fmt.Sprintf("with --rate: how long buyers arrive (at most %v)", loadgen.MaxDuration))
 	fs.IntVar(&cfg.Users, "users", 0, `buyers "u1".."uU": every request a purchase by one of them with its own Idempotency-Key, verified against the ledger (0: anonymous sales)`)
 	jwtSecret := fs.String("jwt-secret", "", "with --users: sign each buyer's token (HS256) with this secret, the replicas' auth.jwt_secret (default $SECKILL_JWT_SECRET); without one, buyers are sent as X-User (for replicas behind a gateway that trusts this client, auth.buyers proxy)")

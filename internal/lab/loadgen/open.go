@@ -77,7 +77,9 @@ type OpenConfig struct {
 	RequestTimeout time.Duration
 	// RetryBusy is how many times a buyer answered busy sends again, after
 	// the answer's Retry-After (and up to a tenth more, at random, as
-	// clients that spread their retries do); 0: a buyer sends once.
+	// clients that spread their retries do); 0: a buyer sends once. A
+	// buyer whose RequestTimeout would end within that wait does not wait:
+	// its answer is the busy one.
 	RetryBusy int
 	// Late is how long past Duration an arrival that fell behind is still
 	// sent; the default is LateArrivals. A check that every planned buyer
@@ -220,14 +222,19 @@ func (t *openTrip) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		wait, busy := busyRetryAfter(resp)
-		if !busy || try >= t.retryBusy {
+		if busy {
+			wait += rand.N(wait/10 + 1)
+		}
+		if !busy || try >= t.retryBusy || !waitFits(ctx, wait) {
+			// A wait past the buyer's bound is not waited out: the busy
+			// answer is what it got, as a client with a deadline reports
+			// it, not a buyer left unanswered by the server.
 			resp.Body = &openBody{ReadCloser: resp.Body, cancel: cancel, fail: func(err error) { t.fail(seq, t.why(ctx, err)) }}
 			return resp, nil
 		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
 		_ = resp.Body.Close()
 		t.resent(seq)
-		wait += rand.N(wait/10 + 1)
 		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
@@ -240,6 +247,12 @@ func (t *openTrip) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		req = req.Clone(ctx)
 	}
+}
+
+// waitFits says a wait ends before ctx's deadline.
+func waitFits(ctx context.Context, wait time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) > wait
 }
 
 // busyRetryAfter reads a busy answer's Retry-After (stockd sends one with

@@ -80,22 +80,36 @@ func TestOpenLoopRetriesBusy(t *testing.T) {
 	}
 }
 
-// The wait is the answer's Retry-After: a buyer whose request timeout is
-// shorter than it gives up waiting, unanswered, without sending again.
+// The wait is the answer's Retry-After: a buyer whose request timeout
+// ends within it does not wait, and its answer is the busy one (the server
+// answered it), not a timeout; a buyer whose bound fits the wait sends
+// again after it.
 func TestOpenLoopRetryBusyHonoursRetryAfter(t *testing.T) {
-	f := &busyFake{busyFor: 1, retryAfter: "30", sends: map[string]int{}}
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	cfg := OpenConfig{Rate: 50, Duration: 100 * time.Millisecond, RetryBusy: 1, RequestTimeout: 300 * time.Millisecond}
-	responses := FireOpen(t.Context(), srv.URL, nil, cfg)
-	o := SummarizeOpen(responses, cfg)
-	if len(responses) != 5 || o.Unanswered != 5 || o.UnansweredBy[CauseTimeout] != 5 {
-		t.Fatalf("got %d buyers, %d unanswered (%v); want 5, all timed out waiting", len(responses), o.Unanswered, o.UnansweredBy)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if sumSends(f.sends) != 5 {
-		t.Fatalf("the server got %d sends, want 5: none sent again before Retry-After", sumSends(f.sends))
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		sends   int // per buyer
+		result  string
+	}{
+		{"wait past the bound", 300 * time.Millisecond, 1, string(api.Busy)},
+		{"wait within it", 5 * time.Second, 2, string(api.Sold)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &busyFake{busyFor: 1, retryAfter: "1", sends: map[string]int{}}
+			srv := httptest.NewServer(f)
+			t.Cleanup(srv.Close)
+			cfg := OpenConfig{Rate: 50, Duration: 100 * time.Millisecond, RetryBusy: 1, RequestTimeout: tc.timeout}
+			responses := FireOpen(t.Context(), srv.URL, nil, cfg)
+			o := SummarizeOpen(responses, cfg)
+			if len(responses) != 5 || o.Unanswered != 0 || o.Result(tc.result).Count != 5 {
+				t.Fatalf("got %d buyers, %d unanswered (%v), results %v; want 5, all %s", len(responses), o.Unanswered, o.UnansweredBy, o.Results, tc.result)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if sumSends(f.sends) != 5*tc.sends {
+				t.Fatalf("the server got %d sends, want %d", sumSends(f.sends), 5*tc.sends)
+			}
+		})
 	}
 }
 
