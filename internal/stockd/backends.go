@@ -47,6 +47,23 @@ type backendSpec struct {
 	redisKeys func(key string) []string
 }
 
+// localHandoffs is how many times in a row a backend passes a released
+// lock in memory to another request of this process before it goes back
+// to the server (cohort.Config.Handoffs): with stock.combine none (-1),
+// else the backends' default (0: cohort.DefaultHandoffs). A combined sale
+// queues a replica's buyers itself, in its batches: its next gatherer is
+// the only local waiter, and a pass to it keeps the lock on this replica
+// for up to nine batches in a row while the other replicas' batches wait.
+// Those waits were the flood's p99 sold: at 6,000 buyers/s, 30× stock,
+// 7.7–11.6 ms with passes against 5.7–7.0 ms without, atomic mode's
+// 3.2–3.9 (docs/bench-flood.md).
+func localHandoffs(c *Config) int {
+	if c.Stock.Combine {
+		return -1
+	}
+	return 0
+}
+
 // lockTTL is the configured backend's lease: after that long without an
 // accepted read, the fence restarts at the next token it sees
 // (stock.ServiceConfig.LockTTL), so the sale recovers from a lock service
@@ -60,11 +77,12 @@ func lockTTL(c *Config) time.Duration {
 
 var backends = map[string]backendSpec{
 	backend.Redis: {needs: needsRedis, redisKeys: redislock.RedisKeys, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
-		return redislock.New(w.lockRedis(), redislock.Options{TTL: w.cfg.Lock.TTL, Logger: w.log}), nil
+		return redislock.New(w.lockRedis(), redislock.Options{TTL: w.cfg.Lock.TTL, Logger: w.log, LocalHandoffs: localHandoffs(w.cfg)}), nil
 	}},
 	backend.Redisson: {needs: needsRedis, redisKeys: redissonlock.RedisKeys, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
 		return redissonlock.New(w.lockRedis(), redissonlock.Options{
 			Watchdog: w.cfg.Redisson.Watchdog, LeaseTime: w.cfg.Redisson.LeaseTime,
+			LocalHandoffs: localHandoffs(w.cfg),
 		}), nil
 	}, ttl: func(c *Config) time.Duration { return cmp.Or(c.Redisson.LeaseTime, c.Redisson.Watchdog) }},
 	backend.Etcd: {needs: needsEtcd, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
@@ -72,14 +90,14 @@ var backends = map[string]backendSpec{
 		if err != nil {
 			return nil, err
 		}
-		return etcdlock.New(m, etcdlock.Options{}), nil
+		return etcdlock.New(m, etcdlock.Options{LocalHandoffs: localHandoffs(w.cfg)}), nil
 	}, ttl: func(c *Config) time.Duration { return c.Etcd.SessionTTL }},
 	backend.ZooKeeper: {needs: needsZK, build: func(ctx context.Context, w *wiring) (lock.Locker, error) {
 		s, err := w.zkSession(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return zklock.New(s, zklock.Options{Root: w.cfg.ZooKeeper.Root}), nil
+		return zklock.New(s, zklock.Options{Root: w.cfg.ZooKeeper.Root, LocalHandoffs: localHandoffs(w.cfg)}), nil
 	}, ttl: func(c *Config) time.Duration { return c.ZooKeeper.SessionTimeout }},
 	backend.MySQL:    {needs: needsMySQL, build: mysqlBackend(mysqllock.New), ttl: mysqlSessionTTL},
 	backend.MySQLRow: {needs: needsMySQL, build: mysqlBackend(mysqllock.NewRow), ttl: mysqlSessionTTL},

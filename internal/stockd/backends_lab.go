@@ -20,8 +20,10 @@ import (
 func init() {
 	lab := map[string]backendSpec{
 		// none and local show the overselling the articles start from.
-		backend.None:  {needs: needsNothing, labOnly: true, build: func(context.Context, *wiring) (lock.Locker, error) { return nolock.New(), nil }},
-		backend.Local: {needs: needsNothing, labOnly: true, build: func(context.Context, *wiring) (lock.Locker, error) { return locallock.New(), nil }},
+		backend.None: {needs: needsNothing, labOnly: true, build: func(context.Context, *wiring) (lock.Locker, error) { return nolock.New(), nil }},
+		backend.Local: {needs: needsNothing, labOnly: true, build: func(_ context.Context, w *wiring) (lock.Locker, error) {
+			return locallock.NewWith(locallock.Options{LocalHandoffs: localHandoffs(w.cfg)}), nil
+		}},
 		// Broken Redis locks: each fails in the way one of the articles'
 		// versions does. Never safe; they exist to be watched failing.
 		"setnx":          {needs: needsRedis, labOnly: true, build: flawed(flawedlock.NewSetNX), redisKeys: flawedKeys(flawedlock.NameSetNX)},

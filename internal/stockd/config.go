@@ -122,7 +122,7 @@ type Config struct {
 		Fencing        bool          `mapstructure:"fencing" default:"true" doc:"check fencing tokens at the write; false in locked mode is lab-only (lab.unsafe)"`
 		Mode           string        `mapstructure:"mode" default:"locked" doc:"locked: lock, read, decide, write; atomic: one Lua script, no lock"`
 		ConfirmTimeout time.Duration `mapstructure:"confirm_timeout" default:"3s" doc:"how long a stock read or write without an answer is retried, with the same attempt id (so never twice), before the sale answers 503 unconfirmed"`
-		Combine        bool          `mapstructure:"combine" default:"false" doc:"locked mode: the lock holder also sells to the buyers queued behind it in its process, in one fenced read and one fenced write per batch"`
+		Combine        bool          `mapstructure:"combine" default:"false" doc:"locked mode: the lock holder also sells to the buyers queued behind it in its process, in one fenced read and one fenced write per batch; each batch takes the lock from the lock server (no pass in memory between the replica's requests)"`
 		CombineMax     int           `mapstructure:"combine_max" default:"64" doc:"most buyers in one combined batch, the holder included; the batch does work.delay for each buyer it may sell to, so this times work.delay counts toward http.write_timeout"`
 		Segments       int           `mapstructure:"segments" default:"1" doc:"split the stock over this many keys (stock, stock:1, ...), each with its own lock key and fence; sold out only when all are empty; 1 is the one-key layout"`
 		// The order ledger: every sale leaves an order, and the

@@ -26,6 +26,7 @@ func mysqlConfig(w *wiring) mysqllock.Config {
 		TTL:       c.SessionTTL,
 		KeepAlive: c.KeepAlive,
 		WaitSlice: c.WaitSlice,
+		Handoffs:  localHandoffs(w.cfg),
 		Logger:    w.log,
 	}
 }
