@@ -54,9 +54,8 @@ type backendSpec struct {
 // queues a replica's buyers itself, in its batches: its next gatherer is
 // the only local waiter, and a pass to it keeps the lock on this replica
 // for up to nine batches in a row while the other replicas' batches wait.
-// Those waits were the flood's p99 sold: at 6,000 buyers/s, 30× stock,
-// 7.7–11.6 ms with passes against 5.7–7.0 ms without, atomic mode's
-// 3.2–3.9 (docs/bench-flood.md).
+// Without passes the replicas take turns, and batches grow (docs/scaling.md
+// has the flood's numbers).
 func localHandoffs(c *Config) int {
 	if c.Stock.Combine {
 		return -1
