@@ -115,6 +115,10 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	base := func(c *stockd.Config) {
+		// The backends table is the articles' sale: one critical section
+		// per buyer. stockd's default combines the buyers queued in a
+		// replica; the second table's combine row shows that sale.
+		c.Stock.Combine = false
 		c.Work.Delay = work
 		// Long enough that a correct backend queues every buyer rather
 		// than answering "busy": the demo is about correctness, not shedding.

@@ -483,6 +483,11 @@ func baseEnv(cell Cell) stockd.Edit {
 		c.Redisson.Watchdog = 1500 * time.Millisecond
 		c.Etcd.SessionTTL, c.ZooKeeper.SessionTimeout, c.MySQL.SessionTTL = 2*time.Second, 2*time.Second, 2*time.Second
 		c.Stock.Fencing = cell.Fencing
+		// A cell's sale is the articles' (one critical section per
+		// buyer) unless its Sale says otherwise (SaleEnv), whatever
+		// stockd's default: SECKILL_LAB_SALE=combine runs every cell
+		// the default's way.
+		c.Stock.Combine = false
 		c.Log.Level = "info"
 	}
 }

@@ -34,7 +34,7 @@ type Config struct {
 		// it in public").
 		ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout" default:"5s" doc:"the request line and headers must arrive within this; at most http.read_timeout"`
 		ReadTimeout       time.Duration `mapstructure:"read_timeout" default:"10s" doc:"the whole request, body included, must arrive within this: a trickled body is cut here"`
-		WriteTimeout      time.Duration `mapstructure:"write_timeout" default:"30s" doc:"the answer's deadline: must stay above lock.wait_timeout + work.delay + 2 x stock.confirm_timeout (3 x with stock.witness; work.delay at its upper end, and stock.combine_max times it with stock.combine), else the start is refused naming lock.wait_timeout (stock.combine_max); should not exceed the proxy's read timeout (nginx: 30s; not checked)"`
+		WriteTimeout      time.Duration `mapstructure:"write_timeout" default:"30s" doc:"the answer's deadline: must stay above lock.wait_timeout + work.delay + 2 x stock.confirm_timeout (3 x with stock.witness; work.delay at its upper end), else the start is refused naming lock.wait_timeout; with stock.combine a batch works for each buyer, so stockd forms no batch whose work does not fit; should not exceed the proxy's read timeout (nginx: 30s; not checked)"`
 		IdleTimeout       time.Duration `mapstructure:"idle_timeout" default:"60s" doc:"an idle keep-alive connection is closed after this"`
 		MaxHeaderBytes    int           `mapstructure:"max_header_bytes" default:"16384" doc:"the request line and headers, in bytes (8 KiB at least); larger get 431"`
 		MaxBodyBytes      int           `mapstructure:"max_body_bytes" default:"65536" doc:"larger bodies get 413 and the connection is closed, not drained (a sale needs no body and takes at most 4 KiB, declared or chunked; a reset ~20 bytes)"`
@@ -122,8 +122,8 @@ type Config struct {
 		Fencing        bool          `mapstructure:"fencing" default:"true" doc:"check fencing tokens at the write; false in locked mode is lab-only (lab.unsafe)"`
 		Mode           string        `mapstructure:"mode" default:"locked" doc:"locked: lock, read, decide, write; atomic: one Lua script, no lock"`
 		ConfirmTimeout time.Duration `mapstructure:"confirm_timeout" default:"3s" doc:"how long a stock read or write without an answer is retried, with the same attempt id (so never twice), before the sale answers 503 unconfirmed"`
-		Combine        bool          `mapstructure:"combine" default:"false" doc:"locked mode: the lock holder also sells to the buyers queued behind it in its process, in one fenced read and one fenced write per batch; each batch takes the lock from the lock server (no pass in memory between the replica's requests)"`
-		CombineMax     int           `mapstructure:"combine_max" default:"64" doc:"most buyers in one combined batch, the holder included; the batch does work.delay for each buyer it may sell to, so this times work.delay counts toward http.write_timeout"`
+		Combine        bool          `mapstructure:"combine" default:"true" doc:"locked mode: the lock holder also sells to the buyers queued behind it in its process, in one fenced read and one fenced write per batch; each batch takes the lock from the lock server (no pass in memory between the replica's requests)"`
+		CombineMax     int           `mapstructure:"combine_max" default:"64" doc:"most buyers in one combined batch, the holder included; a batch does work.delay for each buyer it may sell to, so with a long work.delay batches are smaller: no more buyers than fit http.write_timeout (the start logs the cap)"`
 		Segments       int           `mapstructure:"segments" default:"1" doc:"split the stock over this many keys (stock, stock:1, ...), each with its own lock key and fence; sold out only when all are empty; 1 is the one-key layout"`
 		// The order ledger: every sale leaves an order, and the
 		// sale may name its buyer (X-User) and carry an Idempotency-Key.

@@ -124,16 +124,14 @@ func TestValidate(t *testing.T) {
 			c.Lock.WaitTimeout = 25 * time.Second
 			c.Work.Delay = stock.Delay{Min: time.Second, Max: 5 * time.Second}
 		}, "lock.wait_timeout"},
-		// A combined batch works for each buyer: 64 × 300ms is 19.2s of
-		// work for its last member, with the default 5s wait and 2 × 3s
-		// confirms above the 30s deadline; one buyer's 300ms is not.
+		// A combined batch works for each buyer: with a long work.delay
+		// it forms smaller batches (combineMax), it is not refused.
 		{"a batch's work above write timeout", func(c *Config) {
 			c.Stock.Combine, c.Work.Delay = true, stock.FixedDelay(300*time.Millisecond)
-		}, "stock.combine_max"},
-		{"a smaller batch's work within write timeout", func(c *Config) {
-			c.Stock.Combine, c.Stock.CombineMax, c.Lock.MaxQueue, c.Work.Delay = true, 16, 256, stock.FixedDelay(300*time.Millisecond)
 		}, ""},
-		{"the same work without combining", func(c *Config) { c.Work.Delay = stock.FixedDelay(300 * time.Millisecond) }, ""},
+		{"the same work without combining", func(c *Config) {
+			c.Stock.Combine, c.Work.Delay = false, stock.FixedDelay(300*time.Millisecond)
+		}, ""},
 		{"long wait with a long write timeout", func(c *Config) { c.Lock.WaitTimeout = time.Minute; c.HTTP.WriteTimeout = 5 * time.Minute }, ""},
 		{"ten-minute work", func(c *Config) { c.Work.Delay = stock.Delay{Min: 10 * time.Minute, Max: 10 * time.Minute} }, "work.delay"},
 		{"nanosecond redis timeout", func(c *Config) { c.Redis.Timeout = time.Nanosecond }, "redis.timeout"},
@@ -555,4 +553,27 @@ func TestLoadYAMLTypes(t *testing.T) {
 func jwtConfig(c *Config) {
 	c.Auth.Buyers, c.Auth.JWTSecret = "jwt", testJWTSecret
 	c.Auth.JWTIssuer, c.Auth.JWTAudience = "shop", "seckill"
+}
+
+// A combined batch's last member is answered after every member's work:
+// combineMax is stock.combine_max, or the most buyers whose work fits
+// http.write_timeout, whichever is smaller, and never below 1.
+func TestCombineMaxFitsTheWriteTimeout(t *testing.T) {
+	c := validConfig(t)
+	if got := combineMax(c); got != c.Stock.CombineMax {
+		t.Fatalf("no work: combineMax %d, want stock.combine_max %d", got, c.Stock.CombineMax)
+	}
+	c.Work.Delay = stock.FixedDelay(300 * time.Millisecond)
+	k := combineMax(c)
+	if k >= c.Stock.CombineMax || k < 1 {
+		t.Fatalf("300ms of work: combineMax %d, want below %d", k, c.Stock.CombineMax)
+	}
+	if saleBound(c, time.Duration(k)*c.Work.Delay.Max) >= c.HTTP.WriteTimeout ||
+		saleBound(c, time.Duration(k+1)*c.Work.Delay.Max) < c.HTTP.WriteTimeout {
+		t.Fatalf("combineMax %d is not the most buyers whose work fits %s", k, c.HTTP.WriteTimeout)
+	}
+	c.Work.Delay = stock.FixedDelay(c.HTTP.WriteTimeout - saleBound(c, 0) - time.Millisecond)
+	if got := combineMax(c); got != 1 {
+		t.Fatalf("work that only one buyer fits: combineMax %d, want 1", got)
+	}
 }

@@ -129,6 +129,10 @@ func (r *replica) buildStore(ctx context.Context) (err error) {
 // their scripts.
 func (r *replica) buildSale(ctx context.Context) {
 	cfg, log, m := r.cfg, r.log, r.m
+	if cfg.Stock.Combine && combineMax(cfg) < cfg.Stock.CombineMax {
+		log.Info("combined batches capped by http.write_timeout: each buyer's work.delay must fit it",
+			"stock.combine_max", cfg.Stock.CombineMax, "batch_max", combineMax(cfg), "work.delay", cfg.Work.Delay.String())
+	}
 	r.sales.Service = stock.ServiceConfig{
 		Locker:         r.locker,
 		Mode:           r.mode,
@@ -138,7 +142,7 @@ func (r *replica) buildSale(ctx context.Context) {
 		LockTTL:        lockTTL(cfg),
 		ConfirmTimeout: cfg.Stock.ConfirmTimeout,
 		Combine:        cfg.Stock.Combine,
-		CombineMax:     cfg.Stock.CombineMax,
+		CombineMax:     combineMax(cfg),
 		WaitTimeout:    cfg.Lock.WaitTimeout,
 		Shed:           cfg.Lock.Shed,
 		MaxQueue:       cfg.Lock.MaxQueue,

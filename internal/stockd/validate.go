@@ -274,23 +274,41 @@ func (v *checker) work(c *Config) {
 	// which http.write_timeout must not exceed, answers 504 instead).
 	// Reading and writing may each be retried until stock.confirm_timeout.
 	// The witness's wait, after the lock, is bounded by stock.confirm_timeout too.
-	confirms := 2
+	if c.Lock.WaitTimeout > 0 && saleBound(c, c.Work.Delay.Max) >= c.HTTP.WriteTimeout {
+		v.bad("lock.wait_timeout", "lock.wait_timeout + work.delay + %d x stock.confirm_timeout (%s) must stay below http.write_timeout (%s)", confirms(c), saleBound(c, c.Work.Delay.Max), c.HTTP.WriteTimeout)
+	}
+}
+
+// confirms is how many stock.confirm_timeout a sale may spend after its
+// lock wait: its read and its write may each be retried until then, and
+// the witness's wait, after the lock, is bounded by it too.
+func confirms(c *Config) int {
 	if c.Stock.Witness != "none" {
-		confirms = 3
+		return 3
 	}
-	sale := func(work time.Duration) time.Duration {
-		return c.Lock.WaitTimeout + work + time.Duration(confirms)*c.Stock.ConfirmTimeout
+	return 2
+}
+
+// saleBound is the longest a sale may take that works for work: its lock
+// wait, the work, its confirms.
+func saleBound(c *Config, work time.Duration) time.Duration {
+	return c.Lock.WaitTimeout + work + time.Duration(confirms(c))*c.Stock.ConfirmTimeout
+}
+
+// combineMax is the largest combined batch the service forms: at most
+// stock.combine_max, and no more buyers than fit http.write_timeout. A
+// batch works for each buyer it may sell to (stock.Service), so its last
+// member is answered after all their work; with a long work.delay the
+// batch shrinks rather than the start being refused (Validate refuses
+// only a sale that one buyer's work does not fit).
+func combineMax(c *Config) int {
+	n := c.Stock.CombineMax
+	if c.Work.Delay.Max <= 0 || c.Lock.WaitTimeout <= 0 {
+		return n
 	}
-	switch {
-	case c.Lock.WaitTimeout <= 0:
-	case sale(c.Work.Delay.Max) >= c.HTTP.WriteTimeout:
-		v.bad("lock.wait_timeout", "lock.wait_timeout + work.delay + %d x stock.confirm_timeout (%s) must stay below http.write_timeout (%s)", confirms, sale(c.Work.Delay.Max), c.HTTP.WriteTimeout)
-	case c.Stock.Combine && c.Stock.CombineMax > 1 && sale(time.Duration(c.Stock.CombineMax)*c.Work.Delay.Max) >= c.HTTP.WriteTimeout:
-		// A combined batch works for each of its buyers (stock.Service):
-		// its last member is answered after them all.
-		v.bad("stock.combine_max", "a combined batch works for each buyer: lock.wait_timeout + stock.combine_max x work.delay + %d x stock.confirm_timeout (%s) must stay below http.write_timeout (%s)",
-			confirms, sale(time.Duration(c.Stock.CombineMax)*c.Work.Delay.Max), c.HTTP.WriteTimeout)
-	}
+	// The largest k with saleBound(k × work) < write_timeout.
+	room := c.HTTP.WriteTimeout - saleBound(c, 0) - 1
+	return max(1, min(n, int(room/c.Work.Delay.Max)))
 }
 
 func (v *checker) election(c *Config) {

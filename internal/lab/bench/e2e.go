@@ -87,11 +87,13 @@ func (c *E2EConfig) defaults(quick bool) {
 	}
 }
 
-// env is the replicas' configuration: no work delay (the lock is what is
-// measured), and a wait timeout long enough that every buyer queues rather
-// than being turned away as busy.
+// env is the replicas' configuration: the articles' sale (one critical
+// section per buyer; rows that combine say so), no work delay (the lock
+// is what is measured), and a wait timeout long enough that every buyer
+// queues rather than being turned away as busy.
 func (c E2EConfig) env(atomic bool) stockd.Edit {
 	return func(c *stockd.Config) {
+		c.Stock.Combine = false
 		c.Work.Delay, c.Lock.WaitTimeout = stock.Delay{}, time.Minute
 		if atomic {
 			c.Stock.Mode = "atomic"

@@ -369,6 +369,8 @@ func (r *Report) writeFlood(p func(string, ...any)) {
 	p("\n## Floods (open loop)\n\n")
 	p("Buyers arrive at a fixed rate (`seckill run --rate`, vegeta's pacer), far more than units, against\n")
 	p("3 replicas behind nginx on stockd's defaults (redis lock, `lock.wait_timeout` 5s, `lock.shed` on).\n")
+	p("*%s* is stockd's default sale (`stock.combine` on); *%s* is the articles' sale, one critical\n", LabelLockedCombine, LabelLocked)
+	p("section per buyer (`stock.combine: false`).\n")
 	p("Each row is the median of its runs by *sold out in*: from the first arrival to the answer of the\n")
 	p("last unit. p50/p99 are per result, so fast losers cannot hide slow winners, and the median of the runs' own.\n")
 	p("*busy late* are busy answers to buyers who arrived after the last unit was sold. Each run starts on replicas\n")
