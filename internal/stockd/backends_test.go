@@ -104,16 +104,7 @@ func TestBuildLockerEveryBackend(t *testing.T) {
 			if tc.server != nil {
 				tc.server(t, c)
 			}
-			if err := Validate(c); err != nil {
-				t.Fatal(err)
-			}
-			w := &wiring{cfg: c, log: slog.Default()}
-			t.Cleanup(func() { _ = w.close() })
-
-			lk, info, err := buildLocker(t.Context(), w)
-			if err != nil {
-				t.Fatal(err)
-			}
+			lk, info, w := builtLocker(t, c)
 			if info.Name != tc.backend || info.Safe != tc.safe {
 				t.Fatalf("got %+v, want name %q safe %v", info, tc.backend, tc.safe)
 			}
@@ -134,6 +125,22 @@ func TestBuildLockerEveryBackend(t *testing.T) {
 			}
 		})
 	}
+}
+
+// builtLocker validates c, wires it and builds its lock backend, closed
+// after the test.
+func builtLocker(t *testing.T, c *Config) (lock.Locker, lock.Info, *wiring) {
+	t.Helper()
+	if err := Validate(c); err != nil {
+		t.Fatal(err)
+	}
+	w := &wiring{cfg: c, log: slog.Default()}
+	t.Cleanup(func() { _ = w.close() })
+	lk, info, err := buildLocker(t.Context(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lk, info, w
 }
 
 // The wiring table holds exactly the backends the backend package names:

@@ -2,7 +2,6 @@ package stockd
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -41,15 +40,7 @@ func TestCombiningPassesNoLockInMemory(t *testing.T) {
 				if tc.server != nil {
 					tc.server(t, c)
 				}
-				if err := Validate(c); err != nil {
-					t.Fatal(err)
-				}
-				w := &wiring{cfg: c, log: slog.Default()}
-				t.Cleanup(func() { _ = w.close() })
-				lk, _, err := buildLocker(t.Context(), w)
-				if err != nil {
-					t.Fatal(err)
-				}
+				lk, _, _ := builtLocker(t, c)
 				key := c.Lock.Key + "-handoffs-" + map[bool]string{false: "p", true: "c"}[combine]
 				if !combine {
 					// Contention until a pass is seen, bounded.
