@@ -85,17 +85,20 @@ func TestOpenLoopRetriesBusy(t *testing.T) {
 // answered it), not a timeout; a buyer whose bound fits the wait sends
 // again after it.
 func TestOpenLoopRetryBusyHonoursRetryAfter(t *testing.T) {
+	// Both bounds are long: each first reply must come within them, on a
+	// loaded machine too; only the Retry-After decides whether it fits.
 	for _, tc := range []struct {
-		name    string
-		timeout time.Duration
-		sends   int // per buyer
-		result  string
+		name       string
+		retryAfter string
+		timeout    time.Duration
+		sends      int // per buyer
+		result     string
 	}{
-		{"wait past the bound", 300 * time.Millisecond, 1, string(api.Busy)},
-		{"wait within it", 5 * time.Second, 2, string(api.Sold)},
+		{"wait past the bound", "60", 10 * time.Second, 1, string(api.Busy)},
+		{"wait within it", "1", 20 * time.Second, 2, string(api.Sold)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &busyFake{busyFor: 1, retryAfter: "1", sends: map[string]int{}}
+			f := &busyFake{busyFor: 1, retryAfter: tc.retryAfter, sends: map[string]int{}}
 			srv := httptest.NewServer(f)
 			t.Cleanup(srv.Close)
 			cfg := OpenConfig{Rate: 50, Duration: 100 * time.Millisecond, RetryBusy: 1, RequestTimeout: tc.timeout}
