@@ -69,7 +69,7 @@ func unconfirmedAttempt(id string, vs []Verdict, i int) string {
 func (v Verdict) sale(id string) (Sale, error) {
 	switch v.Kind {
 	case VerdictSold, VerdictReplay:
-		return Sale{StockAfter: v.After, Token: v.Token, Attempt: id, OrderID: v.Order, Replayed: v.Kind == VerdictReplay}, nil
+		return Sale{StockAfter: v.After, Token: v.Token, Attempt: id, OrderID: v.Order, Replayed: v.Kind == VerdictReplay, PayBy: v.PayBy}, nil
 	case VerdictLimit:
 		return Sale{}, ErrLimitReached
 	case VerdictEnded:

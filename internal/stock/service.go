@@ -37,6 +37,10 @@ type Sale struct {
 	// Replayed: the buyer's idempotency key had already sold; this is the
 	// original sale's answer and nothing was sold now.
 	Replayed bool
+	// PayBy, with a payment window, is when the order's reservation
+	// lapses unless paid (unix ms, Redis's clock); 0 without one, and for
+	// a replay.
+	PayBy int64
 }
 
 // Event is something a Service saw that an operator should be able to count.
@@ -134,6 +138,11 @@ type ServiceConfig struct {
 	IdempotencyTTL time.Duration
 	// Replica names this process in the orders it writes.
 	Replica string
+	// PaymentWindow, when positive, reserves each unit sold until a
+	// payment, a cancel or this long after the sale, whichever comes
+	// first (Sale.PayBy; redisstore's reservations). Needs the ledger; 0,
+	// the default, is today's sale: a unit sold is final.
+	PaymentWindow time.Duration
 
 	// OnLockWait, if set, observes how long each sale waited for the lock
 	// (success or not): its Acquire, and with combining its time queued.
@@ -403,7 +412,8 @@ func (s *Service) ledger() bool {
 
 // ledgerArgs are this service's settings for a ledger script run now.
 func (s *Service) ledgerArgs() LedgerArgs {
-	return LedgerArgs{Limit: s.cfg.PerUserLimit, TTL: s.cfg.IdempotencyTTL, Replica: s.cfg.Replica, Now: time.Now()}
+	return LedgerArgs{Limit: s.cfg.PerUserLimit, TTL: s.cfg.IdempotencyTTL, Replica: s.cfg.Replica, Now: time.Now(),
+		PaymentWindow: s.cfg.PaymentWindow}
 }
 
 // acquire takes seg's lock for a request that has been waiting since since:

@@ -91,6 +91,7 @@ type Verdict struct {
 	After int64  // sold, replay: the stock after that order
 	Token uint64 // sold, replay: that order's fencing token
 	Ends  int64  // ended: the window's ends_at, unix ms
+	PayBy int64  // sold with a payment window: the order is reserved until then, unix ms
 }
 
 // Member is one buyer of a ledger write and the order id its unit gets.
@@ -106,6 +107,9 @@ type LedgerArgs struct {
 	TTL     time.Duration // idempotency record TTL
 	Replica string
 	Now     time.Time
+	// PaymentWindow, when positive, reserves every unit sold until a
+	// payment, a cancel or this long after the sale (reservations).
+	PaymentWindow time.Duration
 }
 
 // Store is the sale's stock as the Service sells from it: one Segment

@@ -44,6 +44,9 @@ func (k Keys) withDefaults() Keys {
 	if k.Format == "" {
 		k.Format = k.Stock + ":format"
 	}
+	if k.Returned == "" {
+		k.Returned = k.Stock + ":returned"
+	}
 	k.Segments = max(k.Segments, 1)
 	if k.Orders == "" {
 		return k
@@ -59,6 +62,11 @@ func (k Keys) withDefaults() Keys {
 	def(&k.ByUser, ":by-user")
 	def(&k.Trimmed, ":trimmed")
 	def(&k.Idempotency, ":idem:")
+	def(&k.States, ":states")
+	def(&k.Due, ":due")
+	def(&k.Payments, ":payments")
+	def(&k.Refunds, ":refunds")
+	def(&k.LifeNow, ":clock")
 	return k
 }
 
@@ -106,10 +114,16 @@ func (k Keys) All() []KeyName {
 		add(k.ByUser, "Orders", "the orders by user")
 		add(k.Trimmed, "Orders", "the trimmed orders' count")
 		out = append(out, KeyName{Name: k.Idempotency, Prefix: true, Of: "Orders", What: "the idempotency records"})
+		add(k.States, "Orders", "the orders' states")
+		add(k.Due, "Orders", "the reservations' deadlines")
+		add(k.Payments, "Orders", "the payments")
+		add(k.Refunds, "Orders", "the refunds owed")
+		add(k.LifeNow, "Orders", "the reservations' clock")
 	}
 	add(k.Epoch, "Stock", "the sale's epoch")
 	add(k.Halt, "Stock", "the sale's halt mark")
 	add(k.Format, "Stock", "the sale's format")
+	add(k.Returned, "Stock", "the units returned")
 	if k.Window != "" {
 		add(k.Window, "Stock", "the sale's window")
 	}

@@ -54,6 +54,12 @@ func ledgerArgv(a stock.LedgerArgs) []any {
 	return []any{a.Limit, ttl.Milliseconds(), a.Replica, a.Now.UnixMilli(), freshSale}
 }
 
+// ledgerMembers appends the members' arguments to args, then the payment
+// window (ledger.lua: after the members, in ms; 0 none).
+func ledgerMembers(args []any, members []stock.Member, a stock.LedgerArgs) []any {
+	return append(memberArgs(args, members), a.PaymentWindow.Milliseconds())
+}
+
 // Ledger reports whether sales write the order ledger (Keys.Orders set).
 func (s *Store) Ledger() bool { return s.keys.Orders != "" }
 
@@ -65,7 +71,7 @@ func (s *Store) ledgerKeys(keys []string, members []stock.Member) []string {
 	for _, m := range members {
 		keys = append(keys, s.idemKey(m.User, m.Key))
 	}
-	return keys
+	return append(keys, k.States, k.Due, k.LifeNow)
 }
 
 // idemIndex names the idempotency records' index (ledger.lua): under
@@ -100,7 +106,7 @@ func memberArgs(args []any, members []stock.Member) []any {
 func (s *Store) writeLedger(ctx context.Context, f stock.Fence, read int64, members []stock.Member, la stock.LedgerArgs) ([]stock.Verdict, error) {
 	args := []any{f.Lock, strconv.FormatUint(f.Token, 10), f.Lease, read, ReceiptTTL.Milliseconds(), len(members)}
 	keys, args := s.windowed(s.receiptKept(s.ledgerKeys([]string{s.keys.Stock, s.keys.Lucky, s.keys.Fence, s.keys.Receipts + f.Lease}, members),
-		memberArgs(append(args, ledgerArgv(la)...), members)))
+		ledgerMembers(append(args, ledgerArgv(la)...), members, la)))
 	cmd, wait := s.eval(ctx, s.scripts().write, keys, args...)
 	res, err := cmd.Slice()
 	if err != nil {
@@ -165,7 +171,7 @@ func (s *Store) sellLedger(ctx context.Context, id string, b stock.Buyer, la sto
 	)
 	err := s.guarded(ctx, func(gkeys []string, gargs []any, e string) error {
 		keys, args := s.windowed(s.receiptKept(s.ledgerKeys(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...), members),
-			memberArgs(append(append([]any{ReceiptTTL.Milliseconds()}, gargs...), ledgerArgv(la)...), members)))
+			ledgerMembers(append(append([]any{ReceiptTTL.Milliseconds()}, gargs...), ledgerArgv(la)...), members, la)))
 		var cmd *redis.Cmd
 		cmd, wait = s.eval(ctx, s.scripts().atomic, keys, args...)
 		res, err := cmd.Slice()
@@ -268,12 +274,16 @@ func parseVerdict(p string) (stock.Verdict, error) {
 			}
 		}
 	case stock.VerdictSold, stock.VerdictReplay:
-		if len(f) == 4 {
-			var err1, err2 error
+		// A sold unit of a sale with a payment window carries its pay_by.
+		if len(f) == 4 || (len(f) == 5 && v.Kind == stock.VerdictSold) {
+			var err1, err2, err3 error
 			v.Order = f[1]
 			v.After, err1 = strconv.ParseInt(f[2], 10, 64)
 			v.Token, err2 = strconv.ParseUint(f[3], 10, 64)
-			if err1 == nil && err2 == nil {
+			if len(f) == 5 {
+				v.PayBy, err3 = strconv.ParseInt(f[4], 10, 64)
+			}
+			if err1 == nil && err2 == nil && err3 == nil {
 				return v, nil
 			}
 		}
@@ -302,7 +312,7 @@ func (s *Store) resetLedger(ctx context.Context, p redis.Pipeliner) {
 		return
 	}
 	p.Set(ctx, s.keys.Sale, newSaleID(), 0)
-	p.Del(ctx, s.keys.Orders, s.keys.Buyers, s.keys.OrderIndex, s.keys.ByUser, s.keys.Trimmed)
+	p.Del(ctx, s.keys.Orders, s.keys.Buyers, s.keys.OrderIndex, s.keys.ByUser, s.keys.Trimmed, s.keys.States, s.keys.Due)
 }
 
 // sweepIdempotency unlinks the idempotency records of the sale a Reset

@@ -34,6 +34,9 @@ type watermark struct {
 	epoch    string  // "" until learned, or when Redis holds none
 	ceilings []int64 // per segment; -1: no sale answered yet
 	noted    uint64  // how many times a ceiling fell: what the witness must catch up with
+	// rising: units can come back (WithReservations), so the stock does
+	// not only fall and no ceiling is kept.
+	rising bool
 }
 
 func newWatermark(segments int) *watermark {
@@ -77,7 +80,7 @@ func (w *watermark) args(seg int) (epoch string, ceiling int64) {
 func (w *watermark) sold(epoch string, seg int, after int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if epoch == "" || epoch != w.epoch {
+	if epoch == "" || epoch != w.epoch || w.rising {
 		return
 	}
 	if c := w.ceilings[seg]; c < 0 || after < c {

@@ -30,6 +30,10 @@ var (
 	windowSrc string
 	//go:embed lua/salesclock.lua
 	salesClockSrc string
+	//go:embed lua/lifeclock.lua
+	lifeClockSrc string
+	//go:embed lua/lifecycle.lua
+	lifecycleSrc string
 )
 
 // resultsPrelude is the results table in Lua (results.go), one line put
@@ -57,8 +61,9 @@ type part struct{ from, src string }
 // runScripts are the run files and their parts, in order.
 func runScripts() map[string][]part {
 	results := part{"results.go (resultsPrelude)", resultsPrelude}
-	ledger := []part{{"formats.go (ledgerPrelude)", ledgerPrelude}, {"ledger.lua", ledgerSrc}}
-	out := map[string][]part{}
+	life := part{"lifeclock.lua", lifeClockSrc}
+	ledger := []part{{"formats.go (ledgerPrelude)", ledgerPrelude}, life, {"ledger.lua", ledgerSrc}}
+	out := map[string][]part{"lifecycle": {life, {"lifecycle.lua", lifecycleSrc}}}
 	for _, windowed := range []bool{false, true} {
 		suffix := ""
 		if windowed {
@@ -99,6 +104,7 @@ func TestRunScriptsAreTheirParts(t *testing.T) {
 		"read": runRead, "write": runWrite, "atomic": runAtomic, "peek": runPeek,
 		"read_windowed": runReadWindowed, "write_windowed": runWriteWindowed,
 		"atomic_windowed": runAtomicWindowed, "peek_windowed": runPeekWindowed,
+		"lifecycle": runLifecycle,
 	}
 	scripts := runScripts()
 	if len(scripts) != len(embedded) {

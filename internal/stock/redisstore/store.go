@@ -77,8 +77,9 @@ var (
 	// sent as it is written, so the line a Redis error names is that
 	// file's. Each is generated from its parts (scripts_test.go, make
 	// docs): the results table (results.go), int.lua's readInt, guard.lua,
-	// ledger.lua's sellTo, window.lua in two variants (scriptSet), and the
-	// script's own file; a test fails when one differs.
+	// lifeclock.lua, ledger.lua's sellTo, window.lua in two variants
+	// (scriptSet), and the script's own file; a test fails when one
+	// differs. lifecycle.lua (reservations.go) is lifeclock.lua and itself.
 	//go:embed lua/run/read.lua
 	runRead string
 	//go:embed lua/run/write.lua
@@ -95,12 +96,15 @@ var (
 	runAtomicWindowed string
 	//go:embed lua/run/peek_windowed.lua
 	runPeekWindowed string
+	//go:embed lua/run/lifecycle.lua
+	runLifecycle string
 
 	plainScripts    = scriptSet{read: redis.NewScript(runRead), write: redis.NewScript(runWrite), atomic: redis.NewScript(runAtomic), peek: redis.NewScript(runPeek)}
 	windowedScripts = scriptSet{read: redis.NewScript(runReadWindowed), write: redis.NewScript(runWriteWindowed), atomic: redis.NewScript(runAtomicWindowed), peek: redis.NewScript(runPeekWindowed)}
 	snapshot        = redis.NewScript(snapshotSrc)
 	ordersScript    = redis.NewScript(ordersSrc)
 	trimScript      = redis.NewScript(trimSrc)
+	lifecycleScript = redis.NewScript(runLifecycle)
 )
 
 // scriptSet is the scripts that check a sale's window (window.lua): the
@@ -171,6 +175,10 @@ type Keys struct {
 	// Format holds the sale's format, written with every Reset and read
 	// with the epoch (formats.go); default Stock + ":format".
 	Format string
+	// Returned counts the units reservations gave back to the stock
+	// (reservations.go), only rising within a sale; default Stock +
+	// ":returned". Missing reads 0: a sale without reservations.
+	Returned string
 	// Initial, if set, receives the stock each Reset starts from, so an
 	// auditor can check stock + lucky == initial.
 	Initial string
@@ -205,6 +213,14 @@ type Keys struct {
 	ByUser      string // sorted set listing each user's orders (":by-user")
 	Trimmed     string // entries trimmed from the stream once stored (":trimmed"; TrimLedger)
 	Idempotency string // prefix of the idempotency records (":idem:")
+	// The reservations' keys (reservations.go), used only with a payment
+	// window. A Reset deletes the states and the due set; the payments,
+	// the refunds owed and the clock outlive it.
+	States   string // hash: order id -> its state (":states")
+	Due      string // sorted set: reserved order id -> pay_by (":due")
+	Payments string // hash: payment id -> order id (":payments")
+	Refunds  string // hash: payment id -> order and state it met (":refunds")
+	LifeNow  string // the reservations' clock, forward only (":clock"; lifeclock.lua)
 }
 
 // Store is the stock in Redis. It is safe for concurrent use.
@@ -343,6 +359,7 @@ func (s *Store) queueReset(ctx context.Context, p redis.Pipeliner, n int64, epoc
 		p.Set(ctx, seg.keys.Stock, shares[i], 0)
 	}
 	p.Set(ctx, s.keys.Lucky, 0, 0)
+	p.Del(ctx, s.keys.Returned)
 	for _, seg := range s.segs {
 		p.Del(ctx, seg.keys.Fence)
 	}

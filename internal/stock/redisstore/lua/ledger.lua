@@ -28,6 +28,13 @@
 --                                   stock set by hand, never reset, still
 --                                   gets orders that name a sale)
 -- ARGV[ab+5+3(i-1)], +1, +2: member i's user ('' anonymous), key ('' none), order id
+-- After the members' records and arguments, the reservations (Keys.States;
+-- reservations.md):
+-- KEYS[kb+5+n+1]  order states hash    (order id -> 'reserved <pay_by>', ...)
+-- KEYS[kb+5+n+2]  due sorted set       (reserved order id -> pay_by, unix ms)
+-- KEYS[kb+5+n+3]  the reservations' clock (lifeclock.lua)
+-- ARGV[ab+5+3n]   payment window in ms (0: none, today's sale: a unit sold
+--                 is final and nothing above is touched)
 --
 -- Member i's outcome, in order:
 --   its key has a record of this sale -> 'replay <id> <after> <token>', the
@@ -36,7 +43,8 @@
 --       'ended <ends_at>': a key sold before the end is still answered;
 --   no unit left                      -> 'soldout';
 --   limit > 0, named user, count >= limit -> 'limit';
---   otherwise it sells: 'sold <id> <after> <token>'.
+--   otherwise it sells: 'sold <id> <after> <token>', and with a payment
+--       window 'sold <id> <after> <token> <pay_by>', the order reserved.
 -- Members are sold in order, so a batch holding a key twice, or one user
 -- past the limit, answers the later ones from what the earlier ones wrote.
 --
@@ -69,6 +77,14 @@ local function sellTo(stock, kb, ab, token, n, lucky, closed)
   end
   local sold = 0
   local out = {}
+  -- With a payment window, every unit sold here is reserved until pay_by
+  -- (one deadline for the run: one clock reading).
+  local lk = kb + 5 + n
+  local window = tonumber(ARGV[ab + 5 + 3 * n] or '0') or 0
+  local payBy = nil
+  if window > 0 then
+    payBy = string.format('%d', lifeNow(KEYS[lk + 3]) + window)
+  end
   for i = 1, n do
     local a = ab + 5 + 3 * (i - 1)
     local user, key, id = ARGV[a], ARGV[a + 1], ARGV[a + 2]
@@ -106,6 +122,11 @@ local function sellTo(stock, kb, ab, token, n, lucky, closed)
         keepBySalesClock(idemIndex, idem, sale .. ' ' .. user .. ' ' .. id .. ' ' .. after .. ' ' .. token, now, ttl)
       end
       outcome = 'sold ' .. id .. ' ' .. after .. ' ' .. token
+      if payBy then
+        redis.call('HSET', KEYS[lk + 1], id, 'reserved ' .. payBy)
+        redis.call('ZADD', KEYS[lk + 2], payBy, id)
+        outcome = outcome .. ' ' .. payBy
+      end
     end
     out[i] = outcome
   end

@@ -220,6 +220,10 @@ end
 -- comparison: whatever the tokens, a write lands only if no other read was
 -- accepted since its own.
 --
+-- A reservation's return (lifecycle.lua) replaces the reader with
+-- '!return': a read again under the same token is then no collision, and
+-- reads the stock with the unit back in it.
+--
 -- Idempotent: a second run for the same lease (a retry after a lost reply)
 -- finds its own lease recorded and answers as the first run did, unless a
 -- newer reader came in between — then it is refused, as it must be.
@@ -274,7 +278,7 @@ if status ~= R.ok then
   else
     return {status, 0, highest or '', 0}
   end
-elseif highest and ARGV[2] == highest and lease ~= ARGV[3] then
+elseif highest and ARGV[2] == highest and lease ~= ARGV[3] and lease ~= '!return' then
   -- Poison the token: the lease that recorded it can no longer write
   -- either, and every later reader under it is refused the same way.
   redis.call('HSET', KEYS[2], 'lease', '!collision')

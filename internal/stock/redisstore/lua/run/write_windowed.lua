@@ -1,4 +1,4 @@
--- Generated from results.go (resultsPrelude), int.lua, salesclock.lua, formats.go (ledgerPrelude), ledger.lua, window.lua, fenced_write.lua by TestRunScriptsAreTheirParts (make docs): edit those, not this.
+-- Generated from results.go (resultsPrelude), int.lua, salesclock.lua, formats.go (ledgerPrelude), lifeclock.lua, ledger.lua, window.lua, fenced_write.lua by TestRunScriptsAreTheirParts (make docs): edit those, not this.
 local R = {ok = 0, fenced = 1, mixed = 2, collision = 3, not_int = 4, lost = 5, halted = 6, epoch = 7, early = 8, ended = 9, skewed = 10, sold_out = 11, lucky_not_int = 12}
 -- int.lua: prepended to every script that reads a counter of the sale
 -- (store.go). Not a script on its own.
@@ -61,6 +61,28 @@ local function keepBySalesClock(index, key, value, now, ttl)
 end
 
 local ledgerFormat = '1'
+-- lifeclock.lua: the reservations' clock, prepended to the scripts that
+-- set or judge a payment deadline (ledger.lua's reserve, lifecycle.lua).
+-- Not a script on its own.
+--
+-- lifeNow(key) is Redis's clock (TIME, unix ms) trusted only forward: the
+-- highest it ever read is kept in key, and a clock stepped back reads as
+-- that. One clock sets every deadline (pay_by) and judges every payment
+-- and expiry, inside the script that decides, so a replica's clock never
+-- takes part and a payment racing its deadline has one outcome. A clock
+-- stepped forward expires early what it passes: bounded by the step, and
+-- refused nowhere, since no unit can be sold twice by it (the expiry and
+-- the payment are still one script each).
+local function lifeNow(key)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local high = tonumber(redis.call('GET', key) or '0') or 0
+  if now > high then
+    redis.call('SET', key, string.format('%d', now))
+    return now
+  end
+  return high
+end
 -- ledger.lua: prepended to fenced_write.lua and sell_atomic.lua (after
 -- int.lua) for their ledger form, used when the order ledger is on
 -- (Keys.Orders). Not a script on its own. ledgerFormat, the format every
@@ -91,6 +113,13 @@ local ledgerFormat = '1'
 --                                   stock set by hand, never reset, still
 --                                   gets orders that name a sale)
 -- ARGV[ab+5+3(i-1)], +1, +2: member i's user ('' anonymous), key ('' none), order id
+-- After the members' records and arguments, the reservations (Keys.States;
+-- reservations.md):
+-- KEYS[kb+5+n+1]  order states hash    (order id -> 'reserved <pay_by>', ...)
+-- KEYS[kb+5+n+2]  due sorted set       (reserved order id -> pay_by, unix ms)
+-- KEYS[kb+5+n+3]  the reservations' clock (lifeclock.lua)
+-- ARGV[ab+5+3n]   payment window in ms (0: none, today's sale: a unit sold
+--                 is final and nothing above is touched)
 --
 -- Member i's outcome, in order:
 --   its key has a record of this sale -> 'replay <id> <after> <token>', the
@@ -99,7 +128,8 @@ local ledgerFormat = '1'
 --       'ended <ends_at>': a key sold before the end is still answered;
 --   no unit left                      -> 'soldout';
 --   limit > 0, named user, count >= limit -> 'limit';
---   otherwise it sells: 'sold <id> <after> <token>'.
+--   otherwise it sells: 'sold <id> <after> <token>', and with a payment
+--       window 'sold <id> <after> <token> <pay_by>', the order reserved.
 -- Members are sold in order, so a batch holding a key twice, or one user
 -- past the limit, answers the later ones from what the earlier ones wrote.
 --
@@ -132,6 +162,14 @@ local function sellTo(stock, kb, ab, token, n, lucky, closed)
   end
   local sold = 0
   local out = {}
+  -- With a payment window, every unit sold here is reserved until pay_by
+  -- (one deadline for the run: one clock reading).
+  local lk = kb + 5 + n
+  local window = tonumber(ARGV[ab + 5 + 3 * n] or '0') or 0
+  local payBy = nil
+  if window > 0 then
+    payBy = string.format('%d', lifeNow(KEYS[lk + 3]) + window)
+  end
   for i = 1, n do
     local a = ab + 5 + 3 * (i - 1)
     local user, key, id = ARGV[a], ARGV[a + 1], ARGV[a + 2]
@@ -169,6 +207,11 @@ local function sellTo(stock, kb, ab, token, n, lucky, closed)
         keepBySalesClock(idemIndex, idem, sale .. ' ' .. user .. ' ' .. id .. ' ' .. after .. ' ' .. token, now, ttl)
       end
       outcome = 'sold ' .. id .. ' ' .. after .. ' ' .. token
+      if payBy then
+        redis.call('HSET', KEYS[lk + 1], id, 'reserved ' .. payBy)
+        redis.call('ZADD', KEYS[lk + 2], payBy, id)
+        outcome = outcome .. ' ' .. payBy
+      end
     end
     out[i] = outcome
   end

@@ -1,0 +1,280 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+)
+
+// The reservations' tests move the clock by its high-water mark: it is
+// trusted only forward (lifeclock.lua), so setting it ahead is time
+// passing for every deadline, with no sleep.
+const window = time.Hour
+
+// reservedSale is a sale of n units with a payment window, and a
+// service of mode m selling it.
+func reservedSale(t *testing.T, n int64, m ledgerMode) (*redisstore.Store, *redis.Client, *stock.Service) {
+	t.Helper()
+	s, rdb := ledgerStore(t, n, 1)
+	s = s.WithReservations()
+	return s, rdb, m.service(s, func(c *stock.ServiceConfig) { c.PaymentWindow = window })
+}
+
+// jumpClock moves the reservations' clock to at (unix ms).
+func jumpClock(t *testing.T, rdb *redis.Client, at int64) {
+	t.Helper()
+	k := ledgerKeys(1).Derive(true)
+	if err := rdb.Set(t.Context(), k.LifeNow, at, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantBooks checks stock + lucky - returned = initial with the given
+// stock and returns.
+func wantBooks(t *testing.T, s *redisstore.Store, initial, stockLeft, returned int64) {
+	t.Helper()
+	b, err := s.Books(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Returned(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Stock != stockLeft || r != returned || b.Stock+b.Lucky-r != initial {
+		t.Fatalf("books: stock %d lucky %d returned %d (stock+lucky-returned %d); want stock %d, returned %d, = %d",
+			b.Stock, b.Lucky, r, b.Stock+b.Lucky-r, stockLeft, returned, initial)
+	}
+}
+
+// units reads every order's unit number, and fails on one given twice.
+func units(t *testing.T, rdb *redis.Client) map[string]string {
+	t.Helper()
+	entries, err := rdb.XRange(t.Context(), ordersKey, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byUnit := map[string]string{}
+	for _, e := range entries {
+		u, id := fmt.Sprint(e.Values["unit"]), fmt.Sprint(e.Values["id"])
+		if other, ok := byUnit[u]; ok {
+			t.Fatalf("unit %s sold to orders %s and %s", u, other, id)
+		}
+		byUnit[u] = id
+	}
+	return byUnit
+}
+
+func sellOne(t *testing.T, svc *stock.Service) stock.Sale {
+	t.Helper()
+	sale, err := svc.ReduceFor(t.Context(), stock.Buyer{})
+	if err != nil {
+		t.Fatalf("sale: %v", err)
+	}
+	return sale
+}
+
+// Every way of selling reserves what it sells, and each end of a
+// reservation happens once: a payment is idempotent by its id, a cancel
+// returns the unit once, the loser of a race learns the state that won,
+// and a returned unit sells again under a new unit number.
+func TestReservationEnds(t *testing.T) {
+	for _, m := range ledgerModes {
+		if m.segments > 1 {
+			continue // refused: ErrNoReservations (TestReservationsNeedOneSegment)
+		}
+		t.Run(m.name, func(t *testing.T) {
+			ctx := t.Context()
+			s, rdb, svc := reservedSale(t, 2, m)
+			a, b := sellOne(t, svc), sellOne(t, svc)
+			for _, sale := range []stock.Sale{a, b} {
+				state, payBy, err := s.OrderState(ctx, sale.OrderID)
+				if err != nil || state != redisstore.StateReserved || payBy != sale.PayBy || payBy == 0 {
+					t.Fatalf("order %s: %q until %d, %v; want reserved until the sale's pay_by %d", sale.OrderID, state, payBy, err, sale.PayBy)
+				}
+			}
+			if _, err := svc.ReduceFor(ctx, stock.Buyer{}); !errors.Is(err, stock.ErrSoldOut) {
+				t.Fatalf("third buyer of 2 units: %v, want sold out", err)
+			}
+
+			if e, err := s.Pay(ctx, a.OrderID, "pay-1"); err != nil || e != (redisstore.Ending{State: redisstore.StatePaid}) {
+				t.Fatalf("pay a: %+v, %v; want paid", e, err)
+			}
+			if e, err := s.Pay(ctx, a.OrderID, "pay-1"); err != nil || e.State != redisstore.StatePaid || e.Refund {
+				t.Fatalf("pay a again, same payment: %+v, %v; want paid, no refund", e, err)
+			}
+			if _, err := s.Pay(ctx, b.OrderID, "pay-1"); !errors.Is(err, redisstore.ErrPaymentReused) {
+				t.Fatalf("pay b with a's payment: %v; want ErrPaymentReused", err)
+			}
+			if e, err := s.Cancel(ctx, a.OrderID); err != nil || e.State != redisstore.StatePaid {
+				t.Fatalf("cancel paid a: %+v, %v; want the state that won, paid", e, err)
+			}
+			wantBooks(t, s, 2, 0, 0)
+
+			for range 2 { // the second cancel finds it cancelled: no second return
+				if e, err := s.Cancel(ctx, b.OrderID); err != nil || e.State != redisstore.StateCancelled {
+					t.Fatalf("cancel b: %+v, %v; want cancelled", e, err)
+				}
+				wantBooks(t, s, 2, 1, 1)
+			}
+			if e, err := s.Pay(ctx, b.OrderID, "pay-2"); err != nil || e != (redisstore.Ending{State: redisstore.StateCancelled, Refund: true}) {
+				t.Fatalf("pay cancelled b: %+v, %v; want cancelled and the payment owed back", e, err)
+			}
+			if owed, err := rdb.HGet(ctx, ledgerKeys(1).Derive(true).Refunds, "pay-2").Result(); err != nil || owed != b.OrderID+" cancelled" {
+				t.Fatalf("refunds[pay-2] = %q, %v; want %q", owed, err, b.OrderID+" cancelled")
+			}
+
+			c := sellOne(t, svc) // the returned unit sells again
+			wantBooks(t, s, 2, 0, 1)
+			if got := units(t, rdb); len(got) != 3 || got["3"] != c.OrderID {
+				t.Fatalf("units %v; want 3 units, the resold one numbered 3 for order %s", got, c.OrderID)
+			}
+			if _, err := s.Cancel(ctx, "no-such-order"); !errors.Is(err, redisstore.ErrNoReservation) {
+				t.Fatalf("cancel an unknown order: %v; want ErrNoReservation", err)
+			}
+		})
+	}
+}
+
+// A deadline is inclusive and judged by one clock inside the script that
+// decides: a payment at pay_by pays, one a millisecond later finds the
+// order expired (it expires there, first, and the payment is owed back),
+// and the expirer then has nothing left to return.
+func TestPaymentAgainstItsDeadline(t *testing.T) {
+	ctx := t.Context()
+	s, rdb, svc := reservedSale(t, 2, ledgerModes[0])
+	a, b := sellOne(t, svc), sellOne(t, svc)
+	jumpClock(t, rdb, a.PayBy)
+	if e, err := s.Pay(ctx, a.OrderID, "on-time"); err != nil || e.State != redisstore.StatePaid {
+		t.Fatalf("pay at pay_by: %+v, %v; want paid", e, err)
+	}
+	jumpClock(t, rdb, b.PayBy+1)
+	if e, err := s.Pay(ctx, b.OrderID, "late"); err != nil || e != (redisstore.Ending{State: redisstore.StateExpired, Refund: true}) {
+		t.Fatalf("pay a millisecond late: %+v, %v; want expired, owed back", e, err)
+	}
+	wantBooks(t, s, 2, 1, 1)
+	if n, next, err := s.ExpireDue(ctx, 10); err != nil || n != 0 || next != 0 {
+		t.Fatalf("expire after the late payment: %d (next %d), %v; want none left", n, next, err)
+	}
+	wantBooks(t, s, 2, 1, 1)
+}
+
+// Expirers running at once each expire their own orders: every unit comes
+// back exactly once, whatever the batches. A clock stepped back (the
+// high-water mark above Redis's TIME) reopens nothing.
+func TestConcurrentExpirersReturnEachUnitOnce(t *testing.T) {
+	ctx := t.Context()
+	const n = 20
+	s, rdb, svc := reservedSale(t, n, ledgerModes[1])
+	var last stock.Sale
+	for range n {
+		last = sellOne(t, svc)
+	}
+	if _, next, err := s.ExpireDue(ctx, 1); err != nil || next == 0 {
+		t.Fatalf("expire before any deadline: next %d, %v; want the earliest deadline", next, err)
+	}
+	wantBooks(t, s, n, 0, 0)
+	jumpClock(t, rdb, last.PayBy+1) // far ahead of Redis's clock: it stepped back
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	total := int64(0)
+	for range 4 {
+		wg.Go(func() {
+			for {
+				k, _, err := s.ExpireDue(ctx, 3)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				total += k
+				mu.Unlock()
+				if k == 0 {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if total != n {
+		t.Fatalf("expirers expired %d orders, want %d", total, n)
+	}
+	wantBooks(t, s, n, n, n)
+	// Sold again now, on the clock that moved forward: new deadlines
+	// from it, not from Redis's TIME behind it.
+	again := sellOne(t, svc)
+	if again.PayBy != last.PayBy+1+window.Milliseconds() {
+		t.Fatalf("pay_by after the clock stepped back: %d, want %d (forward-only clock + window)", again.PayBy, last.PayBy+1+window.Milliseconds())
+	}
+}
+
+// A return landing between a locked sale's read and its write must not be
+// overwritten by the write (the stock read less what it sold): the write
+// is refused, the unit stays returned, and the next read sees it. A read
+// again under the same lease is no token collision.
+func TestReturnBetweenLockedReadAndWrite(t *testing.T) {
+	ctx := t.Context()
+	s, _, svc := reservedSale(t, 2, ledgerModes[0])
+	a := sellOne(t, svc) // under the service's lock; stock 1
+	seg := s.Segment(0)
+	f := stock.Fence{Lock: "test/seckill:lock", Token: 1 << 40, Lease: "slow-holder"}
+	r, err := seg.Read(ctx, f, false)
+	if err != nil || r.Stock != 1 {
+		t.Fatalf("read: %+v, %v; want 1", r, err)
+	}
+	if e, err := s.Cancel(ctx, a.OrderID); err != nil || e.State != redisstore.StateCancelled {
+		t.Fatalf("cancel: %+v, %v", e, err)
+	}
+	members := []stock.Member{{ID: "m1"}}
+	la := stock.LedgerArgs{Replica: "r1", Now: time.Now(), PaymentWindow: window}
+	if _, err := seg.WriteLedger(ctx, f, r.Stock, members, la); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("write of the read before the return: %v; want ErrFenced", err)
+	}
+	wantBooks(t, s, 2, 2, 1)
+	r, err = seg.Read(ctx, f, false)
+	if err != nil || r.Stock != 2 {
+		t.Fatalf("read again under the same lease: %+v, %v; want 2 and no collision", r, err)
+	}
+	vs, err := seg.WriteLedger(ctx, f, r.Stock, members, la)
+	if err != nil || len(vs) != 1 || vs[0].Kind != stock.VerdictSold {
+		t.Fatalf("write of the fresh read: %+v, %v; want sold", vs, err)
+	}
+	wantBooks(t, s, 2, 1, 1)
+}
+
+// Returns need one stock key and the ledger: a segmented sale refuses
+// them, naming why, rather than returning a unit to the wrong segment.
+func TestReservationsNeedOneSegment(t *testing.T) {
+	s, _ := ledgerStore(t, 4, 2)
+	if _, err := s.Cancel(t.Context(), "any"); !errors.Is(err, redisstore.ErrNoReservations) {
+		t.Fatalf("cancel in a segmented sale: %v; want ErrNoReservations", err)
+	}
+	if _, _, err := s.ExpireDue(context.Background(), 0); err == nil {
+		t.Fatal("expire with a batch of 0: no error")
+	}
+}
+
+// docs/reservations.md names every state and the refund rule the
+// lifecycle answers with.
+func TestReservationsDocNamesEveryState(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/reservations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{redisstore.StateReserved, redisstore.StatePaid, redisstore.StateCancelled, redisstore.StateExpired,
+		"refund owed", "ErrPaymentReused", "ErrNoReservations", "stock + lucky - returned = initial", "!return"} {
+		if !strings.Contains(string(doc), "`"+s+"`") && !strings.Contains(string(doc), s) {
+			t.Errorf("docs/reservations.md does not name %q", s)
+		}
+	}
+}
