@@ -200,6 +200,9 @@ type FencedError struct {
 	Token     uint64 // the lease's token
 	Highest   uint64 // the fence's highest token, when the read reported it (else 0)
 	Collision bool   // another lease read under the same token
+	// Returned: a reservation's unit came back to the stock after this
+	// lease's read (nothing was written); the holder may read again.
+	Returned bool
 }
 
 func (e *FencedError) Error() string {
@@ -208,6 +211,8 @@ func (e *FencedError) Error() string {
 		return fmt.Sprintf("%v: token %d of %q was also used by another lease: %v", ErrFenced, e.Token, e.Lock, ErrTokenCollision)
 	case e.Highest > e.Token:
 		return fmt.Sprintf("%v: token %d of %q is below the highest seen, %d", ErrFenced, e.Token, e.Lock, e.Highest)
+	case e.Returned:
+		return fmt.Sprintf("%v: a unit came back to the stock after the read under token %d of %q", ErrFenced, e.Token, e.Lock)
 	default:
 		return fmt.Sprintf("%v: token %d of %q is no longer the current reader", ErrFenced, e.Token, e.Lock)
 	}

@@ -98,25 +98,54 @@ func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, b
 			seg.bell.rings() // the buyers queued behind it read again (bell.go)
 		}
 	}()
+	for try := 1; ; try++ {
+		s.sellUnder(ctx, seg, lease, buyers, &b)
+		var fe *FencedError
+		if try == maxReadsAfterReturn || !errors.As(b.err, &fe) || !fe.Returned {
+			return b
+		}
+		// A reservation's unit came back between the read and the write,
+		// which refused to overwrite it (nothing was written): the same
+		// lease reads again, and sells it too.
+		b = batch{n: b.n, f: b.f}
+	}
+}
+
+// maxReadsAfterReturn bounds how many times one section reads, when
+// returns keep landing between its read and its write; the last refusal
+// answers its buyers fenced (nothing sold).
+const maxReadsAfterReturn = 3
+
+// FailpointAfterRead, armed, runs between a section's read and its work:
+// the lab puts a reservation's return there.
+const FailpointAfterRead = "stock/afterRead"
+
+// sellUnder is one read, work and write of a section, into b.
+func (s *Service) sellUnder(ctx context.Context, seg *segment, lease lock.Lease, buyers []Buyer, b *batch) {
+	n := len(buyers)
 	ledger := s.ledger()
 	b.cur, b.err = s.read(ctx, seg, lease, b.f, ledger && anyKey(buyers))
 	if b.err != nil {
-		return b
+		return
+	}
+	if err := failpoint.Eval(ctx, FailpointAfterRead); err != nil {
+		b.err = err
+		return
 	}
 	if b.cur <= 0 && !(ledger && anyKey(buyers)) {
 		// Sold out, and no key whose earlier sale a replay would answer.
 		b.err = ErrSoldOut
-		return b
+		return
 	}
 	if b.cur > 0 {
 		if b.err = s.work(ctx, lease, int(min(int64(n), b.cur))); b.err != nil {
-			return b
+			return
 		}
 	}
 	if !ledger {
 		b.k = int(min(int64(n), b.cur))
 		b.err = s.write(ctx, seg, lease, b.f, b.cur, b.k, n)
-		return b
+		return
 	}
 	members := make([]Member, n)
 	for i, by := range buyers {
@@ -127,7 +156,6 @@ func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, b
 		b.v, err = seg.store.WriteLedger(ctx, b.f, b.cur, members, la)
 		return err
 	})
-	return b
 }
 
 func anyKey(buyers []Buyer) bool {

@@ -16,7 +16,7 @@ import (
 // knownFailpoints are the failpoint names this binary evaluates. A name
 // not listed would arm nothing: a typo in a lab run, or a probe by someone
 // who should not be arming failpoints at all. Both are refused at start.
-var knownFailpoints = []string{stock.FailpointFalseSoldOut, stock.FailpointRingEarly}
+var knownFailpoints = []string{stock.FailpointFalseSoldOut, stock.FailpointRingEarly, stock.FailpointAfterRead}
 
 // productBuild ends every refusal of the lab by a product build.
 const productBuild = "this stockd is a product build without the lab (build it with go build -tags lab)"

@@ -237,8 +237,9 @@ func TestReturnBetweenLockedReadAndWrite(t *testing.T) {
 	}
 	members := []stock.Member{{ID: "m1"}}
 	la := stock.LedgerArgs{Replica: "r1", Now: time.Now(), PaymentWindow: window}
-	if _, err := seg.WriteLedger(ctx, f, r.Stock, members, la); !errors.Is(err, stock.ErrFenced) {
-		t.Fatalf("write of the read before the return: %v; want ErrFenced", err)
+	var fe *stock.FencedError
+	if _, err := seg.WriteLedger(ctx, f, r.Stock, members, la); !errors.As(err, &fe) || !fe.Returned || !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("write of the read before the return: %v; want ErrFenced, Returned", err)
 	}
 	wantBooks(t, s, 2, 2, 1)
 	r, err = seg.Read(ctx, f, false)

@@ -21,6 +21,7 @@ const (
 	resultSkewed      int64 = 10 // the clocks disagree at an edge of the window (window.lua)
 	resultSoldOut     int64 = 11 // no unit left (sell_atomic.lua)
 	resultLuckyNotInt int64 = 12 // the lucky key holds a non-integer (sell_atomic.lua, which reads both)
+	resultReturned    int64 = 13 // a reservation's unit came back since this lease's read (lifecycle.lua)
 )
 
 // results names each answer as the scripts do (R.<name>).
@@ -31,5 +32,5 @@ var results = []struct {
 	{"ok", resultOK}, {"fenced", resultFenced}, {"mixed", resultMixed}, {"collision", resultCollision},
 	{"not_int", resultNotInt}, {"lost", resultLost}, {"halted", resultHalted}, {"epoch", resultEpoch},
 	{"early", resultEarly}, {"ended", resultEnded}, {"skewed", resultSkewed},
-	{"sold_out", resultSoldOut}, {"lucky_not_int", resultLuckyNotInt},
+	{"sold_out", resultSoldOut}, {"lucky_not_int", resultLuckyNotInt}, {"returned", resultReturned},
 }

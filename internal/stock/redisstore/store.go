@@ -746,8 +746,8 @@ func fenceStatus(code int64, f stock.Fence, highest string) error {
 	switch code {
 	case resultOK:
 		return nil
-	case resultFenced, resultCollision:
-		fe := &stock.FencedError{Lock: f.Lock, Token: f.Token, Collision: code == resultCollision}
+	case resultFenced, resultCollision, resultReturned:
+		fe := &stock.FencedError{Lock: f.Lock, Token: f.Token, Collision: code == resultCollision, Returned: code == resultReturned}
 		fe.Highest, _ = strconv.ParseUint(highest, 10, 64)
 		return fe
 	case resultMixed:

@@ -30,7 +30,8 @@
 --
 -- Returns a status of R (the answers' table, results.go): R.ok = written
 -- (now or by an earlier run of the same lease), R.fenced, R.mixed,
--- R.collision, R.not_int = the lucky key holds a non-integer (int.lua's
+-- R.collision, R.returned = a reservation's unit came back since the read
+-- (lifecycle.lua: read again), R.not_int = the lucky key holds a non-integer (int.lua's
 -- readInt: checked first, since INCRBY failing after the SET would leave
 -- a unit gone and no sale counted), R.lost = the stock key is missing
 -- (the sale is lost: ErrStoreLost). Nothing is written unless it returns
@@ -107,6 +108,9 @@ end
 if lease ~= ARGV[3] then
   if lease == '!collision' then
     return answer(R.collision)
+  end
+  if lease == '!return' then
+    return answer(R.returned) -- a unit came back since the read: read again
   end
   return answer(R.fenced)
 end

@@ -1,5 +1,5 @@
 -- Generated from results.go (resultsPrelude), int.lua, guard.lua, salesclock.lua, formats.go (ledgerPrelude), lifeclock.lua, ledger.lua, window.lua, sell_atomic.lua by TestRunScriptsAreTheirParts (make docs): edit those, not this.
-local R = {ok = 0, fenced = 1, mixed = 2, collision = 3, not_int = 4, lost = 5, halted = 6, epoch = 7, early = 8, ended = 9, skewed = 10, sold_out = 11, lucky_not_int = 12}
+local R = {ok = 0, fenced = 1, mixed = 2, collision = 3, not_int = 4, lost = 5, halted = 6, epoch = 7, early = 8, ended = 9, skewed = 10, sold_out = 11, lucky_not_int = 12, returned = 13}
 -- int.lua: prepended to every script that reads a counter of the sale
 -- (store.go). Not a script on its own.
 --

@@ -1,5 +1,5 @@
 -- Generated from results.go (resultsPrelude), int.lua, salesclock.lua, formats.go (ledgerPrelude), lifeclock.lua, ledger.lua, window.lua, fenced_write.lua by TestRunScriptsAreTheirParts (make docs): edit those, not this.
-local R = {ok = 0, fenced = 1, mixed = 2, collision = 3, not_int = 4, lost = 5, halted = 6, epoch = 7, early = 8, ended = 9, skewed = 10, sold_out = 11, lucky_not_int = 12}
+local R = {ok = 0, fenced = 1, mixed = 2, collision = 3, not_int = 4, lost = 5, halted = 6, epoch = 7, early = 8, ended = 9, skewed = 10, sold_out = 11, lucky_not_int = 12, returned = 13}
 -- int.lua: prepended to every script that reads a counter of the sale
 -- (store.go). Not a script on its own.
 --
@@ -345,7 +345,8 @@ end
 --
 -- Returns a status of R (the answers' table, results.go): R.ok = written
 -- (now or by an earlier run of the same lease), R.fenced, R.mixed,
--- R.collision, R.not_int = the lucky key holds a non-integer (int.lua's
+-- R.collision, R.returned = a reservation's unit came back since the read
+-- (lifecycle.lua: read again), R.not_int = the lucky key holds a non-integer (int.lua's
 -- readInt: checked first, since INCRBY failing after the SET would leave
 -- a unit gone and no sale counted), R.lost = the stock key is missing
 -- (the sale is lost: ErrStoreLost). Nothing is written unless it returns
@@ -422,6 +423,9 @@ end
 if lease ~= ARGV[3] then
   if lease == '!collision' then
     return answer(R.collision)
+  end
+  if lease == '!return' then
+    return answer(R.returned) -- a unit came back since the read: read again
   end
   return answer(R.fenced)
 end
