@@ -26,6 +26,10 @@ type Sale struct {
 	// Order is the order id the sale left in the ledger (stock.ledger on),
 	// on Sold; a replayed Idempotency-Key answers the original one.
 	Order string `json:"order,omitempty"`
+	// PayBy, with orders.payment_window, is when the order's reservation
+	// lapses unless paid (unix ms, the stock Redis's clock), on Sold; a
+	// replay does not repeat it (GET /orders/:id has it).
+	PayBy *int64 `json:"pay_by,omitempty"`
 	// Replayed: this answer repeats an earlier sale with the same
 	// Idempotency-Key (also said by the Idempotent-Replayed header); nothing
 	// more was sold.
@@ -40,11 +44,29 @@ type Sale struct {
 	Token *uint64 `json:"token,omitempty"`
 }
 
+// OrderEnd is the answer of POST /orders/:id/pay and POST
+// /orders/:id/cancel: the state the order is left in (docs/reservations.md).
+type OrderEnd struct {
+	From
+	Order string `json:"order"`
+	// State is "paid", "cancelled" or "expired": what this call made of
+	// the order, or the state that won a race against it.
+	State string `json:"state"`
+	// Refund: the payment met an order that was no longer reserved (or
+	// one another payment paid); it is owed back, and listed for the
+	// operator.
+	Refund bool `json:"refund,omitempty"`
+}
+
 // Stock is the answer of GET /stock and of POST /stock/reset: units left and
 // units sold ("lucky" buyers).
 type Stock struct {
 	Lucky int64 `json:"lucky"`
 	From
+	// Returned is the units reservations gave back to the stock
+	// (orders.payment_window): the books are stock + lucky - returned =
+	// the initial stock. Absent when none.
+	Returned int64 `json:"returned,omitempty"`
 	// Segments is each segment's stock when the stock is split
 	// (stock.segments > 1; Stock is their sum), so a verifier can see that
 	// none went negative; absent otherwise.

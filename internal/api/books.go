@@ -17,17 +17,22 @@ import (
 // sale's books is added here.
 type Books struct {
 	Stock, Lucky, Initial int64
+	// Returned is the units reservations gave back to the stock
+	// (docs/reservations.md): lucky counts units taken, so the books are
+	// stock + lucky - returned = initial; 0 for a sale without them, whose
+	// books are the articles' stock + lucky = initial.
+	Returned int64
 	// Segments, when the stock is split over more than one key, is each
 	// segment's stock (Stock their sum): a segment below zero sold a unit
 	// it did not have, even when another's surplus hides it in the sum.
 	Segments []int64
 }
 
-// Excess is stock + lucky - initial: positive when oversold, negative
-// when sales were lost, 0 when the books balance.
-func (b Books) Excess() int64 { return b.Stock + b.Lucky - b.Initial }
+// Excess is stock + lucky - returned - initial: positive when oversold,
+// negative when sales were lost, 0 when the books balance.
+func (b Books) Excess() int64 { return b.Stock + b.Lucky - b.Returned - b.Initial }
 
-// Balanced reports whether stock + lucky = initial.
+// Balanced reports whether stock + lucky - returned = initial.
 func (b Books) Balanced() bool { return b.Excess() == 0 }
 
 // Oversold is how many units were sold beyond the initial stock (0 when
@@ -48,7 +53,12 @@ func (b Books) Problems() []string {
 	if b.Stock < 0 {
 		bad = append(bad, fmt.Sprintf("stock is negative: %d", b.Stock))
 	}
-	if !b.Balanced() {
+	switch {
+	case b.Balanced():
+	case b.Returned != 0:
+		bad = append(bad, fmt.Sprintf("stock+lucky-returned = %d+%d-%d = %d, want initial %d (%s)",
+			b.Stock, b.Lucky, b.Returned, b.Stock+b.Lucky-b.Returned, b.Initial, b.excessText()))
+	default:
 		bad = append(bad, fmt.Sprintf("stock+lucky = %d+%d = %d, want initial %d (%s)",
 			b.Stock, b.Lucky, b.Stock+b.Lucky, b.Initial, b.excessText()))
 	}

@@ -15,6 +15,9 @@ func TestBooks(t *testing.T) {
 		{Books{Stock: 12, Lucky: 299, Initial: 300}, 11, 11, false}, // sold twice: the sum rises
 		{Books{Stock: 97, Lucky: 3, Initial: 107}, -7, 0, false},    // lost with the store
 		{Books{Stock: -2, Lucky: 302, Initial: 300}, 0, 0, true},    // balanced: a negative stock is its own check
+		// Reservations: lucky counts units taken, returned those given back.
+		{Books{Stock: 3, Lucky: 300, Returned: 3, Initial: 300}, 0, 0, true},
+		{Books{Stock: 4, Lucky: 300, Returned: 3, Initial: 300}, 1, 1, false}, // a return counted twice in the stock
 	} {
 		if got := tc.b.Excess(); got != tc.excess {
 			t.Errorf("%+v: Excess %d, want %d", tc.b, got, tc.excess)
@@ -38,6 +41,9 @@ func TestBooksProblems(t *testing.T) {
 		{"oversold", Books{Stock: 0, Lucky: 302, Initial: 300}, []string{"stock+lucky = 0+302 = 302, want initial 300 (oversold by 2)"}},
 		{"lost", Books{Stock: 5, Lucky: 290, Initial: 300}, []string{"stock+lucky = 5+290 = 295, want initial 300 (5 units lost)"}},
 		{"negative", Books{Stock: -1, Lucky: 301, Initial: 300}, []string{"stock is negative: -1"}},
+		{"returned", Books{Stock: 3, Lucky: 300, Returned: 3, Initial: 300}, nil},
+		{"returned, lost", Books{Stock: 2, Lucky: 300, Returned: 3, Initial: 300},
+			[]string{"stock+lucky-returned = 2+300-3 = 299, want initial 300 (1 units lost)"}},
 		// A surplus in one segment hides another's oversale from the sum.
 		{"segment", Books{Stock: 0, Lucky: 300, Initial: 300, Segments: []int64{1, -1}}, []string{"segment 1 is negative: -1"}},
 		// One segment is the stock itself, judged as such.

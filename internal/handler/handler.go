@@ -119,6 +119,10 @@ type Deps struct {
 	// Items, if set, serves the items' routes (items.go); nil answers
 	// them 404.
 	Items Items
+	// Reservations, if set, ends the default sale's reserved orders
+	// (orders.payment_window; reservations.go); nil answers its routes
+	// 404.
+	Reservations Reservations
 }
 
 // WitnessCheck is the store's witness (stock.witness; redisstore.Store).
@@ -212,6 +216,8 @@ func New(cfg Config, deps Deps) http.Handler {
 	r.GET("/leader", a.leader)
 	r.GET("/orders", a.orders)
 	r.GET("/orders/:id", a.order)
+	r.POST("/orders/:id/pay", a.pay)
+	r.POST("/orders/:id/cancel", a.cancel)
 	r.GET("/ledger", a.ledger)
 	r.GET("/items", a.items)
 	r.POST("/items", a.createItem)
@@ -309,6 +315,9 @@ func (a *server) sell(c *gin.Context, s saleOn) {
 	if err == nil {
 		body.Stock, body.Token, body.Attempt = &sale.StockAfter, &sale.Token, sale.Attempt
 		body.Order, body.Replayed = sale.OrderID, sale.Replayed
+		if sale.PayBy > 0 {
+			body.PayBy = &sale.PayBy
+		}
 		if sale.Replayed {
 			c.Header(HeaderReplayed, "true")
 		}
@@ -351,7 +360,7 @@ func (a *server) status(c *gin.Context) {
 			a.statusFailed(c, err)
 			return
 		}
-		body := &api.Stock{Stock: st.Stock, Lucky: st.Lucky}
+		body := &api.Stock{Stock: st.Stock, Lucky: st.Lucky, Returned: st.Returned}
 		if len(segs) > 1 {
 			body.Segments = segs
 		}
@@ -363,7 +372,7 @@ func (a *server) status(c *gin.Context) {
 		a.statusFailed(c, err)
 		return
 	}
-	a.json(c, http.StatusOK, &api.Stock{Stock: st.Stock, Lucky: st.Lucky})
+	a.json(c, http.StatusOK, &api.Stock{Stock: st.Stock, Lucky: st.Lucky, Returned: st.Returned})
 }
 
 // statusFailed answers a GET /stock that could not read the stock. A sale

@@ -198,28 +198,38 @@ func (a *server) order(c *gin.Context) {
 // readOrder answers a read of order id from the ledger r, and from its
 // durable copy d (nil: none) once trimmed from r.
 func (a *server) readOrder(c *gin.Context, r stock.OrderReader, d DurableOrders, id string) {
+	o, ok := a.ownOrder(c, r, d, id)
+	if !ok {
+		return
+	}
+	a.json(c, http.StatusOK, &orderBody{apiOrder(o)})
+}
+
+// ownOrder reads order id for its buyer, or the admin (an anonymous
+// order, for whoever holds its id), from the ledger r or its durable copy
+// d; ok false when the refusal is answered. Another buyer's order is no
+// order: a 403 would tell that the id exists.
+func (a *server) ownOrder(c *gin.Context, r stock.OrderReader, d DurableOrders, id string) (stock.Order, bool) {
 	if len(id) > maxOrderIDLen {
 		a.problem(c, http.StatusBadRequest, "order id too long")
-		return
+		return stock.Order{}, false
 	}
 	admin, user, ok := a.reader(c)
 	if !ok {
-		return
+		return stock.Order{}, false
 	}
 	o, err := r.Order(c.Request.Context(), id)
 	if errors.Is(err, stock.ErrNoOrder) && d != nil {
 		o, err = a.storedOrder(c, r, d, id)
 	}
 	if err == nil && o.User != "" && o.User != user && !admin {
-		// Another buyer's order reads as no order: a 403 would tell
-		// that the id exists.
 		err = stock.ErrNoOrder
 	}
 	if err != nil {
 		a.ledgerFail(c, err, id)
-		return
+		return stock.Order{}, false
 	}
-	a.json(c, http.StatusOK, &orderBody{apiOrder(o)})
+	return o, true
 }
 
 // reader is who reads orders: the admin (the right admin token) or a

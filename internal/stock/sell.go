@@ -101,7 +101,7 @@ func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, b
 	for try := 1; ; try++ {
 		s.sellUnder(ctx, seg, lease, buyers, &b)
 		var fe *FencedError
-		if try == maxReadsAfterReturn || !errors.As(b.err, &fe) || !fe.Returned {
+		if try == MaxReadsAfterReturn || !errors.As(b.err, &fe) || !fe.Returned {
 			return b
 		}
 		// A reservation's unit came back between the read and the write,
@@ -111,10 +111,10 @@ func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, b
 	}
 }
 
-// maxReadsAfterReturn bounds how many times one section reads, when
+// MaxReadsAfterReturn bounds how many times one section reads, when
 // returns keep landing between its read and its write; the last refusal
 // answers its buyers fenced (nothing sold).
-const maxReadsAfterReturn = 3
+const MaxReadsAfterReturn = 3
 
 // FailpointAfterRead, armed, runs between a section's read and its work:
 // the lab puts a reservation's return there.

@@ -47,6 +47,9 @@ type Reading struct {
 type Status struct {
 	Stock int64 `json:"stock"`
 	Lucky int64 `json:"lucky"`
+	// Returned is the units reservations gave back (0 without them):
+	// lucky counts units taken, so stock + lucky - returned = initial.
+	Returned int64 `json:"returned,omitempty"`
 }
 
 // SegmentKey names segment i's copy of a key (the stock key, the fence key,

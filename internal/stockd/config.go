@@ -151,11 +151,12 @@ type Config struct {
 	// Orders is the ledger's durable copy in MySQL (mysql.dsn), written by
 	// a consumer group on the ledger stream in every replica.
 	Orders struct {
-		Durable      bool          `mapstructure:"durable" default:"false" doc:"copy the ledger into MySQL (mysql.dsn, table orders, the items' in orders_items; needs stock.ledger) from a consumer group in every replica; an unreachable MySQL does not stop sales (orders wait in the stream, GET /ledger shows the lag)"`
-		Group        string        `mapstructure:"group" default:"orders" doc:"the stream's consumer group shared by the replicas, not empty"`
-		ClaimIdle    time.Duration `mapstructure:"claim_idle" default:"5s" doc:"an entry left pending this long by a (crashed) consumer is taken over"`
-		TrimInterval time.Duration `mapstructure:"trim_interval" default:"1s" doc:"with orders.durable, how often each replica's consumer, after storing, removes from Redis the ledger entries MySQL holds (stream entries every group acknowledged, their index entries; also as soon as it has nothing to read): /orders then reads them from MySQL, /ledger still counts them. 0 keeps them: Redis grows with every unit sold"`
-	} `mapstructure:"orders" doc:"the ledger's durable copy in MySQL (table orders)"`
+		Durable       bool          `mapstructure:"durable" default:"false" doc:"copy the ledger into MySQL (mysql.dsn, table orders, the items' in orders_items; needs stock.ledger) from a consumer group in every replica; an unreachable MySQL does not stop sales (orders wait in the stream, GET /ledger shows the lag)"`
+		Group         string        `mapstructure:"group" default:"orders" doc:"the stream's consumer group shared by the replicas, not empty"`
+		ClaimIdle     time.Duration `mapstructure:"claim_idle" default:"5s" doc:"an entry left pending this long by a (crashed) consumer is taken over"`
+		PaymentWindow time.Duration `mapstructure:"payment_window" default:"0s" doc:"0: a unit sold is final (the articles' sale). 1s..24h: each unit sold is reserved until paid (POST /orders/:id/pay), cancelled, or this long after the sale by the stock Redis's clock, when every replica's expirer returns it to the stock once (docs/reservations.md). Needs stock.ledger and stock.segments 1, and no stock.witness yet; items are then not sold"`
+		TrimInterval  time.Duration `mapstructure:"trim_interval" default:"1s" doc:"with orders.durable, how often each replica's consumer, after storing, removes from Redis the ledger entries MySQL holds (stream entries every group acknowledged, their index entries; also as soon as it has nothing to read): /orders then reads them from MySQL, /ledger still counts them. 0 keeps them: Redis grows with every unit sold"`
+	} `mapstructure:"orders" doc:"the ledger's durable copy in MySQL (table orders), and reservations"`
 	Work struct {
 		Delay stock.Delay `mapstructure:"delay" default:"0s" doc:"simulated business time inside the lock, per buyer (a combined batch spends it for each of its buyers): 5ms, or a uniform range 2ms-10ms (from >= 0, to >= from)"`
 	} `mapstructure:"work"`

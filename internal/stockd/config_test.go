@@ -52,6 +52,15 @@ func TestValidate(t *testing.T) {
 		{"lock queue below a batch, no shedding", func(c *Config) { c.Stock.Combine, c.Lock.Shed, c.Lock.MaxQueue = true, false, 32 }, ""},
 		{"no lock queue", func(c *Config) { c.Lock.MaxQueue = 0 }, "lock.max_queue"},
 		{"no segment", func(c *Config) { c.Stock.Segments = 0 }, "stock.segments"},
+		{"payment window", func(c *Config) { c.Orders.PaymentWindow = 15 * time.Minute }, ""},
+		{"payment window under a second", func(c *Config) { c.Orders.PaymentWindow = 500 * time.Millisecond }, "orders.payment_window"},
+		{"payment window over a day", func(c *Config) { c.Orders.PaymentWindow = 25 * time.Hour }, "orders.payment_window"},
+		{"payment window without the ledger", func(c *Config) { c.Orders.PaymentWindow, c.Stock.Ledger = time.Minute, false }, "orders.payment_window"},
+		{"payment window, segments", func(c *Config) { c.Orders.PaymentWindow, c.Stock.Segments = time.Minute, 2 }, "orders.payment_window"},
+		{"payment window, witness", func(c *Config) {
+			c.Orders.PaymentWindow, c.Stock.Witness = time.Minute, "etcd"
+			c.Etcd.Endpoints = []string{"127.0.0.1:2379"}
+		}, "orders.payment_window"},
 		{"too many segments", func(c *Config) { c.Stock.Segments = 257 }, "stock.segments"},
 		{"unknown level", func(c *Config) { c.Log.Level = "verbose" }, "log.level"},
 		{"unknown format", func(c *Config) { c.Log.Format = "xml" }, "log.format"},

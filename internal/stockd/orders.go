@@ -37,6 +37,7 @@ func validateLedger(c *Config, bad func(key, format string, args ...any)) {
 	if d := c.Orders.TrimInterval; d != 0 && (d < 10*time.Millisecond || d > time.Hour) {
 		bad("orders.trim_interval", "must be between 10ms and 1h0m0s, or 0 (no trim), got %s", d)
 	}
+	validateReservations(c, bad)
 	if !c.Orders.Durable {
 		return
 	}

@@ -23,15 +23,23 @@ import (
 // stockdCall sends one request to a stockd and decodes its JSON answer.
 func stockdCall(t *testing.T, base, method, path string, headers ...string) (int, http.Header, map[string]any) {
 	t.Helper()
-	var body *strings.Reader
+	body := ""
 	if path == "/stock/reset" {
-		body = strings.NewReader(`{"stock":5}`)
-	} else {
-		body = strings.NewReader("")
+		body = `{"stock":5}`
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), method, base+path, body)
+	return stockdSend(t, base, method, path, body, headers...)
+}
+
+// stockdSend is stockdCall with the request body body.
+func stockdSend(t *testing.T, base, method, path, body string, headers ...string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
 	req.Header.Set("X-Admin-Token", testAdminToken)
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i]) // as a buyer, without the admin token
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)

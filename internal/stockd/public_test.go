@@ -54,8 +54,14 @@ func send(t *testing.T, req *http.Request) (int, []byte) {
 // until /readyz answers 200.
 func startStockd(t *testing.T, env ...string) *servers.Process {
 	t.Helper()
+	return startStockdOn(t, servertest.Redis(t), env...)
+}
+
+// startStockdOn is startStockd on the Redis rds, which the test may read
+// and write too.
+func startStockdOn(t *testing.T, rds *servers.Process, env ...string) *servers.Process {
+	t.Helper()
 	bin := stockdBinary(t)
-	rds := servertest.Redis(t)
 	addr, err := servers.LoopbackAddr()
 	if err != nil {
 		t.Fatal(err)

@@ -152,6 +152,7 @@ func (r *replica) buildSale(ctx context.Context) {
 		OnEvent:        func(e stock.Event) { m.CountEvent(string(e)) },
 		PerUserLimit:   cfg.Stock.PerUserLimit,
 		IdempotencyTTL: cfg.Stock.IdempotencyTTL,
+		PaymentWindow:  cfg.Orders.PaymentWindow,
 		Replica:        cfg.Replica,
 		Logger:         log,
 	}
@@ -221,6 +222,10 @@ func (r *replica) handler(buyers *auth.Identity, leader handler.LeaderStatus) ht
 	if p, ok := r.locker.(lock.Pinger); ok {
 		pinger = p
 	}
+	var reservations handler.Reservations
+	if cfg.Orders.PaymentWindow > 0 && r.ledger {
+		reservations = r.store
+	}
 	return handler.New(handler.Config{
 		Replica:        cfg.Replica,
 		Backend:        r.info.Name,
@@ -245,9 +250,10 @@ func (r *replica) handler(buyers *auth.Identity, leader handler.LeaderStatus) ht
 	}, handler.Deps{
 		Seller: r.svc, Inventory: r.store, LockPinger: pinger, Fence: r.svc, Metrics: r.m, Logger: r.log, Leader: leader,
 		Orders: r.ledgerReader, Durable: r.durableOrders, ItemsDurable: r.itemsDurable,
-		Health:  r.health,
-		Witness: r.store,
-		Items:   r.items,
+		Health:       r.health,
+		Witness:      r.store,
+		Items:        r.items,
+		Reservations: reservations,
 	})
 }
 

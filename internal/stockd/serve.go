@@ -47,6 +47,7 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 	if err := r.startOrders(ctx); err != nil {
 		return err
 	}
+	r.startExpirer(ctx)
 	stopElection, leader, err := startElection(ctx, w, r.m.Registry(), r.ledgerReader, r.durableOrders, r.items, r.itemLedgers)
 	if err != nil {
 		return err
@@ -140,7 +141,8 @@ func salesConfig(cfg *Config, rdb redis.UniversalClient, regs witnessRegisters, 
 			Replicas: minReplicaAcks(cfg), Timeout: redisstore.AckWithin(cfg.Stock.ReplicaAckTimeout),
 		},
 		Witness: regs.sales(cfg), WitnessTimeout: cfg.Stock.WitnessTimeout,
-		Clock: redisstore.WindowClock{MaxSkew: cfg.Stock.MaxClockSkew},
+		Clock:        redisstore.WindowClock{MaxSkew: cfg.Stock.MaxClockSkew},
+		Reservations: cfg.Orders.PaymentWindow > 0,
 	}
 	if durable {
 		ic.Units = units.sale

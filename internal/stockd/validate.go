@@ -11,6 +11,7 @@ import (
 
 	"seckill/internal/auth"
 	"seckill/internal/lock/backend"
+	"seckill/internal/stock"
 	"seckill/internal/stock/redisstore"
 )
 
@@ -283,10 +284,16 @@ func (v *checker) work(c *Config) {
 // lock wait: its read and its write may each be retried until then, and
 // the witness's wait, after the lock, is bounded by it too.
 func confirms(c *Config) int {
-	if c.Stock.Witness != "none" {
-		return 3
+	n := 2
+	if c.Orders.PaymentWindow > 0 {
+		// A return between a section's read and its write makes it read
+		// and write again, up to stock.MaxReadsAfterReturn times.
+		n *= stock.MaxReadsAfterReturn
 	}
-	return 2
+	if c.Stock.Witness != "none" {
+		n++
+	}
+	return n
 }
 
 // saleBound is the longest a sale may take that works for work: its lock

@@ -110,8 +110,12 @@ type Record struct {
 	Stock   int64     `json:"stock"`
 	Lucky   int64     `json:"lucky"`
 	Initial int64     `json:"initial"`
-	Learned bool      `json:"learned"` // Initial was learned, not read from Config.Initial
-	Fence   string    `json:"fence"`   // the stock fence as seen, "<lock>:<token>" (e.g. "redis/seckill:lock:7") or ""
+	// Returned is the units reservations gave back (docs/reservations.md):
+	// the books judged are stock + lucky - returned = initial. Recorded
+	// only when not 0.
+	Returned int64  `json:"returned,omitempty"`
+	Learned  bool   `json:"learned"` // Initial was learned, not read from Config.Initial
+	Fence    string `json:"fence"`   // the stock fence as seen, "<lock>:<token>" (e.g. "redis/seckill:lock:7") or ""
 	// Ledger is the order ledger as checked (Config.Ledger); nil when not.
 	Ledger *LedgerRecord `json:"ledger,omitempty"`
 	// Items is how many items were checked (Config.Items), -1 when none
@@ -214,12 +218,12 @@ func (a *Auditor) Check(ctx context.Context, term uint64) (Record, error) {
 // checkBooks judges the default sale's books as read (and, with the
 // ledger, its orders against lucky), filling r.
 func (a *Auditor) checkBooks(ctx context.Context, r *Record, books redisstore.Books, segs int) ([]string, error) {
-	r.Stock, r.Lucky = books.Stock, books.Lucky
+	r.Stock, r.Lucky, r.Returned = books.Stock, books.Lucky, books.Returned
 	r.Initial = books.Initial
 	if !books.HaveInitial {
-		r.Initial, r.Learned = a.initial.Learn(r.Stock, r.Lucky), true
+		r.Initial, r.Learned = a.initial.Learn(r.Stock, r.Lucky-r.Returned), true
 	}
-	judged := api.Books{Stock: r.Stock, Lucky: r.Lucky, Initial: r.Initial}
+	judged := api.Books{Stock: r.Stock, Lucky: r.Lucky, Returned: r.Returned, Initial: r.Initial}
 	if segs > 1 {
 		judged.Segments = books.Segments
 	}
@@ -252,6 +256,9 @@ func (a *Auditor) Write(ctx context.Context, r Record) (Record, error) {
 		"replica", r.Replica, "backend", r.Backend, "term", r.Term,
 		"at", r.At.UnixMilli(), "stock", r.Stock, "lucky", r.Lucky, "initial", r.Initial,
 		"learned", r.Learned, "fence", r.Fence, "ok", r.OK, "problems", fmt.Sprint(r.Problems), "items", r.Items}
+	if r.Returned != 0 {
+		args = append(args, "returned", r.Returned)
+	}
 	args = append(args, r.Ledger.fields()...)
 	if l := r.ItemLedger; l != nil {
 		args = append(args, "item_ledger", l.Item, "item_lag", l.Lag)

@@ -34,7 +34,7 @@ func parseRecord(m redis.XMessage) Record {
 	r := Record{
 		ID: m.ID, Replica: str("replica"), Backend: str("backend"), Term: u64,
 		At:    time.UnixMilli(i64("at")),
-		Stock: i64("stock"), Lucky: i64("lucky"), Initial: i64("initial"),
+		Stock: i64("stock"), Lucky: i64("lucky"), Initial: i64("initial"), Returned: i64("returned"),
 		Learned: str("learned") == "1", Fence: str("fence"), OK: str("ok") == "1",
 	}
 	if _, ok := m.Values["orders"]; ok {

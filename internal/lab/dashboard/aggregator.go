@@ -90,6 +90,7 @@ type Books struct {
 	Excess   int64    `json:"excess"` // stock + lucky - initial
 	Error    string   `json:"error,omitempty"`
 	segments []int64  // each segment's stock, when split
+	returned int64    // units reservations gave back (api.Books.Returned)
 }
 
 // LeaderView is the election as the replicas report it.
@@ -362,7 +363,7 @@ func (a *Aggregator) readRedis(ctx context.Context) Books {
 	if err != nil {
 		return Books{Source: "redis", Error: err.Error()}
 	}
-	return Books{Known: true, Source: "redis", Stock: b.Stock, Lucky: b.Lucky, Initial: b.Initial, Learned: !b.HaveInitial, segments: b.Segments}
+	return Books{Known: true, Source: "redis", Stock: b.Stock, Lucky: b.Lucky, Initial: b.Initial, Learned: !b.HaveInitial, segments: b.Segments, returned: b.Returned}
 }
 
 // books settles the books from Redis or, without it, from the first
@@ -374,7 +375,7 @@ func (a *Aggregator) books(b Books, reads []replicaRead) Books {
 		var errs []string
 		for _, r := range reads {
 			if r.stockE == nil {
-				b.Known, b.Stock, b.Lucky = true, r.stock.Stock, r.stock.Lucky
+				b.Known, b.Stock, b.Lucky, b.returned = true, r.stock.Stock, r.stock.Lucky, r.stock.Returned
 				break
 			}
 			errs = append(errs, r.stockE.Error())
@@ -387,9 +388,9 @@ func (a *Aggregator) books(b Books, reads []replicaRead) Books {
 		return b
 	}
 	if b.Learned {
-		b.Initial = a.initial.Learn(b.Stock, b.Lucky) // as the audit learns it
+		b.Initial = a.initial.Learn(b.Stock, b.Lucky-b.returned) // as the audit learns it
 	}
-	judged := api.Books{Stock: b.Stock, Lucky: b.Lucky, Initial: b.Initial, Segments: b.segments}
+	judged := api.Books{Stock: b.Stock, Lucky: b.Lucky, Returned: b.returned, Initial: b.Initial, Segments: b.segments}
 	b.Excess, b.Problems = judged.Excess(), judged.Problems()
 	b.Oversold = len(b.Problems) > 0
 	return b

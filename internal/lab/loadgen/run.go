@@ -422,7 +422,7 @@ func Summarize(backend string, initial int, responses []Response, elapsed time.D
 			}
 		}
 	}
-	books := api.Books{Stock: r.Stock, Lucky: r.Lucky, Initial: want}
+	books := api.Books{Stock: r.Stock, Lucky: r.Lucky, Returned: s.Returned, Initial: want}
 	r.Oversold = max(books.Oversold(), told-want)
 	if len(s.Segments) > 0 {
 		r.Segments = slices.Clone(s.Segments)

@@ -150,6 +150,10 @@ type ItemsConfig struct {
 	// support: Create and every sale are then refused with
 	// ErrItemsUnsupported naming it.
 	Unsupported []string
+	// Reservations: units sold can come back (Store.WithReservations;
+	// Service.PaymentWindow reserves them). Items do not take them yet:
+	// they are then unsupported, naming it.
+	Reservations bool
 }
 
 // Items is the items of one stock Redis: their registry, their sales,
@@ -178,6 +182,9 @@ func NewItems(cfg ItemsConfig) *Items {
 	}
 	if cmp.Or(cfg.Service.Mode, stock.ModeLocked) == stock.ModeLocked && !cfg.Service.Fencing {
 		why = append(why, "unfenced sales (their write checks no window)")
+	}
+	if cfg.Reservations {
+		why = append(why, "reservations (orders.payment_window: the default sale's only, for now)")
 	}
 	m := &Items{cfg: cfg, sales: map[string]*itemSale{}}
 	if len(why) > 0 {
@@ -237,6 +244,9 @@ func (c ItemsConfig) Store(id string) *Store {
 	st = st.WithWindowClock(c.Clock)
 	if c.Units != nil {
 		st = st.WithDurableUnits(c.Units(id))
+	}
+	if c.Reservations {
+		st = st.WithReservations()
 	}
 	return st
 }

@@ -95,7 +95,7 @@ func (m *Items) Survey(ctx context.Context) (ItemsSurvey, error) {
 	keys := make([][]string, len(ids))
 	for i, id := range ids {
 		k := ItemKeys(m.cfg.Base, id)
-		keys[i] = []string{k.Halt, k.Stock, k.Lucky, k.Initial}
+		keys[i] = []string{k.Halt, k.Stock, k.Lucky, k.Initial, k.Returned}
 		if ledger {
 			keys[i] = append(keys[i], k.Orders, k.Trimmed)
 		}
@@ -116,7 +116,7 @@ func (m *Items) Survey(ctx context.Context) (ItemsSurvey, error) {
 	}
 	for i, c := range cmds {
 		vals, err := c.Slice()
-		if err == nil && len(vals) != 5 {
+		if err == nil && len(vals) != 6 {
 			err = fmt.Errorf("unexpected reply %v", vals)
 		}
 		if err != nil {
@@ -137,6 +137,9 @@ func (m *Items) Survey(ctx context.Context) (ItemsSurvey, error) {
 			out.Stock += n[0]
 		}
 		b := ItemBooks{ID: ids[i], Books: api.Books{Stock: n[0], Lucky: n[1], Initial: n[2]}, Judged: have[0] && have[2], Orders: -1}
+		if s, ok := vals[5].(string); ok && s != "" {
+			b.Returned, _ = strconv.ParseInt(s, 10, 64) // not a number: none, as the others
+		}
 		if o, ok := vals[4].(int64); ok && ledger {
 			b.Orders = o
 		}

@@ -51,6 +51,9 @@ func wantBooks(t *testing.T, s *redisstore.Store, initial, stockLeft, returned i
 	if err != nil {
 		t.Fatal(err)
 	}
+	if b.Returned != r {
+		t.Fatalf("Books read %d returned, Returned %d", b.Returned, r)
+	}
 	if b.Stock != stockLeft || r != returned || b.Stock+b.Lucky-r != initial {
 		t.Fatalf("books: stock %d lucky %d returned %d (stock+lucky-returned %d); want stock %d, returned %d, = %d",
 			b.Stock, b.Lucky, r, b.Stock+b.Lucky-r, stockLeft, returned, initial)

@@ -46,6 +46,10 @@ type Books struct {
 	// missing (a sale reset by hand, or by a build before it).
 	Initial     int64
 	HaveInitial bool
+	// Returned is the units reservations gave back (Keys.Returned; a
+	// missing key reads 0): the books are stock + lucky - returned =
+	// initial.
+	Returned int64
 	// Missing names the first segment's stock key that is missing: a
 	// sale never reset, or lost (ErrStoreLost to a seller).
 	Missing string
@@ -59,7 +63,7 @@ func (s *Store) Books(ctx context.Context) (Books, error) {
 	for i, seg := range s.segs {
 		stocks[i] = seg.keys.Stock
 	}
-	return readBooks(ctx, s.rdb, stocks, s.keys.Lucky, s.keys.Initial)
+	return readBooks(ctx, s.rdb, stocks, s.keys.Lucky, s.keys.Initial, s.keys.Returned)
 }
 
 // ReadBooks is Store.Books for a reader that holds no Store (the leader's
@@ -70,14 +74,15 @@ func ReadBooks(ctx context.Context, rdb redis.Scripter, k Keys) (Books, error) {
 	for i := range stocks {
 		stocks[i] = stock.SegmentKey(k.Stock, i)
 	}
-	return readBooks(ctx, rdb, stocks, k.Lucky, k.Initial)
+	return readBooks(ctx, rdb, stocks, k.Lucky, k.Initial, k.withDefaults().Returned)
 }
 
-func readBooks(ctx context.Context, rdb redis.Scripter, stocks []string, lucky, initial string) (Books, error) {
+func readBooks(ctx context.Context, rdb redis.Scripter, stocks []string, lucky, initial, returned string) (Books, error) {
 	keys := append(slices.Clone(stocks), lucky)
 	if initial != "" {
 		keys = append(keys, initial)
 	}
+	keys = append(keys, returned) // last: the indexes below stay as they were
 	vals, err := snapshot.Run(ctx, rdb, keys).StringSlice()
 	if err != nil {
 		return Books{}, WrapRedis(ctx, "status", err)
@@ -98,10 +103,11 @@ func readBooks(ctx context.Context, rdb redis.Scripter, stocks []string, lucky, 
 		if ns[i], err = checkInt(v); err != nil {
 			return Books{}, fmt.Errorf("stock: status: %w", notInt(keys[i]))
 		}
-		if i == segs+1 {
+		if i == segs+1 && initial != "" {
 			b.HaveInitial = true
 		}
 	}
+	b.Returned = ns[len(keys)-1]
 	b.Segments, b.Lucky = ns[:segs], ns[segs]
 	for _, n := range b.Segments {
 		b.Stock += n

@@ -390,7 +390,7 @@ func (s *Store) StatusBySegment(ctx context.Context) (stock.Status, []int64, err
 	if b.Missing != "" {
 		return stock.Status{}, nil, fmt.Errorf("stock: status: %w", lost(b.Missing))
 	}
-	return stock.Status{Stock: b.Stock, Lucky: b.Lucky}, b.Segments, nil
+	return stock.Status{Stock: b.Stock, Lucky: b.Lucky, Returned: b.Returned}, b.Segments, nil
 }
 
 // Read returns the stock and records f as the fence's current reader, so

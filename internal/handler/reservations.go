@@ -1,0 +1,111 @@
+package handler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"seckill/internal/api"
+	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
+)
+
+// reservations.go: POST /orders/:id/pay and POST /orders/:id/cancel, the
+// ends of a reserved order (orders.payment_window; docs/reservations.md).
+// Each end is one script in the stock Redis (redisstore's lifecycle), so
+// a race between two of them has one outcome and the loser is answered
+// the state that won.
+
+// Reservations ends reserved orders (redisstore.Store).
+type Reservations interface {
+	Pay(ctx context.Context, id, paymentID string) (redisstore.Ending, error)
+	Cancel(ctx context.Context, id string) (redisstore.Ending, error)
+}
+
+// pay is POST /orders/:id/pay {"payment_id":".."}, by the order's buyer or
+// the admin: paid while its deadline holds; a payment that meets an order
+// no longer reserved is answered 200 with the order's state and a refund
+// owed, not refused, since its money was taken.
+func (a *server) pay(c *gin.Context) {
+	o, ok := a.reservedOrder(c)
+	if !ok {
+		return
+	}
+	body, ok := a.adminBody(c, "payment")
+	if !ok {
+		return
+	}
+	pid, err := parsePayment(body)
+	if err != nil {
+		a.problem(c, http.StatusBadRequest, err.Error())
+		return
+	}
+	e, err := a.deps.Reservations.Pay(c.Request.Context(), o.ID, pid)
+	a.ended(c, o.ID, e, err)
+}
+
+// cancel is POST /orders/:id/cancel, by the order's buyer or the admin:
+// a reserved order is cancelled and its unit goes back on sale; any other
+// is answered the state it is in.
+func (a *server) cancel(c *gin.Context) {
+	o, ok := a.reservedOrder(c)
+	if !ok {
+		return
+	}
+	e, err := a.deps.Reservations.Cancel(c.Request.Context(), o.ID)
+	a.ended(c, o.ID, e, err)
+}
+
+// reservedOrder is the order of the route, read as GET /orders/:id reads
+// it (its buyer or the admin; another's is no order); ok false when the
+// refusal is answered.
+func (a *server) reservedOrder(c *gin.Context) (stock.Order, bool) {
+	if a.deps.Orders == nil {
+		a.ledgerOff(c)
+		return stock.Order{}, false
+	}
+	// Who asks first, as for every order: whether reservations are on is
+	// no secret, but an order's existence is.
+	o, ok := a.ownOrder(c, a.deps.Orders, a.deps.Durable, c.Param("id"))
+	if ok && a.deps.Reservations == nil {
+		a.problem(c, http.StatusNotFound, "order "+o.ID+" has no reservation: orders.payment_window is 0, a unit sold is final")
+		return stock.Order{}, false
+	}
+	return o, ok
+}
+
+// ended answers a lifecycle call on order id.
+func (a *server) ended(c *gin.Context, id string, e redisstore.Ending, err error) {
+	switch {
+	case err == nil:
+		a.json(c, http.StatusOK, &api.OrderEnd{Order: id, State: e.State, Refund: e.Refund})
+	case errors.Is(err, redisstore.ErrNoReservation):
+		a.problem(c, http.StatusNotFound, "order "+id+" has no reservation: it was sold without a payment window, and is final")
+	case errors.Is(err, redisstore.ErrPaymentReused):
+		a.problem(c, http.StatusConflict, "the payment id already paid another order")
+	default:
+		a.fail(c, err)
+	}
+}
+
+// parsePayment reads {"payment_id":".."}, strictly (strictObject): 1..255
+// printable ASCII, no spaces (stock.MaxKeyLen), as an idempotency key.
+func parsePayment(body []byte) (string, error) {
+	const want = `want {"payment_id":"<the payment's id>"}`
+	fields, err := strictObject(body, []string{"payment_id"}, false)
+	if err != nil {
+		return "", errors.New(want + ": " + err.Error())
+	}
+	var pid string
+	if raw, ok := fields["payment_id"]; !ok || json.Unmarshal(raw, &pid) != nil {
+		return "", errors.New(want + `: "payment_id" must be a string`)
+	}
+	// Checked as an idempotency key is: it is one, for the payment.
+	if pid == "" || (stock.Buyer{Key: pid}).Check() != nil {
+		return "", errors.New(want + `: "payment_id" must be 1..255 printable ASCII, no spaces`)
+	}
+	return pid, nil
+}

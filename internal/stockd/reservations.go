@@ -1,0 +1,89 @@
+package stockd
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"seckill/internal/stock/redisstore"
+)
+
+// reservations.go: orders.payment_window (docs/reservations.md).
+
+// validateReservations checks orders.payment_window and what it needs.
+func validateReservations(c *Config, bad func(key, format string, args ...any)) {
+	w := c.Orders.PaymentWindow
+	switch {
+	case w == 0:
+	case w < time.Second || w > 24*time.Hour:
+		bad("orders.payment_window", "must be between 1s and 24h0m0s, or 0 (a unit sold is final), got %s", w)
+	case !c.Stock.Ledger:
+		bad("orders.payment_window", "needs stock.ledger: true (what is reserved is an order)")
+	case c.Stock.Segments > 1:
+		bad("orders.payment_window", "needs stock.segments: 1 (a returned unit goes back to the one stock key), got %d", c.Stock.Segments)
+	case c.Stock.Witness != "none":
+		bad("orders.payment_window", "is not supported with stock.witness %s yet: the witness's ceilings assume the stock only falls", c.Stock.Witness)
+	}
+}
+
+// The expirer's pace: it asks for due orders at least every
+// expirerPoll (so an order expires at most that late), at once again
+// after a full batch, and after expirerRetry when Redis did not answer.
+const (
+	expirerBatch = 100
+	expirerPoll  = time.Second
+	expirerRetry = time.Second
+)
+
+// startExpirer runs, with orders.payment_window, the default sale's
+// expirer until the replica closes. Every replica runs one: an order
+// expires in one script run, so expirers racing return each unit once,
+// and one killed mid-batch leaves nothing half done; no election, so no
+// leader's loss stops the returns.
+func (r *replica) startExpirer(ctx context.Context) {
+	if r.cfg.Orders.PaymentWindow <= 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { expire(ctx, r.store, r.log) })
+	r.w.onClose(func() error {
+		cancel()
+		wg.Wait()
+		return nil
+	})
+}
+
+// expire returns st's due reservations until ctx ends.
+func expire(ctx context.Context, st *redisstore.Store, log *slog.Logger) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, next, err := st.ExpireDue(ctx, expirerBatch)
+		wait := expirerPoll
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if !errors.Is(err, redisstore.ErrNoReservation) {
+				log.Warn("expirer: could not expire due reservations", "err", err)
+			}
+			wait = expirerRetry
+		case n == expirerBatch:
+			wait = 0 // more are due
+		case next > 0:
+			// By this process's clock, which may differ from Redis's:
+			// the poll bounds how far off it can make an expiry.
+			wait = min(max(time.Until(time.UnixMilli(next)), 10*time.Millisecond), expirerPoll)
+		}
+		if n > 0 {
+			log.Info("expirer: reservations expired, units back on sale", "orders", n)
+		}
+		t.Reset(wait)
+	}
+}

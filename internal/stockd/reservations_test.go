@@ -1,0 +1,101 @@
+package stockd
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"seckill/internal/api"
+	"seckill/internal/servers/servertest"
+	"seckill/internal/testwait"
+)
+
+// orders.payment_window through stockd: a sale answers its pay_by; the
+// buyer pays or cancels (another buyer cannot); a cancelled unit sells
+// again; the expirer returns a unit once the reservations' clock is past
+// its deadline (moved forward here, as time passing: the clock is
+// trusted only forward); a late payment is owed back; GET /stock shows
+// what came back.
+func TestReservationsThroughStockd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	rds := servertest.Redis(t)
+	p := startStockdOn(t, rds,
+		"STOCKD_ORDERS_PAYMENT_WINDOW=1h",
+		"STOCKD_AUTH_BUYERS=proxy", "STOCKD_HTTP_TRUSTED_PROXIES=127.0.0.1")
+	base := "http://" + p.Addr()
+	rdb := redis.NewClient(&redis.Options{Addr: rds.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	if code, _, body := stockdSend(t, base, "POST", "/stock/reset", `{"stock":3}`); code != 200 {
+		t.Fatalf("reset: %d %v", code, body)
+	}
+	orders := map[string]string{}
+	payBy := map[string]int64{}
+	for _, user := range []string{"alice", "bob", "carol"} {
+		code, _, sold := stockdCall(t, base, "POST", "/stock/reduce", "X-User", user)
+		by, _ := sold["pay_by"].(float64)
+		if code != 200 || sold["result"] != string(api.Sold) || by <= 0 {
+			t.Fatalf("%s's sale: %d %v; want sold with a pay_by", user, code, sold)
+		}
+		orders[user], payBy[user] = sold["order"].(string), int64(by)
+	}
+	if code, _, body := stockdCall(t, base, "POST", "/stock/reduce", "X-User", "dave"); code != 409 {
+		t.Fatalf("dave, nothing left: %d %v; want 409 sold_out", code, body)
+	}
+
+	pay := func(user, order, pid string) (int, map[string]any) {
+		code, _, body := stockdSend(t, base, "POST", "/orders/"+order+"/pay", `{"payment_id":"`+pid+`"}`, "X-User", user, "X-Admin-Token", "")
+		return code, body
+	}
+	if code, body := pay("alice", orders["alice"], "pay-a"); code != 200 || body["state"] != "paid" || body["refund"] != nil {
+		t.Fatalf("alice pays: %d %v; want 200 paid", code, body)
+	}
+	if code, body := pay("bob", orders["alice"], "pay-b"); code != 404 {
+		t.Fatalf("bob pays alice's order: %d %v; want 404", code, body)
+	}
+	if code, body := pay("bob", orders["bob"], "pay-a"); code != 409 {
+		t.Fatalf("bob pays with alice's payment id: %d %v; want 409", code, body)
+	}
+	if code, _, body := stockdCall(t, base, "POST", "/orders/"+orders["bob"]+"/cancel", "X-User", "bob", "X-Admin-Token", ""); code != 200 || body["state"] != "cancelled" {
+		t.Fatalf("bob cancels: %d %v; want 200 cancelled", code, body)
+	}
+	if code, _, body := stockdCall(t, base, "POST", "/orders/"+orders["alice"]+"/cancel", "X-User", "alice", "X-Admin-Token", ""); code != 200 || body["state"] != "paid" {
+		t.Fatalf("alice cancels her paid order: %d %v; want 200 paid, the state that won", code, body)
+	}
+	wantStock := func(stock, lucky, returned float64) {
+		t.Helper()
+		code, _, body := stockdCall(t, base, "GET", "/stock")
+		if code != 200 || body["stock"] != stock || body["lucky"] != lucky || (returned > 0 && body["returned"] != returned) {
+			t.Fatalf("GET /stock: %d %v; want stock %v, lucky %v, returned %v", code, body, stock, lucky, returned)
+		}
+	}
+	wantStock(1, 3, 1)
+	if code, _, sold := stockdCall(t, base, "POST", "/stock/reduce", "X-User", "dave"); code != 200 || sold["result"] != string(api.Sold) {
+		t.Fatalf("dave buys the returned unit: %d %v; want sold", code, sold)
+	}
+	wantStock(0, 4, 1)
+
+	// Carol never pays: past her deadline, an expirer returns her unit.
+	if err := rdb.Set(t.Context(), "stock:orders:clock", strconv.FormatInt(payBy["carol"]+1, 10), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	until := testwait.Until(t)
+	for {
+		_, _, body := stockdCall(t, base, "GET", "/stock")
+		if body["stock"] == 1.0 && body["returned"] == 2.0 {
+			break
+		}
+		if until.Err() != nil {
+			t.Fatalf("carol's expired unit never came back: GET /stock %v\n%s", body, p.LogTail(30))
+		}
+		time.Sleep(50 * time.Millisecond) // polling a remote's progress: no event to wait on
+	}
+	if code, body := pay("carol", orders["carol"], "pay-c"); code != 200 || body["state"] != "expired" || body["refund"] != true {
+		t.Fatalf("carol pays after her deadline: %d %v; want 200 expired, refund owed", code, body)
+	}
+	wantStock(1, 4, 2)
+}
