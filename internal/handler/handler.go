@@ -57,6 +57,10 @@ type Config struct {
 	Release, RunsBeside string
 	Formats             []api.Format
 	AdminToken          string // required by POST /stock/reset, GET /ledger and cross-buyer reads
+	// PaymentSecret, if set, is what a payment provider signs its POST
+	// /orders/:id/pay callbacks with (reservations.go); empty: only the
+	// order's buyer, or the admin, pays.
+	PaymentSecret string
 	// Buyers says who a request's buyer is (package auth); nil names none:
 	// every sale anonymous, a buyer header or token refused.
 	Buyers *auth.Identity

@@ -205,6 +205,16 @@ func (a *server) readOrder(c *gin.Context, r stock.OrderReader, d DurableOrders,
 	a.json(c, http.StatusOK, &orderBody{apiOrder(o)})
 }
 
+// lookupOrder reads order id from the ledger r, or from its durable copy
+// d (nil: none) once trimmed from r, for whoever may read it.
+func (a *server) lookupOrder(c *gin.Context, r stock.OrderReader, d DurableOrders, id string) (stock.Order, error) {
+	o, err := r.Order(c.Request.Context(), id)
+	if errors.Is(err, stock.ErrNoOrder) && d != nil {
+		o, err = a.storedOrder(c, r, d, id)
+	}
+	return o, err
+}
+
 // ownOrder reads order id for its buyer, or the admin (an anonymous
 // order, for whoever holds its id), from the ledger r or its durable copy
 // d; ok false when the refusal is answered. Another buyer's order is no
@@ -218,10 +228,7 @@ func (a *server) ownOrder(c *gin.Context, r stock.OrderReader, d DurableOrders, 
 	if !ok {
 		return stock.Order{}, false
 	}
-	o, err := r.Order(c.Request.Context(), id)
-	if errors.Is(err, stock.ErrNoOrder) && d != nil {
-		o, err = a.storedOrder(c, r, d, id)
-	}
+	o, err := a.lookupOrder(c, r, d, id)
 	if err == nil && o.User != "" && o.User != user && !admin {
 		err = stock.ErrNoOrder
 	}

@@ -2,9 +2,16 @@ package handler
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -30,12 +37,100 @@ type Reservations interface {
 // no longer reserved is answered 200 with the order's state and a refund
 // owed, not refused, since its money was taken.
 func (a *server) pay(c *gin.Context) {
+	if c.GetHeader(HeaderPaymentSignature) != "" {
+		a.providerPay(c)
+		return
+	}
 	o, ok := a.reservedOrder(c)
 	if !ok {
 		return
 	}
 	body, ok := a.adminBody(c, "payment")
 	if !ok {
+		return
+	}
+	pid, err := parsePayment(body)
+	if err != nil {
+		a.problem(c, http.StatusBadRequest, err.Error())
+		return
+	}
+	e, err := a.deps.Reservations.Pay(c.Request.Context(), o.ID, pid)
+	a.ended(c, o.ID, e, err)
+}
+
+// A payment provider's callback (orders.payment_secret) is POST
+// /orders/:id/pay signed, instead of a buyer's credential: the signature
+// is HMAC-SHA256 under the shared secret of "<timestamp>\n<path>\n<body>"
+// (PaymentSignature), in hex, the timestamp unix seconds within
+// paymentSkew of this replica's clock. The path binds it to its order;
+// a callback replayed within the skew pays nothing twice, since a
+// payment is idempotent by its id, and one older is refused.
+const (
+	HeaderPaymentTimestamp = "X-Payment-Timestamp"
+	HeaderPaymentSignature = "X-Payment-Signature"
+	paymentSkew            = 5 * time.Minute
+)
+
+// PaymentSignature is a provider callback's signature: hex HMAC-SHA256
+// under secret of timestamp, path and body, each line-separated.
+func PaymentSignature(secret, timestamp, path string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(timestamp + "\n" + path + "\n"))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// errBadCallback refuses a provider callback: 401.
+var errBadCallback = errors.New("payment callback refused")
+
+// checkCallback verifies a provider callback's timestamp and signature
+// over body.
+func (a *server) checkCallback(c *gin.Context, body []byte) error {
+	if a.cfg.PaymentSecret == "" {
+		return fmt.Errorf("%w: no orders.payment_secret is set, so no callback is believed", errBadCallback)
+	}
+	ts := c.GetHeader(HeaderPaymentTimestamp)
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %s must be unix seconds", errBadCallback, HeaderPaymentTimestamp)
+	}
+	if d := now().Sub(time.Unix(sec, 0)); d > paymentSkew || d < -paymentSkew {
+		return fmt.Errorf("%w: %s is %s off this replica's clock, beyond %s", errBadCallback, HeaderPaymentTimestamp, d.Round(time.Second), paymentSkew)
+	}
+	want := PaymentSignature(a.cfg.PaymentSecret, ts, c.Request.URL.Path, body)
+	if !hmac.Equal([]byte(strings.ToLower(c.GetHeader(HeaderPaymentSignature))), []byte(want)) {
+		return fmt.Errorf("%w: bad signature", errBadCallback)
+	}
+	return nil
+}
+
+// providerPay is pay for a signed callback: the provider may pay any
+// order, its buyer's credential absent.
+func (a *server) providerPay(c *gin.Context) {
+	if a.deps.Orders == nil {
+		a.ledgerOff(c)
+		return
+	}
+	body, ok := a.adminBody(c, "payment")
+	if !ok {
+		return
+	}
+	if err := a.checkCallback(c, body); err != nil {
+		a.problem(c, http.StatusUnauthorized, err.Error())
+		return
+	}
+	id := c.Param("id")
+	if len(id) > maxOrderIDLen {
+		a.problem(c, http.StatusBadRequest, "order id too long")
+		return
+	}
+	o, err := a.lookupOrder(c, a.deps.Orders, a.deps.Durable, id)
+	if err != nil {
+		a.ledgerFail(c, err, id)
+		return
+	}
+	if a.deps.Reservations == nil {
+		a.noReservations(c, o.ID)
 		return
 	}
 	pid, err := parsePayment(body)
@@ -71,10 +166,15 @@ func (a *server) reservedOrder(c *gin.Context) (stock.Order, bool) {
 	// no secret, but an order's existence is.
 	o, ok := a.ownOrder(c, a.deps.Orders, a.deps.Durable, c.Param("id"))
 	if ok && a.deps.Reservations == nil {
-		a.problem(c, http.StatusNotFound, "order "+o.ID+" has no reservation: orders.payment_window is 0, a unit sold is final")
+		a.noReservations(c, o.ID)
 		return stock.Order{}, false
 	}
 	return o, ok
+}
+
+// noReservations answers a route of reservations with them off.
+func (a *server) noReservations(c *gin.Context, id string) {
+	a.problem(c, http.StatusNotFound, "order "+id+" has no reservation: orders.payment_window is 0, a unit sold is final")
 }
 
 // ended answers a lifecycle call on order id.

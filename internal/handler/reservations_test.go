@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"seckill/internal/handler"
 	"seckill/internal/stock"
@@ -87,5 +89,49 @@ func TestPayAndCancelAnswers(t *testing.T) {
 	}
 	if paid.gotPID != "pay-9" {
 		t.Fatalf("the payment id reached the store as %q, want pay-9", paid.gotPID)
+	}
+}
+
+// A payment provider's callback pays without the buyer's credential when
+// signed with orders.payment_secret over its timestamp, path and body;
+// a stale timestamp, a body or path other than the signed one, or no
+// secret set is 401, and nothing is paid.
+func TestPaymentProviderCallback(t *testing.T) {
+	clock := time.Unix(1_700_000_000, 0)
+	defer handler.SetNow(func() time.Time { return clock })()
+	const secret = "4f1c8e0b9a7d2e6f3b5a9c1d7e2f4a6b"
+	ts := strconv.FormatInt(clock.Unix(), 10)
+	body := `{"payment_id":"psp-1"}`
+	sign := func(ts, path, body string) string { return handler.PaymentSignature(secret, ts, path, []byte(body)) }
+	cases := []struct {
+		name, secret, path, body, ts, sig string
+		code                              int
+	}{
+		{"signed", secret, "/orders/p-1/pay", body, ts, sign(ts, "/orders/p-1/pay", body), 200},
+		{"upper-case hex", secret, "/orders/p-1/pay", body, ts, strings.ToUpper(sign(ts, "/orders/p-1/pay", body)), 200},
+		{"no secret set", "", "/orders/p-1/pay", body, ts, sign(ts, "/orders/p-1/pay", body), 401},
+		{"body changed", secret, "/orders/p-1/pay", `{"payment_id":"psp-2"}`, ts, sign(ts, "/orders/p-1/pay", body), 401},
+		{"another order's", secret, "/orders/p-1/pay", body, ts, sign(ts, "/orders/p-2/pay", body), 401},
+		{"stale", secret, "/orders/p-1/pay", body, "1699999600", sign("1699999600", "/orders/p-1/pay", body), 401},
+		{"no timestamp", secret, "/orders/p-1/pay", body, "", sign("", "/orders/p-1/pay", body), 401},
+		{"unknown order", secret, "/orders/p-2/pay", body, ts, sign(ts, "/orders/p-2/pay", body), 404},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &fakeReservations{end: redisstore.Ending{State: redisstore.StatePaid}}
+			h := handler.New(handler.Config{Replica: replica, Backend: "local", AdminToken: token, Buyers: gateway, PaymentSecret: tc.secret},
+				handler.Deps{Inventory: &cannedInventory{}, Orders: &fakeOrders{orders: map[string]stock.Order{"p-1": order1}}, Reservations: res})
+			req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, tc.path, strings.NewReader(tc.body))
+			req.Header.Set(handler.HeaderPaymentTimestamp, tc.ts)
+			req.Header.Set(handler.HeaderPaymentSignature, tc.sig)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.code {
+				t.Fatalf("POST %s: got %d %s, want %d", tc.path, rec.Code, rec.Body, tc.code)
+			}
+			if paid := res.gotPID != ""; paid != (tc.code == 200) {
+				t.Fatalf("POST %s answered %d: the store was asked to pay %q", tc.path, rec.Code, res.gotPID)
+			}
+		})
 	}
 }

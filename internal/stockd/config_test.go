@@ -56,6 +56,14 @@ func TestValidate(t *testing.T) {
 		{"payment window under a second", func(c *Config) { c.Orders.PaymentWindow = 500 * time.Millisecond }, "orders.payment_window"},
 		{"payment window over a day", func(c *Config) { c.Orders.PaymentWindow = 25 * time.Hour }, "orders.payment_window"},
 		{"payment window without the ledger", func(c *Config) { c.Orders.PaymentWindow, c.Stock.Ledger = time.Minute, false }, "orders.payment_window"},
+		{"payment secret", func(c *Config) {
+			c.Orders.PaymentWindow, c.Orders.PaymentSecret = time.Minute, "9c2e7a1f4b8d3e6a0f5c9b2d7e1a4f8c"
+		}, ""},
+		{"payment secret without a window", func(c *Config) { c.Orders.PaymentSecret = "9c2e7a1f4b8d3e6a0f5c9b2d7e1a4f8c" }, "orders.payment_secret"},
+		{"short payment secret", func(c *Config) { c.Orders.PaymentWindow, c.Orders.PaymentSecret = time.Minute, "9c2e7a1f" }, "orders.payment_secret"},
+		{"weak payment secret", func(c *Config) {
+			c.Orders.PaymentWindow, c.Orders.PaymentSecret = time.Minute, "changeme-changeme-changeme-changeme"
+		}, "orders.payment_secret"},
 		{"payment window, segments", func(c *Config) { c.Orders.PaymentWindow, c.Stock.Segments = time.Minute, 2 }, "orders.payment_window"},
 		{"payment window, witness", func(c *Config) {
 			c.Orders.PaymentWindow, c.Stock.Witness = time.Minute, "etcd"

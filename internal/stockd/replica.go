@@ -236,6 +236,7 @@ func (r *replica) handler(buyers *auth.Identity, leader handler.LeaderStatus) ht
 		RunsBeside:     RunsBeside,
 		Formats:        apiFormats(),
 		AdminToken:     cfg.Admin.Token,
+		PaymentSecret:  cfg.Orders.PaymentSecret,
 		MaxBodyBytes:   int64(cfg.HTTP.MaxBodyBytes),
 		TrustedProxies: cfg.HTTP.TrustedProxies,
 		Buyers:         buyers,

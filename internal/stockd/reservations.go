@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"seckill/internal/auth"
 	"seckill/internal/stock/redisstore"
 )
 
@@ -25,6 +26,15 @@ func validateReservations(c *Config, bad func(key, format string, args ...any)) 
 		bad("orders.payment_window", "needs stock.segments: 1 (a returned unit goes back to the one stock key), got %d", c.Stock.Segments)
 	case c.Stock.Witness != "none":
 		bad("orders.payment_window", "is not supported with stock.witness %s yet: the witness's ceilings assume the stock only falls", c.Stock.Witness)
+	}
+	switch s := c.Orders.PaymentSecret; {
+	case s == "":
+	case w == 0:
+		bad("orders.payment_secret", "needs orders.payment_window (without it nothing is paid)")
+	case len(s) < auth.MinSecretLen:
+		bad("orders.payment_secret", "too short: want at least %d bytes, got %d (e.g. openssl rand -hex 32)", auth.MinSecretLen, len(s))
+	case !c.Auth.AllowWeakSecrets:
+		weakSecret("orders.payment_secret", s, "openssl rand -hex 32", bad)
 	}
 }
 

@@ -8,9 +8,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/api"
+	"seckill/internal/handler"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/testwait"
 )
+
+// paymentSecret is the provider's shared secret in these tests.
+const paymentSecret = "9c2e7a1f4b8d3e6a0f5c9b2d7e1a4f8c"
 
 // orders.payment_window through stockd: a sale answers its pay_by; the
 // buyer pays or cancels (another buyer cannot); a cancelled unit sells
@@ -24,7 +28,7 @@ func TestReservationsThroughStockd(t *testing.T) {
 	}
 	rds := servertest.Redis(t)
 	p := startStockdOn(t, rds,
-		"STOCKD_ORDERS_PAYMENT_WINDOW=1h",
+		"STOCKD_ORDERS_PAYMENT_WINDOW=1h", "STOCKD_ORDERS_PAYMENT_SECRET="+paymentSecret,
 		"STOCKD_AUTH_BUYERS=proxy", "STOCKD_HTTP_TRUSTED_PROXIES=127.0.0.1")
 	base := "http://" + p.Addr()
 	rdb := redis.NewClient(&redis.Options{Addr: rds.Addr()})
@@ -94,8 +98,13 @@ func TestReservationsThroughStockd(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling a remote's progress: no event to wait on
 	}
-	if code, body := pay("carol", orders["carol"], "pay-c"); code != 200 || body["state"] != "expired" || body["refund"] != true {
-		t.Fatalf("carol pays after her deadline: %d %v; want 200 expired, refund owed", code, body)
+	// Her payment comes late, from the provider's signed callback.
+	path, payment := "/orders/"+orders["carol"]+"/pay", `{"payment_id":"psp-c"}`
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	code, _, body := stockdSend(t, base, "POST", path, payment, "X-Admin-Token", "",
+		handler.HeaderPaymentTimestamp, ts, handler.HeaderPaymentSignature, handler.PaymentSignature(paymentSecret, ts, path, []byte(payment)))
+	if code != 200 || body["state"] != "expired" || body["refund"] != true {
+		t.Fatalf("carol's payment after her deadline: %d %v; want 200 expired, refund owed", code, body)
 	}
 	wantStock(1, 4, 2)
 }

@@ -360,6 +360,9 @@ func weakSecrets(c *Config) []string {
 	if c.Auth.JWTSecret != "" {
 		weakSecret("auth.jwt_secret", c.Auth.JWTSecret, "", collect)
 	}
+	if c.Orders.PaymentSecret != "" {
+		weakSecret("orders.payment_secret", c.Orders.PaymentSecret, "", collect)
+	}
 	return keys
 }
 
