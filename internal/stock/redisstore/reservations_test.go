@@ -282,3 +282,28 @@ func TestReservationsDocNamesEveryState(t *testing.T) {
 		}
 	}
 }
+
+// A cancel does not give the buyer's per-user slot back: with a limit of
+// one, a buyer cannot reserve, cancel and reserve again to catch units as
+// they come back (the bot loop). The unit itself goes back to everyone.
+func TestCancelKeepsThePerUserSlot(t *testing.T) {
+	ctx := t.Context()
+	s, _ := ledgerStore(t, 2, 1)
+	s = s.WithReservations()
+	svc := ledgerModes[0].service(s, func(c *stock.ServiceConfig) { c.PaymentWindow, c.PerUserLimit = window, 1 })
+	bot := stock.Buyer{User: "bot"}
+	sale, err := svc.ReduceFor(ctx, bot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := s.Cancel(ctx, sale.OrderID); err != nil || e.State != redisstore.StateCancelled {
+		t.Fatalf("cancel: %+v, %v", e, err)
+	}
+	if _, err := svc.ReduceFor(ctx, bot); !errors.Is(err, stock.ErrLimitReached) {
+		t.Fatalf("the bot again after its cancel: %v; want ErrLimitReached", err)
+	}
+	if _, err := svc.ReduceFor(ctx, stock.Buyer{User: "alice"}); err != nil {
+		t.Fatalf("another buyer takes a unit: %v", err)
+	}
+	wantBooks(t, s, 2, 1, 1)
+}
