@@ -26,6 +26,10 @@ type Sale struct {
 	// Order is the order id the sale left in the ledger (stock.ledger on),
 	// on Sold; a replayed Idempotency-Key answers the original one.
 	Order string `json:"order,omitempty"`
+	// Pending, on SoldOut with orders.payment_window, is the units still
+	// reserved, which may come back (with Retry-After up to the earliest
+	// deadline); absent when none.
+	Pending *int64 `json:"pending,omitempty"`
 	// PayBy, with orders.payment_window, is when the order's reservation
 	// lapses unless paid (unix ms, the stock Redis's clock), on Sold; a
 	// replay does not repeat it (GET /orders/:id has it).

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -127,6 +128,10 @@ type Deps struct {
 	// (orders.payment_window; reservations.go); nil answers its routes
 	// 404.
 	Reservations Reservations
+	// Pending, if set, is the default sale's reservations still pending
+	// and the earliest deadline, as the expirer last saw them: a sold-out
+	// answer then says units may come back, and when to ask again.
+	Pending func() (pending int64, next time.Time)
 }
 
 // WitnessCheck is the store's witness (stock.witness; redisstore.Store).
@@ -264,6 +269,8 @@ type saleOn struct {
 	// unconfirmed answer ("": publicError's text, the default sale's).
 	receipts string
 	fail     func(c *gin.Context, err error)
+	// pending is Deps.Pending for the default sale; nil for an item.
+	pending func() (int64, time.Time)
 }
 
 // defaultSale is the routes of the default sale. Its calls are closures,
@@ -275,11 +282,19 @@ func (a *server) defaultSale() saleOn {
 		receipt: func(ctx context.Context, attempt string) (int64, bool, error) {
 			return a.deps.Inventory.Receipt(ctx, attempt)
 		},
-		fail: a.fail,
+		fail:    a.fail,
+		pending: a.deps.Pending,
 	}
 }
 
 func (a *server) reduce(c *gin.Context) { a.sell(c, a.defaultSale()) }
+
+// retryAtDeadline is a sold-out answer's Retry-After while reservations
+// are pending: the seconds until the earliest deadline, at least 1 (a
+// deadline passed or unknown: the expirer returns within a second).
+func retryAtDeadline(next time.Time) int {
+	return max(1, int(math.Ceil(next.Sub(now()).Seconds())))
+}
 
 // sell answers a sale made on route s: POST /stock/reduce's, or an item's.
 func (a *server) sell(c *gin.Context, s saleOn) {
@@ -340,6 +355,14 @@ func (a *server) sell(c *gin.Context, s saleOn) {
 	}
 	if result == api.Busy {
 		c.Header("Retry-After", strconv.Itoa(stock.RetryAfterSeconds(err)))
+	}
+	if result == api.SoldOut && s.pending != nil {
+		// Reserved units may come back: how many, and when the first
+		// deadline passes (docs/reservations.md).
+		if n, next := s.pending(); n > 0 {
+			body.Pending = &n
+			c.Header("Retry-After", strconv.Itoa(retryAtDeadline(next)))
+		}
 	}
 	// One WARN per result kind per second: under load every busy or
 	// failed sale would otherwise log (the counts are in the metrics).

@@ -135,3 +135,35 @@ func TestPaymentProviderCallback(t *testing.T) {
 		})
 	}
 }
+
+// A sold-out answer while reservations are pending says how many, with
+// Retry-After up to the earliest deadline (at least 1 s); none pending, or
+// reservations off, answers as before.
+func TestSoldOutWithReservationsPending(t *testing.T) {
+	clock := time.Unix(1_700_000_000, 0)
+	defer handler.SetNow(func() time.Time { return clock })()
+	soldOut := sellerFunc(func(context.Context) (stock.Sale, error) { return stock.Sale{}, stock.ErrSoldOut })
+	for _, tc := range []struct {
+		name    string
+		pending func() (int64, time.Time)
+		want    string
+		retry   string
+	}{
+		{"pending", func() (int64, time.Time) { return 2, clock.Add(90*time.Second + time.Millisecond) },
+			`{"replica":"r-test","pending":2,"result":"sold_out"}`, "91"},
+		{"deadline passed", func() (int64, time.Time) { return 1, clock.Add(-time.Second) },
+			`{"replica":"r-test","pending":1,"result":"sold_out"}`, "1"},
+		{"none pending", func() (int64, time.Time) { return 0, time.Time{} }, `{"replica":"r-test","result":"sold_out"}`, ""},
+		{"reservations off", nil, `{"replica":"r-test","result":"sold_out"}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := handler.New(handler.Config{Replica: replica, Backend: "local"},
+				handler.Deps{Seller: soldOut, Inventory: &cannedInventory{}, Pending: tc.pending})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/stock/reduce", nil))
+			if rec.Code != http.StatusConflict || rec.Body.String() != tc.want || rec.Header().Get("Retry-After") != tc.retry {
+				t.Fatalf("got %d %s (Retry-After %q), want 409 %s (Retry-After %q)", rec.Code, rec.Body, rec.Header().Get("Retry-After"), tc.want, tc.retry)
+			}
+		})
+	}
+}

@@ -44,6 +44,8 @@ type replica struct {
 	sales redisstore.ItemsConfig // every sale's store, the default's ("")
 	store *redisstore.Store
 	units *durableUnits
+	// pending is what the expirer last saw reserved (reservations.go).
+	pending pendingView
 
 	// buildSale
 	svc   *stock.Service
@@ -223,8 +225,9 @@ func (r *replica) handler(buyers *auth.Identity, leader handler.LeaderStatus) ht
 		pinger = p
 	}
 	var reservations handler.Reservations
+	var pending func() (int64, time.Time)
 	if cfg.Orders.PaymentWindow > 0 && r.ledger {
-		reservations = r.store
+		reservations, pending = r.store, r.pending.Pending
 	}
 	return handler.New(handler.Config{
 		Replica:        cfg.Replica,
@@ -255,6 +258,7 @@ func (r *replica) handler(buyers *auth.Identity, leader handler.LeaderStatus) ht
 		Witness:      r.store,
 		Items:        r.items,
 		Reservations: reservations,
+		Pending:      pending,
 	})
 }
 

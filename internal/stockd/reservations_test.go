@@ -83,11 +83,26 @@ func TestReservationsThroughStockd(t *testing.T) {
 	}
 	wantStock(0, 4, 1)
 
+	// Sold out, with carol's and dave's units still reserved: a loser is
+	// told that two may come back, and to ask again by carol's deadline
+	// (the expirer's view, at most a second old).
+	until := testwait.Until(t)
+	for {
+		code, hdr, body := stockdCall(t, base, "POST", "/stock/reduce", "X-User", "erin")
+		retry, _ := strconv.Atoi(hdr.Get("Retry-After"))
+		if code == 409 && body["pending"] == 2.0 && retry > 3500 && retry <= 3600 {
+			break
+		}
+		if code != 409 || until.Err() != nil {
+			t.Fatalf("erin, sold out with 2 reserved: %d %v (Retry-After %q); want 409, pending 2, Retry-After about an hour", code, body, hdr.Get("Retry-After"))
+		}
+		time.Sleep(50 * time.Millisecond) // the expirer's view: polled, no event to wait on
+	}
+
 	// Carol never pays: past her deadline, an expirer returns her unit.
 	if err := rdb.Set(t.Context(), "stock:orders:clock", strconv.FormatInt(payBy["carol"]+1, 10), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	until := testwait.Until(t)
 	for {
 		_, _, body := stockdCall(t, base, "GET", "/stock")
 		if body["stock"] == 1.0 && body["returned"] == 2.0 {

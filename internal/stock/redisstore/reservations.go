@@ -133,25 +133,36 @@ func (s *Store) Cancel(ctx context.Context, id string) (Ending, error) {
 	return Ending{State: fmt.Sprint(res[0])}, nil
 }
 
+// Expiry is what one ExpireDue did and left.
+type Expiry struct {
+	Expired int64 // orders expired now, their units returned
+	Next    int64 // the earliest deadline left, unix ms (0: none)
+	Pending int64 // orders still reserved: units that may come back
+}
+
 // ExpireDue expires at most max orders whose deadline has passed by the
-// reservations' clock, returning their units, and says how many it
-// expired and the earliest deadline left (unix ms, 0: none). Any number
-// of replicas may call it at once: each order expires in one run.
-func (s *Store) ExpireDue(ctx context.Context, max int) (expired int64, next int64, err error) {
+// reservations' clock, returning their units. Any number of replicas may
+// call it at once: each order expires in one run.
+func (s *Store) ExpireDue(ctx context.Context, max int) (Expiry, error) {
 	if max < 1 {
-		return 0, 0, fmt.Errorf("stock: expire: batch %d, want at least 1", max)
+		return Expiry{}, fmt.Errorf("stock: expire: batch %d, want at least 1", max)
 	}
 	res, err := s.lifecycle(ctx, "expire", max)
 	if err != nil {
-		return 0, 0, err
+		return Expiry{}, err
 	}
-	expired, _ = res[1].(int64)
+	var x Expiry
+	if len(res) != 4 {
+		return x, fmt.Errorf("stock: expire: unexpected reply %v", res)
+	}
+	x.Expired, _ = res[1].(int64)
+	x.Pending, _ = res[3].(int64)
 	if v := fmt.Sprint(res[2]); v != "" {
-		if next, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return expired, 0, fmt.Errorf("stock: expire: next deadline %q: %w", v, err)
+		if x.Next, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return x, fmt.Errorf("stock: expire: next deadline %q: %w", v, err)
 		}
 	}
-	return expired, next, nil
+	return x, nil
 }
 
 // OrderState reads order id's state: StateReserved and its pay_by (unix

@@ -166,8 +166,8 @@ func TestPaymentAgainstItsDeadline(t *testing.T) {
 		t.Fatalf("pay a millisecond late: %+v, %v; want expired, owed back", e, err)
 	}
 	wantBooks(t, s, 2, 1, 1)
-	if n, next, err := s.ExpireDue(ctx, 10); err != nil || n != 0 || next != 0 {
-		t.Fatalf("expire after the late payment: %d (next %d), %v; want none left", n, next, err)
+	if x, err := s.ExpireDue(ctx, 10); err != nil || x != (redisstore.Expiry{}) {
+		t.Fatalf("expire after the late payment: %+v, %v; want none expired, none left", x, err)
 	}
 	wantBooks(t, s, 2, 1, 1)
 }
@@ -183,8 +183,8 @@ func TestConcurrentExpirersReturnEachUnitOnce(t *testing.T) {
 	for range n {
 		last = sellOne(t, svc)
 	}
-	if _, next, err := s.ExpireDue(ctx, 1); err != nil || next == 0 {
-		t.Fatalf("expire before any deadline: next %d, %v; want the earliest deadline", next, err)
+	if x, err := s.ExpireDue(ctx, 1); err != nil || x.Expired != 0 || x.Next == 0 || x.Next > last.PayBy || x.Pending != n {
+		t.Fatalf("expire before any deadline: %+v, %v; want none expired, the earliest deadline, %d pending", x, err, n)
 	}
 	wantBooks(t, s, n, 0, 0)
 	jumpClock(t, rdb, last.PayBy+1) // far ahead of Redis's clock: it stepped back
@@ -194,11 +194,12 @@ func TestConcurrentExpirersReturnEachUnitOnce(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for {
-				k, _, err := s.ExpireDue(ctx, 3)
+				x, err := s.ExpireDue(ctx, 3)
 				if err != nil {
 					t.Error(err)
 					return
 				}
+				k := x.Expired
 				mu.Lock()
 				total += k
 				mu.Unlock()
@@ -263,7 +264,7 @@ func TestReservationsNeedOneSegment(t *testing.T) {
 	if _, err := s.Cancel(t.Context(), "any"); !errors.Is(err, redisstore.ErrNoReservations) {
 		t.Fatalf("cancel in a segmented sale: %v; want ErrNoReservations", err)
 	}
-	if _, _, err := s.ExpireDue(context.Background(), 0); err == nil {
+	if _, err := s.ExpireDue(context.Background(), 0); err == nil {
 		t.Fatal("expire with a batch of 0: no error")
 	}
 }

@@ -55,8 +55,9 @@ end
 --   cancel: {'cancelled', ''} or the state that won ('paid', 'expired').
 --   either: {'unknown', ''} for an order with no state (no reservation);
 --           {'halted', ''}; {'lost', ''} when the stock key is missing.
---   expire: {'expired', count, next}: count orders expired now, next the
---           earliest deadline left (unix ms, '' none).
+--   expire: {'expired', count, next, pending}: count orders expired now,
+--           next the earliest deadline left (unix ms, '' none), pending
+--           the orders still reserved.
 --
 -- A deadline is inclusive: a payment at pay_by pays, the expirer takes an
 -- order only once its clock is past pay_by.
@@ -101,7 +102,7 @@ if op == 'expire' then
     end
   end
   local first = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
-  return {'expired', count, first[2] or ''}
+  return {'expired', count, first[2] or '', redis.call('ZCARD', due)}
 end
 
 local id = ARGV[2]
