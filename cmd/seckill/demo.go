@@ -81,6 +81,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	limit := fs.Int("per-user-limit", 1, "the buyers row's stock.per_user_limit")
 	retryRate := fs.Float64("retry-rate", 0.2, "the buyers row's fraction of purchases re-sent with the same Idempotency-Key")
 	onCluster := fs.Bool("redis-cluster", false, "keep the stock (and the Redis locks) on a local Redis Cluster, 3 masters and 3 replicas, instead of one Redis (docs/cluster.md)")
+	reserveBuyers := fs.Int("reservations", 600, "after the buyers row, the redis sale with orders.payment_window 2s (docs/reservations.md): this many named buyers for --stock units, every third buyer never paying for what it wins, its unit resold (0: no reservations row)")
 	items := fs.Int("items", 3, "after the backends, this many items (docs/items.md) sold at once on redis, one row each (0: no items table)")
 	itemStock := fs.Int("item-stock", 100, "each item's stock")
 	itemRequests := fs.Int("item-requests", 150, "reduce requests per item")
@@ -232,6 +233,15 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		err = nil
 	}
+	var reserved *reservationsRow
+	if *reserveBuyers > 0 && slices.Contains(list, "redis") && ctx.Err() == nil {
+		log.Info("selling with reservations", "buyers", *reserveBuyers, "stock", *initial)
+		reserved = sellReserved(ctx, c, base, clusterEnv, *initial, *reserveBuyers, *concurrency, *timeout)
+		if *asJSON {
+			b, _ := json.Marshal(reserved)
+			fmt.Fprintf(stdout, "%s\n", b)
+		}
+	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "seckill demo: interrupted; tearing the cluster down")
 		return exitFailure
@@ -263,12 +273,22 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout)
 			writeBuyersTable(stdout, bought)
 		}
+		if reserved != nil {
+			fmt.Fprintln(stdout)
+			writeReservationsTable(stdout, reserved)
+		}
 	}
 	if *linger {
 		fmt.Fprintf(stderr, "cluster up at %s (admin token %s) until Ctrl-C\n", c.URL(), c.AdminToken())
 		<-ctx.Done()
 	}
 	code := exitOK
+	if reserved != nil && !reserved.OK {
+		code = exitInconsistent
+		if reserved.Report == nil {
+			code = exitFailure
+		}
+	}
 	for _, r := range rows {
 		if r.failed {
 			code = max(code, exitInconsistent)

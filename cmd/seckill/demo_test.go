@@ -114,3 +114,28 @@ func TestItemsTable(t *testing.T) {
 		t.Fatalf("got failed %v/%v and table:\n%s", good.failed, bad.failed, b.String())
 	}
 }
+
+// The reservations row: its table line, and a verdict that fails the
+// demo when a unit was paid twice, the books are off, or it never ran.
+func TestReservationsRow(t *testing.T) {
+	good := &reservationsRow{OK: true, Report: &loadgen.ReserveReport{Stock: 300, Buyers: 600, Paid: 300, NeverPay: 150,
+		Returned: 150, Lucky: 450, Lost: 150, Consistent: true, DurationMS: 12300}}
+	var b strings.Builder
+	writeReservationsTable(&b, good)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := "| 300 | 600 | 300 | 150 | 150 | 0 | 150 | 0 | exact | 12.3 s | OK |"
+	if len(lines) != 4 || lines[3] != want {
+		t.Fatalf("got table:\n%s\nwant the row %q", b.String(), want)
+	}
+	twice := &reservationsRow{Report: &loadgen.ReserveReport{Stock: 300, Paid: 300, PaidTwice: 1, Lucky: 300}}
+	b.Reset()
+	writeReservationsTable(&b, twice)
+	if !strings.Contains(b.String(), "| 1 | exact |") || !strings.Contains(b.String(), "INCONSISTENT") {
+		t.Fatalf("a unit paid twice: got\n%s\nwant 1 paid twice, INCONSISTENT", b.String())
+	}
+	b.Reset()
+	writeReservationsTable(&b, &reservationsRow{Err: "switch replicas: refused"})
+	if !strings.Contains(b.String(), "error: switch replicas: refused") {
+		t.Fatalf("no run: got\n%s\nwant the error", b.String())
+	}
+}

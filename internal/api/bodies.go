@@ -32,7 +32,7 @@ type Sale struct {
 	Pending *int64 `json:"pending,omitempty"`
 	// PayBy, with orders.payment_window, is when the order's reservation
 	// lapses unless paid (unix ms, the stock Redis's clock), on Sold; a
-	// replay does not repeat it (GET /orders/:id has it).
+	// replay does not repeat it (GET /orders/:id has it, with the state).
 	PayBy *int64 `json:"pay_by,omitempty"`
 	// Replayed: this answer repeats an earlier sale with the same
 	// Idempotency-Key (also said by the Idempotent-Replayed header); nothing
@@ -292,6 +292,12 @@ type Order struct {
 	// numbered.
 	Unit int64  `json:"unit,omitempty"`
 	User string `json:"user,omitempty"`
+	// State, with orders.payment_window, is the order's reservation:
+	// "reserved" (until PayBy, unix ms), "paid", "cancelled" or
+	// "expired" (docs/reservations.md); GET /orders/:id only, and absent
+	// for an order sold without a window.
+	State string `json:"state,omitempty"`
+	PayBy int64  `json:"pay_by,omitempty"`
 }
 
 // Orders is the answer of GET /orders?user=U&offset=O&limit=L: one page of

@@ -128,10 +128,10 @@ type Deps struct {
 	// (orders.payment_window; reservations.go); nil answers its routes
 	// 404.
 	Reservations Reservations
-	// Pending, if set, is the default sale's reservations still pending
-	// and the earliest deadline, as the expirer last saw them: a sold-out
-	// answer then says units may come back, and when to ask again.
-	Pending func() (pending int64, next time.Time)
+	// Pending, if set, reads the default sale's reservations still
+	// pending and the earliest deadline: a sold-out answer then says
+	// units may come back, and when to ask again.
+	Pending func(ctx context.Context) (pending int64, next time.Time, err error)
 }
 
 // WitnessCheck is the store's witness (stock.witness; redisstore.Store).
@@ -270,7 +270,7 @@ type saleOn struct {
 	receipts string
 	fail     func(c *gin.Context, err error)
 	// pending is Deps.Pending for the default sale; nil for an item.
-	pending func() (int64, time.Time)
+	pending func(ctx context.Context) (int64, time.Time, error)
 }
 
 // defaultSale is the routes of the default sale. Its calls are closures,
@@ -358,8 +358,10 @@ func (a *server) sell(c *gin.Context, s saleOn) {
 	}
 	if result == api.SoldOut && s.pending != nil {
 		// Reserved units may come back: how many, and when the first
-		// deadline passes (docs/reservations.md).
-		if n, next := s.pending(); n > 0 {
+		// deadline passes (docs/reservations.md), read now, since a
+		// sold out that hides them would send a buyer away for good. Not
+		// read (Redis down): the plain sold out.
+		if n, next, err := s.pending(c.Request.Context()); err == nil && n > 0 {
 			body.Pending = &n
 			c.Header("Retry-After", strconv.Itoa(retryAtDeadline(next)))
 		}

@@ -12,6 +12,7 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/auth"
 	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // orders.go: the buyer's headers on a sale, and the ledger's read side
@@ -192,7 +193,25 @@ func (a *server) order(c *gin.Context) {
 		a.ledgerOff(c)
 		return
 	}
-	a.readOrder(c, a.deps.Orders, a.deps.Durable, c.Param("id"))
+	o, ok := a.ownOrder(c, a.deps.Orders, a.deps.Durable, c.Param("id"))
+	if !ok {
+		return
+	}
+	body := &orderBody{apiOrder(o)}
+	if a.deps.Reservations != nil {
+		// With reservations the order's state is part of it: a buyer
+		// whose sale was replayed learns its deadline here.
+		state, payBy, err := a.deps.Reservations.OrderState(c.Request.Context(), o.ID)
+		switch {
+		case errors.Is(err, redisstore.ErrNoReservation): // sold without a window: final
+		case err != nil:
+			a.fail(c, err)
+			return
+		default:
+			body.State, body.PayBy = state, payBy
+		}
+	}
+	a.json(c, http.StatusOK, body)
 }
 
 // readOrder answers a read of order id from the ledger r, and from its

@@ -30,6 +30,9 @@ import (
 type Reservations interface {
 	Pay(ctx context.Context, id, paymentID string) (redisstore.Ending, error)
 	Cancel(ctx context.Context, id string) (redisstore.Ending, error)
+	// OrderState is the order's state and, reserved, its pay_by (unix
+	// ms); redisstore.ErrNoReservation for an order without one.
+	OrderState(ctx context.Context, id string) (state string, payBy int64, err error)
 }
 
 // pay is POST /orders/:id/pay {"payment_id":".."}, by the order's buyer or

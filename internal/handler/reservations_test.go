@@ -32,6 +32,13 @@ func (f *fakeReservations) Cancel(context.Context, string) (redisstore.Ending, e
 	return f.end, f.err
 }
 
+func (f *fakeReservations) OrderState(context.Context, string) (string, int64, error) {
+	if f.err != nil {
+		return "", 0, f.err
+	}
+	return redisstore.StateReserved, 1_700_000_600_000, nil
+}
+
 // Every answer of POST /orders/:id/pay and /cancel, byte for byte: the
 // state that won, a refund owed as a 200, a reused payment id 409, an
 // order sold without a window 404, a bad body 400, and another buyer's
@@ -145,15 +152,19 @@ func TestSoldOutWithReservationsPending(t *testing.T) {
 	soldOut := sellerFunc(func(context.Context) (stock.Sale, error) { return stock.Sale{}, stock.ErrSoldOut })
 	for _, tc := range []struct {
 		name    string
-		pending func() (int64, time.Time)
+		pending func(context.Context) (int64, time.Time, error)
 		want    string
 		retry   string
 	}{
-		{"pending", func() (int64, time.Time) { return 2, clock.Add(90*time.Second + time.Millisecond) },
+		{"pending", func(context.Context) (int64, time.Time, error) {
+			return 2, clock.Add(90*time.Second + time.Millisecond), nil
+		},
 			`{"replica":"r-test","pending":2,"result":"sold_out"}`, "91"},
-		{"deadline passed", func() (int64, time.Time) { return 1, clock.Add(-time.Second) },
+		{"deadline passed", func(context.Context) (int64, time.Time, error) { return 1, clock.Add(-time.Second), nil },
 			`{"replica":"r-test","pending":1,"result":"sold_out"}`, "1"},
-		{"none pending", func() (int64, time.Time) { return 0, time.Time{} }, `{"replica":"r-test","result":"sold_out"}`, ""},
+		{"none pending", func(context.Context) (int64, time.Time, error) { return 0, time.Time{}, nil }, `{"replica":"r-test","result":"sold_out"}`, ""},
+		{"not read", func(context.Context) (int64, time.Time, error) { return 0, time.Time{}, stock.ErrUnavailable },
+			`{"replica":"r-test","result":"sold_out"}`, ""},
 		{"reservations off", nil, `{"replica":"r-test","result":"sold_out"}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,6 +174,30 @@ func TestSoldOutWithReservationsPending(t *testing.T) {
 			h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/stock/reduce", nil))
 			if rec.Code != http.StatusConflict || rec.Body.String() != tc.want || rec.Header().Get("Retry-After") != tc.retry {
 				t.Fatalf("got %d %s (Retry-After %q), want 409 %s (Retry-After %q)", rec.Code, rec.Body, rec.Header().Get("Retry-After"), tc.want, tc.retry)
+			}
+		})
+	}
+}
+
+// With reservations, GET /orders/:id carries the order's state and, while
+// reserved, its pay_by: what a buyer whose sale was replayed needs.
+func TestOrderShowsItsReservation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		res  *fakeReservations
+		code int
+		want string
+	}{
+		{"reserved", &fakeReservations{}, 200, `"state":"reserved","pay_by":1700000600000`},
+		{"sold without a window", &fakeReservations{err: redisstore.ErrNoReservation}, 200, `"user":"alice"}`},
+		{"redis down", &fakeReservations{err: fmt.Errorf("%w: refused", stock.ErrUnavailable)}, 503, `"stock service unavailable"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := handler.New(handler.Config{Replica: replica, Backend: "local", AdminToken: token},
+				handler.Deps{Inventory: &cannedInventory{}, Orders: &fakeOrders{orders: map[string]stock.Order{"p-1": order1}}, Reservations: tc.res})
+			code, body := get(t, h, "/orders/p-1")
+			if code != tc.code || !strings.Contains(body, tc.want) {
+				t.Fatalf("GET /orders/p-1: got %d %s, want %d with %s", code, body, tc.code, tc.want)
 			}
 		})
 	}

@@ -44,8 +44,6 @@ type replica struct {
 	sales redisstore.ItemsConfig // every sale's store, the default's ("")
 	store *redisstore.Store
 	units *durableUnits
-	// pending is what the expirer last saw reserved (reservations.go).
-	pending pendingView
 
 	// buildSale
 	svc   *stock.Service
@@ -225,9 +223,14 @@ func (r *replica) handler(buyers *auth.Identity, leader handler.LeaderStatus) ht
 		pinger = p
 	}
 	var reservations handler.Reservations
-	var pending func() (int64, time.Time)
+	var pending func(context.Context) (int64, time.Time, error)
 	if cfg.Orders.PaymentWindow > 0 && r.ledger {
-		reservations, pending = r.store, r.pending.Pending
+		store := r.store
+		reservations = store
+		pending = func(ctx context.Context) (int64, time.Time, error) {
+			n, next, err := store.Pending(ctx)
+			return n, time.UnixMilli(next), err
+		}
 	}
 	return handler.New(handler.Config{
 		Replica:        cfg.Replica,

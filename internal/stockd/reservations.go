@@ -50,15 +50,14 @@ const (
 // expirer until the replica closes. Every replica runs one: an order
 // expires in one script run, so expirers racing return each unit once,
 // and one killed mid-batch leaves nothing half done; no election, so no
-// leader's loss stops the returns. What it last saw pending is the
-// sold-out answers' hint (handler.Deps.Pending).
+// leader's loss stops the returns.
 func (r *replica) startExpirer(ctx context.Context) {
 	if r.cfg.Orders.PaymentWindow <= 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { expire(ctx, r.store, &r.pending, r.log) })
+	wg.Go(func() { expire(ctx, r.store, r.log) })
 	r.w.onClose(func() error {
 		cancel()
 		wg.Wait()
@@ -66,34 +65,8 @@ func (r *replica) startExpirer(ctx context.Context) {
 	})
 }
 
-// pendingView is what the expirer last saw: the orders still reserved
-// and the earliest deadline, at most expirerPoll old. It is safe for
-// concurrent use; the zero value has seen nothing.
-type pendingView struct {
-	mu      sync.Mutex
-	pending int64
-	next    time.Time
-}
-
-func (v *pendingView) set(x redisstore.Expiry) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.pending, v.next = x.Pending, time.Time{}
-	if x.Next > 0 {
-		v.next = time.UnixMilli(x.Next)
-	}
-}
-
-// Pending is handler.Deps.Pending.
-func (v *pendingView) Pending() (int64, time.Time) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.pending, v.next
-}
-
-// expire returns st's due reservations until ctx ends, telling view
-// what is left.
-func expire(ctx context.Context, st *redisstore.Store, view *pendingView, log *slog.Logger) {
+// expire returns st's due reservations until ctx ends.
+func expire(ctx context.Context, st *redisstore.Store, log *slog.Logger) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -115,9 +88,6 @@ func expire(ctx context.Context, st *redisstore.Store, view *pendingView, log *s
 			// By this process's clock, which may differ from Redis's:
 			// the poll bounds how far off it can make an expiry.
 			wait = min(max(time.Until(time.UnixMilli(x.Next)), 10*time.Millisecond), expirerPoll)
-		}
-		if err == nil {
-			view.set(x)
 		}
 		if x.Expired > 0 {
 			log.Info("expirer: reservations expired, units back on sale", "orders", x.Expired, "pending", x.Pending)

@@ -165,6 +165,26 @@ func (s *Store) ExpireDue(ctx context.Context, max int) (Expiry, error) {
 	return x, nil
 }
 
+// Pending reads the orders still reserved and the earliest deadline
+// (unix ms, 0: none), at one instant: what a sold-out answer says may
+// come back, and when.
+func (s *Store) Pending(ctx context.Context) (n int64, next int64, err error) {
+	var card *redis.IntCmd
+	var first *redis.ZSliceCmd
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		card = p.ZCard(ctx, s.keys.Due)
+		first = p.ZRangeWithScores(ctx, s.keys.Due, 0, 0)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, WrapRedis(ctx, "pending reservations", err)
+	}
+	if zs := first.Val(); len(zs) == 1 {
+		next = int64(zs[0].Score)
+	}
+	return card.Val(), next, nil
+}
+
 // OrderState reads order id's state: StateReserved and its pay_by (unix
 // ms), or an end with 0; ErrNoReservation when it has none.
 func (s *Store) OrderState(ctx context.Context, id string) (string, int64, error) {

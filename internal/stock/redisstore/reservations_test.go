@@ -187,6 +187,9 @@ func TestConcurrentExpirersReturnEachUnitOnce(t *testing.T) {
 		t.Fatalf("expire before any deadline: %+v, %v; want none expired, the earliest deadline, %d pending", x, err, n)
 	}
 	wantBooks(t, s, n, 0, 0)
+	if p, next, err := s.Pending(ctx); err != nil || p != n || next == 0 || next > last.PayBy {
+		t.Fatalf("pending: %d, next %d, %v; want %d, the earliest deadline", p, next, err, n)
+	}
 	jumpClock(t, rdb, last.PayBy+1) // far ahead of Redis's clock: it stepped back
 	var wg sync.WaitGroup
 	var mu sync.Mutex
