@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"seckill/internal/lab/loadgen"
 	"seckill/internal/lab/localcluster"
 	"seckill/internal/servers"
 )
@@ -171,7 +172,7 @@ func TestSeckillDemo(t *testing.T) {
 	}
 	out, errOut, code := seckill(t, "demo", "--stockd", stockd, "--backends", "none,redis",
 		"--replicas", "2", "--requests", "200", "--concurrency", "20", "--stock", "100",
-		"--delay", "2ms-6ms", "--json", "--dashboard", "127.0.0.1:0")
+		"--delay", "2ms-6ms", "--json", "--dashboard", "127.0.0.1:0", "--reservations", "0")
 	if code != 0 {
 		t.Fatalf("exit %d, want 0\nstdout %s\nstderr %s", code, out, errOut)
 	}
@@ -245,15 +246,27 @@ func TestSeckillDemoOnACluster(t *testing.T) {
 	}
 	out, errOut, code := seckill(t, "demo", "--stockd", stockd, "--redis-cluster", "--backends", "redis",
 		"--replicas", "2", "--requests", "200", "--concurrency", "20", "--stock", "100",
-		"--delay", "2ms-6ms", "--items", "1", "--sales", "segments8", "--buyers", "150", "--json")
+		"--delay", "2ms-6ms", "--items", "1", "--sales", "segments8", "--buyers", "150", "--reservations", "300", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d, want 0\nstdout %s\nstderr %s", code, out, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 {
-		t.Fatalf("got %d lines, want 4 (redis, its item, segments8, buyers):\n%s", len(lines), out)
+	if len(lines) != 5 {
+		t.Fatalf("got %d lines, want 5 (redis, its item, segments8, buyers, reservations):\n%s", len(lines), out)
 	}
-	for i, line := range lines {
+	// The reservations row, on the cluster too: every unit paid once,
+	// each unpaid one returned once and resold (docs/reservations.md).
+	var reserved struct {
+		Report *loadgen.ReserveReport `json:"report"`
+		OK     bool                   `json:"ok"`
+	}
+	if err := json.Unmarshal([]byte(lines[4]), &reserved); err != nil || !reserved.OK || reserved.Report == nil {
+		t.Fatalf("reservations row: %s (%v); want ok", lines[4], err)
+	}
+	if r := reserved.Report; r.Paid != 100 || r.PaidTwice != 0 || r.Left != 0 || r.Returned != int64(r.NeverPay+r.Refunds) {
+		t.Errorf("reservations row: %+v; want 100 paid once each, every unpaid unit returned once", r)
+	}
+	for i, line := range lines[:4] {
 		r := decode(t, line)
 		if r.Verdict != "consistent" || !r.Consistent || r.Lucky != 100 || r.Oversold != 0 {
 			t.Errorf("row %d: got %+v, want 100 sold, consistent", i, r)
