@@ -52,13 +52,18 @@ func (a *server) pay(c *gin.Context) {
 	if !ok {
 		return
 	}
+	a.payOrder(c, o.ID, body)
+}
+
+// payOrder pays order id with the payment body names, and answers.
+func (a *server) payOrder(c *gin.Context, id string, body []byte) {
 	pid, err := parsePayment(body)
 	if err != nil {
 		a.problem(c, http.StatusBadRequest, err.Error())
 		return
 	}
-	e, err := a.deps.Reservations.Pay(c.Request.Context(), o.ID, pid)
-	a.ended(c, o.ID, e, err)
+	e, err := a.deps.Reservations.Pay(c.Request.Context(), id, pid)
+	a.ended(c, id, e, err)
 }
 
 // A payment provider's callback (orders.payment_secret) is POST
@@ -136,13 +141,7 @@ func (a *server) providerPay(c *gin.Context) {
 		a.noReservations(c, o.ID)
 		return
 	}
-	pid, err := parsePayment(body)
-	if err != nil {
-		a.problem(c, http.StatusBadRequest, err.Error())
-		return
-	}
-	e, err := a.deps.Reservations.Pay(c.Request.Context(), o.ID, pid)
-	a.ended(c, o.ID, e, err)
+	a.payOrder(c, o.ID, body)
 }
 
 // cancel is POST /orders/:id/cancel, by the order's buyer or the admin:

@@ -24,23 +24,13 @@ func TestBuyersOnLocalCluster(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	c, err := localcluster.Start(ctx, localcluster.Config{
-		Replicas: 2, Backend: "redis", Stockd: os.Getenv("SECKILL_STOCKD"),
-		Env: map[string]string{
-			"work.delay":           "1ms",
-			"lock.wait_timeout":    "60s",
-			"stock.ledger":         "true",
-			"stock.per_user_limit": "1",
-			"orders.durable":       "true",
-		},
+	c := startRedisCluster(ctx, t, "redis-server nginx-light mariadb-server", map[string]string{
+		"work.delay":           "1ms",
+		"lock.wait_timeout":    "60s",
+		"stock.ledger":         "true",
+		"stock.per_user_limit": "1",
+		"orders.durable":       "true",
 	})
-	if errors.Is(err, servers.ErrNotInstalled) {
-		servertest.SkipOrFail(t, err, "redis-server nginx-light mariadb-server")
-	}
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
 	if c.MariaDB() == nil {
 		t.Fatal("orders.durable did not start MariaDB")
 	}
@@ -174,4 +164,22 @@ func TestItemOnLocalCluster(t *testing.T) {
 	if s, err := loadgen.GetStock(ctx, client, c.URL()); err != nil || s.Stock != 7 || s.Lucky != 0 {
 		t.Fatalf("the default sale: got %+v (%v), want stock 7, lucky 0: untouched", s, err)
 	}
+}
+
+// startRedisCluster starts 2 replicas on the redis lock behind nginx, env
+// over the defaults, closed with the test; a server not installed skips
+// it (fails it in CI), need naming the packages.
+func startRedisCluster(ctx context.Context, t *testing.T, need string, env map[string]string) *localcluster.Cluster {
+	t.Helper()
+	c, err := localcluster.Start(ctx, localcluster.Config{
+		Replicas: 2, Backend: "redis", Stockd: os.Getenv("SECKILL_STOCKD"), Env: env,
+	})
+	if errors.Is(err, servers.ErrNotInstalled) {
+		servertest.SkipOrFail(t, err, need)
+	}
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }

@@ -2,15 +2,10 @@ package loadgen_test
 
 import (
 	"context"
-	"errors"
-	"os"
 	"testing"
 	"time"
 
 	"seckill/internal/lab/loadgen"
-	"seckill/internal/lab/localcluster"
-	"seckill/internal/servers"
-	"seckill/internal/servers/servertest"
 )
 
 // A sale with reservations against real replicas behind nginx (redis
@@ -23,21 +18,11 @@ func TestReservationsOnLocalCluster(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	c, err := localcluster.Start(ctx, localcluster.Config{
-		Replicas: 2, Backend: "redis", Stockd: os.Getenv("SECKILL_STOCKD"),
-		Env: map[string]string{
-			"lock.wait_timeout":     "60s",
-			"stock.ledger":          "true",
-			"orders.payment_window": "1s",
-		},
+	c := startRedisCluster(ctx, t, "redis-server nginx-light", map[string]string{
+		"lock.wait_timeout":     "60s",
+		"stock.ledger":          "true",
+		"orders.payment_window": "1s",
 	})
-	if errors.Is(err, servers.ErrNotInstalled) {
-		servertest.SkipOrFail(t, err, "redis-server nginx-light")
-	}
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
 
 	const stock = 30
 	r, err := loadgen.RunReserve(ctx, loadgen.ReserveConfig{
