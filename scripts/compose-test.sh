@@ -241,12 +241,19 @@ esac
 T_IMAGES=$(($(date +%s) - T0))
 log "images ready in ${T_IMAGES}s (go build ${T_GO}s)"
 
-# free_port: a free loopback port, from a range of this lane's own (below)
-# so that two lanes never pick one port at the same instant.
+# free_port: a free loopback port, from a range of this lane's own so that
+# two lanes never pick one port at the same instant, and below the kernel's
+# ephemeral range: a port there may be the local end of any outgoing
+# connection (the other lane's load, its TIME_WAITs), and Docker's bind of
+# a published port then fails with "address already in use" although
+# nothing listens on it, which the probe below cannot see. CI lost a run to
+# that (lane 2 drew from 40000-49999, inside 32768-60999).
+EPHEMERAL_LOW=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+((EPHEMERAL_LOW > 13000)) || die "the ephemeral port range starts at $EPHEMERAL_LOW: no room below it for 3 lanes' ports"
 free_port() {
-	local p
+	local p width=$(((EPHEMERAL_LOW - 10000) / 3))
 	while :; do
-		p=$((20000 + ${COMPOSE_TEST_LANE:-0} * 10000 + RANDOM % 10000))
+		p=$((10000 + ${COMPOSE_TEST_LANE:-0} * width + RANDOM % width))
 		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || break
 	done
 	echo "$p"

@@ -69,7 +69,14 @@ observability_variant() {
 		# profile's grafana has no offline image.
 		FILES+=(--profile observability)
 		compose up -d --no-deps prometheus >"$OUT/up-obs-prometheus.log" 2>&1 && wait_healthy prometheus || rc=$?
-		((rc == 0)) || row "$v" "$b" "prometheus up" FAIL - - - - - - "not healthy ($OUT/up-obs-prometheus.log)"
+		if ((rc != 0)); then
+			# What went wrong, in the row itself: CI shows the table's
+			# failing rows, not the artifacts.
+			local why
+			why=$(grep -v '^\s*$' "$OUT/up-obs-prometheus.log" | tail -2 | tr '\n' ' ')
+			why+=" | $(docker logs --tail 2 "$(cids prometheus | head -1)" 2>&1 | tr '\n' ' ')"
+			row "$v" "$b" "prometheus up" FAIL - - - - - - "not healthy ($OUT/up-obs-prometheus.log): ${why:0:400}"
+		fi
 	elif ((rc == 2)); then
 		row "$v" "$b" "up" FAIL - - - - - - "compose up failed ($OUT/up-$v-$b.log)"
 	fi
