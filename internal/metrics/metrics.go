@@ -83,7 +83,7 @@ func New(constLabels prometheus.Labels) *Metrics {
 		}),
 		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name:        "seckill_sale_events_total",
-			Help:        "Events of the sale path: retried, unconfirmed, token_collision, tokens_advanced, mixed_lock, fence_restarted, sold_out_unlocked, shed.",
+			Help:        "Events of the sale path: retried, unconfirmed, token_collision, tokens_advanced, mixed_lock, fence_restarted, sold_out_unlocked, shed, read_after_return.",
 			ConstLabels: constLabels,
 		}, []string{"event"}),
 		AdminAuthFailures: prometheus.NewCounter(prometheus.CounterOpts{

@@ -107,6 +107,7 @@ func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, b
 		// A reservation's unit came back between the read and the write,
 		// which refused to overwrite it (nothing was written): the same
 		// lease reads again, and sells it too.
+		s.cfg.OnEvent(EventReadAfterReturn)
 		b = batch{n: b.n, f: b.f}
 	}
 }

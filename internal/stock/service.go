@@ -69,6 +69,11 @@ const (
 	// EventShed: a buyer was answered busy at once, the lock's queue being
 	// too long to serve it within the wait timeout (shed.go).
 	EventShed Event = "shed"
+	// EventReadAfterReturn: a reservation's unit came back between a
+	// section's read and its write, which was refused; the section read
+	// again (sell.go). The lab's reserve cells count it to know the race
+	// was run, not only survived.
+	EventReadAfterReturn Event = "read_after_return"
 )
 
 // ServiceConfig wires a Service. Zero durations get the documented defaults.

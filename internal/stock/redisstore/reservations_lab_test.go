@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"seckill/internal/failpoint"
@@ -57,7 +58,14 @@ func TestSectionReadsAgainAfterAReturn(t *testing.T) {
 			continue // one script: a return cannot land inside it
 		}
 		t.Run(m.name, func(t *testing.T) {
-			s, _, svc := reservedSale(t, 4, m)
+			var readsAgain atomic.Int64
+			s, _, svc := reservedSale(t, 4, m, func(c *stock.ServiceConfig) {
+				c.OnEvent = func(e stock.Event) {
+					if e == stock.EventReadAfterReturn {
+						readsAgain.Add(1)
+					}
+				}
+			})
 			var orders []string
 			for range 3 {
 				orders = append(orders, sellOne(t, svc).OrderID)
@@ -81,6 +89,12 @@ func TestSectionReadsAgainAfterAReturn(t *testing.T) {
 				t.Fatalf("sale with a return after each of its reads: %v (%d returned); want fenced, returned, after 3 reads", err, cancelled())
 			}
 			wantBooks(t, s, 4, 4, 4)
+			// Counted, so that the lab can tell a cell ran the race: once
+			// for the first sale, twice for the second (its third refusal
+			// answers).
+			if n := readsAgain.Load(); n != 3 {
+				t.Fatalf("%s counted %d times; want 3", stock.EventReadAfterReturn, n)
+			}
 
 			failpoint.Disable(stock.FailpointAfterRead)
 			if sale, err := svc.ReduceFor(ctx, stock.Buyer{}); err != nil || sale.StockAfter != 3 {

@@ -23,11 +23,16 @@ const window = time.Hour
 
 // reservedSale is a sale of n units with a payment window, and a
 // service of mode m selling it.
-func reservedSale(t *testing.T, n int64, m ledgerMode) (*redisstore.Store, *redis.Client, *stock.Service) {
+func reservedSale(t *testing.T, n int64, m ledgerMode, edits ...func(*stock.ServiceConfig)) (*redisstore.Store, *redis.Client, *stock.Service) {
 	t.Helper()
 	s, rdb := ledgerStore(t, n, 1)
 	s = s.WithReservations()
-	return s, rdb, m.service(s, func(c *stock.ServiceConfig) { c.PaymentWindow = window })
+	return s, rdb, m.service(s, func(c *stock.ServiceConfig) {
+		c.PaymentWindow = window
+		for _, e := range edits {
+			e(c)
+		}
+	})
 }
 
 // jumpClock moves the reservations' clock to at (unix ms).
@@ -57,6 +62,65 @@ func wantBooks(t *testing.T, s *redisstore.Store, initial, stockLeft, returned i
 	if b.Stock != stockLeft || r != returned || b.Stock+b.Lucky-r != initial {
 		t.Fatalf("books: stock %d lucky %d returned %d (stock+lucky-returned %d); want stock %d, returned %d, = %d",
 			b.Stock, b.Lucky, r, b.Stock+b.Lucky-r, stockLeft, returned, initial)
+	}
+	// Wherever the books are checked, the orders' states are too.
+	c, err := s.Census(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Problems(); len(p) > 0 || c.Initial != initial || c.Returned != returned {
+		t.Fatalf("census %+v: %v; want none, initial %d, returned %d", c, p, initial, returned)
+	}
+}
+
+// The census names each invariant a broken store breaks: a unit returned
+// twice, a payment id that paid two orders, a unit taken without an
+// order, a state no script writes.
+func TestCensusNamesEachBrokenInvariant(t *testing.T) {
+	ctx := t.Context()
+	s, rdb, svc := reservedSale(t, 4, ledgerModes[0])
+	a, b, c := sellOne(t, svc), sellOne(t, svc), sellOne(t, svc)
+	if _, err := s.Pay(ctx, a.OrderID, "pay-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Cancel(ctx, b.OrderID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Census(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := redisstore.Census{Reserved: 1, Paid: 1, Cancelled: 1, Stock: 2, Lucky: 3, Returned: 1, Initial: 4}
+	if got.Reserved != want.Reserved || got.Paid != want.Paid || got.Cancelled != want.Cancelled || got.Expired != 0 ||
+		got.Stock != want.Stock || got.Lucky != want.Lucky || got.Returned != want.Returned || got.Initial != want.Initial {
+		t.Fatalf("census %+v; want %+v", got, want)
+	}
+	if p := got.Problems(); len(p) > 0 {
+		t.Fatalf("a sound sale: %v", p)
+	}
+	k := ledgerKeys(1).Derive(true)
+	breaks := []struct {
+		name string
+		do   func() error
+		want string
+	}{
+		{"a unit returned twice", func() error { return rdb.Incr(ctx, k.Stock).Err() }, "not the initial"},
+		{"a return without an order", func() error { return rdb.Incr(ctx, k.Returned).Err() }, "units returned"},
+		{"a payment id naming another order", func() error { return rdb.HSet(ctx, k.Payments, "pay-a", c.OrderID).Err() }, "names another order"},
+		{"a unit taken without an order", func() error { return rdb.Incr(ctx, k.Lucky).Err() }, "units taken"},
+		{"a state no script writes", func() error { return rdb.HSet(ctx, k.States, c.OrderID, "refunded").Err() }, "no known state"},
+	}
+	for _, br := range breaks {
+		if err := br.do(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Census(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := strings.Join(got.Problems(), "; "); !strings.Contains(p, br.want) {
+			t.Errorf("after %s: problems %q; want one saying %q", br.name, p, br.want)
+		}
 	}
 }
 
