@@ -32,6 +32,7 @@ import (
 // -run 'TestFaultMatrix/^redis$/(pause|consumerkill|mysqldown|replayrace)/fenced/buyers',
 // the stock Redis failover cells with -run 'TestFaultMatrix/^(redis|etcd)$/failover-',
 // the Redis Cluster cells with -run 'TestFaultMatrix/^redis$/cluster-',
+// the reservation cells with -run 'TestFaultMatrix/^(redis|etcd)$/reserve-',
 // the cells whose stock Redis loses the sale with -run 'TestFaultMatrix/.*/^(wipe|restore|restore-all|restore-both|witness-wipe|witness-restore|other-sale)$'.
 // SECKILL_LAB_FULL=1 (make lab-full) runs lab.FullMatrix: the byName
 // cells too, which the default matrix leaves out to keep CI in budget.
@@ -99,6 +100,9 @@ func TestFaultMatrix(t *testing.T) {
 				}
 				if lab.IsFailover(cell.Scenario) && r.Failover == nil {
 					t.Errorf("got no failover measure, want one")
+				}
+				if lab.IsReserve(cell.Scenario) && (r.Reservations == nil || r.Reservations.Census == nil) {
+					t.Errorf("got no census of the reservations, want one")
 				}
 			case lab.ExpectOversell:
 				if r.Oversold == 0 {

@@ -89,9 +89,10 @@ type ItemResult struct {
 	Verdict    string          `json:"verdict"`          // loadgen's (Report.Verdict)
 }
 
-// runItems runs an items' cell: the scenario sells its items itself
-// (sc.run), no load on the default sale; then the judge.
-func runItems(x *run, sc scenario, start time.Time) (_ Result, err error) {
+// runOwnSale runs a cell whose scenario sells by itself (sc.run): the
+// items' cells, the reservation cells; no load on the default sale runs.
+// Then the judge.
+func runOwnSale(x *run, sc scenario, start time.Time) (_ Result, err error) {
 	defer func() {
 		for _, undo := range slices.Backward(x.undo) {
 			if uerr := undo(); uerr != nil {

@@ -216,6 +216,9 @@ type Result struct {
 	// Items is each item's books in the items' cells (items.go); the
 	// cell's counts and books are then their sums.
 	Items []ItemResult `json:"items,omitempty"`
+	// Reservations is the reservation cells' measure (reservecells.go):
+	// the buyers' report and the census of the orders' states.
+	Reservations *Reservations `json:"reservations,omitempty"`
 	// Status is "pass" or "FAIL" (seckill lab sets "ERROR" on a cell
 	// that could not run).
 	Status   string `json:"status"`
@@ -277,7 +280,7 @@ func Matrix(backends, scenarios []string) []Cell {
 			continue
 		}
 		for _, s := range Scenarios() {
-			if s == "crash" || s == "falsesoldout" || s == "bellearly" || (s == "upgrade" && !(named && slices.Contains(upgradeBackends, b))) || buyersOnly(s) || IsFailover(s) || isItems(s) || slices.Contains(clockScenarios, s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
+			if s == "crash" || s == "falsesoldout" || s == "bellearly" || (s == "upgrade" && !(named && slices.Contains(upgradeBackends, b))) || buyersOnly(s) || IsFailover(s) || isItems(s) || IsReserve(s) || slices.Contains(clockScenarios, s) || !want(scenarios, s) || Inapplicable(b, s) != "" {
 				continue
 			}
 			if (slices.Contains(experimental[s], b) || slices.Contains(byName[b], s)) && !named {
@@ -325,6 +328,13 @@ func Matrix(backends, scenarios []string) []Cell {
 					if want(scenarios, s) {
 						cells = append(cells, Cell{Backend: b, Scenario: s, Fencing: true, Sale: sale})
 					}
+				}
+			}
+		}
+		if slices.Contains(reserveBackends, b) {
+			for _, s := range reserveScenarios {
+				if want(scenarios, s) {
+					cells = append(cells, Cell{Backend: b, Scenario: s, Fencing: true})
 				}
 			}
 		}
@@ -500,6 +510,9 @@ func cellEnv(cell Cell) map[string]string {
 	if cell.Buyers {
 		edits = append(edits, buyerEnv)
 	}
+	if sc.reserve {
+		edits = append(edits, reserveEnv)
+	}
 	edits = append(edits, sc.env(lease(cell.Backend)), SaleEnv(cell.Sale))
 	if sc.failover || sc.cluster {
 		edits = append(edits, failoverEnv(cell))
@@ -583,8 +596,8 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (_ Result, err
 	if err := flushLockRedis(ctx, c); err != nil {
 		return res, fmt.Errorf("lab: %s: %w", cell, err)
 	}
-	if sc.items {
-		return runItems(&run{ctx: ctx, c: c, cell: cell, lease: lease(cell.Backend), res: &res, sentinel: sentinelSet, rcluster: redisCluster}, sc, start)
+	if sc.items || sc.reserve {
+		return runOwnSale(&run{ctx: ctx, c: c, cell: cell, lease: lease(cell.Backend), res: &res, sentinel: sentinelSet, rcluster: redisCluster}, sc, start)
 	}
 	client := loadgen.NewClient(4, 10*time.Second)
 	defer client.CloseIdleConnections()

@@ -47,8 +47,9 @@ func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	// the 3 items' cells on redis, and the
 	// 5 cluster cells with acks 1 and cluster-lag's control on redis; the
 	// 3 clock cells on redis and etcd (failover-clock with acks 1);
-	// newer-reset on redis and etcd.
-	if got, want := len(cells), 4*14-2-4+11+3+6+1+1+3+2*3+4+2+1+2+2*5+2+1+2+3+6+2*3+2*3+2; got != want {
+	// newer-reset on redis and etcd; the 3 reservation cells on redis
+	// and etcd.
+	if got, want := len(cells), 4*14-2-4+11+3+6+1+1+3+2*3+4+2+1+2+2*5+2+1+2+3+6+2*3+2*3+2+2*3; got != want {
 		t.Fatalf("got %d cells, want %d", got, want)
 	}
 	if got := Matrix([]string{"etcd"}, nil); slices.ContainsFunc(got, func(c Cell) bool { return c.Scenario == "lockforget" }) {
@@ -96,6 +97,36 @@ func TestMatrixBuyers(t *testing.T) {
 		if Summary(s) == "" {
 			t.Errorf("buyers' scenario %q is not a scenario", s)
 		}
+	}
+}
+
+// The reservation cells run on redis and etcd, fenced, safe, each with
+// the reservations' stock and settings; on no other backend, even named.
+func TestMatrixReservations(t *testing.T) {
+	var got []string
+	for _, c := range Matrix(nil, nil) {
+		if !IsReserve(c.Scenario) {
+			continue
+		}
+		got = append(got, c.String())
+		env := cellEnv(c)
+		if c.Expect() != ExpectSafe || c.initial() != reserveStock || Summary(c.Scenario) == "" ||
+			env["STOCKD_ORDERS_PAYMENT_WINDOW"] != reserveWindow.String() || env["STOCKD_STOCK_LEDGER"] != "true" {
+			t.Errorf("%s: expect %s, initial %d, env %v; want safe, %d, the ledger and a %s window",
+				c, c.Expect(), c.initial(), env, reserveStock, reserveWindow)
+		}
+	}
+	var want []string
+	for _, b := range reserveBackends {
+		for _, s := range reserveScenarios {
+			want = append(want, b+"/"+s+"/fenced")
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got reservation cells %v, want %v", got, want)
+	}
+	if got := Matrix([]string{"zookeeper"}, []string{"reserve-kill"}); len(got) != 0 {
+		t.Fatalf("zookeeper/reserve-kill by name: got %v, want none", got)
 	}
 }
 

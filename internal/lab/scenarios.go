@@ -47,6 +47,10 @@ type scenario struct {
 	// items: the scenario sells items of its own (items.go), redis only,
 	// and no load on the default sale runs.
 	items bool
+	// reserve: the scenario runs a sale with reservations of its own
+	// (reservecells.go), on reserveBackends, and no load on the default
+	// sale runs.
+	reserve bool
 	// previous: the replicas start as the previous release
 	// (upgrade.go), which resets the sale.
 	previous bool
@@ -306,6 +310,27 @@ var table = []namedScenario{
 		env:     always(workDelay(time.Millisecond)),
 		run:     runItemClockBack,
 		items:   true,
+	}},
+	{"reserve-race", scenario{
+		summary: "reservations (1 s to pay, a third never pay): each sale's read and write 50ms apart on the lock while the first units come back; a return must refuse the write that read before it (read_after_return), the census exact (redis, etcd)",
+		reserve: true,
+		initial: reserveStock,
+		env:     always(workDelay(reserveRaceWork)),
+		run:     runReserveRace,
+	}},
+	{"reserve-lostreply", scenario{
+		summary: "reservations: 3% of the replies on every link lost for the whole sale (a sale's, a payment's, an expiry's script ran, its answer cut); buyers send again with the same key or payment id; the census exact (redis, etcd)",
+		reserve: true,
+		initial: reserveStock,
+		env:     always(workDelay(5 * time.Millisecond)),
+		run:     runReserveLostReply,
+	}},
+	{"reserve-kill", scenario{
+		summary: "reservations: kill -9 two of three replicas at the first return, their expirers at work, then start them; the census exact, no unit back twice (redis, etcd)",
+		reserve: true,
+		initial: reserveStock,
+		env:     always(workDelay(5 * time.Millisecond)),
+		run:     runReserveKill,
 	}},
 	{"clock-jump", scenario{
 		summary:     "the stock Redis's clock jumps 25h (past stock.idempotency_ttl and every receipt) and, on redis, the lock Redis's past the lock TTL with a write held: 10 keyed purchases made before replay after, the held write is fenced (named buyers; redis, etcd)",

@@ -18,6 +18,11 @@ func saleKeys(cfg *Config, ledger bool) redisstore.Keys {
 	}.Derive(ledger)
 }
 
+// SaleKeys are the sale's Redis keys under cfg, the ledger's with it on:
+// how a reader from outside stockd (the lab's census) opens the sale that
+// cfg's replicas sell.
+func SaleKeys(cfg *Config) redisstore.Keys { return saleKeys(cfg, cfg.Stock.Ledger) }
+
 // initialKey holds the stock of the last reset, for the election's audit
 // job (stock + lucky must equal it).
 func initialKey(cfg *Config) string { return saleKeys(cfg, false).Initial }

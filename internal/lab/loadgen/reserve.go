@@ -40,14 +40,19 @@ type ReserveConfig struct {
 
 // ReserveReport is what such a sale ended with.
 type ReserveReport struct {
-	Stock     int   `json:"stock"`
-	Buyers    int   `json:"buyers"`
-	Paid      int   `json:"paid"`       // winners whose payment was answered paid
-	NeverPay  int   `json:"never_pay"`  // winners that never paid: their units expired
-	Refunds   int   `json:"refunds"`    // payments answered expired, owed back
-	Lost      int   `json:"lost"`       // buyers that ended on a sold out with nothing pending
-	Errors    int   `json:"errors"`     // buyers that ended on an answer no buyer expects
-	Retries   int   `json:"retries"`    // sends after a sold out with units pending, or busy
+	Stock    int `json:"stock"`
+	Buyers   int `json:"buyers"`
+	Paid     int `json:"paid"`      // winners whose payment was answered paid
+	NeverPay int `json:"never_pay"` // winners that never paid: their units expired
+	Refunds  int `json:"refunds"`   // payments answered expired, owed back
+	Lost     int `json:"lost"`      // buyers that ended on a sold out with nothing pending
+	Errors   int `json:"errors"`    // buyers that ended on an answer no buyer expects
+	Retries  int `json:"retries"`   // sends after a sold out with units pending, or busy
+	// Resent counts sends repeated after an answer that did not say
+	// what happened (a transport error, a 5xx, fenced, unconfirmed): the
+	// purchase again with its key, the payment with its id, so the
+	// repeat finds what the first did rather than doing it twice.
+	Resent    int   `json:"resent,omitempty"`
 	PaidTwice int   `json:"paid_twice"` // units with more than one paid order
 	Left      int64 `json:"left"`       // the stock at the end
 	Lucky     int64 `json:"lucky"`      // units taken
@@ -68,7 +73,7 @@ func RunReserve(ctx context.Context, cfg ReserveConfig) (*ReserveReport, error) 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	client := &http.Client{Timeout: 10 * time.Second}
-	r := &reserveRun{cfg: cfg, client: client}
+	r := &reserveRun{cfg: cfg, client: client, run: RunID()}
 	if _, err := r.send(ctx, http.MethodPost, "/stock/reset", fmt.Sprintf(`{"stock":%d}`, cfg.Stock), Purchase{}, true); err != nil {
 		return nil, fmt.Errorf("loadgen: reserve: reset: %w", err)
 	}
@@ -86,6 +91,7 @@ func RunReserve(ctx context.Context, cfg ReserveConfig) (*ReserveReport, error) 
 			mu.Lock()
 			defer mu.Unlock()
 			rep.Retries += out.retries
+			rep.Resent += out.resent
 			rep.Refunds += out.refunds
 			switch out.end {
 			case endPaid:
@@ -132,7 +138,12 @@ func RunReserve(ctx context.Context, cfg ReserveConfig) (*ReserveReport, error) 
 type reserveRun struct {
 	cfg    ReserveConfig
 	client *http.Client
+	run    string // in every purchase's key: two runs never share one
 }
+
+// resendAfter is the pause before a send is repeated after an answer
+// that did not say what happened: a replica restarting, a fault ending.
+const resendAfter = 100 * time.Millisecond
 
 type reserveEnd int
 
@@ -145,40 +156,78 @@ const (
 
 // buyerOutcome is how one buyer's sale ended.
 type buyerOutcome struct {
-	end              reserveEnd
-	order            string // the paid order
-	retries, refunds int
-	err              error
+	end                      reserveEnd
+	order                    string // the paid order
+	retries, refunds, resent int
+	err                      error
+}
+
+// unknown reports whether answer a (or the error sending it) leaves
+// what the send did unknown, or undone but repeatable: the same
+// purchase (its key) or payment (its id) is sent again.
+func unknown(a reserveAnswer, err error) bool {
+	if err != nil {
+		return true // a transport error, or nginx's page for a dead replica
+	}
+	switch a.body.Result {
+	case api.Fenced, api.LockLost, api.Unconfirmed:
+		return true
+	}
+	return a.code >= 500 && a.body.Result != api.Busy
+}
+
+// pause waits d, false when ctx ended first.
+func pause(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
 }
 
 // buyer is buyer i's sale: buy until it wins or nothing can come back,
-// then pay (unless it never pays).
+// then pay (unless it never pays). A send whose outcome is unknown is
+// sent again as it was: the purchase with its key (a replay answers the
+// sale it made, if any), the payment with its id.
 func (r *reserveRun) buyer(ctx context.Context, i int) (out buyerOutcome) {
 	p := Purchase{User: fmt.Sprintf("r%d", i+1)}
 	if r.cfg.Minter != nil {
 		p.Token = r.cfg.Minter.Token(p.User)
 	}
 	neverPays := r.cfg.NeverPay > 0 && i%r.cfg.NeverPay == 0
+	tries := 0
+	newKey := func() { tries++; p.Key = fmt.Sprintf("%s-%s-%d", r.run, p.User, tries) }
+	newKey()
 	for {
 		a, err := r.send(ctx, http.MethodPost, "/stock/reduce", "", p, false)
 		switch {
-		case err != nil:
-			out.err = err
+		case ctx.Err() != nil:
+			out.err = ctx.Err()
 			return out
+		case unknown(a, err):
+			out.resent++
+			if !pause(ctx, resendAfter) {
+				out.err = fmt.Errorf("sale: %w (last: %d %s %v)", ctx.Err(), a.code, a.body.Result, err)
+				return out
+			}
 		case a.code == http.StatusOK && neverPays:
 			out.end = endNeverPay
 			return out
 		case a.code == http.StatusOK:
-			pay, err := r.send(ctx, http.MethodPost, "/orders/"+a.body.Order+"/pay", `{"payment_id":"pay-`+p.User+`"}`, p, false)
-			if err != nil || pay.code != http.StatusOK {
-				out.err = fmt.Errorf("pay %s: %d %v", a.body.Order, pay.code, err)
+			end, err := r.pay(ctx, p, a.body.Order, &out)
+			if err != nil {
+				out.err = err
 				return out
 			}
-			if pay.end.State == "paid" && !pay.end.Refund {
+			if end.State == "paid" && !end.Refund {
 				out.end, out.order = endPaid, a.body.Order
 				return out
 			}
-			out.refunds++ // too late: owed back; this buyer tries again
+			// Too late: owed back. This buyer tries again, with a new
+			// key: the old one names the order that lapsed.
+			out.refunds++
+			newKey()
 		case a.body.Result == api.SoldOut && (a.body.Pending == nil || *a.body.Pending == 0):
 			out.end = endLost
 			return out
@@ -188,15 +237,35 @@ func (r *reserveRun) buyer(ctx context.Context, i int) (out buyerOutcome) {
 			if s, err := strconv.Atoi(a.retryAfter); err == nil && s > 0 {
 				wait = time.Duration(s) * time.Second
 			}
-			select {
-			case <-ctx.Done():
+			if !pause(ctx, wait) { // the service's Retry-After: when a unit may be back
 				out.err = ctx.Err()
 				return out
-			case <-time.After(wait): // the service's Retry-After: when a unit may be back
 			}
 		default:
 			out.err = fmt.Errorf("sale: %d %s", a.code, a.body.Result)
 			return out
+		}
+	}
+}
+
+// pay pays order id as buyer p, its payment id the buyer's and key's, so
+// a payment sent again after a lost answer pays once.
+func (r *reserveRun) pay(ctx context.Context, p Purchase, id string, out *buyerOutcome) (api.OrderEnd, error) {
+	body := `{"payment_id":"pay-` + p.Key + `"}`
+	for {
+		a, err := r.send(ctx, http.MethodPost, "/orders/"+id+"/pay", body, p, false)
+		switch {
+		case ctx.Err() != nil:
+			return api.OrderEnd{}, fmt.Errorf("pay %s: %w", id, ctx.Err())
+		case unknown(a, err):
+			out.resent++
+			if !pause(ctx, resendAfter) {
+				return api.OrderEnd{}, fmt.Errorf("pay %s: %w (last: %d %v)", id, ctx.Err(), a.code, err)
+			}
+		case a.code != http.StatusOK:
+			return api.OrderEnd{}, fmt.Errorf("pay %s: %d %s", id, a.code, a.end.State)
+		default:
+			return a.end, nil
 		}
 	}
 }
@@ -240,21 +309,35 @@ func (r *reserveRun) send(ctx context.Context, method, path, body string, p Purc
 	return a, nil
 }
 
-// get reads path with the admin token into v.
+// get reads path with the admin token into v. A read is sent again
+// after an answer that did not come from stockd (a transport error, a
+// 5xx): a replica restarting, a fault not yet over.
 func (r *reserveRun) get(ctx context.Context, path string, v any) error {
+	for {
+		retry, err := r.getOnce(ctx, path, v)
+		if !retry {
+			return err
+		}
+		if !pause(ctx, resendAfter) {
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		}
+	}
+}
+
+func (r *reserveRun) getOnce(ctx context.Context, path string, v any) (retry bool, _ error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(r.cfg.URL, "/")+path, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	req.Header.Set("X-Admin-Token", r.cfg.AdminToken)
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return err
+		return true, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
+		return resp.StatusCode >= 500, fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
 	}
-	return json.NewDecoder(resp.Body).Decode(v)
+	return false, json.NewDecoder(resp.Body).Decode(v)
 }
