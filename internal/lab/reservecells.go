@@ -25,7 +25,7 @@ import (
 // wrote, so an answer the fault cut cannot hide a break.
 
 // reserveScenarios are the reservation cells' scenarios.
-var reserveScenarios = []string{"reserve-race", "reserve-lostreply", "reserve-kill"}
+var reserveScenarios = []string{"reserve-race", "reserve-lostreply", "reserve-kill", "reserve-clock"}
 
 // reserveBackends run them: the Redis lock and one of another family.
 var reserveBackends = []string{"redis", "etcd"}
@@ -44,6 +44,12 @@ const (
 	// and its write that far apart on the one lock, while the first
 	// units' deadlines pass and their returns land.
 	reserveRaceWork = 50 * time.Millisecond
+	// reserveClockStep is how far reserve-clock steps the stock Redis's
+	// clock, forward and back: past every deadline held (the window).
+	reserveClockStep = 3 * time.Second
+	// reserveClockSales are the sales waited for on the stepped clock
+	// before it steps back.
+	reserveClockSales = 3
 )
 
 // reserveEnv is what the reservation cells add to stockd's settings: the
@@ -164,6 +170,9 @@ func (x *run) judgeReservations(rep *loadgen.ReserveReport, c redisstore.Census)
 		}
 		if rep.PaidTwice > 0 {
 			problems = append(problems, fmt.Sprintf("%d units paid twice", rep.PaidTwice))
+		}
+		if rep.Backward > 0 {
+			problems = append(problems, fmt.Sprintf("%d sales got a pay_by before one answered before they were sent: a deadline set backward", rep.Backward))
 		}
 		if rep.Errors > 0 {
 			problems = append(problems, fmt.Sprintf("%d buyers ended on an answer no buyer expects (first: %s)", rep.Errors, rep.Err))
@@ -296,6 +305,65 @@ func runReserveKill(x *run) error {
 				return fmt.Errorf("restart %s: %w", localcluster.ReplicaName(i), err)
 			}
 		}
+		return nil
+	})
+}
+
+// runReserveClock: the stock Redis's clock, which sets and judges every
+// deadline, steps reserveClockStep forward once a third of the units are
+// taken: every deadline held passes at once, and the expirers must
+// return those units, once each. Then it steps back as far: a deadline
+// set after that must come no earlier than one answered before (the
+// reservations' clock only moves forward, lifeclock.lua), and nothing
+// that expired comes back to life. A sale after the step back is
+// waited for, so the check has deadlines to judge.
+func runReserveClock(x *run) error {
+	clock := x.c.StockClock()
+	if clock == nil {
+		return errors.New("the stock Redis has no steppable clock (the fault layer is off)")
+	}
+	x.undo = append(x.undo, func() error { return clock.Set(0) })
+	rdb := x.stockRedis()
+	defer rdb.Close()
+	keys, err := saleKeys()
+	if err != nil {
+		return err
+	}
+	return x.reserveSale(func(<-chan struct{}) error {
+		if err := x.stockCounter(rdb, keys.Lucky, func(n int64) bool { return n >= reserveStock/3 }); err != nil {
+			return err
+		}
+		ctx, cancel := x.until()
+		defer cancel()
+		returned, err := rdb.Get(ctx, keys.Returned).Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		taken, err := rdb.Get(ctx, keys.Lucky).Int64()
+		if err != nil {
+			return err
+		}
+		if err := clock.Step(reserveClockStep); err != nil {
+			return err
+		}
+		// Units back, and sales on the stepped clock: their deadlines
+		// are what a sale after the step back is held to.
+		if err := x.stockCounter(rdb, keys.Returned, func(n int64) bool { return n > returned }); err != nil {
+			return fmt.Errorf("no unit came back after the clock stepped past the deadlines: %w", err)
+		}
+		if err := x.stockCounter(rdb, keys.Lucky, func(n int64) bool { return n >= taken+reserveClockSales }); err != nil {
+			return fmt.Errorf("no sale on the stepped clock: %w", err)
+		}
+		if taken, err = rdb.Get(ctx, keys.Lucky).Int64(); err != nil {
+			return err
+		}
+		if err := clock.Set(0); err != nil {
+			return err
+		}
+		if err := x.stockCounter(rdb, keys.Lucky, func(n int64) bool { return n > taken }); err != nil {
+			return fmt.Errorf("no sale after the clock stepped back: %w", err)
+		}
+		x.notef("clock stepped %s forward (%d units returned before it), back with %d units taken", reserveClockStep, returned, taken)
 		return nil
 	})
 }

@@ -332,6 +332,13 @@ var table = []namedScenario{
 		env:     always(workDelay(5 * time.Millisecond)),
 		run:     runReserveKill,
 	}},
+	{"reserve-clock", scenario{
+		summary: "reservations: the stock Redis's clock steps 3s forward past every deadline held, then back: each unit returned once, no deadline set earlier than one answered before, the census exact (redis, etcd)",
+		reserve: true,
+		initial: reserveStock,
+		env:     always(workDelay(5 * time.Millisecond)),
+		run:     runReserveClock,
+	}},
 	{"clock-jump", scenario{
 		summary:     "the stock Redis's clock jumps 25h (past stock.idempotency_ttl and every receipt) and, on redis, the lock Redis's past the lock TTL with a write held: 10 keyed purchases made before replay after, the held write is fenced (named buyers; redis, etcd)",
 		concurrency: 6,

@@ -52,13 +52,17 @@ type ReserveReport struct {
 	// what happened (a transport error, a 5xx, fenced, unconfirmed): the
 	// purchase again with its key, the payment with its id, so the
 	// repeat finds what the first did rather than doing it twice.
-	Resent    int   `json:"resent,omitempty"`
-	PaidTwice int   `json:"paid_twice"` // units with more than one paid order
-	Left      int64 `json:"left"`       // the stock at the end
-	Lucky     int64 `json:"lucky"`      // units taken
-	Returned  int64 `json:"returned"`   // units that came back
+	Resent    int `json:"resent,omitempty"`
+	PaidTwice int `json:"paid_twice"` // units with more than one paid order
+	// Backward counts sales whose pay_by came before that of a sale
+	// answered before they were sent: a deadline set by a clock that went
+	// back (the reservations' clock only moves forward).
+	Backward int   `json:"backward"`
+	Left     int64 `json:"left"`     // the stock at the end
+	Lucky    int64 `json:"lucky"`    // units taken
+	Returned int64 `json:"returned"` // units that came back
 	// Consistent: stock + lucky - returned = the initial stock, every unit
-	// paid exactly once, nothing left.
+	// paid exactly once, nothing left, no deadline set backward.
 	Consistent bool    `json:"consistent"`
 	DurationMS float64 `json:"duration_ms"`
 	Err        string  `json:"error,omitempty"`
@@ -73,7 +77,7 @@ func RunReserve(ctx context.Context, cfg ReserveConfig) (*ReserveReport, error) 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	client := &http.Client{Timeout: 10 * time.Second}
-	r := &reserveRun{cfg: cfg, client: client, run: RunID()}
+	r := &reserveRun{cfg: cfg, client: client, run: RunID(), payBy: &maxInt64{}}
 	if _, err := r.send(ctx, http.MethodPost, "/stock/reset", fmt.Sprintf(`{"stock":%d}`, cfg.Stock), Purchase{}, true); err != nil {
 		return nil, fmt.Errorf("loadgen: reserve: reset: %w", err)
 	}
@@ -92,6 +96,7 @@ func RunReserve(ctx context.Context, cfg ReserveConfig) (*ReserveReport, error) 
 			defer mu.Unlock()
 			rep.Retries += out.retries
 			rep.Resent += out.resent
+			rep.Backward += out.backward
 			rep.Refunds += out.refunds
 			switch out.end {
 			case endPaid:
@@ -130,7 +135,7 @@ func RunReserve(ctx context.Context, cfg ReserveConfig) (*ReserveReport, error) 
 	}
 	rep.Left, rep.Lucky, rep.Returned = st.Stock, st.Lucky, st.Returned
 	books := api.Books{Stock: st.Stock, Lucky: st.Lucky, Returned: st.Returned, Initial: int64(cfg.Stock)}
-	rep.Consistent = books.Balanced() && rep.PaidTwice == 0 && rep.Paid == cfg.Stock && st.Stock == 0
+	rep.Consistent = books.Balanced() && rep.PaidTwice == 0 && rep.Paid == cfg.Stock && st.Stock == 0 && rep.Backward == 0
 	return rep, nil
 }
 
@@ -139,6 +144,27 @@ type reserveRun struct {
 	cfg    ReserveConfig
 	client *http.Client
 	run    string // in every purchase's key: two runs never share one
+	// payBy is the latest deadline answered so far: a sale sent after
+	// that answer must get one no earlier (Backward).
+	payBy *maxInt64
+}
+
+// maxInt64 is the highest value stored in it.
+type maxInt64 struct {
+	mu sync.Mutex
+	v  int64
+}
+
+func (m *maxInt64) load() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.v
+}
+
+func (m *maxInt64) raise(v int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.v = max(m.v, v)
 }
 
 // resendAfter is the pause before a send is repeated after an answer
@@ -159,6 +185,7 @@ type buyerOutcome struct {
 	end                      reserveEnd
 	order                    string // the paid order
 	retries, refunds, resent int
+	backward                 int
 	err                      error
 }
 
@@ -200,7 +227,15 @@ func (r *reserveRun) buyer(ctx context.Context, i int) (out buyerOutcome) {
 	newKey := func() { tries++; p.Key = fmt.Sprintf("%s-%s-%d", r.run, p.User, tries) }
 	newKey()
 	for {
+		floor := r.payBy.load()
 		a, err := r.send(ctx, http.MethodPost, "/stock/reduce", "", p, false)
+		if a.code == http.StatusOK && err == nil && a.body.PayBy != nil && *a.body.PayBy > 0 {
+			// A replay carries none: its deadline was the first send's.
+			if *a.body.PayBy < floor {
+				out.backward++
+			}
+			r.payBy.raise(*a.body.PayBy)
+		}
 		switch {
 		case ctx.Err() != nil:
 			out.err = ctx.Err()
