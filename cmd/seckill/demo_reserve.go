@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"strings"
 	"time"
 
 	"seckill/internal/lab/loadgen"
@@ -58,16 +59,23 @@ func sellReserved(ctx context.Context, c *localcluster.Cluster, base stockd.Edit
 // writeReservationsTable prints the row.
 func writeReservationsTable(w io.Writer, r *reservationsRow) {
 	fmt.Fprintf(w, "Reservations (redis, orders.payment_window %s; every third buyer never pays)\n", reservationWindow)
-	fmt.Fprintln(w, "| stock | buyers | paid | never paid (resold) | returned | refunds | lost | units paid twice | books | time | verdict |")
-	fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|---|")
+	fmt.Fprintln(w, "| stock | buyers | paid | never paid (resold) | returned | refunds | lost | units paid twice | books | census | time | verdict |")
+	fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|--:|---|---|--:|---|")
 	rep := r.Report
 	if rep == nil {
-		fmt.Fprintf(w, "| - | - | - | - | - | - | - | - | - | - | error: %s |\n", r.Err)
+		fmt.Fprintf(w, "| - | - | - | - | - | - | - | - | - | - | - | error: %s |\n", r.Err)
 		return
 	}
 	books := "exact"
 	if rep.Left+rep.Lucky-rep.Returned != int64(rep.Stock) {
 		books = fmt.Sprintf("off: %d+%d-%d", rep.Left, rep.Lucky, rep.Returned)
+	}
+	census := "-"
+	if c := rep.Census; c != nil {
+		census = fmt.Sprintf("exact: %d paid, %d expired", c.Paid, c.Expired)
+		if !c.OK {
+			census = "off: " + strings.Join(c.Problems, "; ")
+		}
 	}
 	verdict := "OK"
 	switch {
@@ -76,6 +84,6 @@ func writeReservationsTable(w io.Writer, r *reservationsRow) {
 	case !r.OK:
 		verdict = "INCONSISTENT"
 	}
-	fmt.Fprintf(w, "| %d | %d | %d | %d | %d | %d | %d | %d | %s | %.1f s | %s |\n",
-		rep.Stock, rep.Buyers, rep.Paid, rep.NeverPay, rep.Returned, rep.Refunds, rep.Lost, rep.PaidTwice, books, rep.DurationMS/1000, verdict)
+	fmt.Fprintf(w, "| %d | %d | %d | %d | %d | %d | %d | %d | %s | %s | %.1f s | %s |\n",
+		rep.Stock, rep.Buyers, rep.Paid, rep.NeverPay, rep.Returned, rep.Refunds, rep.Lost, rep.PaidTwice, books, census, rep.DurationMS/1000, verdict)
 }

@@ -119,13 +119,21 @@ func TestItemsTable(t *testing.T) {
 // demo when a unit was paid twice, the books are off, or it never ran.
 func TestReservationsRow(t *testing.T) {
 	good := &reservationsRow{OK: true, Report: &loadgen.ReserveReport{Stock: 300, Buyers: 600, Paid: 300, NeverPay: 150,
-		Returned: 150, Lucky: 450, Lost: 150, Consistent: true, DurationMS: 12300}}
+		Returned: 150, Lucky: 450, Lost: 150, Consistent: true, DurationMS: 12300,
+		Census: &api.Census{Paid: 300, Expired: 150, OK: true}}}
 	var b strings.Builder
 	writeReservationsTable(&b, good)
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	want := "| 300 | 600 | 300 | 150 | 150 | 0 | 150 | 0 | exact | 12.3 s | OK |"
+	want := "| 300 | 600 | 300 | 150 | 150 | 0 | 150 | 0 | exact | exact: 300 paid, 150 expired | 12.3 s | OK |"
 	if len(lines) != 4 || lines[3] != want {
 		t.Fatalf("got table:\n%s\nwant the row %q", b.String(), want)
+	}
+	off := &reservationsRow{Report: &loadgen.ReserveReport{Stock: 300, Paid: 300, Lucky: 300,
+		Census: &api.Census{Problems: []string{"cancelled 0 + expired 0 = 0 orders ended unpaid, 1 units returned"}}}}
+	b.Reset()
+	writeReservationsTable(&b, off)
+	if !strings.Contains(b.String(), "| off: cancelled 0 + expired 0 = 0 orders ended unpaid, 1 units returned |") || !strings.Contains(b.String(), "INCONSISTENT") {
+		t.Fatalf("a census off: got\n%s\nwant its problem named, INCONSISTENT", b.String())
 	}
 	twice := &reservationsRow{Report: &loadgen.ReserveReport{Stock: 300, Paid: 300, PaidTwice: 1, Lucky: 300}}
 	b.Reset()

@@ -324,6 +324,25 @@ type Ledger struct {
 	Sale   string `json:"sale"`
 }
 
+// Census is the answer of GET /stock/reservations: the sale's orders by
+// state and its counters at one instant, and each invariant they break
+// (docs/reservations.md, "Invariants"); OK when none.
+type Census struct {
+	Cancelled int64 `json:"cancelled"`
+	Expired   int64 `json:"expired"`
+	From
+	Initial int64 `json:"initial"`
+	Lucky   int64 `json:"lucky"`
+	OK      bool  `json:"ok"`
+	// Other counts states no script writes (a corrupt record).
+	Other    int64    `json:"other,omitempty"`
+	Paid     int64    `json:"paid"`
+	Problems []string `json:"problems"`
+	Reserved int64    `json:"reserved"`
+	Returned int64    `json:"returned"`
+	Stock    int64    `json:"stock"`
+}
+
 // Adoption is the answer of POST /stock/witness/adopt: the operator's
 // decision to take the stock Redis's sale as the truth after the witness
 // lost it (stock.AdoptWitness), as the witness now records it.

@@ -219,6 +219,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	r.POST("/stock/reset", a.reset)
 	r.POST("/stock/witness/adopt", a.adoptWitness)
 	r.POST("/stock/reconcile", a.reconcile)
+	r.GET("/stock/reservations", a.census)
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
 	r.GET("/info", a.info)

@@ -33,6 +33,32 @@ type Reservations interface {
 	// OrderState is the order's state and, reserved, its pay_by (unix
 	// ms); redisstore.ErrNoReservation for an order without one.
 	OrderState(ctx context.Context, id string) (state string, payBy int64, err error)
+	// Census counts every order by state beside the counters, at one
+	// instant (GET /stock/reservations).
+	Census(ctx context.Context) (redisstore.Census, error)
+}
+
+// census is GET /stock/reservations, the admin's: the reservations'
+// census and the invariants it breaks. It reads every order's state, so
+// it is an audit, not a buyer's route.
+func (a *server) census(c *gin.Context) {
+	if !a.admit(c) {
+		return
+	}
+	if a.deps.Reservations == nil {
+		a.problem(c, http.StatusNotFound, "no reservations: orders.payment_window is 0, a unit sold is final")
+		return
+	}
+	cs, err := a.deps.Reservations.Census(c.Request.Context())
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	problems := append([]string{}, cs.Problems()...)
+	a.json(c, http.StatusOK, &api.Census{
+		Cancelled: cs.Cancelled, Expired: cs.Expired, Initial: cs.Initial, Lucky: cs.Lucky, OK: len(problems) == 0,
+		Other: cs.Other, Paid: cs.Paid, Problems: problems, Reserved: cs.Reserved, Returned: cs.Returned, Stock: cs.Stock,
+	})
 }
 
 // pay is POST /orders/:id/pay {"payment_id":".."}, by the order's buyer or

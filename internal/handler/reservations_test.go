@@ -19,6 +19,7 @@ import (
 // payment id it was given.
 type fakeReservations struct {
 	end    redisstore.Ending
+	census redisstore.Census
 	err    error
 	gotPID string
 }
@@ -30,6 +31,10 @@ func (f *fakeReservations) Pay(_ context.Context, _, pid string) (redisstore.End
 
 func (f *fakeReservations) Cancel(context.Context, string) (redisstore.Ending, error) {
 	return f.end, f.err
+}
+
+func (f *fakeReservations) Census(context.Context) (redisstore.Census, error) {
+	return f.census, f.err
 }
 
 func (f *fakeReservations) OrderState(context.Context, string) (string, int64, error) {
@@ -198,6 +203,45 @@ func TestOrderShowsItsReservation(t *testing.T) {
 			code, body := get(t, h, "/orders/p-1")
 			if code != tc.code || !strings.Contains(body, tc.want) {
 				t.Fatalf("GET /orders/p-1: got %d %s, want %d with %s", code, body, tc.code, tc.want)
+			}
+		})
+	}
+}
+
+// GET /stock/reservations is the admin's census, byte for byte: sound, a
+// broken invariant named, reservations off, Redis down, no token.
+func TestReservationsCensusAnswers(t *testing.T) {
+	sound := redisstore.Census{Reserved: 1, Paid: 2, Expired: 1, Stock: 1, Lucky: 4, Returned: 1, Initial: 4}
+	broken := sound
+	broken.Returned = 2 // a unit back twice
+	cases := []struct {
+		name  string
+		res   handler.Reservations
+		admin bool
+		code  int
+		want  string
+	}{
+		{"sound", &fakeReservations{census: sound}, true, 200,
+			`{"cancelled":0,"expired":1,"replica":"r-test","initial":4,"lucky":4,"ok":true,"paid":2,"problems":[],"reserved":1,"returned":1,"stock":1}`},
+		{"broken", &fakeReservations{census: broken}, true, 200,
+			`{"cancelled":0,"expired":1,"replica":"r-test","initial":4,"lucky":4,"ok":false,"paid":2,"problems":["cancelled 0 + expired 1 = 1 orders ended unpaid, 2 units returned"],"reserved":1,"returned":2,"stock":1}`},
+		{"off", nil, true, 404, `{"error":"no reservations: orders.payment_window is 0, a unit sold is final","replica":"r-test"}`},
+		{"redis down", &fakeReservations{err: fmt.Errorf("%w: refused", stock.ErrUnavailable)}, true, 503,
+			`{"error":"stock service unavailable","replica":"r-test"}`},
+		{"no token", &fakeReservations{census: sound}, false, 401, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := handler.New(handler.Config{Replica: replica, Backend: "local", AdminToken: token, Buyers: gateway},
+				handler.Deps{Inventory: &cannedInventory{}, Reservations: tc.res})
+			req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/stock/reservations", nil)
+			if tc.admin {
+				req.Header.Set("X-Admin-Token", token)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.code || (tc.want != "" && rec.Body.String() != tc.want) {
+				t.Fatalf("GET /stock/reservations: got %d %s, want %d %s", rec.Code, rec.Body, tc.code, tc.want)
 			}
 		})
 	}

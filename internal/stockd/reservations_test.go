@@ -121,4 +121,19 @@ func TestReservationsThroughStockd(t *testing.T) {
 		t.Fatalf("carol's payment after her deadline: %d %v; want 200 expired, refund owed", code, body)
 	}
 	wantStock(1, 4, 2)
+
+	// The admin's census, from the states the scripts wrote: alice paid,
+	// bob cancelled, carol expired, dave reserved; sound.
+	code, _, body = stockdCall(t, base, "GET", "/stock/reservations")
+	if code != 200 || body["ok"] != true || body["paid"] != 1.0 || body["cancelled"] != 1.0 || body["expired"] != 1.0 ||
+		body["reserved"] != 1.0 || body["returned"] != 2.0 || body["initial"] != 3.0 {
+		t.Fatalf("GET /stock/reservations: %d %v; want ok, 1 paid, cancelled, expired and reserved, 2 returned of 3", code, body)
+	}
+	// A unit the scripts never returned, made up behind their back: named.
+	if err := rdb.Incr(t.Context(), "stock").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, body = stockdCall(t, base, "GET", "/stock/reservations"); code != 200 || body["ok"] != false {
+		t.Fatalf("GET /stock/reservations with a unit made up: %d %v; want ok false, the problem named", code, body)
+	}
 }

@@ -61,8 +61,12 @@ type ReserveReport struct {
 	Left     int64 `json:"left"`     // the stock at the end
 	Lucky    int64 `json:"lucky"`    // units taken
 	Returned int64 `json:"returned"` // units that came back
-	// Consistent: stock + lucky - returned = the initial stock, every unit
-	// paid exactly once, nothing left, no deadline set backward.
+	// Census is GET /stock/reservations at the end: every order counted
+	// by state, and the invariants they break.
+	Census *api.Census `json:"census,omitempty"`
+	// Consistent: stock + lucky - returned = the initial stock, the
+	// census sound, every unit paid exactly once, nothing left, no
+	// deadline set backward.
 	Consistent bool    `json:"consistent"`
 	DurationMS float64 `json:"duration_ms"`
 	Err        string  `json:"error,omitempty"`
@@ -134,8 +138,13 @@ func RunReserve(ctx context.Context, cfg ReserveConfig) (*ReserveReport, error) 
 		return rep, fmt.Errorf("loadgen: reserve: read the books: %w", err)
 	}
 	rep.Left, rep.Lucky, rep.Returned = st.Stock, st.Lucky, st.Returned
+	var census api.Census
+	if err := r.get(ctx, "/stock/reservations", &census); err != nil {
+		return rep, fmt.Errorf("loadgen: reserve: the census: %w", err)
+	}
+	rep.Census = &census
 	books := api.Books{Stock: st.Stock, Lucky: st.Lucky, Returned: st.Returned, Initial: int64(cfg.Stock)}
-	rep.Consistent = books.Balanced() && rep.PaidTwice == 0 && rep.Paid == cfg.Stock && st.Stock == 0 && rep.Backward == 0
+	rep.Consistent = books.Balanced() && census.OK && rep.PaidTwice == 0 && rep.Paid == cfg.Stock && st.Stock == 0 && rep.Backward == 0
 	return rep, nil
 }
 
