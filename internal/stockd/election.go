@@ -21,17 +21,27 @@ type leaderStatus struct {
 	election.Elector
 }
 
+// auditSources are what the leader's audit checks beside the books, each
+// nil when off (audit.Config names what each adds).
+type auditSources struct {
+	ledger       audit.Ledger
+	durable      audit.DurableOrders
+	items        audit.ItemsSurveyor
+	itemLedgers  audit.ItemLedgers
+	reservations audit.Reservations
+}
+
 // startElection joins the election configured by election.* on the
 // process's shared session (w's, the one the lock uses too) and runs the
 // sale audit every election.job_interval while this replica leads; with
-// ledger (and durable) set, the audit also reconciles the order ledger with
-// lucky (and MySQL's rows with the ledger), and with items each item's
-// books and ledger (and one item's durable copy per run). stop
+// src.ledger (and durable) set, the audit also reconciles the order ledger
+// with lucky (and MySQL's rows with the ledger), with items each item's
+// books and ledger (and one item's durable copy per run), and with
+// reservations their census. stop
 // resigns, so another replica leads at once, and waits for the campaign to
 // end; it must run before w closes the sessions. With election.backend none
 // it starts nothing and the status is nil (/leader reports backend "none").
-func startElection(ctx context.Context, w *wiring, reg prometheus.Registerer, ledger audit.Ledger, durable audit.DurableOrders,
-	items audit.ItemsSurveyor, itemLedgers audit.ItemLedgers) (stop func(), _ handler.LeaderStatus, _ error) {
+func startElection(ctx context.Context, w *wiring, reg prometheus.Registerer, src auditSources) (stop func(), _ handler.LeaderStatus, _ error) {
 	cfg := w.cfg
 	el, err := buildElector(ctx, w)
 	if err != nil || el == nil {
@@ -45,7 +55,8 @@ func startElection(ctx context.Context, w *wiring, reg prometheus.Registerer, le
 		Initial:  initialKey(cfg), // written by Store.Reset
 		Segments: cfg.Stock.Segments,
 		Replica:  cfg.Replica, Backend: el.Backend(),
-		Ledger: ledger, Durable: durable, Items: items, ItemLedgers: itemLedgers, Logger: w.log,
+		Ledger: src.ledger, Durable: src.durable, Items: src.items, ItemLedgers: src.itemLedgers,
+		Reservations: src.reservations, Logger: w.log,
 	})
 	runner := election.NewRunner(election.RunnerConfig{
 		Elector: el, Interval: cfg.Election.JobInterval, Logger: w.log,

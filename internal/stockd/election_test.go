@@ -59,7 +59,7 @@ func TestLockAndElectionShareTheSession(t *testing.T) {
 // With the election off, /leader has no status to read and stop is a no-op.
 func TestElectionNone(t *testing.T) {
 	w := &wiring{cfg: validConfig(t), log: slog.Default()}
-	stop, status, err := startElection(t.Context(), w, nil, nil, nil, nil, nil)
+	stop, status, err := startElection(t.Context(), w, nil, auditSources{})
 	if err != nil || status != nil {
 		t.Fatalf("got %v, %v; want no status and no error", status, err)
 	}
@@ -105,7 +105,7 @@ func TestElectionAuditsTheLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledger := countingLedger{Ledger: store, reads: make(chan struct{}, 1)}
-	stop, _, err := startElection(ctx, w, nil, ledger, nil, nil, nil)
+	stop, _, err := startElection(ctx, w, nil, auditSources{ledger: ledger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -224,7 +224,7 @@ func (r *replica) handler(buyers *auth.Identity, leader handler.LeaderStatus) ht
 	}
 	var reservations handler.Reservations
 	var pending func(context.Context) (int64, time.Time, error)
-	if cfg.Orders.PaymentWindow > 0 && r.ledger {
+	if r.reserving() {
 		store := r.store
 		reservations = store
 		pending = func(ctx context.Context) (int64, time.Time, error) {

@@ -46,13 +46,17 @@ const (
 	expirerRetry = time.Second
 )
 
+// reserving reports whether this replica's sale reserves what it sells:
+// a payment window, which Validate allows only with the ledger.
+func (r *replica) reserving() bool { return r.cfg.Orders.PaymentWindow > 0 && r.ledger }
+
 // startExpirer runs, with orders.payment_window, the default sale's
 // expirer until the replica closes. Every replica runs one: an order
 // expires in one script run, so expirers racing return each unit once,
 // and one killed mid-batch leaves nothing half done; no election, so no
 // leader's loss stops the returns.
 func (r *replica) startExpirer(ctx context.Context) {
-	if r.cfg.Orders.PaymentWindow <= 0 {
+	if !r.reserving() {
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)

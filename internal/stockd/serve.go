@@ -48,7 +48,11 @@ func Serve(ctx context.Context, cfg *Config, buyers *auth.Identity, log *slog.Lo
 		return err
 	}
 	r.startExpirer(ctx)
-	stopElection, leader, err := startElection(ctx, w, r.m.Registry(), r.ledgerReader, r.durableOrders, r.items, r.itemLedgers)
+	src := auditSources{ledger: r.ledgerReader, durable: r.durableOrders, items: r.items, itemLedgers: r.itemLedgers}
+	if r.reserving() {
+		src.reservations = r.store
+	}
+	stopElection, leader, err := startElection(ctx, w, r.m.Registry(), src)
 	if err != nil {
 		return err
 	}

@@ -89,9 +89,19 @@ type Config struct {
 	// copy (orders.durable): each run reconciles one item's, the next in
 	// id order, as Durable is the default sale's. Nil: not checked.
 	ItemLedgers ItemLedgers
+	// Reservations, if set, is the sale's reservations
+	// (orders.payment_window): their census must name no broken
+	// invariant (docs/reservations.md). Nil: not checked.
+	Reservations Reservations
 	// Logger receives the durable comparisons skipped for a MySQL or
 	// Redis failure. The default is slog.Default().
 	Logger *slog.Logger
+}
+
+// Reservations counts every order by state beside the counters;
+// *redisstore.Store implements it.
+type Reservations interface {
+	Census(ctx context.Context) (redisstore.Census, error)
 }
 
 // ItemsSurveyor reads every item's books at one reading; *redisstore.Items
@@ -228,6 +238,13 @@ func (a *Auditor) checkBooks(ctx context.Context, r *Record, books redisstore.Bo
 		judged.Segments = books.Segments
 	}
 	bad := judged.Problems()
+	if a.cfg.Reservations != nil {
+		c, err := a.cfg.Reservations.Census(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%w: reservations' census: %w", ErrRedis, err)
+		}
+		bad = append(bad, c.Problems()...)
+	}
 	if a.cfg.Ledger != nil {
 		more, err := a.checkLedger(ctx, r)
 		if err != nil {

@@ -253,3 +253,54 @@ func soldItems(t *testing.T, ids ...string) (*redis.Client, *redisstore.Items, r
 	}
 	return rdb, items, base
 }
+
+// censusOf is a canned census (the real one is redisstore's, tested on a
+// real Redis there and through stockd).
+type censusOf struct {
+	c   redisstore.Census
+	err error
+}
+
+func (f censusOf) Census(context.Context) (redisstore.Census, error) { return f.c, f.err }
+
+// With reservations the audit takes their census too: books that balance
+// do not hide a unit returned twice, and a census unread is Redis's
+// failure, not a sound sale.
+func TestCheckTakesTheReservationsCensus(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := t.Context()
+	// 10 units, 4 taken, 1 back: 7 left (7 + 4 - 1 = 10).
+	if err := rdb.MSet(ctx, "stock", 7, "lucky", 4, "stock:returned", 1, "stock:initial", 10).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sound := redisstore.Census{Reserved: 1, Paid: 2, Expired: 1, Stock: 7, Lucky: 4, Returned: 1, Initial: 10}
+	twice := sound
+	twice.Expired = 0 // 1 unit back, no order ended for it
+	cases := []struct {
+		name string
+		res  audit.Reservations
+		ok   bool
+		want string // in the problems, or the error
+	}{
+		{"sound", censusOf{c: sound}, true, ""},
+		{"a return with no order", censusOf{c: twice}, false, "units returned"},
+		{"unread", censusOf{err: stock.ErrUnavailable}, false, "census"},
+	}
+	for _, tc := range cases {
+		aud := audit.New(rdb, audit.Config{
+			Stock: "stock", Lucky: "lucky", Fence: "stock:fence", Initial: "stock:initial",
+			Replica: "r-1", Backend: "etcd", Reservations: tc.res,
+		})
+		r, err := aud.Check(ctx, 1)
+		switch {
+		case tc.name == "unread":
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: got %+v, %v; want an error naming the %s", tc.name, r, err, tc.want)
+			}
+		case err != nil || r.OK != tc.ok || !strings.Contains(strings.Join(r.Problems, "; "), tc.want):
+			t.Errorf("%s: got %+v, %v; want OK %v, a problem saying %q", tc.name, r, err, tc.ok, tc.want)
+		}
+	}
+}
