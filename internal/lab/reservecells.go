@@ -86,7 +86,15 @@ type Reservations struct {
 // fault and returns once it is over; done closes when every buyer has
 // ended. Then the census, once the expirers have ended every
 // reservation.
-func (x *run) reserveSale(stage func(done <-chan struct{}) error) error {
+// reserveStage is what a cell's stage gets: the stock Redis, the sale's
+// keys there, and done, closed when every buyer has ended.
+type reserveStage struct {
+	rdb  *redis.Client
+	keys redisstore.Keys
+	done <-chan struct{}
+}
+
+func (x *run) reserveSale(stage func(st reserveStage) error) error {
 	x.res.Initial = reserveStock
 	m := &Reservations{}
 	x.res.Reservations = m
@@ -117,7 +125,7 @@ func (x *run) reserveSale(stage func(done <-chan struct{}) error) error {
 			Concurrency: reserveConcurrency, Timeout: 2 * time.Minute,
 		})
 	}()
-	stageErr := stage(done)
+	stageErr := stage(reserveStage{rdb: rdb, keys: keys, done: done})
 	<-done
 	if stageErr != nil {
 		return stageErr
@@ -215,7 +223,7 @@ func (x *run) stockCounter(rdb *redis.Client, key string, at func(int64) bool) e
 // locked read and its write. The race must have run: a write refused
 // for a return, its section reading again.
 func runReserveRace(x *run) error {
-	if err := x.reserveSale(func(<-chan struct{}) error { return nil }); err != nil {
+	if err := x.reserveSale(func(reserveStage) error { return nil }); err != nil {
 		return err
 	}
 	if n := x.res.Reservations.ReadsAgain; n <= 0 {
@@ -230,12 +238,6 @@ func runReserveRace(x *run) error {
 // its answer was cut. The buyers send again what they did not hear the
 // end of (the purchase with its key, the payment with its id).
 func runReserveLostReply(x *run) error {
-	rdb := x.stockRedis()
-	defer rdb.Close()
-	keys, err := saleKeys()
-	if err != nil {
-		return err
-	}
 	before := localcluster.RepliesLost()
 	var removes []func() error
 	removeAll := func() error {
@@ -247,10 +249,10 @@ func runReserveLostReply(x *run) error {
 		return errors.Join(errs...)
 	}
 	defer removeAll()
-	err = x.reserveSale(func(done <-chan struct{}) error {
+	err := x.reserveSale(func(st reserveStage) error {
 		// After the resets (an admin's reset is not what this cell
 		// tests): from the first unit taken.
-		if err := x.stockCounter(rdb, keys.Lucky, func(n int64) bool { return n >= 1 }); err != nil {
+		if err := x.stockCounter(st.rdb, st.keys.Lucky, func(n int64) bool { return n >= 1 }); err != nil {
 			return err
 		}
 		for i := range x.c.Replicas() {
@@ -262,7 +264,7 @@ func runReserveLostReply(x *run) error {
 				removes = append(removes, rm)
 			}
 		}
-		<-done
+		<-st.done
 		return removeAll()
 	})
 	lost := localcluster.RepliesLost() - before
@@ -280,14 +282,8 @@ func runReserveLostReply(x *run) error {
 // or none; the census says whether any unit came back twice or not at
 // all.
 func runReserveKill(x *run) error {
-	rdb := x.stockRedis()
-	defer rdb.Close()
-	keys, err := saleKeys()
-	if err != nil {
-		return err
-	}
-	return x.reserveSale(func(done <-chan struct{}) error {
-		if err := x.stockCounter(rdb, keys.Returned, func(n int64) bool { return n >= 1 }); err != nil {
+	return x.reserveSale(func(st reserveStage) error {
+		if err := x.stockCounter(st.rdb, st.keys.Returned, func(n int64) bool { return n >= 1 }); err != nil {
 			return err
 		}
 		at := time.Now()
@@ -323,13 +319,8 @@ func runReserveClock(x *run) error {
 		return errors.New("the stock Redis has no steppable clock (the fault layer is off)")
 	}
 	x.undo = append(x.undo, func() error { return clock.Set(0) })
-	rdb := x.stockRedis()
-	defer rdb.Close()
-	keys, err := saleKeys()
-	if err != nil {
-		return err
-	}
-	return x.reserveSale(func(<-chan struct{}) error {
+	return x.reserveSale(func(st reserveStage) error {
+		rdb, keys := st.rdb, st.keys
 		if err := x.stockCounter(rdb, keys.Lucky, func(n int64) bool { return n >= reserveStock/3 }); err != nil {
 			return err
 		}
