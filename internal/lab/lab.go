@@ -237,8 +237,12 @@ type Result struct {
 	Unconfirmed     int   `json:"unconfirmed"`
 	UnconfirmedSold int   `json:"unconfirmed_sold"`
 	Lucky           int64 `json:"lucky"`
-	Stock           int64 `json:"stock"`
-	Initial         int   `json:"initial"`
+	// Returned is the units reservations gave back (the reservation
+	// cells): lucky counts units taken, the books are stock + lucky -
+	// returned = initial.
+	Returned int64 `json:"returned,omitempty"`
+	Stock    int64 `json:"stock"`
+	Initial  int   `json:"initial"`
 	// Consistent: stock + lucky == initial and lucky == sold answers plus
 	// the unconfirmed ones that sold.
 	Consistent bool `json:"consistent"`
@@ -255,7 +259,7 @@ type Result struct {
 // books are the cell's stock and lucky as read back, over its initial
 // stock.
 func (r Result) books() api.Books {
-	return api.Books{Stock: r.Stock, Lucky: r.Lucky, Initial: int64(r.Initial)}
+	return api.Books{Stock: r.Stock, Lucky: r.Lucky, Returned: r.Returned, Initial: int64(r.Initial)}
 }
 
 // Passed reports whether the cell showed what it must.
@@ -762,7 +766,7 @@ func (x *run) books(client *http.Client, resps []response) error {
 	case err != nil:
 		return fmt.Errorf("read stock back: %w", err)
 	}
-	r.Stock, r.Lucky = st.Stock, st.Lucky
+	r.Stock, r.Lucky, r.Returned = st.Stock, st.Lucky, st.Returned
 	r.Oversold = r.books().Oversold()
 	// A segment below zero sold units it did not have, even when another
 	// segment's leftovers make the sum balance.
@@ -851,8 +855,8 @@ func (x *run) judge() {
 			why = append(why, fmt.Sprintf("oversold %d", r.Oversold))
 		}
 		if !r.Consistent {
-			why = append(why, fmt.Sprintf("books: stock %d + lucky %d vs initial %d, sold answers %d (+%d unconfirmed that sold)",
-				r.Stock, r.Lucky, r.Initial, r.Sold, r.UnconfirmedSold))
+			why = append(why, fmt.Sprintf("books: stock %d + lucky %d - returned %d vs initial %d, sold answers %d (+%d unconfirmed that sold)",
+				r.Stock, r.Lucky, r.Returned, r.Initial, r.Sold, r.UnconfirmedSold))
 		}
 		if !x.faultEnd.IsZero() && r.RecoveryMS < 0 {
 			why = append(why, "no sale after the fault's end before the cell's deadline")

@@ -168,8 +168,10 @@ func (x *run) reservationsEnded(store *redisstore.Store) (redisstore.Census, err
 // invariants, into the cell's books.
 func (x *run) judgeReservations(rep *loadgen.ReserveReport, c redisstore.Census) {
 	r := x.res
-	r.Stock, r.Lucky = c.Stock, c.Lucky
-	r.Oversold = max(0, c.Stock+c.Reserved+c.Paid-int64(reserveStock))
+	r.Stock, r.Lucky, r.Returned = c.Stock, c.Lucky, c.Returned
+	// Oversold by the census (a unit held or sold beyond the stock) or
+	// by the books, whichever says more.
+	r.Oversold = max(c.Stock+c.Reserved+c.Paid-int64(reserveStock), r.books().Oversold(), 0)
 	problems := c.Problems()
 	if rep != nil {
 		r.Sold = rep.Paid
