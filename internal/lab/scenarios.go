@@ -339,6 +339,13 @@ var table = []namedScenario{
 		env:     always(workDelay(5 * time.Millisecond)),
 		run:     runReserveClock,
 	}},
+	{"reserve-deadline", scenario{
+		summary: "reservations: the reservations' clock held at a never-paid order's deadline, every expirer run twice, then a payment must pay it; held 1 ms past another's, a payment must be answered expired with a refund; the census exact (redis, etcd)",
+		reserve: true,
+		initial: reserveStock,
+		env:     always(workDelay(5 * time.Millisecond)),
+		run:     runReserveDeadline,
+	}},
 	{"clock-jump", scenario{
 		summary:     "the stock Redis's clock jumps 25h (past stock.idempotency_ttl and every receipt) and, on redis, the lock Redis's past the lock TTL with a write held: 10 keyed purchases made before replay after, the held write is fenced (named buyers; redis, etcd)",
 		concurrency: 6,

@@ -44,6 +44,12 @@ type Metrics struct {
 	// last sample failed. Registered only by SampleOrdersLag, so a replica
 	// without durable orders does not export a lag of 0.
 	OrdersLag prometheus.Gauge
+	// ExpirerRuns counts the expirer's runs (orders.payment_window) by
+	// result, ok or error, and Expired the orders its runs expired, each
+	// a unit back on sale: an expirer that stopped running shows as a
+	// counter that stopped rising, and the lab waits on a run.
+	ExpirerRuns *prometheus.CounterVec
+	Expired     prometheus.Counter
 
 	constLabels prometheus.Labels
 }
@@ -106,8 +112,19 @@ func New(constLabels prometheus.Labels) *Metrics {
 			Help:        "Ledger entries not yet stored in MySQL (orders.durable), sampled; NaN when it could not be read.",
 			ConstLabels: constLabels,
 		}),
+		ExpirerRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name:        "seckill_expirer_runs_total",
+			Help:        "Runs of the reservations' expirer (orders.payment_window), by result: ok or error.",
+			ConstLabels: constLabels,
+		}, []string{"result"}),
+		Expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name:        "seckill_orders_expired_total",
+			Help:        "Reserved orders the expirer ended unpaid, each a unit back on sale.",
+			ConstLabels: constLabels,
+		}),
 	}
 	reg.MustRegister(m.Results, m.LockWait, m.SaleDuration, m.BatchSize, m.Events, m.AdminAuthFailures, m.AdminThrottled, m.LogSuppressed,
+		m.ExpirerRuns, m.Expired,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -123,6 +140,17 @@ func (m *Metrics) ObserveBatch(n int) { m.BatchSize.Observe(float64(n)) }
 // CountEvent counts one sale-path event; it fits stock.ServiceConfig.OnEvent
 // (by way of a string conversion).
 func (m *Metrics) CountEvent(event string) { m.Events.WithLabelValues(event).Inc() }
+
+// ObserveExpirerRun records one run of the expirer that expired n
+// orders, or failed with err.
+func (m *Metrics) ObserveExpirerRun(n int64, err error) {
+	if err != nil {
+		m.ExpirerRuns.WithLabelValues("error").Inc()
+		return
+	}
+	m.ExpirerRuns.WithLabelValues("ok").Inc()
+	m.Expired.Add(float64(n))
+}
 
 // Handler serves the registry in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {

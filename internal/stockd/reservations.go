@@ -61,7 +61,7 @@ func (r *replica) startExpirer(ctx context.Context) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { expire(ctx, r.store, r.log) })
+	wg.Go(func() { expire(ctx, r.store, r.log, r.m.ObserveExpirerRun) })
 	r.w.onClose(func() error {
 		cancel()
 		wg.Wait()
@@ -69,8 +69,9 @@ func (r *replica) startExpirer(ctx context.Context) {
 	})
 }
 
-// expire returns st's due reservations until ctx ends.
-func expire(ctx context.Context, st *redisstore.Store, log *slog.Logger) {
+// expire returns st's due reservations until ctx ends, telling observe
+// of each run.
+func expire(ctx context.Context, st *redisstore.Store, log *slog.Logger, observe func(expired int64, err error)) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -80,6 +81,9 @@ func expire(ctx context.Context, st *redisstore.Store, log *slog.Logger) {
 		case <-t.C:
 		}
 		x, err := st.ExpireDue(ctx, expirerBatch)
+		if ctx.Err() == nil {
+			observe(x.Expired, err)
+		}
 		wait := expirerPoll
 		switch {
 		case err != nil && ctx.Err() == nil:

@@ -1,6 +1,8 @@
 package stockd
 
 import (
+	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,6 +128,15 @@ func TestReservationsThroughStockd(t *testing.T) {
 		t.Fatalf("carol's payment after her deadline: %d %v; want 200 expired, refund owed", code, body)
 	}
 	wantStock(1, 4, 2)
+	// The expirer's runs and what they expired: carol's order, by this
+	// replica's only expirer.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/metrics", nil)
+	code, raw := send(t, req)
+	runs := regexp.MustCompile(`(?m)^seckill_expirer_runs_total\{[^}]*result="ok"[^}]*\} (\S+)$`).FindStringSubmatch(string(raw))
+	expired := regexp.MustCompile(`(?m)^seckill_orders_expired_total\{[^}]*\} (\S+)$`).FindStringSubmatch(string(raw))
+	if code != http.StatusOK || runs == nil || runs[1] == "0" || expired == nil || expired[1] != "1" {
+		t.Fatalf("metrics: %d, expirer runs %v, orders expired %v; want runs > 0, 1 expired", code, runs, expired)
+	}
 
 	// The admin's census, from the states the scripts wrote: alice paid,
 	// bob cancelled, carol expired, dave reserved; sound.

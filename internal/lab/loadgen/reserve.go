@@ -36,6 +36,17 @@ type ReserveConfig struct {
 	// Concurrency bounds the buyers in flight; Timeout the whole sale.
 	Concurrency int
 	Timeout     time.Duration
+	// OnNeverPay, when set, is told of each order won by a buyer that
+	// will not pay it, as it is answered: a lab cell may pay it itself,
+	// at a moment it chooses (Pay). It must not block.
+	OnNeverPay func(NeverPaid)
+}
+
+// NeverPaid is an order its buyer will leave unpaid.
+type NeverPaid struct {
+	Order string
+	PayBy int64 // its deadline as answered (unix ms; 0 on a replay)
+	Buyer Purchase
 }
 
 // ReserveReport is what such a sale ended with.
@@ -256,10 +267,17 @@ func (r *reserveRun) buyer(ctx context.Context, i int) (out buyerOutcome) {
 				return out
 			}
 		case a.code == http.StatusOK && neverPays:
+			if r.cfg.OnNeverPay != nil {
+				np := NeverPaid{Order: a.body.Order, Buyer: p}
+				if a.body.PayBy != nil {
+					np.PayBy = *a.body.PayBy
+				}
+				r.cfg.OnNeverPay(np)
+			}
 			out.end = endNeverPay
 			return out
 		case a.code == http.StatusOK:
-			end, err := r.pay(ctx, p, a.body.Order, &out)
+			end, err := r.pay(ctx, p, a.body.Order, "pay-"+p.Key, &out)
 			if err != nil {
 				out.err = err
 				return out
@@ -292,12 +310,25 @@ func (r *reserveRun) buyer(ctx context.Context, i int) (out buyerOutcome) {
 	}
 }
 
-// pay pays order id as buyer p, its payment id the buyer's and key's, so
-// a payment sent again after a lost answer pays once.
-func (r *reserveRun) pay(ctx context.Context, p Purchase, id string, out *buyerOutcome) (api.OrderEnd, error) {
-	body := `{"payment_id":"pay-` + p.Key + `"}`
+// Pay pays order as buyer p with paymentID through the service at url,
+// and returns what the order ended as. A send whose outcome is unknown
+// (a transport error, a 5xx) is sent again with the same payment id,
+// which pays once.
+func Pay(ctx context.Context, url string, p Purchase, order, paymentID string) (api.OrderEnd, error) {
+	r := &reserveRun{cfg: ReserveConfig{URL: url}, client: &http.Client{Timeout: 10 * time.Second}}
+	defer r.client.CloseIdleConnections()
+	return r.pay(ctx, p, order, paymentID, &buyerOutcome{})
+}
+
+// pay pays order id as buyer p with paymentID (the buyer's key's, so a
+// payment sent again after a lost answer pays once).
+func (r *reserveRun) pay(ctx context.Context, p Purchase, id, paymentID string, out *buyerOutcome) (api.OrderEnd, error) {
+	body, err := json.Marshal(map[string]string{"payment_id": paymentID})
+	if err != nil {
+		return api.OrderEnd{}, err
+	}
 	for {
-		a, err := r.send(ctx, http.MethodPost, "/orders/"+id+"/pay", body, p, false)
+		a, err := r.send(ctx, http.MethodPost, "/orders/"+id+"/pay", string(body), p, false)
 		switch {
 		case ctx.Err() != nil:
 			return api.OrderEnd{}, fmt.Errorf("pay %s: %w", id, ctx.Err())
