@@ -34,6 +34,11 @@ const claimBound = 10 * time.Second
 // stockRedis is a client of the stock Redis, where the ledger lives
 // (directly, not through a replica's proxy).
 func (x *run) stockRedis() *redis.Client {
+	if set := x.sentinel; set != nil {
+		// The cell's stock Redis is its Sentinel set: whichever node
+		// the Sentinels name, before a failover and after it.
+		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: set.MasterName, SentinelAddrs: set.SentinelAddrs()})
+	}
 	return redis.NewClient(&redis.Options{Addr: x.c.Redis().Addr()})
 }
 

@@ -54,6 +54,9 @@ const (
 	// clock back, so that the reservations' clock (its high-water)
 	// holds still while the cell pays: longer than the cell's steps.
 	reserveHold = 10 * time.Second
+	// reserveLagPayments are the payments reserve-failover waits for on
+	// the primary while its replica is starved, before the kill.
+	reserveLagPayments = 2
 	// reserveDeadlineTries bounds reserve-deadline's tries at holding
 	// two never-paid orders still reserved when the clock stops.
 	reserveDeadlineTries = 5
@@ -238,6 +241,26 @@ func (x *run) stockCounter(rdb *redis.Client, key string, at func(int64) bool) e
 	}
 }
 
+// stockHashLen polls the stock Redis's hash key until it holds at least
+// n fields: a must-happen wait on the sale reaching a point.
+func (x *run) stockHashLen(rdb *redis.Client, key string, n int64) error {
+	ctx, cancel := x.until()
+	defer cancel()
+	poll := backoff.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}
+	for {
+		got, err := rdb.HLen(ctx, key).Result()
+		if err == nil && got >= n {
+			return nil
+		}
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("HLEN %s: %w", key, err)
+		}
+		if werr := poll.Wait(ctx); werr != nil {
+			return fmt.Errorf("waiting on %s (%d fields of %d): %w", key, got, n, werr)
+		}
+	}
+}
+
 // runReserveRace: the sale alone, each sale's business time stretched
 // (reserveRaceWork) so that the first units' returns land between a
 // locked read and its write. The race must have run: a write refused
@@ -377,4 +400,74 @@ func runReserveClock(x *run) error {
 		x.notef("clock stepped %s forward (%d units returned before it), back with %d units taken", reserveClockStep, returned, taken)
 		return nil
 	})
+}
+
+// runReserveFailover: the stock Redis is a Sentinel set
+// (stock.min_replica_acks 1). At the first return its replica is starved
+// of the replication stream (as failover-lag) until reserveLagPayments
+// more payments have run on the primary, which only it then holds; then
+// the primary is killed (kill -9) with the expirers at work, the
+// Sentinels promote the replica and the old primary comes back as its
+// replica. A sale, a payment and a return each wait for the replica's
+// ack before they are answered, so the promoted replica holds every one
+// a buyer was told of: the census on it says whether a payment answered
+// paid was lost (its unit then sold again) or a unit came back twice.
+// Without the acks, the payments of the starved window are answered
+// paid and lost.
+func runReserveFailover(x *run) error {
+	set := x.sentinel
+	if set == nil {
+		return errors.New("no Sentinel set")
+	}
+	x.res.Failover = &Failover{Acks: x.cell.Acks}
+	err := x.reserveSale(func(st reserveStage) error {
+		ctx, cancel := x.until()
+		defer cancel()
+		switched, err := set.WatchSwitch(ctx)
+		if err != nil {
+			return err
+		}
+		if err := x.stockCounter(st.rdb, st.keys.Returned, func(n int64) bool { return n >= 1 }); err != nil {
+			return err
+		}
+		// A replica that never synced would be promoted empty: not the
+		// window this cell puts to the test.
+		if err := set.WaitReplicated(ctx, 1); err != nil {
+			return fmt.Errorf("the replica is not replicating before the fault: %w", err)
+		}
+		paid, err := st.rdb.HLen(ctx, st.keys.Payments).Result()
+		if err != nil {
+			return err
+		}
+		restore, err := x.c.LagReplication()
+		if err != nil {
+			return err
+		}
+		// Broken for good by the kill; taking the toxic away only tidies.
+		defer func() { _ = restore() }()
+		if err := x.stockHashLen(st.rdb, st.keys.Payments, paid+reserveLagPayments); err != nil {
+			return fmt.Errorf("no payment while the replica starved: %w", err)
+		}
+		old := set.Primary
+		faultAt := time.Now()
+		if err := old.Kill(); err != nil {
+			return fmt.Errorf("kill %s: %w", old.Name(), err)
+		}
+		newPrimary, ok := <-switched
+		if !ok {
+			return fmt.Errorf("the Sentinels did not all switch to one new primary: %w", ctx.Err())
+		}
+		x.res.Failover.SwitchMS = ms(time.Since(faultAt))
+		if err := set.Rejoin(ctx, old); err != nil {
+			return fmt.Errorf("bring back %s: %w", old.Name(), err)
+		}
+		x.res.Failover.RejoinMS = ms(time.Since(faultAt))
+		x.notef("replica starved from the first return for %d payments, then the primary killed; all Sentinels switched to %s in %dms; old primary replicating %dms after the fault",
+			reserveLagPayments, newPrimary, x.res.Failover.SwitchMS, x.res.Failover.RejoinMS)
+		return nil
+	})
+	if m := x.res.Reservations; err == nil && m.Report != nil && m.Census != nil {
+		x.res.Failover.Lost = max(0, m.Report.Paid+m.LabPaid-int(m.Census.Paid))
+	}
+	return err
 }

@@ -346,6 +346,14 @@ var table = []namedScenario{
 		env:     always(workDelay(5 * time.Millisecond)),
 		run:     runReserveDeadline,
 	}},
+	{"reserve-failover", scenario{
+		summary:  "reservations on a Sentinel set (stock.min_replica_acks 1): kill -9 the stock Redis primary at the first return, the expirers at work; the replica promoted, the old primary back as its replica; no payment answered paid lost, the census exact on the new primary (redis, etcd)",
+		reserve:  true,
+		failover: true,
+		initial:  reserveStock,
+		env:      always(workDelay(5 * time.Millisecond)),
+		run:      runReserveFailover,
+	}},
 	{"clock-jump", scenario{
 		summary:     "the stock Redis's clock jumps 25h (past stock.idempotency_ttl and every receipt) and, on redis, the lock Redis's past the lock TTL with a write held: 10 keyed purchases made before replay after, the held write is fenced (named buyers; redis, etcd)",
 		concurrency: 6,

@@ -65,6 +65,12 @@ func TestValidate(t *testing.T) {
 			c.Orders.PaymentWindow, c.Orders.PaymentSecret = time.Minute, "changeme-changeme-changeme-changeme"
 		}, "orders.payment_secret"},
 		{"payment window, segments", func(c *Config) { c.Orders.PaymentWindow, c.Stock.Segments = time.Minute, 2 }, "orders.payment_window"},
+		{"payment window, Sentinel without acks", func(c *Config) {
+			c.Orders.PaymentWindow, c.Redis.Sentinel.Master, c.Redis.Sentinel.Addrs, c.Stock.MinReplicaAcks = time.Minute, "m", []string{"127.0.0.1:26379"}, 0
+		}, "stock.min_replica_acks"},
+		{"payment window, Sentinel with the default acks", func(c *Config) {
+			c.Orders.PaymentWindow, c.Redis.Sentinel.Master, c.Redis.Sentinel.Addrs = time.Minute, "m", []string{"127.0.0.1:26379"}
+		}, ""},
 		{"payment window, witness", func(c *Config) {
 			c.Orders.PaymentWindow, c.Stock.Witness = time.Minute, "etcd"
 			c.Etcd.Endpoints = []string{"127.0.0.1:2379"}
