@@ -120,11 +120,11 @@ func TestItemsTable(t *testing.T) {
 func TestReservationsRow(t *testing.T) {
 	good := &reservationsRow{OK: true, Report: &loadgen.ReserveReport{Stock: 300, Buyers: 600, Paid: 300, NeverPay: 150,
 		Returned: 150, Lucky: 450, Lost: 150, Consistent: true, DurationMS: 12300,
-		Census: &api.Census{Paid: 300, Expired: 150, OK: true}}}
+		Census: &api.Census{Paid: 300, Expired: 150, OK: true}, Lifecycles: loadgen.Lifecycles{Orders: 450}}}
 	var b strings.Builder
 	writeReservationsTable(&b, good)
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	want := "| 300 | 600 | 300 | 150 | 150 | 0 | 150 | 0 | exact | exact: 300 paid, 150 expired | 12.3 s | OK |"
+	want := "| 300 | 600 | 300 | 150 | 150 | 0 | 150 | 0 | exact | exact: 300 paid, 150 expired | 450 checked | 12.3 s | OK |"
 	if len(lines) != 4 || lines[3] != want {
 		t.Fatalf("got table:\n%s\nwant the row %q", b.String(), want)
 	}
@@ -140,6 +140,13 @@ func TestReservationsRow(t *testing.T) {
 	writeReservationsTable(&b, twice)
 	if !strings.Contains(b.String(), "| 1 | exact |") || !strings.Contains(b.String(), "INCONSISTENT") {
 		t.Fatalf("a unit paid twice: got\n%s\nwant 1 paid twice, INCONSISTENT", b.String())
+	}
+	broken := &reservationsRow{Report: &loadgen.ReserveReport{Stock: 300, Paid: 300, Lucky: 300,
+		Lifecycles: loadgen.Lifecycles{Orders: 300, Broken: 1, First: "order o: its payment was answered paid, but it is \"expired\" at the end"}}}
+	b.Reset()
+	writeReservationsTable(&b, broken)
+	if !strings.Contains(b.String(), "| 1 of 300 broken: order o: its payment was answered paid") || !strings.Contains(b.String(), "INCONSISTENT") {
+		t.Fatalf("a lifecycle broken: got\n%s\nwant it named, INCONSISTENT", b.String())
 	}
 	b.Reset()
 	writeReservationsTable(&b, &reservationsRow{Err: "switch replicas: refused"})

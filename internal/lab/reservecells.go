@@ -3,6 +3,7 @@ package lab
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,6 +27,10 @@ import (
 
 // reserveScenarios are the reservation cells' scenarios.
 var reserveScenarios = []string{"reserve-race", "reserve-lostreply", "reserve-kill", "reserve-clock", "reserve-deadline"}
+
+// reserveClockCells step the stock Redis's clock: the buyers' times
+// cannot judge its deadlines there (loadgen.ReserveConfig.SameClock).
+var reserveClockCells = []string{"reserve-clock", "reserve-deadline"}
 
 // reserveBackends run them: the Redis lock and one of another family.
 var reserveBackends = []string{"redis", "etcd"}
@@ -138,6 +143,7 @@ func (x *run) reserveSale(stage func(st reserveStage) error) error {
 			URL: x.c.URL(), AdminToken: x.c.AdminToken(), Minter: x.c.Minter(),
 			Stock: reserveStock, Buyers: reserveBuyers, NeverPay: reserveNeverPay,
 			Concurrency: reserveConcurrency, Timeout: 2 * time.Minute,
+			Window: reserveWindow, SameClock: !slices.Contains(reserveClockCells, x.cell.Scenario),
 			OnNeverPay: func(np loadgen.NeverPaid) {
 				select {
 				case neverPaid <- np:
@@ -205,11 +211,14 @@ func (x *run) judgeReservations(rep *loadgen.ReserveReport, c redisstore.Census)
 		if rep.Backward > 0 {
 			problems = append(problems, fmt.Sprintf("%d sales got a pay_by before one answered before they were sent: a deadline set backward", rep.Backward))
 		}
+		if l := rep.Lifecycles; l.Broken > 0 {
+			problems = append(problems, fmt.Sprintf("%d of %d orders' lifecycles broken (first: %s)", l.Broken, l.Orders, l.First))
+		}
 		if rep.Errors > 0 {
 			problems = append(problems, fmt.Sprintf("%d buyers ended on an answer no buyer expects (first: %s)", rep.Errors, rep.Err))
 		}
-		x.notef("%d paid, %d never paid, %d refunds, %d lost, %d sends repeated after an unknown outcome",
-			rep.Paid, rep.NeverPay, rep.Refunds, rep.Lost, rep.Resent)
+		x.notef("%d paid, %d never paid, %d refunds, %d lost, %d sends repeated after an unknown outcome, %d orders' lifecycles checked",
+			rep.Paid, rep.NeverPay, rep.Refunds, rep.Lost, rep.Resent, rep.Lifecycles.Orders)
 	}
 	if c.Paid != reserveStock {
 		// Every paying buyer tries until it pays or nothing can come

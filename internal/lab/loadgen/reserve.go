@@ -40,6 +40,14 @@ type ReserveConfig struct {
 	// will not pay it, as it is answered: a lab cell may pay it itself,
 	// at a moment it chooses (Pay). It must not block.
 	OnNeverPay func(NeverPaid)
+	// Window is the sale's orders.payment_window: with SameClock, each
+	// deadline is held to its sale's time plus it (0: not checked).
+	Window time.Duration
+	// SameClock says that the stock Redis's clock is this process's (one
+	// machine, never stepped): each order's deadline and its payment's
+	// answer are then held to the times this process sent and heard them
+	// (Lifecycles).
+	SameClock bool
 }
 
 // NeverPaid is an order its buyer will leave unpaid.
@@ -75,6 +83,9 @@ type ReserveReport struct {
 	// Census is GET /stock/reservations at the end: every order counted
 	// by state, and the invariants they break.
 	Census *api.Census `json:"census,omitempty"`
+	// Lifecycles is each order won checked on its own against what its
+	// buyer was told (checkLives).
+	Lifecycles Lifecycles `json:"lifecycles"`
 	// Consistent: stock + lucky - returned = the initial stock, the
 	// census sound, every unit paid exactly once, nothing left, no
 	// deadline set backward.
@@ -100,6 +111,7 @@ func RunReserve(ctx context.Context, cfg ReserveConfig) (*ReserveReport, error) 
 	rep := &ReserveReport{Stock: cfg.Stock, Buyers: cfg.Buyers}
 	var mu sync.Mutex
 	paidOrders := []string{}
+	var lives []orderLife
 	sem := make(chan struct{}, cfg.Concurrency)
 	var wg sync.WaitGroup
 	for i := range cfg.Buyers {
@@ -113,6 +125,7 @@ func RunReserve(ctx context.Context, cfg ReserveConfig) (*ReserveReport, error) 
 			rep.Resent += out.resent
 			rep.Backward += out.backward
 			rep.Refunds += out.refunds
+			lives = append(lives, out.lives...)
 			switch out.end {
 			case endPaid:
 				rep.Paid++
@@ -134,11 +147,17 @@ func RunReserve(ctx context.Context, cfg ReserveConfig) (*ReserveReport, error) 
 	if err := ctx.Err(); err != nil {
 		return rep, fmt.Errorf("loadgen: reserve: %w", err)
 	}
+	// Every order won, read back once: each checked on its own, the paid
+	// ones for their unit numbers.
+	orders, err := r.checkLives(ctx, lives, &rep.Lifecycles)
+	if err != nil {
+		return rep, fmt.Errorf("loadgen: reserve: %w", err)
+	}
 	units := map[int64]int{}
 	for _, id := range paidOrders {
-		var o api.Order
-		if err := r.get(ctx, "/orders/"+id, &o); err != nil {
-			return rep, fmt.Errorf("loadgen: reserve: order %s: %w", id, err)
+		o, ok := orders[id]
+		if !ok {
+			return rep, fmt.Errorf("loadgen: reserve: order %s: answered paid, not among the orders won", id)
 		}
 		if units[o.Unit]++; units[o.Unit] == 2 {
 			rep.PaidTwice++
@@ -155,7 +174,8 @@ func RunReserve(ctx context.Context, cfg ReserveConfig) (*ReserveReport, error) 
 	}
 	rep.Census = &census
 	books := api.Books{Stock: st.Stock, Lucky: st.Lucky, Returned: st.Returned, Initial: int64(cfg.Stock)}
-	rep.Consistent = books.Balanced() && census.OK && rep.PaidTwice == 0 && rep.Paid == cfg.Stock && st.Stock == 0 && rep.Backward == 0
+	rep.Consistent = books.Balanced() && census.OK && rep.PaidTwice == 0 && rep.Paid == cfg.Stock && st.Stock == 0 && rep.Backward == 0 &&
+		rep.Lifecycles.Broken == 0
 	return rep, nil
 }
 
@@ -206,6 +226,7 @@ type buyerOutcome struct {
 	order                    string // the paid order
 	retries, refunds, resent int
 	backward                 int
+	lives                    []orderLife // every order it won
 	err                      error
 }
 
@@ -244,11 +265,20 @@ func (r *reserveRun) buyer(ctx context.Context, i int) (out buyerOutcome) {
 	}
 	neverPays := r.cfg.NeverPay > 0 && i%r.cfg.NeverPay == 0
 	tries := 0
-	newKey := func() { tries++; p.Key = fmt.Sprintf("%s-%s-%d", r.run, p.User, tries) }
+	var firstSent time.Time // the key's first send
+	newKey := func() {
+		tries++
+		p.Key = fmt.Sprintf("%s-%s-%d", r.run, p.User, tries)
+		firstSent = time.Time{}
+	}
 	newKey()
 	for {
 		floor := r.payBy.load()
+		if firstSent.IsZero() {
+			firstSent = time.Now()
+		}
 		a, err := r.send(ctx, http.MethodPost, "/stock/reduce", "", p, false)
+		answered := time.Now()
 		if a.code == http.StatusOK && err == nil && a.body.PayBy != nil && *a.body.PayBy > 0 {
 			// A replay carries none: its deadline was the first send's.
 			if *a.body.PayBy < floor {
@@ -267,6 +297,7 @@ func (r *reserveRun) buyer(ctx context.Context, i int) (out buyerOutcome) {
 				return out
 			}
 		case a.code == http.StatusOK && neverPays:
+			out.lives = append(out.lives, newLife(a, firstSent, answered, true))
 			if r.cfg.OnNeverPay != nil {
 				np := NeverPaid{Order: a.body.Order, Buyer: p}
 				if a.body.PayBy != nil {
@@ -277,11 +308,15 @@ func (r *reserveRun) buyer(ctx context.Context, i int) (out buyerOutcome) {
 			out.end = endNeverPay
 			return out
 		case a.code == http.StatusOK:
+			life := newLife(a, firstSent, answered, false)
+			life.paySent = time.Now()
 			end, err := r.pay(ctx, p, a.body.Order, "pay-"+p.Key, &out)
 			if err != nil {
 				out.err = err
 				return out
 			}
+			life.payAnswered, life.end = time.Now(), end
+			out.lives = append(out.lives, life)
 			if end.State == "paid" && !end.Refund {
 				out.end, out.order = endPaid, a.body.Order
 				return out

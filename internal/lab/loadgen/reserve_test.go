@@ -28,6 +28,7 @@ func TestReservationsOnLocalCluster(t *testing.T) {
 	r, err := loadgen.RunReserve(ctx, loadgen.ReserveConfig{
 		URL: c.URL(), AdminToken: c.AdminToken(), Minter: c.Minter(),
 		Stock: stock, Buyers: 2 * stock, NeverPay: 3, Concurrency: 20, Timeout: 2 * time.Minute,
+		Window: time.Second, SameClock: true,
 	})
 	if err != nil {
 		t.Fatalf("run: %v (%+v)\n%s", err, r, c.Logs(20))
@@ -41,6 +42,10 @@ func TestReservationsOnLocalCluster(t *testing.T) {
 	if r.NeverPay == 0 || r.Returned != int64(unpaid) || r.Lucky != int64(stock+unpaid) {
 		t.Fatalf("got %d never paid, %d paid late, %d returned, lucky %d; want each unpaid unit returned once and resold",
 			r.NeverPay, r.Refunds, r.Returned, r.Lucky)
+	}
+	// Every order won, each checked on its own: one per unit taken.
+	if l := r.Lifecycles; l.Orders != int(r.Lucky) || l.Broken != 0 {
+		t.Fatalf("lifecycles %+v; want %d orders checked, none broken", l, r.Lucky)
 	}
 	t.Logf("%+v", r)
 }
