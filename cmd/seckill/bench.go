@@ -40,6 +40,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			bench.RowsScaling+" (combining and segments, median of --e2e-runs long runs), "+
 			bench.RowsLedger+" (the order ledger's cost, locked and atomic: off, anonymous, buyers+key, +durable; long runs as scaling), "+
 			bench.RowsFlood+" (open-loop floods of buyers: locked, locked+combine and atomic side by side, median of --e2e-runs), "+
+			bench.RowsReserve+" (what orders.payment_window costs: 600 buyers for 300 units, today's sale against reservations all paying and a third never paying, time to every unit final; median of --e2e-runs), "+
 			bench.RowsItems+" (one item vs 8 at once, each its own lock, with and without work in the lock; long runs as scaling), "+
 			bench.RowsMemory+" (a million-unit sale, atomic, durable orders: the stock Redis's peak and retained bytes per unit; minutes), "+
 			bench.RowsCluster+" (8 items atomic and locked, and a hot sale of 8 segments, on one Redis and on a 3-master Redis Cluster side by side)")

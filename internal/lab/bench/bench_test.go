@@ -143,6 +143,18 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("flood %s %s: mean batch %v without combining, want 1", f.Flood, f.Mode, sc.MeanBatch)
 		}
 	}
+	// The reservations' rows: today's sale, then reservations all paying
+	// and a third never paying, every unit final once, the resold
+	// units' come back.
+	if got, want := len(rep.Reserve), len(reserveModes); got != want {
+		t.Fatalf("got %d reserve rows, want %d", got, want)
+	}
+	for i, row := range rep.Reserve {
+		if !row.Consistent || row.Error != "" || row.Final != 20 || row.FinalMS <= 0 || len(row.Runs) != 1 ||
+			(i > 0) != (row.Ratio > 0) || (reserveModes[i].neverPay > 0) != (row.Returned > 0) {
+			t.Errorf("reserve %s: %+v", row.Mode, row)
+		}
+	}
 	// The items rows: one item and 8 at once, with and without work in
 	// the lock, every unit sold once per item.
 	if got, want := len(rep.Items), 2*len(itemCounts); got != want {

@@ -160,7 +160,7 @@ var ErrBadRowSet = errors.New("bench: unknown end-to-end row set")
 
 // RowSets are the end-to-end row sets, in the order a run takes them.
 func RowSets() []string {
-	return []string{RowsBackends, RowsScaling, RowsLedger, RowsFlood, RowsItems, RowsMemory, RowsCluster}
+	return []string{RowsBackends, RowsScaling, RowsLedger, RowsFlood, RowsReserve, RowsItems, RowsMemory, RowsCluster}
 }
 
 // ParseRowSets parses a comma-separated list of row sets (spaces and

@@ -29,7 +29,7 @@ func TestParseRowSets(t *testing.T) {
 		{in: "ledger", want: []string{RowsLedger}},
 		{in: " ledger , backends ", want: []string{RowsBackends, RowsLedger}}, // run order, not flag order
 		{in: "scaling,ledger,scaling,", want: []string{RowsScaling, RowsLedger}},
-		{in: "backends,scaling,ledger,flood,items,memory,cluster", want: RowSets()},
+		{in: "backends,scaling,ledger,flood,reserve,items,memory,cluster", want: RowSets()},
 		{in: "cluster,items", want: []string{RowsItems, RowsCluster}},
 		{in: "ledgers", wantErr: true},
 		{in: "backends,Ledger", wantErr: true},

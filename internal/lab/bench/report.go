@@ -40,6 +40,8 @@ type Report struct {
 	LedgerCost []LedgerCost `json:"ledger_cost,omitempty"`
 	// Flood are the open-loop floods (RowsFlood).
 	Flood []FloodRow `json:"e2e_flood,omitempty"`
+	// Reserve is what reservations cost (RowsReserve).
+	Reserve []ReserveRow `json:"e2e_reserve,omitempty"`
 	// Items are one item against 8 at once (RowsItems), ItemsTarget how
 	// long each of their runs was sized to sell for.
 	Items       []ItemsRow    `json:"e2e_items,omitempty"`
@@ -383,6 +385,7 @@ func (r *Report) WriteMarkdown(w io.Writer, charts Charts) error {
 	r.writeScaling(p, charts.Segments)
 	r.writeLedger(p)
 	r.writeFlood(p)
+	r.writeReserve(p)
 	r.writeItems(p)
 	r.writeMemory(p)
 	r.writeCluster(p)

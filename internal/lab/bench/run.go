@@ -297,6 +297,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, ctx.Err()
 		}
 	}
+	if !cfg.E2E.Skip && cfg.E2E.runs(RowsReserve) {
+		rep.Reserve = runReserve(ctx, cl, cfg.E2E, cfg.Quick, log)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
 	if !cfg.E2E.Skip && cfg.E2E.runs(RowsItems) {
 		rep.Items = runItems(ctx, cl, cfg.E2E, cfg.Quick, log)
 		rep.ItemsTarget = cfg.E2E.Target

@@ -91,7 +91,10 @@ type ReserveReport struct {
 	// deadline set backward.
 	Consistent bool    `json:"consistent"`
 	DurationMS float64 `json:"duration_ms"`
-	Err        string  `json:"error,omitempty"`
+	// PaidAllMS is from the start to the answer of the last payment
+	// answered paid: every unit final, before the last losers' waits.
+	PaidAllMS float64 `json:"paid_all_ms"`
+	Err       string  `json:"error,omitempty"`
 }
 
 // RunReserve resets the sale to cfg.Stock and runs its buyers.
@@ -110,6 +113,7 @@ func RunReserve(ctx context.Context, cfg ReserveConfig) (*ReserveReport, error) 
 	start := time.Now()
 	rep := &ReserveReport{Stock: cfg.Stock, Buyers: cfg.Buyers}
 	var mu sync.Mutex
+	var lastPaid time.Time
 	paidOrders := []string{}
 	var lives []orderLife
 	sem := make(chan struct{}, cfg.Concurrency)
@@ -130,6 +134,9 @@ func RunReserve(ctx context.Context, cfg ReserveConfig) (*ReserveReport, error) 
 			case endPaid:
 				rep.Paid++
 				paidOrders = append(paidOrders, out.order)
+				if out.paidAt.After(lastPaid) {
+					lastPaid = out.paidAt
+				}
 			case endNeverPay:
 				rep.NeverPay++
 			case endLost:
@@ -144,6 +151,9 @@ func RunReserve(ctx context.Context, cfg ReserveConfig) (*ReserveReport, error) 
 	}
 	wg.Wait()
 	rep.DurationMS = ms(time.Since(start))
+	if !lastPaid.IsZero() {
+		rep.PaidAllMS = ms(lastPaid.Sub(start))
+	}
 	if err := ctx.Err(); err != nil {
 		return rep, fmt.Errorf("loadgen: reserve: %w", err)
 	}
@@ -224,6 +234,7 @@ const (
 type buyerOutcome struct {
 	end                      reserveEnd
 	order                    string // the paid order
+	paidAt                   time.Time
 	retries, refunds, resent int
 	backward                 int
 	lives                    []orderLife // every order it won
@@ -318,7 +329,7 @@ func (r *reserveRun) buyer(ctx context.Context, i int) (out buyerOutcome) {
 			life.payAnswered, life.end = time.Now(), end
 			out.lives = append(out.lives, life)
 			if end.State == "paid" && !end.Refund {
-				out.end, out.order = endPaid, a.body.Order
+				out.end, out.order, out.paidAt = endPaid, a.body.Order, life.payAnswered
 				return out
 			}
 			// Too late: owed back. This buyer tries again, with a new
