@@ -68,6 +68,9 @@ func TestValidate(t *testing.T) {
 		{"payment window, Sentinel without acks", func(c *Config) {
 			c.Orders.PaymentWindow, c.Redis.Sentinel.Master, c.Redis.Sentinel.Addrs, c.Stock.MinReplicaAcks = time.Minute, "m", []string{"127.0.0.1:26379"}, 0
 		}, "stock.min_replica_acks"},
+		{"payment window, Redis Cluster without acks", func(c *Config) {
+			c.Orders.PaymentWindow, c.Redis.Cluster.Addrs, c.Stock.Key, c.Stock.MinReplicaAcks = time.Minute, []string{"127.0.0.1:7000"}, "{stock}", 0
+		}, "stock.min_replica_acks"},
 		{"payment window, Sentinel with the default acks", func(c *Config) {
 			c.Orders.PaymentWindow, c.Redis.Sentinel.Master, c.Redis.Sentinel.Addrs = time.Minute, "m", []string{"127.0.0.1:26379"}
 		}, ""},
