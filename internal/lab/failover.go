@@ -88,8 +88,9 @@ const (
 )
 
 // failoverCells are backend's failover cells for the wanted scenarios:
-// failover-kill (acks 1) on failoverBackends and failover-lag (both) on
-// redis by default; failover-kill's control, failover-stop, or another
+// failover-kill (acks 1) on failoverBackends, and failover-lag (both) and
+// reserve-failover (acks 1) on redis by default (each starts a Sentinel
+// set: CI's budget); failover-kill's control, failover-stop, or another
 // backend, only when the scenario is named (and the backend, for one
 // outside failoverBackends).
 func failoverCells(b string, backends, scenarios []string) []Cell {
@@ -100,7 +101,7 @@ func failoverCells(b string, backends, scenarios []string) []Cell {
 			continue
 		}
 		ours := slices.Contains(failoverBackends, b)
-		byDefault := s == "failover-kill" || s == "failover-clock" || s == "reserve-failover" || (s == "failover-lag" || s == "split" || isCluster(s)) && b == failoverBackends[0]
+		byDefault := s == "failover-kill" || s == "failover-clock" || (s == "reserve-failover" || s == "failover-lag" || s == "split" || isCluster(s)) && b == failoverBackends[0]
 		if !(ours && (byDefault || named)) && !(named && slices.Contains(backends, b)) {
 			continue
 		}

@@ -84,9 +84,10 @@ func TestFailoverCells(t *testing.T) {
 			"redis/failover-clock/fenced/acks1:safe", "redis/reserve-failover/fenced/acks1:safe",
 			"redis/cluster-kill/fenced/acks1:safe", "redis/cluster-lag/fenced/acks1:safe", "redis/cluster-lag/fenced/acks0:loss",
 			"redis/cluster-failover/fenced/acks1:safe", "redis/cluster-move/fenced/acks1:safe", "redis/cluster-items/fenced/acks1:safe",
-			"etcd/failover-kill/fenced/acks1:safe", "etcd/failover-clock/fenced/acks1:safe", "etcd/reserve-failover/fenced/acks1:safe"}},
-		// Reservations without acks: refused by stockd, no control even by name.
-		{[]string{"redis"}, []string{"reserve-failover"}, []string{"redis/reserve-failover/fenced/acks1:safe"}},
+			"etcd/failover-kill/fenced/acks1:safe", "etcd/failover-clock/fenced/acks1:safe"}},
+		// By name on etcd too; without acks refused by stockd, so no
+		// control even by name.
+		{nil, []string{"reserve-failover"}, []string{"redis/reserve-failover/fenced/acks1:safe", "etcd/reserve-failover/fenced/acks1:safe"}},
 		{[]string{"redisson"}, []string{"cluster-kill", "cluster-move"}, []string{
 			"redisson/cluster-kill/fenced/acks1:safe", "redisson/cluster-kill/fenced/acks0:may-lose",
 			"redisson/cluster-move/fenced/acks1:safe", "redisson/cluster-move/fenced/acks0:may-lose"}},

@@ -428,8 +428,10 @@ var byName = map[string][]string{
 	// The upgrade cell builds the previous release and replaces every
 	// replica in turn (about a minute); the upgrade's faults are the
 	// replicas' releases, not the lock's (upgrade.go).
-	backend.Redis:     {"upgrade"},
-	backend.Etcd:      {"upgrade"},
+	backend.Redis: {"upgrade"},
+	// reserve-failover starts a Sentinel set, as the failover cells do;
+	// redis runs it by default.
+	backend.Etcd:      {"upgrade", "reserve-failover"},
 	backend.ZooKeeper: byNameStore,
 	backend.MySQL:     byNameStore,
 }
