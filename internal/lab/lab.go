@@ -686,7 +686,7 @@ func Run(ctx context.Context, c *localcluster.Cluster, cell Cell) (_ Result, err
 		cancel()
 	}
 	if err := x.books(client, resps); err != nil {
-		return res, fmt.Errorf("lab: %s: %w", cell, err)
+		return res, fmt.Errorf("lab: %s: %w\n%s", cell, err, c.Logs(10))
 	}
 	x.checkHistory(resps, time.Now())
 	if sc.check != nil {

@@ -133,16 +133,40 @@ func get(ctx context.Context, client *http.Client, url string, into any) error {
 
 // getAs is get with the admin token (when not empty): the ledger and
 // other buyers' orders are the operator's to read.
+//
+// A 502 is read again (getSends in all): stockd never answers one, so it
+// is nginx's own, no replica reached. nginx marks a replica down for 10 s
+// on a failed try (a 503 of a read counts, as it retries reads on 503), and
+// answers 502 once every replica is marked; it then marks them all live
+// again, so the next read gets through. A read changes nothing: sending it
+// again is safe where a sale's is not.
 func getAs(ctx context.Context, client *http.Client, url, adminToken string, into any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return fmt.Errorf("loadgen: %w", err)
+	pause := backoff.Backoff{Initial: getPause, Max: 8 * getPause}
+	for sent := 1; ; sent++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("loadgen: %w", err)
+		}
+		if adminToken != "" {
+			req.Header.Set("X-Admin-Token", adminToken)
+		}
+		err = do(client, req, into)
+		var se *statusError
+		if err == nil || sent == getSends || !errors.As(err, &se) || se.status != http.StatusBadGateway {
+			return err
+		}
+		if pause.Wait(ctx) != nil {
+			return err
+		}
 	}
-	if adminToken != "" {
-		req.Header.Set("X-Admin-Token", adminToken)
-	}
-	return do(client, req, into)
 }
+
+// getSends bounds a read's sends on 502; getPause is the pause after the
+// first, doubled after each (100, 200, 400 ms).
+var (
+	getSends = 4
+	getPause = 100 * time.Millisecond
+)
 
 // do sends req and decodes a 200 answer (201: POST /items) into into
 // (when non-nil).

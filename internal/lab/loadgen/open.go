@@ -215,6 +215,7 @@ func (t *openTrip) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t.note(seq, s)
 	for try := 0; ; try++ {
+		began := time.Now()
 		resp, err := t.next.RoundTrip(req)
 		if err != nil {
 			t.fail(seq, t.why(ctx, err))
@@ -225,10 +226,11 @@ func (t *openTrip) RoundTrip(req *http.Request) (*http.Response, error) {
 		if busy {
 			wait += rand.N(wait/10 + 1)
 		}
-		if !busy || try >= t.retryBusy || !waitFits(ctx, wait) {
-			// A wait past the buyer's bound is not waited out: the busy
-			// answer is what it got, as a client with a deadline reports
-			// it, not a buyer left unanswered by the server.
+		if !busy || try >= t.retryBusy || !sendFits(ctx, wait, time.Since(began), t.timeout) {
+			// A send that would not fit in the buyer's bound after the
+			// wait is not made: the busy answer is what it got, as a
+			// client with a deadline reports it, not a buyer left
+			// unanswered by the server.
 			resp.Body = &openBody{ReadCloser: resp.Body, cancel: cancel, fail: func(err error) { t.fail(seq, t.why(ctx, err)) }}
 			return resp, nil
 		}
@@ -249,10 +251,14 @@ func (t *openTrip) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// waitFits says a wait ends before ctx's deadline.
-func waitFits(ctx context.Context, wait time.Duration) bool {
+// sendFits says a wait and another send fit before ctx's deadline: the
+// send is given twice what the last one took, and a tenth of the buyer's
+// bound at least. A resend begun just before the deadline (a wait that
+// only just fits) would time out on a loaded server, and leave unanswered
+// a buyer that had a busy answer in hand.
+func sendFits(ctx context.Context, wait, last, bound time.Duration) bool {
 	dl, ok := ctx.Deadline()
-	return !ok || time.Until(dl) > wait
+	return !ok || time.Until(dl) > wait+max(2*last, bound/10)
 }
 
 // busyRetryAfter reads a busy answer's Retry-After (stockd sends one with

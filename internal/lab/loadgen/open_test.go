@@ -145,9 +145,13 @@ func TestOpenLoopKeepsArrivingThroughAStall(t *testing.T) {
 
 // A whole open-loop run: the dropped connections are buyers left
 // unanswered, apart from errors; sold and sold_out have their own
-// latencies; the books are the closed loop's verdict.
+// latencies; the books are the closed loop's verdict. A sale takes far
+// longer than a sold_out answer (soldDelay against none), so that a loaded
+// machine (CI runs packages side by side under -race) never brings a
+// sold_out's median up to it: the latency check tells the two apart, not
+// how fast the machine is.
 func TestOpenLoopRun(t *testing.T) {
-	const soldDelay = 40 * time.Millisecond
+	const soldDelay = 400 * time.Millisecond
 	srv := httptest.NewServer(&openFake{dropEvery: 10, soldDelay: soldDelay})
 	t.Cleanup(srv.Close)
 	r, err := Run(t.Context(), Config{URL: srv.URL, AdminToken: "t", Stock: 100, Rate: 200, Duration: 1500 * time.Millisecond, RequestTimeout: 5 * time.Second, Late: everyArrival})

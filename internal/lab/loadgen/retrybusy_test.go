@@ -82,8 +82,8 @@ func TestOpenLoopRetriesBusy(t *testing.T) {
 
 // The wait is the answer's Retry-After: a buyer whose request timeout
 // ends within it does not wait, and its answer is the busy one (the server
-// answered it), not a timeout; a buyer whose bound fits the wait sends
-// again after it.
+// answered it), not a timeout; a buyer whose bound fits the wait and a
+// send after it sends again.
 func TestOpenLoopRetryBusyHonoursRetryAfter(t *testing.T) {
 	// Both bounds are long: each first reply must come within them, on a
 	// loaded machine too; only the Retry-After decides whether it fits.
@@ -95,6 +95,9 @@ func TestOpenLoopRetryBusyHonoursRetryAfter(t *testing.T) {
 		result     string
 	}{
 		{"wait past the bound", "60", 10 * time.Second, 1, string(api.Busy)},
+		// The wait fits, but a send after it would have under a tenth
+		// of the bound: not sent, so never left unanswered.
+		{"no time for a send after the wait", "9", 10 * time.Second, 1, string(api.Busy)},
 		{"wait within it", "1", 20 * time.Second, 2, string(api.Sold)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
