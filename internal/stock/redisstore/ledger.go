@@ -112,7 +112,7 @@ func (s *Store) writeLedger(ctx context.Context, f stock.Fence, read int64, memb
 	if err != nil {
 		return nil, WrapRedis(ctx, "fenced write", err)
 	}
-	code, outcomes, bound, err := ledgerReply(res)
+	code, outcomes, bound, _, err := ledgerReply(res)
 	if err != nil {
 		return nil, fmt.Errorf("stock: fenced write: %w", err)
 	}
@@ -141,7 +141,7 @@ func (s *Store) writeLedger(ctx context.Context, f stock.Fence, read int64, memb
 	// deletes the fence): each unit sold lowers the ceiling.
 	for _, v := range vs {
 		if v.Kind == stock.VerdictSold {
-			s.mark.soldNow(s.segIndex, v.After)
+			s.mark.soldUnder(s.segIndex, f.Lease, v.After)
 		}
 	}
 	return vs, nil
@@ -168,6 +168,7 @@ func (s *Store) sellLedger(ctx context.Context, id string, b stock.Buyer, la sto
 		outcomes string
 		wait     *redis.Cmd
 		epoch    string
+		returned int64 = -1 // unknown: answered from a receipt
 	)
 	err := s.guarded(ctx, func(gkeys []string, gargs []any, e string) error {
 		keys, args := s.windowed(s.receiptKept(s.ledgerKeys(append([]string{s.keys.Stock, s.keys.Lucky, s.keys.Receipts + id}, gkeys...), members),
@@ -179,7 +180,7 @@ func (s *Store) sellLedger(ctx context.Context, id string, b stock.Buyer, la sto
 			return WrapRedis(ctx, "atomic sell", err)
 		}
 		var bound int64
-		if code, outcomes, bound, err = ledgerReply(res); err != nil {
+		if code, outcomes, bound, returned, err = ledgerReply(res); err != nil {
 			return fmt.Errorf("stock: atomic sell: %w", err)
 		}
 		epoch = e
@@ -200,8 +201,11 @@ func (s *Store) sellLedger(ctx context.Context, id string, b stock.Buyer, la sto
 			return vs[0], err // a replay's original order names its unconfirmed answer
 		}
 	}
-	if vs[0].Kind == stock.VerdictSold {
-		s.mark.sold(epoch, s.segIndex, vs[0].After)
+	if vs[0].Kind == stock.VerdictSold && returned >= 0 {
+		// The fresh stock (rewind.go), by what this run's guard read; a
+		// retry answered from the receipt lowers no ceiling, since a
+		// return may have come since the sale.
+		s.mark.sold(epoch, s.segIndex, vs[0].After-returned)
 	}
 	return vs[0], nil
 }
@@ -222,20 +226,27 @@ func anonymous(lease string, n int) []stock.Member {
 
 // ledgerReply splits a ledger script's {status, outcomes} reply, or the
 // {status, "", bound} of a closed window (window.lua).
-func ledgerReply(res []any) (code int64, outcomes string, bound int64, err error) {
-	if len(res) != 2 && len(res) != 3 {
-		return 0, "", 0, fmt.Errorf("unexpected reply %v", res)
+//
+// returned is sell_atomic.lua's units returned as its guard read them
+// (its fourth element), -1 when the reply has none.
+func ledgerReply(res []any) (code int64, outcomes string, bound, returned int64, err error) {
+	if len(res) < 2 || len(res) > 4 {
+		return 0, "", 0, -1, fmt.Errorf("unexpected reply %v", res)
 	}
 	code, ok1 := res[0].(int64)
 	outcomes, ok2 := res[1].(string)
-	ok3 := true
-	if len(res) == 3 {
+	ok3, ok4 := true, true
+	if len(res) >= 3 {
 		bound, ok3 = res[2].(int64)
 	}
-	if !ok1 || !ok2 || !ok3 {
-		return 0, "", 0, fmt.Errorf("unexpected reply %v", res)
+	returned = -1
+	if len(res) == 4 {
+		returned, ok4 = res[3].(int64)
 	}
-	return code, outcomes, bound, nil
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return 0, "", 0, -1, fmt.Errorf("unexpected reply %v", res)
+	}
+	return code, outcomes, bound, returned, nil
 }
 
 // parseVerdicts reads ledger.lua's outcomes, n of them.

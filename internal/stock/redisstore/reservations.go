@@ -27,9 +27,11 @@ import (
 // initial: lucky counts units taken and returned units given back, both
 // only rising.
 //
-// What this step does not do yet (docs/reservations.md, "Not yet"): rewind
-// ceilings (a store with reservations keeps none, WithReservations), the
-// witness, segments, the durable states in MySQL, and the routes.
+// A rewind is still caught (rewind.go): the ceilings are of the fresh
+// stock, the stock less the units returned, which only falls.
+//
+// What this step does not do yet (docs/reservations.md, "Not yet"): the
+// witness, segments, and the durable states in MySQL.
 
 // Order states (lifecycle.lua).
 const (
@@ -61,8 +63,9 @@ type Ending struct {
 }
 
 // WithReservations makes s a store whose units can come back: its
-// process keeps no rewind ceilings, since the stock no longer only falls
-// (rewind.go). It returns s.
+// rewind ceilings are then taken with the units returned that each sale's
+// read found, since the stock no longer only falls (rewind.go). It
+// returns s.
 func (s *Store) WithReservations() *Store {
 	s.mark.mu.Lock()
 	s.mark.rising = true

@@ -19,10 +19,13 @@ import (
 // it sold a unit twice (guard.lua).
 //
 // Every Reset writes a fresh epoch (Keys.Epoch). A Store remembers the
-// epoch it last saw and, per segment, its ceiling: the least stock it saw
-// left after a sale it answered sold. Within an epoch the stock only
-// falls, so a script that finds more than the ceiling halts the sale
-// (Keys.Halt) for every replica, until an operator reconciles. The
+// epoch it last saw and, per segment, its ceiling: the least fresh stock
+// (the stock less the units returned, Keys.Returned) it saw left after a
+// sale it answered sold. Within an epoch the fresh stock only falls (a
+// return raises the stock and the returned count together), so a script
+// that finds more than the ceiling halts the sale (Keys.Halt) for every
+// replica, until an operator reconciles. Without reservations nothing is
+// returned and the fresh stock is the stock. The
 // ceilings live in this process: a Redis rewound while every stockd
 // restarted with it is not caught here (nor a snapshot of another sale,
 // which carries its own epoch). A missing stock key is (int.lua).
@@ -34,13 +37,24 @@ type watermark struct {
 	epoch    string  // "" until learned, or when Redis holds none
 	ceilings []int64 // per segment; -1: no sale answered yet
 	noted    uint64  // how many times a ceiling fell: what the witness must catch up with
-	// rising: units can come back (WithReservations), so the stock does
-	// not only fall and no ceiling is kept.
+	// rising: units can come back (WithReservations), so a ceiling needs
+	// the units returned when its sale read the stock: reads holds, per
+	// segment, the last read's lease and what it found returned.
 	rising bool
+	reads  []leaseRead
+}
+
+// leaseRead is what a fenced read under lease found returned. A return
+// moves the fence (lifecycle.lua), so a write under that lease that is not
+// refused came with no return since: its fresh stock is the stock it left
+// less this.
+type leaseRead struct {
+	lease    string
+	returned int64
 }
 
 func newWatermark(segments int) *watermark {
-	w := &watermark{ceilings: make([]int64, segments)}
+	w := &watermark{ceilings: make([]int64, segments), reads: make([]leaseRead, segments)}
 	for i := range w.ceilings {
 		w.ceilings[i] = -1
 	}
@@ -77,10 +91,14 @@ func (w *watermark) args(seg int) (epoch string, ceiling int64) {
 
 // sold lowers segment seg's ceiling to after, a stock left by a sale about
 // to be answered sold under epoch (ignored if the epoch moved on since).
+//
+// after is the fresh stock (stock less returned): with reservations the
+// caller takes the returned count from the sale's own read (readAt,
+// returnedAt) or script.
 func (w *watermark) sold(epoch string, seg int, after int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if epoch == "" || epoch != w.epoch || w.rising {
+	if epoch == "" || epoch != w.epoch {
 		return
 	}
 	if c := w.ceilings[seg]; c < 0 || after < c {
@@ -116,6 +134,37 @@ func (w *watermark) snapshot() (string, []int64, uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.epoch, slices.Clone(w.ceilings), w.noted
+}
+
+// readAt records what segment seg's read under lease found returned.
+func (w *watermark) readAt(seg int, lease string, returned int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reads[seg] = leaseRead{lease, returned}
+}
+
+// returnedAt is the units returned that segment seg's read under lease
+// found, for the ceiling after its write. When that read is not the last
+// one recorded (another section's came in between), 0 without
+// reservations, where the stock is a ceiling no lower than the fresh stock
+// (a replica of this sale without them); with them false: the ceiling is
+// skipped, which can miss a rewind but never halts a sale that was not
+// rewound.
+func (w *watermark) returnedAt(seg int, lease string) (int64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r := w.reads[seg]; r.lease == lease && lease != "" {
+		return r.returned, true
+	}
+	return 0, !w.rising
+}
+
+// soldUnder lowers segment seg's ceiling after a write under lease that
+// left the stock at after (soldNow, with returnedAt's fresh stock).
+func (w *watermark) soldUnder(seg int, lease string, after int64) {
+	if returned, ok := w.returnedAt(seg, lease); ok {
+		w.soldNow(seg, after-returned)
+	}
 }
 
 // soldNow is sold under the epoch known now.
@@ -227,7 +276,7 @@ func (s *Store) halt(ctx context.Context, op, why string) error {
 // arguments, and the epoch they were taken under.
 func (s *Store) guardArgs() (keys []string, args []any, epoch string) {
 	epoch, ceiling := s.mark.args(s.segIndex)
-	return []string{s.keys.Epoch, s.keys.Halt}, []any{epoch, ceiling}, epoch
+	return []string{s.keys.Epoch, s.keys.Halt, s.keys.Returned}, []any{epoch, ceiling}, epoch
 }
 
 // guarded runs call, which sends a guarded script with the arguments it

@@ -420,13 +420,17 @@ func (s *Store) read(ctx context.Context, f stock.Fence, replays bool) (stock.Re
 		if err != nil {
 			return WrapRedis(ctx, "fenced read", err)
 		}
-		if len(res) != 4 {
+		if len(res) != 4 && len(res) != 5 {
 			return fmt.Errorf("stock: fenced read: unexpected reply %v", res)
 		}
 		code, _ := res[0].(int64)
 		left, _ := res[1].(int64)
 		highest, _ := res[2].(string)
 		restarted, _ := res[3].(int64)
+		if len(res) == 5 && code == resultOK {
+			returned, _ := res[4].(int64)
+			s.mark.readAt(s.segIndex, f.Lease, returned)
+		}
 		if err := s.readRefusal(ctx, "fenced read", code, left); err != nil {
 			return err
 		}
@@ -529,7 +533,7 @@ func (s *Store) write(ctx context.Context, f stock.Fence, newStock int64, extra 
 	}
 	// Written, so no reset came between this lease's read and now (a
 	// reset deletes the fence): the current epoch is the read's.
-	s.mark.soldNow(s.segIndex, newStock)
+	s.mark.soldUnder(s.segIndex, f.Lease, newStock)
 	return nil
 }
 
@@ -715,7 +719,9 @@ func (s *Store) SellAtomic(ctx context.Context, id string) (int64, error) {
 	if err := s.acked(ctx, "atomic sell", wait); err != nil {
 		return 0, err
 	}
-	s.mark.sold(epoch, s.segIndex, after)
+	if returned, ok := s.mark.returnedAt(s.segIndex, ""); ok { // no reservations without the ledger
+		s.mark.sold(epoch, s.segIndex, after-returned)
+	}
 	return after, nil
 }
 

@@ -8,13 +8,14 @@
 -- ARGV[2] fencing token        (decimal uint64, no leading zeros)
 -- ARGV[3] lease id             (unique per acquisition: one sale's attempt id)
 -- ARGV[4] quiet period in ms   (0 = never; see "Restarting the fence")
--- KEYS[3], KEYS[4], ARGV[5], ARGV[6]: the epoch key, the halt key, the
---                              caller's epoch and ceiling (guard.lua)
+-- KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[6]: the epoch key, the halt
+--                              key, the returned key, the caller's epoch
+--                              and ceiling (guard.lua)
 -- ARGV[7] '1' when a buyer of the sale has an idempotency key the ledger
 --                              may replay (optional): see R.ended
 -- Last of all KEYS, an item's window key (window.lua, windowed variant).
 --
--- Returns {status, stock, highest, restarted}, status from R (the answers'
+-- Returns {status, stock, highest, restarted, returned}, status from R (the answers'
 -- table, results.go): R.ok, R.fenced = stale (a higher token was already
 -- seen; highest says which, so the caller can move a lock that forgot its
 -- counter past it), R.mixed (the fence belongs to another lock),
@@ -33,7 +34,11 @@
 -- (ledger.lua), from a new sale, which it refuses.
 -- On every status but R.ok and R.collision the fence is left untouched.
 --
--- restarted is 1 when this read restarted the fence (below).
+-- restarted is 1 when this read restarted the fence (below). returned is
+-- the units returned so far (guard.lua), on R.ok: no return can come
+-- between this read and a write under its lease that is not refused (a
+-- return moves the fence, lifecycle.lua), so the caller's ceiling after
+-- the write is its stock less this.
 --
 -- Restarting the fence: a lock service that lost its state (an etcd
 -- restored from a snapshot, a new ZooKeeper ensemble, a lock Redis restarted
@@ -71,7 +76,7 @@ end
 if not stock then
   return {R.not_int, 0, '', 0}
 end
-local refused = guard(stock, KEYS[3], KEYS[4], ARGV[5], ARGV[6])
+local refused, returned = guard(stock, KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[6])
 if refused == 'halted' then
   return {R.halted, 0, '', 0}
 elseif refused == 'epoch' then
@@ -113,4 +118,4 @@ elseif highest and ARGV[2] == highest and lease ~= ARGV[3] and lease ~= '!return
 end
 
 redis.call('HSET', KEYS[2], 'lock', ARGV[1], 'token', ARGV[2], 'lease', ARGV[3], 'at', now)
-return {R.ok, stock, ARGV[2], restarted}
+return {R.ok, stock, ARGV[2], restarted, returned}

@@ -5,7 +5,7 @@
 -- KEYS[1] stock key            (missing = the sale is lost: -R.lost)
 -- KEYS[2] lucky key
 -- KEYS[3] receipt key          (this attempt's receipt: the stock after its sale)
--- KEYS[4] epoch key, KEYS[5] halt key (guard.lua)
+-- KEYS[4] epoch key, KEYS[5] halt key, KEYS[6] returned key (guard.lua)
 -- ARGV[1] receipt TTL in ms    (longer than any retry of this attempt)
 -- ARGV[2] the caller's epoch, ARGV[3] its ceiling (guard.lua)
 -- Then, last of KEYS and ARGV before a window's, the receipts' index and
@@ -24,9 +24,12 @@
 -- first write: INCR lucky followed by a DECR refused on "5.0" counted a sale
 -- that took no unit.
 -- The ledger form (Keys.Orders set), told apart by its extra keys:
--- KEYS[6..] and ARGV[4..] as ledger.lua's sellTo reads them (kb = 6,
+-- KEYS[7..] and ARGV[4..] as ledger.lua's sellTo reads them (kb = 7,
 -- ab = 4) for one member. It returns {code, outcomes}: code R.ok (outcomes
--- as ledger.lua's, the receipt's when it existed), or a refusal as above. The
+-- as ledger.lua's, the receipt's when it existed), or a refusal as above;
+-- a run that read the stock (not a receipt's answer) returns {R.ok,
+-- outcomes, 0, returned}, returned as guard.lua read it, which the
+-- caller's ceiling is the stock after the sale less. The
 -- receipt (the outcomes) is written only when the unit sold; a run that
 -- sold nothing wrote nothing, and its retry answers the same.
 --
@@ -46,7 +49,7 @@ local receiptIndex, sellerNow = KEYS[nkeys], ARGV[nargv]
 nkeys, nargv = nkeys - 1, nargv - 1
 
 local done = redis.call('GET', KEYS[3])
-if nkeys > 5 then
+if nkeys > 6 then
   if done then
     return {R.ok, done}
   end
@@ -57,7 +60,7 @@ if nkeys > 5 then
   if not stock then
     return {-R.not_int, ''}
   end
-  local refused = guard(stock, KEYS[4], KEYS[5], ARGV[2], ARGV[3])
+  local refused, returned = guard(stock, KEYS[4], KEYS[5], KEYS[6], ARGV[2], ARGV[3])
   if refused == 'halted' then
     return {-R.halted, ''}
   elseif refused == 'epoch' then
@@ -77,13 +80,13 @@ if nkeys > 5 then
   if closed == 'ended' then
     ended = 'ended ' .. string.format('%d', bound)
   end
-  local sold, outcomes = sellTo(stock, 6, 4, '0', 1, lucky, ended)
+  local sold, outcomes = sellTo(stock, 7, 4, '0', 1, lucky, ended)
   if sold > 0 then
     redis.call('INCRBY', KEYS[2], sold)
     redis.call('DECRBY', KEYS[1], sold)
     keepBySalesClock(receiptIndex, KEYS[3], outcomes, sellerNow, ARGV[1])
   end
-  return {R.ok, outcomes}
+  return {R.ok, outcomes, 0, returned}
 end
 if done then
   return tonumber(done)
@@ -95,7 +98,7 @@ end
 if not stock then
   return -R.not_int
 end
-local refused = guard(stock, KEYS[4], KEYS[5], ARGV[2], ARGV[3])
+local refused = guard(stock, KEYS[4], KEYS[5], KEYS[6], ARGV[2], ARGV[3])
 if refused == 'halted' then
   return -R.halted
 elseif refused == 'epoch' then

@@ -40,41 +40,50 @@ end
 -- to sell from it: fenced_read.lua and sell_atomic.lua. Not a script on
 -- its own.
 --
--- guard(stock, ekey, hkey, epoch, ceiling) refuses a Redis that went back
--- in time. It returns nil when the sale may go on, 'halted' when it must
--- stop, 'epoch' when the caller's epoch is not the sale's.
+-- guard(stock, ekey, hkey, rkey, epoch, ceiling) refuses a Redis that went
+-- back in time. It returns nil when the sale may go on, 'halted' when it
+-- must stop, 'epoch' when the caller's epoch is not the sale's; and, as
+-- its second value, the units returned so far (0 for a sale without
+-- reservations, whose rkey never exists).
 --
 -- ekey     the sale's epoch key   (a random id, new on every reset)
 -- hkey     the sale's halt key    (exists once a rewind was seen; only an
 --                                  operator removes it, see the runbook)
+-- rkey     the units returned key (Keys.Returned: reservations that
+--                                  expired or were cancelled; only rises)
 -- epoch    the epoch the caller last saw ('' = none yet: no check)
--- ceiling  the least stock the caller saw left after a sale it answered
---          sold in that epoch, for this stock key (-1 = none)
+-- ceiling  the least "fresh" stock (stock less returned) the caller saw
+--          left after a sale it answered sold in that epoch, for this
+--          stock key (-1 = none)
 --
--- Within one epoch the stock only falls, so a stock above the ceiling is a
--- Redis that lost sales it acknowledged (an older snapshot loaded, a
--- failover to a replica that lagged): the first caller to see it writes the
--- halt key, and every caller after it, on every replica, is refused until
--- an operator reconciles. An epoch other than the caller's is a reset the
--- caller has not seen (or a snapshot of another sale): the caller learns
--- the epoch and asks again, with no ceiling. Nothing else is written here.
-local function guard(stock, ekey, hkey, epoch, ceiling)
+-- Within one epoch the fresh stock only falls: a sale takes a unit, and a
+-- return raises the stock and the returned count together (lifecycle.lua).
+-- So a fresh stock above the ceiling is a Redis that lost sales it
+-- acknowledged (an older snapshot loaded, a failover to a replica that
+-- lagged): the first caller to see it writes the halt key, and every caller
+-- after it, on every replica, is refused until an operator reconciles.
+-- Without reservations returned is 0 and the fresh stock is the stock. An
+-- epoch other than the caller's is a reset the caller has not seen (or a
+-- snapshot of another sale): the caller learns the epoch and asks again,
+-- with no ceiling. Nothing else is written here.
+local function guard(stock, ekey, hkey, rkey, epoch, ceiling)
   if redis.call('EXISTS', hkey) == 1 then
-    return 'halted'
+    return 'halted', 0
   end
+  local returned = tonumber(redis.call('GET', rkey)) or 0
   if epoch == '' then
-    return nil
+    return nil, returned
   end
   if redis.call('GET', ekey) ~= epoch then
-    return 'epoch'
+    return 'epoch', returned
   end
   local c = tonumber(ceiling)
-  if c and c >= 0 and stock > c then
-    redis.call('SET', hkey, 'rewound: stock ' .. stock .. ' in ' .. ekey ..
+  if c and c >= 0 and stock - returned > c then
+    redis.call('SET', hkey, 'rewound: stock ' .. stock .. ' less ' .. returned .. ' returned in ' .. ekey ..
       ' above the ' .. c .. ' a sale of epoch ' .. epoch .. ' was answered with')
-    return 'halted'
+    return 'halted', returned
   end
-  return nil
+  return nil, returned
 end
 -- salesclock.lua: keys that live by the sales' clock, not Redis's.
 --
@@ -360,7 +369,7 @@ end
 -- KEYS[1] stock key            (missing = the sale is lost: -R.lost)
 -- KEYS[2] lucky key
 -- KEYS[3] receipt key          (this attempt's receipt: the stock after its sale)
--- KEYS[4] epoch key, KEYS[5] halt key (guard.lua)
+-- KEYS[4] epoch key, KEYS[5] halt key, KEYS[6] returned key (guard.lua)
 -- ARGV[1] receipt TTL in ms    (longer than any retry of this attempt)
 -- ARGV[2] the caller's epoch, ARGV[3] its ceiling (guard.lua)
 -- Then, last of KEYS and ARGV before a window's, the receipts' index and
@@ -379,9 +388,12 @@ end
 -- first write: INCR lucky followed by a DECR refused on "5.0" counted a sale
 -- that took no unit.
 -- The ledger form (Keys.Orders set), told apart by its extra keys:
--- KEYS[6..] and ARGV[4..] as ledger.lua's sellTo reads them (kb = 6,
+-- KEYS[7..] and ARGV[4..] as ledger.lua's sellTo reads them (kb = 7,
 -- ab = 4) for one member. It returns {code, outcomes}: code R.ok (outcomes
--- as ledger.lua's, the receipt's when it existed), or a refusal as above. The
+-- as ledger.lua's, the receipt's when it existed), or a refusal as above;
+-- a run that read the stock (not a receipt's answer) returns {R.ok,
+-- outcomes, 0, returned}, returned as guard.lua read it, which the
+-- caller's ceiling is the stock after the sale less. The
 -- receipt (the outcomes) is written only when the unit sold; a run that
 -- sold nothing wrote nothing, and its retry answers the same.
 --
@@ -401,7 +413,7 @@ local receiptIndex, sellerNow = KEYS[nkeys], ARGV[nargv]
 nkeys, nargv = nkeys - 1, nargv - 1
 
 local done = redis.call('GET', KEYS[3])
-if nkeys > 5 then
+if nkeys > 6 then
   if done then
     return {R.ok, done}
   end
@@ -412,7 +424,7 @@ if nkeys > 5 then
   if not stock then
     return {-R.not_int, ''}
   end
-  local refused = guard(stock, KEYS[4], KEYS[5], ARGV[2], ARGV[3])
+  local refused, returned = guard(stock, KEYS[4], KEYS[5], KEYS[6], ARGV[2], ARGV[3])
   if refused == 'halted' then
     return {-R.halted, ''}
   elseif refused == 'epoch' then
@@ -432,13 +444,13 @@ if nkeys > 5 then
   if closed == 'ended' then
     ended = 'ended ' .. string.format('%d', bound)
   end
-  local sold, outcomes = sellTo(stock, 6, 4, '0', 1, lucky, ended)
+  local sold, outcomes = sellTo(stock, 7, 4, '0', 1, lucky, ended)
   if sold > 0 then
     redis.call('INCRBY', KEYS[2], sold)
     redis.call('DECRBY', KEYS[1], sold)
     keepBySalesClock(receiptIndex, KEYS[3], outcomes, sellerNow, ARGV[1])
   end
-  return {R.ok, outcomes}
+  return {R.ok, outcomes, 0, returned}
 end
 if done then
   return tonumber(done)
@@ -450,7 +462,7 @@ end
 if not stock then
   return -R.not_int
 end
-local refused = guard(stock, KEYS[4], KEYS[5], ARGV[2], ARGV[3])
+local refused = guard(stock, KEYS[4], KEYS[5], KEYS[6], ARGV[2], ARGV[3])
 if refused == 'halted' then
   return -R.halted
 elseif refused == 'epoch' then

@@ -40,41 +40,50 @@ end
 -- to sell from it: fenced_read.lua and sell_atomic.lua. Not a script on
 -- its own.
 --
--- guard(stock, ekey, hkey, epoch, ceiling) refuses a Redis that went back
--- in time. It returns nil when the sale may go on, 'halted' when it must
--- stop, 'epoch' when the caller's epoch is not the sale's.
+-- guard(stock, ekey, hkey, rkey, epoch, ceiling) refuses a Redis that went
+-- back in time. It returns nil when the sale may go on, 'halted' when it
+-- must stop, 'epoch' when the caller's epoch is not the sale's; and, as
+-- its second value, the units returned so far (0 for a sale without
+-- reservations, whose rkey never exists).
 --
 -- ekey     the sale's epoch key   (a random id, new on every reset)
 -- hkey     the sale's halt key    (exists once a rewind was seen; only an
 --                                  operator removes it, see the runbook)
+-- rkey     the units returned key (Keys.Returned: reservations that
+--                                  expired or were cancelled; only rises)
 -- epoch    the epoch the caller last saw ('' = none yet: no check)
--- ceiling  the least stock the caller saw left after a sale it answered
---          sold in that epoch, for this stock key (-1 = none)
+-- ceiling  the least "fresh" stock (stock less returned) the caller saw
+--          left after a sale it answered sold in that epoch, for this
+--          stock key (-1 = none)
 --
--- Within one epoch the stock only falls, so a stock above the ceiling is a
--- Redis that lost sales it acknowledged (an older snapshot loaded, a
--- failover to a replica that lagged): the first caller to see it writes the
--- halt key, and every caller after it, on every replica, is refused until
--- an operator reconciles. An epoch other than the caller's is a reset the
--- caller has not seen (or a snapshot of another sale): the caller learns
--- the epoch and asks again, with no ceiling. Nothing else is written here.
-local function guard(stock, ekey, hkey, epoch, ceiling)
+-- Within one epoch the fresh stock only falls: a sale takes a unit, and a
+-- return raises the stock and the returned count together (lifecycle.lua).
+-- So a fresh stock above the ceiling is a Redis that lost sales it
+-- acknowledged (an older snapshot loaded, a failover to a replica that
+-- lagged): the first caller to see it writes the halt key, and every caller
+-- after it, on every replica, is refused until an operator reconciles.
+-- Without reservations returned is 0 and the fresh stock is the stock. An
+-- epoch other than the caller's is a reset the caller has not seen (or a
+-- snapshot of another sale): the caller learns the epoch and asks again,
+-- with no ceiling. Nothing else is written here.
+local function guard(stock, ekey, hkey, rkey, epoch, ceiling)
   if redis.call('EXISTS', hkey) == 1 then
-    return 'halted'
+    return 'halted', 0
   end
+  local returned = tonumber(redis.call('GET', rkey)) or 0
   if epoch == '' then
-    return nil
+    return nil, returned
   end
   if redis.call('GET', ekey) ~= epoch then
-    return 'epoch'
+    return 'epoch', returned
   end
   local c = tonumber(ceiling)
-  if c and c >= 0 and stock > c then
-    redis.call('SET', hkey, 'rewound: stock ' .. stock .. ' in ' .. ekey ..
+  if c and c >= 0 and stock - returned > c then
+    redis.call('SET', hkey, 'rewound: stock ' .. stock .. ' less ' .. returned .. ' returned in ' .. ekey ..
       ' above the ' .. c .. ' a sale of epoch ' .. epoch .. ' was answered with')
-    return 'halted'
+    return 'halted', returned
   end
-  return nil
+  return nil, returned
 end
 local windowed = false
 -- window.lua: prepended (last, right before the script itself) to the
@@ -178,9 +187,10 @@ end
 -- become the fence's current reader.
 --
 -- KEYS[1] stock key            (missing = the sale is lost, R.lost: never "0 left")
--- KEYS[2], KEYS[3], ARGV[1], ARGV[2]: the epoch key, the halt key, the
---                              caller's epoch and ceiling (guard.lua)
--- KEYS[4] the buyer's idempotency record, when it sent a key (optional)
+-- KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2]: the epoch key, the halt
+--                              key, the returned key, the caller's epoch
+--                              and ceiling (guard.lua)
+-- KEYS[5] the buyer's idempotency record, when it sent a key (optional)
 -- Last of all KEYS, an item's window key (window.lua, windowed variant).
 --
 -- Returns {status, stock, record}, status from R (the answers' table,
@@ -189,13 +199,14 @@ end
 -- R.epoch = the caller's epoch is not the sale's, R.early = the window has
 -- not started and R.ended = it has ended, stock then being starts_at or
 -- ends_at, R.skewed = the clocks disagree at an edge (window.lua's
--- 'clock_skew'), stock the skew. record is 1 when KEYS[4] exists: a replay the
+-- 'clock_skew'), stock the skew. record is 1 when KEYS[5] exists: a replay the
 -- sale script must answer, since only it knows whether the record is this
 -- sale's and this buyer's (after the end too: ledger.lua).
 --
--- Within one epoch the stock only falls, so 0 read here stays 0 until a
--- reset, and a reset moves the epoch: a sold-out answer given on it is
--- linearizable, placed at this read.
+-- A sold-out answer given on a 0 read here is linearizable, placed at this
+-- read. Without reservations the stock only falls within an epoch, so it
+-- stays 0 until a reset (which moves the epoch); with them a return may
+-- raise it again, and a later read sees it (docs/reservations.md).
 local stock = readInt(KEYS[1], 'lost')
 if stock == 'lost' then
   return {R.lost, 0, 0}
@@ -203,14 +214,14 @@ end
 if not stock then
   return {R.not_int, 0, 0}
 end
-local refused = guard(stock, KEYS[2], KEYS[3], ARGV[1], ARGV[2])
+local refused = guard(stock, KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2])
 if refused == 'halted' then
   return {R.halted, 0, 0}
 elseif refused == 'epoch' then
   return {R.epoch, 0, 0}
 end
 local record = 0
-if nkeys >= 4 and redis.call('EXISTS', KEYS[4]) == 1 then
+if nkeys >= 5 and redis.call('EXISTS', KEYS[5]) == 1 then
   record = 1
 end
 local closed, bound = window(false)

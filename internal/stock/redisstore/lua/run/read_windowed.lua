@@ -40,41 +40,50 @@ end
 -- to sell from it: fenced_read.lua and sell_atomic.lua. Not a script on
 -- its own.
 --
--- guard(stock, ekey, hkey, epoch, ceiling) refuses a Redis that went back
--- in time. It returns nil when the sale may go on, 'halted' when it must
--- stop, 'epoch' when the caller's epoch is not the sale's.
+-- guard(stock, ekey, hkey, rkey, epoch, ceiling) refuses a Redis that went
+-- back in time. It returns nil when the sale may go on, 'halted' when it
+-- must stop, 'epoch' when the caller's epoch is not the sale's; and, as
+-- its second value, the units returned so far (0 for a sale without
+-- reservations, whose rkey never exists).
 --
 -- ekey     the sale's epoch key   (a random id, new on every reset)
 -- hkey     the sale's halt key    (exists once a rewind was seen; only an
 --                                  operator removes it, see the runbook)
+-- rkey     the units returned key (Keys.Returned: reservations that
+--                                  expired or were cancelled; only rises)
 -- epoch    the epoch the caller last saw ('' = none yet: no check)
--- ceiling  the least stock the caller saw left after a sale it answered
---          sold in that epoch, for this stock key (-1 = none)
+-- ceiling  the least "fresh" stock (stock less returned) the caller saw
+--          left after a sale it answered sold in that epoch, for this
+--          stock key (-1 = none)
 --
--- Within one epoch the stock only falls, so a stock above the ceiling is a
--- Redis that lost sales it acknowledged (an older snapshot loaded, a
--- failover to a replica that lagged): the first caller to see it writes the
--- halt key, and every caller after it, on every replica, is refused until
--- an operator reconciles. An epoch other than the caller's is a reset the
--- caller has not seen (or a snapshot of another sale): the caller learns
--- the epoch and asks again, with no ceiling. Nothing else is written here.
-local function guard(stock, ekey, hkey, epoch, ceiling)
+-- Within one epoch the fresh stock only falls: a sale takes a unit, and a
+-- return raises the stock and the returned count together (lifecycle.lua).
+-- So a fresh stock above the ceiling is a Redis that lost sales it
+-- acknowledged (an older snapshot loaded, a failover to a replica that
+-- lagged): the first caller to see it writes the halt key, and every caller
+-- after it, on every replica, is refused until an operator reconciles.
+-- Without reservations returned is 0 and the fresh stock is the stock. An
+-- epoch other than the caller's is a reset the caller has not seen (or a
+-- snapshot of another sale): the caller learns the epoch and asks again,
+-- with no ceiling. Nothing else is written here.
+local function guard(stock, ekey, hkey, rkey, epoch, ceiling)
   if redis.call('EXISTS', hkey) == 1 then
-    return 'halted'
+    return 'halted', 0
   end
+  local returned = tonumber(redis.call('GET', rkey)) or 0
   if epoch == '' then
-    return nil
+    return nil, returned
   end
   if redis.call('GET', ekey) ~= epoch then
-    return 'epoch'
+    return 'epoch', returned
   end
   local c = tonumber(ceiling)
-  if c and c >= 0 and stock > c then
-    redis.call('SET', hkey, 'rewound: stock ' .. stock .. ' in ' .. ekey ..
+  if c and c >= 0 and stock - returned > c then
+    redis.call('SET', hkey, 'rewound: stock ' .. stock .. ' less ' .. returned .. ' returned in ' .. ekey ..
       ' above the ' .. c .. ' a sale of epoch ' .. epoch .. ' was answered with')
-    return 'halted'
+    return 'halted', returned
   end
-  return nil
+  return nil, returned
 end
 local windowed = true
 -- window.lua: prepended (last, right before the script itself) to the
@@ -181,13 +190,14 @@ end
 -- ARGV[2] fencing token        (decimal uint64, no leading zeros)
 -- ARGV[3] lease id             (unique per acquisition: one sale's attempt id)
 -- ARGV[4] quiet period in ms   (0 = never; see "Restarting the fence")
--- KEYS[3], KEYS[4], ARGV[5], ARGV[6]: the epoch key, the halt key, the
---                              caller's epoch and ceiling (guard.lua)
+-- KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[6]: the epoch key, the halt
+--                              key, the returned key, the caller's epoch
+--                              and ceiling (guard.lua)
 -- ARGV[7] '1' when a buyer of the sale has an idempotency key the ledger
 --                              may replay (optional): see R.ended
 -- Last of all KEYS, an item's window key (window.lua, windowed variant).
 --
--- Returns {status, stock, highest, restarted}, status from R (the answers'
+-- Returns {status, stock, highest, restarted, returned}, status from R (the answers'
 -- table, results.go): R.ok, R.fenced = stale (a higher token was already
 -- seen; highest says which, so the caller can move a lock that forgot its
 -- counter past it), R.mixed (the fence belongs to another lock),
@@ -206,7 +216,11 @@ end
 -- (ledger.lua), from a new sale, which it refuses.
 -- On every status but R.ok and R.collision the fence is left untouched.
 --
--- restarted is 1 when this read restarted the fence (below).
+-- restarted is 1 when this read restarted the fence (below). returned is
+-- the units returned so far (guard.lua), on R.ok: no return can come
+-- between this read and a write under its lease that is not refused (a
+-- return moves the fence, lifecycle.lua), so the caller's ceiling after
+-- the write is its stock less this.
 --
 -- Restarting the fence: a lock service that lost its state (an etcd
 -- restored from a snapshot, a new ZooKeeper ensemble, a lock Redis restarted
@@ -244,7 +258,7 @@ end
 if not stock then
   return {R.not_int, 0, '', 0}
 end
-local refused = guard(stock, KEYS[3], KEYS[4], ARGV[5], ARGV[6])
+local refused, returned = guard(stock, KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[6])
 if refused == 'halted' then
   return {R.halted, 0, '', 0}
 elseif refused == 'epoch' then
@@ -286,4 +300,4 @@ elseif highest and ARGV[2] == highest and lease ~= ARGV[3] and lease ~= '!return
 end
 
 redis.call('HSET', KEYS[2], 'lock', ARGV[1], 'token', ARGV[2], 'lease', ARGV[3], 'at', now)
-return {R.ok, stock, ARGV[2], restarted}
+return {R.ok, stock, ARGV[2], restarted, returned}
