@@ -431,7 +431,9 @@ var byName = map[string][]string{
 	backend.Redis: {"upgrade"},
 	// reserve-failover starts a Sentinel set, as the failover cells do;
 	// redis runs it by default.
-	backend.Etcd:      {"upgrade", "reserve-failover"},
+	// reserve-restore hits the stock Redis alone: redis runs it by
+	// default.
+	backend.Etcd:      {"upgrade", "reserve-failover", "reserve-restore"},
 	backend.ZooKeeper: byNameStore,
 	backend.MySQL:     byNameStore,
 }
@@ -439,7 +441,7 @@ var byName = map[string][]string{
 // byNameStore are the scenarios whose fault is the stock Redis's or the
 // witness's alone (the witness cells, evict, stockdown, a newer release's
 // reset): redis and etcd run them by default.
-var byNameStore = append([]string{"evict", "witnessdown", "stockdown", "reconcile", "newer-reset"}, witnessScenarios...)
+var byNameStore = append([]string{"evict", "witnessdown", "stockdown", "reconcile", "newer-reset", "reserve-restore"}, witnessScenarios...)
 
 // inapplicable says, per backend, which scenarios cannot be staged on it
 // and why; Matrix never yields them, even by name.

@@ -48,8 +48,8 @@ func TestMatrixHasControlsAndFlawedCells(t *testing.T) {
 	// 5 cluster cells with acks 1 and cluster-lag's control on redis; the
 	// 3 clock cells on redis and etcd (failover-clock with acks 1);
 	// newer-reset on redis and etcd; the 5 reservation cells on redis
-	// and etcd, and reserve-failover with acks 1 on redis.
-	if got, want := len(cells), 4*14-2-4+11+3+6+1+1+3+2*3+4+2+1+2+2*5+2+1+2+3+6+2*3+2*3+2+2*5+1; got != want {
+	// and etcd, reserve-failover with acks 1 and reserve-restore on redis.
+	if got, want := len(cells), 4*14-2-4+11+3+6+1+1+3+2*3+4+2+1+2+2*5+2+1+2+3+6+2*3+2*3+2+2*5+1+1; got != want {
 		t.Fatalf("got %d cells, want %d", got, want)
 	}
 	if got := Matrix([]string{"etcd"}, nil); slices.ContainsFunc(got, func(c Cell) bool { return c.Scenario == "lockforget" }) {
@@ -217,6 +217,9 @@ func TestMatrixStoreLoss(t *testing.T) {
 			continue
 		}
 		want = append(want, b+"/wipe/fenced", b+"/restore/fenced")
+		if b == "redis" {
+			want = append(want, b+"/reserve-restore/fenced")
+		}
 		if b == "redis" || b == "etcd" {
 			want = append(want, b+"/restore-all/fenced", b+"/restore-both/fenced", b+"/witness-wipe/fenced", b+"/witness-restore/fenced", b+"/other-sale/fenced")
 		}

@@ -215,6 +215,13 @@ var table = []namedScenario{
 		run:         runRestore,
 		check:       checkStoreLoss,
 	}},
+	{"reserve-restore", scenario{
+		summary:     "restore with reservations (orders.payment_window 1s, no buyer pays, so units come back all along): after the first return and a sale on every replica, SAVE, every replica sells on, kill -9 and start from the snapshot: the sale must halt on every replica, though returns raised the stock before (the ceilings are of the stock less the units returned)",
+		concurrency: 6,
+		env:         storeLossEnv(reserveEnv),
+		run:         runReserveRestore,
+		check:       checkStoreLoss,
+	}},
 	{"restore-all", scenario{
 		summary:     "restore, with every stockd restarted while the stock Redis is down (stock.witness etcd): the new processes must halt the sale",
 		concurrency: 6,
