@@ -103,6 +103,10 @@ func publicError(status int, result api.Result, err error) string {
 		// what it read (docs/versions.md); another replica may sell.
 		return "this replica is older than the sale's stored format: nothing sold here until it is upgraded"
 	}
+	if errors.Is(err, stock.ErrSaleKind) {
+		// A configuration the replicas disagree on, not an outage.
+		return "the sale's reservations (orders.payment_window) are not this replica's: nothing sold here until every replica has the same setting"
+	}
 	if errors.Is(err, stock.ErrOrderFormat) {
 		return "this replica is older than the order's stored format: it cannot read it until it is upgraded"
 	}

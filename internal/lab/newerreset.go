@@ -24,12 +24,12 @@ import (
 // on, its books exact.
 
 // newerFormat is the format the newer release's reset writes.
-const newerFormat = 2
+const newerFormat = 3
 
 // The answer and the /readyz reading of a replica older than its sale.
 const (
 	olderThanSale   = "older than the sale's stored format"
-	newerSaleReadyz = "stock:format is 2"
+	newerSaleReadyz = "stock:format is 3"
 )
 
 // newerSaleAnswers is how many answers through nginx, sent after the

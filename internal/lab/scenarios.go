@@ -461,7 +461,7 @@ var table = []namedScenario{
 		check:   checkUpgrade,
 	}},
 	{"newer-reset", scenario{
-		summary:     "mid-sale, a newer release resets the sale in a format this build does not read (a new epoch, stock:format 2): every replica must refuse (503, /readyz naming stock:format), none sell in it; rolled back (the key goes), the sale goes on, books exact",
+		summary:     "mid-sale, a newer release resets the sale in a format this build does not read (a new epoch, stock:format 3): every replica must refuse (503, /readyz naming stock:format), none sell in it; rolled back (the key goes), the sale goes on, books exact",
 		concurrency: 6,
 		env:         always(workDelay(20 * time.Millisecond)),
 		run:         runNewerReset,

@@ -91,6 +91,16 @@ var (
 	// until it is upgraded. It wraps ErrUnavailable.
 	ErrSaleFormat = fmt.Errorf("%w: the sale is of a newer format", ErrUnavailable)
 
+	// ErrSaleKind: the sale is not of the kind this replica sells: one
+	// with reservations (sale format 2, reset by a replica with
+	// orders.payment_window) met by a replica without them, or the
+	// reverse. Its units would be sold with no deadline, or with one its
+	// other replicas never expire, and the orders' census would break.
+	// Nothing is read or written in it; it is a definite answer until the
+	// replicas agree, or a reset makes the sale theirs. It wraps
+	// ErrUnavailable.
+	ErrSaleKind = fmt.Errorf("%w: the sale's reservations are not this replica's", ErrUnavailable)
+
 	// ErrOrderFormat: an order's stored form (its ledger entry, or its
 	// row in the durable orders' table) is of a newer format than this
 	// stockd reads (a newer replica wrote it). It is not read as anything
@@ -235,6 +245,9 @@ func (e *FencedError) Stale() bool { return e.Highest > e.Token }
 // definite answer, which no retry changes until this replica is
 // upgraded. Retrying it (confirm) held the lock for the whole confirm
 // deadline on every sale: the lab's newer-reset cell found it.
+//
+// A sale of another kind (ErrSaleKind) is the same: no retry sells in it.
 func IsNewerFormat(err error) bool {
-	return errors.Is(err, ErrSaleFormat) || errors.Is(err, ErrWitnessFormat) || errors.Is(err, ErrOrderFormat)
+	return errors.Is(err, ErrSaleFormat) || errors.Is(err, ErrWitnessFormat) || errors.Is(err, ErrOrderFormat) ||
+		errors.Is(err, ErrSaleKind)
 }

@@ -77,12 +77,12 @@ func TestBinaryRefusesASaleOfANewerFormat(t *testing.T) {
 		t.Fatalf("a sale of this build's format: %d %+v; want sold", code, sale)
 	}
 	// A newer replica's reset: a new epoch, and its format.
-	if err := rdb.MSet(t.Context(), "stock", 10, "lucky", 0, "stock:epoch", "reset-by-a-newer-replica", "stock:format", 2).Err(); err != nil {
+	if err := rdb.MSet(t.Context(), "stock", 10, "lucky", 0, "stock:epoch", "reset-by-a-newer-replica", "stock:format", 3).Err(); err != nil {
 		t.Fatal(err)
 	}
 	code, sale := reduceOn(t, p.Addr(), "/stock/reduce")
 	if code != http.StatusServiceUnavailable || !strings.Contains(sale.Error, "older than the sale's stored format") {
-		t.Fatalf("a sale of format 2: %d %+v; want 503 saying the replica is older than the sale", code, sale)
+		t.Fatalf("a sale of format 3: %d %+v; want 503 saying the replica is older than the sale", code, sale)
 	}
 	if n, err := rdb.Get(t.Context(), "stock").Int64(); err != nil || n != 10 {
 		t.Fatalf("stock after the refusal: %d, %v; want 10 untouched", n, err)
@@ -91,12 +91,12 @@ func TestBinaryRefusesASaleOfANewerFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(logs, []byte("stock:format is 2, this stockd reads up to 1")) {
+	if !bytes.Contains(logs, []byte("stock:format is 3, this stockd reads up to 2")) {
 		t.Fatalf("no log line naming the format:\n%s", logs)
 	}
 	// Unready, saying why, where probes and people look.
-	if code, r, body := readyz(t, p); code != http.StatusServiceUnavailable || !strings.Contains(r.Stock, "stock:format is 2") {
-		t.Fatalf("/readyz on a sale of format 2: %d %s; want 503 naming stock:format", code, body)
+	if code, r, body := readyz(t, p); code != http.StatusServiceUnavailable || !strings.Contains(r.Stock, "stock:format is 3") {
+		t.Fatalf("/readyz on a sale of format 3: %d %s; want 503 naming stock:format", code, body)
 	}
 	if err := rdb.Del(t.Context(), "stock:format").Err(); err != nil {
 		t.Fatal(err)
@@ -106,5 +106,34 @@ func TestBinaryRefusesASaleOfANewerFormat(t *testing.T) {
 	}
 	if code, _, body := readyz(t, p); code != http.StatusOK {
 		t.Fatalf("/readyz on the sale without stock:format: %d %s; want 200", code, body)
+	}
+}
+
+// A replica without reservations meets a sale reset with them (sale
+// format 2): 503 naming the setting, nothing sold (stock.ErrSaleKind,
+// TestSaleOfAnotherKindIsRefused); ready all the same, and a reset
+// through it makes the sale its own.
+func TestBinaryRefusesASaleOfAnotherKind(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.MSet(t.Context(), "stock", 10, "lucky", 0, "stock:epoch", "reset-with-reservations", "stock:format", 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := stockdOn(t, srv.Addr())
+	code, sale := reduceOn(t, p.Addr(), "/stock/reduce")
+	if code != http.StatusServiceUnavailable || !strings.Contains(sale.Error, "orders.payment_window") {
+		t.Fatalf("a sale with reservations, on a replica without: %d %+v; want 503 naming orders.payment_window", code, sale)
+	}
+	if n, err := rdb.Get(t.Context(), "stock").Int64(); err != nil || n != 10 {
+		t.Fatalf("stock after the refusal: %d, %v; want 10 untouched", n, err)
+	}
+	// Ready: a reset through it makes the sale its own.
+	if code, _, body := readyz(t, p); code != http.StatusOK {
+		t.Fatalf("/readyz: %d %s; want 200, so that the operator's reset reaches it", code, body)
+	}
+	resetStock(t, p.Addr(), 10)
+	if code, sale := reduceOn(t, p.Addr(), "/stock/reduce"); code != http.StatusOK || sale.Result != api.Sold {
+		t.Fatalf("after the reset: %d %+v; want sold", code, sale)
 	}
 }

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,19 +27,19 @@ func TestSaleOfANewerFormatIsRefused(t *testing.T) {
 		t.Fatalf("sale of this build's format: %v", err)
 	}
 	// A newer replica's reset: a new epoch, and its format.
-	if err := rdb.MSet(t.Context(), "stock", 10, "lucky", 0, "stock:epoch", "reset-by-a-newer-replica", "stock:format", 2).Err(); err != nil {
+	if err := rdb.MSet(t.Context(), "stock", 10, "lucky", 0, "stock:epoch", "reset-by-a-newer-replica", "stock:format", 3).Err(); err != nil {
 		t.Fatal(err)
 	}
 	fresh := redisstore.NewStore(rdb, redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"})
 	for name, st := range map[string]*redisstore.Store{"the process that sold": s, "a process started after": fresh} {
 		_, err := st.SellAtomic(t.Context(), stock.NewAttemptID())
 		if !errors.Is(err, stock.ErrSaleFormat) || !errors.Is(err, stock.ErrUnavailable) {
-			t.Fatalf("%s, on a sale of format 2: %v; want ErrSaleFormat (unavailable)", name, err)
+			t.Fatalf("%s, on a sale of format 3: %v; want ErrSaleFormat (unavailable)", name, err)
 		}
 	}
 	storetest.WantStatus(t, s, stock.Status{Stock: 10, Lucky: 0})
-	if got, _ := rdb.Get(t.Context(), "stock:format").Result(); got != "2" {
-		t.Fatalf("stock:format became %q; want the newer replica's 2 untouched", got)
+	if got, _ := rdb.Get(t.Context(), "stock:format").Result(); got != "3" {
+		t.Fatalf("stock:format became %q; want the newer replica's 3 untouched", got)
 	}
 
 	if err := rdb.Set(t.Context(), "stock:format", "two", 0).Err(); err != nil {
@@ -140,15 +141,66 @@ func TestNewerFormatIsNotRetried(t *testing.T) {
 			if _, err := svc.Reduce(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			if err := rdb.MSet(t.Context(), "stock:epoch", "reset-by-a-newer-replica", "stock:format", 2).Err(); err != nil {
+			if err := rdb.MSet(t.Context(), "stock:epoch", "reset-by-a-newer-replica", "stock:format", 3).Err(); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := svc.Reduce(t.Context()); !errors.Is(err, stock.ErrSaleFormat) {
-				t.Fatalf("a sale in a sale of format 2: %v; want ErrSaleFormat", err)
+				t.Fatalf("a sale in a sale of format 3: %v; want ErrSaleFormat", err)
 			}
 			if n := retried.Load(); n != 0 {
 				t.Fatalf("the refusal was retried %d times; want none", n)
 			}
 		})
+	}
+}
+
+// A sale with reservations is a format of its own (2): a replica without
+// them refuses it, and a replica with them refuses a sale reset without
+// them (ErrSaleKind, a definite answer like a newer format's), until a
+// reset makes the sale its kind. Before, each sold in the other's sale:
+// units with no deadline in a sale whose census counts a state for each,
+// or a return read as a Redis gone back in time.
+func TestSaleOfAnotherKindIsRefused(t *testing.T) {
+	ctx := t.Context()
+	reserving, rdb := ledgerStore(t, 10, 1)
+	reserving = reserving.WithReservations()
+	plain := redisstore.NewStore(rdb, ledgerKeys(1))
+	sells := map[*redisstore.Store]*stock.Service{
+		reserving: ledgerModes[0].service(reserving, func(c *stock.ServiceConfig) { c.PaymentWindow = window }),
+		plain:     ledgerModes[0].service(plain, nil),
+	}
+	kind := func(st *redisstore.Store, want string) {
+		t.Helper()
+		if err := st.Reset(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := rdb.Get(ctx, ledgerKeys(1).Derive(true).Format).Result(); err != nil || got != want {
+			t.Fatalf("the reset's format: %q, %v; want %q", got, err, want)
+		}
+	}
+	for _, tc := range []struct {
+		name          string
+		resets, other *redisstore.Store
+		format        string
+	}{
+		{"with reservations", reserving, plain, "2"},
+		{"without", plain, reserving, "1"},
+	} {
+		kind(tc.resets, tc.format)
+		if _, err := sells[tc.resets].ReduceFor(ctx, stock.Buyer{}); err != nil {
+			t.Fatalf("a sale %s, by its kind's replica: %v", tc.name, err)
+		}
+		_, err := sells[tc.other].ReduceFor(ctx, stock.Buyer{})
+		if !errors.Is(err, stock.ErrSaleKind) || !errors.Is(err, stock.ErrUnavailable) || !stock.IsNewerFormat(err) {
+			t.Fatalf("a sale %s, by the other kind's replica: %v; want ErrSaleKind, a definite refusal", tc.name, err)
+		}
+		if !strings.Contains(err.Error(), "orders.payment_window") {
+			t.Fatalf("the refusal %q does not name orders.payment_window", err)
+		}
+		// Ready all the same: the operator's reset goes through it.
+		if err := tc.other.CheckCounters(ctx); err != nil {
+			t.Fatalf("/readyz's check, the other kind's replica: %v; want none", err)
+		}
+		storetest.WantStatus(t, tc.resets, stock.Status{Stock: 9, Lucky: 1})
 	}
 }

@@ -27,6 +27,9 @@ func reservedSale(t *testing.T, n int64, m ledgerMode, edits ...func(*stock.Serv
 	t.Helper()
 	s, rdb := ledgerStore(t, n, 1)
 	s = s.WithReservations()
+	if err := s.Reset(t.Context(), n); err != nil { // a sale of its kind (format 2)
+		t.Fatal(err)
+	}
 	return s, rdb, m.service(s, func(c *stock.ServiceConfig) {
 		c.PaymentWindow = window
 		for _, e := range edits {
@@ -358,6 +361,9 @@ func TestCancelKeepsThePerUserSlot(t *testing.T) {
 	ctx := t.Context()
 	s, _ := ledgerStore(t, 2, 1)
 	s = s.WithReservations()
+	if err := s.Reset(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
 	svc := ledgerModes[0].service(s, func(c *stock.ServiceConfig) { c.PaymentWindow, c.PerUserLimit = window, 1 })
 	bot := stock.Buyer{User: "bot"}
 	sale, err := svc.ReduceFor(ctx, bot)

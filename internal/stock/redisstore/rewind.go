@@ -184,7 +184,7 @@ func (w *watermark) soldNow(seg int, after int64) {
 // (formats.go). With durable orders, Redis must count every unit they hold
 // (orderscheck.go).
 func (s *Store) learnEpoch(ctx context.Context) error {
-	v, err := s.readEpoch(ctx)
+	v, err := s.readEpoch(ctx, true)
 	if err != nil {
 		return err
 	}

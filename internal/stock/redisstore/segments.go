@@ -125,7 +125,10 @@ func readBooks(ctx context.Context, rdb redis.Scripter, stocks []string, lucky, 
 // (else an error wrapping ErrNotInteger names the first that does not).
 // Missing keys are fine (a sale not reset yet has 0 units).
 func (s *Store) CheckCounters(ctx context.Context) error {
-	if _, err := s.readEpoch(ctx); err != nil {
+	// Not the sale's kind (ErrSaleKind): a reset through this replica
+	// makes the sale its own, and an unready replica would be out of the
+	// pool that the operator's reset goes through. Its sales say why.
+	if _, err := s.readEpoch(ctx, false); err != nil {
 		return err
 	}
 	_, err := s.Books(ctx)

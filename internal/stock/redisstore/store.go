@@ -366,7 +366,7 @@ func (s *Store) queueReset(ctx context.Context, p redis.Pipeliner, n int64, epoc
 	if s.keys.Initial != "" {
 		p.Set(ctx, s.keys.Initial, n, 0)
 	}
-	p.Set(ctx, s.keys.Format, saleFormat, 0)
+	p.Set(ctx, s.keys.Format, s.format(), 0)
 	p.Set(ctx, s.keys.Epoch, epoch, 0)
 }
 
