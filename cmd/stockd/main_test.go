@@ -186,7 +186,7 @@ func TestBinaryVersion(t *testing.T) {
 	if err != nil {
 		t.Fatalf("stockd --version: %v: %s", err, out)
 	}
-	for _, want := range []string{"stockd " + stockd.Release + " ", "runs beside " + stockd.RunsBeside + " and later", "formats: sale 1 (reads 1 to 1) witness 1"} {
+	for _, want := range []string{"stockd " + stockd.Release + " ", "runs beside " + stockd.RunsBeside + " and later", "formats: sale 2 (reads 1 to 2) witness 1"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("stockd --version printed %q, want it to say %q", out, want)
 		}
