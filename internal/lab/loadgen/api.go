@@ -72,17 +72,26 @@ func itemURL(base, id string) string { return base + "/items/" + url.PathEscape(
 // a 503 (resetSends in all, resetPause doubled between them), and decodes
 // the answer into into when non-nil.
 func postAdmin(ctx context.Context, client *http.Client, target, token string, body []byte, into any) error {
-	pause := backoff.Backoff{Initial: resetPause, Max: 8 * resetPause}
-	for sent := 1; ; sent++ {
+	return sendAgainOn(ctx, http.StatusServiceUnavailable, resetSends, resetPause, func() error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 		if err != nil {
 			return fmt.Errorf("loadgen: reset: %w", err)
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Admin-Token", token)
-		err = do(client, req, into)
+		return do(client, req, into)
+	})
+}
+
+// sendAgainOn runs send, one request, up to sends times while it fails
+// with an answer of status, pausing first between them, doubled after
+// each pause up to 8 × first, and returns its last error.
+func sendAgainOn(ctx context.Context, status, sends int, first time.Duration, send func() error) error {
+	pause := backoff.Backoff{Initial: first, Max: 8 * first}
+	for sent := 1; ; sent++ {
+		err := send()
 		var se *statusError
-		if err == nil || sent == resetSends || !errors.As(err, &se) || se.status != http.StatusServiceUnavailable {
+		if err == nil || sent >= sends || !errors.As(err, &se) || se.status != status {
 			return err
 		}
 		if pause.Wait(ctx) != nil {
@@ -141,8 +150,7 @@ func get(ctx context.Context, client *http.Client, url string, into any) error {
 // again, so the next read gets through. A read changes nothing: sending it
 // again is safe where a sale's is not.
 func getAs(ctx context.Context, client *http.Client, url, adminToken string, into any) error {
-	pause := backoff.Backoff{Initial: getPause, Max: 8 * getPause}
-	for sent := 1; ; sent++ {
+	return sendAgainOn(ctx, http.StatusBadGateway, getSends, getPause, func() error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return fmt.Errorf("loadgen: %w", err)
@@ -150,15 +158,8 @@ func getAs(ctx context.Context, client *http.Client, url, adminToken string, int
 		if adminToken != "" {
 			req.Header.Set("X-Admin-Token", adminToken)
 		}
-		err = do(client, req, into)
-		var se *statusError
-		if err == nil || sent == getSends || !errors.As(err, &se) || se.status != http.StatusBadGateway {
-			return err
-		}
-		if pause.Wait(ctx) != nil {
-			return err
-		}
-	}
+		return do(client, req, into)
+	})
 }
 
 // getSends bounds a read's sends on 502; getPause is the pause after the

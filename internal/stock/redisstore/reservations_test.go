@@ -38,6 +38,19 @@ func reservedSale(t *testing.T, n int64, m ledgerMode, edits ...func(*stock.Serv
 	})
 }
 
+// reservationModes are the ledger modes a sale with reservations sells
+// in: one segment (a segmented store refuses them,
+// TestReservationsNeedOneSegment).
+func reservationModes() []ledgerMode {
+	var ms []ledgerMode
+	for _, m := range ledgerModes {
+		if m.segments == 1 {
+			ms = append(ms, m)
+		}
+	}
+	return ms
+}
+
 // jumpClock moves the reservations' clock to at (unix ms).
 func jumpClock(t *testing.T, rdb *redis.Client, at int64) {
 	t.Helper()
@@ -159,10 +172,7 @@ func sellOne(t *testing.T, svc *stock.Service) stock.Sale {
 // returns the unit once, the loser of a race learns the state that won,
 // and a returned unit sells again under a new unit number.
 func TestReservationEnds(t *testing.T) {
-	for _, m := range ledgerModes {
-		if m.segments > 1 {
-			continue // refused: ErrNoReservations (TestReservationsNeedOneSegment)
-		}
+	for _, m := range reservationModes() {
 		t.Run(m.name, func(t *testing.T) {
 			ctx := t.Context()
 			s, rdb, svc := reservedSale(t, 2, m)

@@ -19,10 +19,7 @@ import (
 // answered sold (and a return made after them) halts the sale. Before,
 // a store with reservations kept no ceilings, and sold those units again.
 func TestRewoundReservationSaleHalts(t *testing.T) {
-	for _, m := range ledgerModes {
-		if m.segments > 1 {
-			continue // refused: ErrNoReservations (TestReservationsNeedOneSegment)
-		}
+	for _, m := range reservationModes() {
 		t.Run(m.name, func(t *testing.T) {
 			ctx := t.Context()
 			srv := servertest.Redis(t)
