@@ -98,6 +98,15 @@ func (s *Store) Reconcile(ctx context.Context, by string, atLeast int64) (Reconc
 	if why == "" {
 		return Reconciliation{}, fmt.Errorf("%w: the sale is not halted: nothing to reconcile", ErrNotReconcilable)
 	}
+	// A sale with reservations (format 2): its books count the units
+	// returned and its orders' states, which the counts below do not;
+	// they would write a stock short of the returned units and break
+	// stock + lucky - returned = initial. Whichever replica is asked.
+	if f, err := s.rdb.Get(ctx, s.keys.Format).Result(); err != nil && err != redis.Nil {
+		return Reconciliation{}, WrapRedis(ctx, "reconcile: read the format", err)
+	} else if f == strconv.Itoa(saleFormatReturns) {
+		return Reconciliation{}, fmt.Errorf("%w: a sale with reservations (%s %s) is not reconciled yet: reset it, and settle its orders by hand (the runbook)", ErrNotReconcilable, s.keys.Format, f)
+	}
 	r := Reconciliation{ID: newSaleID(), By: by, At: time.Now().UTC(), Lifted: why, DurableUnit: -1, WitnessSold: -1, AtLeast: atLeast}
 	if err := s.readBooks(ctx, &r); err != nil {
 		return Reconciliation{}, err

@@ -64,6 +64,12 @@ func TestRewoundReservationSaleHalts(t *testing.T) {
 				t.Fatalf("Halted: %q, %v; want the reason", why, err)
 			}
 			wantBooks(t, s, 10, 8, 2) // nothing sold on it
+			// Its counts leave out the units returned: refused, nothing
+			// written (the way back is a reset).
+			if _, err := s.Reconcile(ctx, "operator", 0); !errors.Is(err, redisstore.ErrNotReconcilable) {
+				t.Fatalf("reconcile: %v; want ErrNotReconcilable", err)
+			}
+			wantBooks(t, s, 10, 8, 2)
 		})
 	}
 }
