@@ -67,6 +67,7 @@ func (k Keys) withDefaults() Keys {
 	def(&k.Payments, ":payments")
 	def(&k.Refunds, ":refunds")
 	def(&k.LifeNow, ":clock")
+	def(&k.Ended, ":ended")
 	return k
 }
 
@@ -119,6 +120,7 @@ func (k Keys) All() []KeyName {
 		add(k.Payments, "Orders", "the payments")
 		add(k.Refunds, "Orders", "the refunds owed")
 		add(k.LifeNow, "Orders", "the reservations' clock")
+		add(k.Ended, "Orders", "the ended orders MySQL does not hold yet")
 	}
 	add(k.Epoch, "Stock", "the sale's epoch")
 	add(k.Halt, "Stock", "the sale's halt mark")

@@ -73,10 +73,23 @@ func (s *Store) WithReservations() *Store {
 	return s
 }
 
-// lifecycleKeys are lifecycle.lua's KEYS.
+// WithDurableStates makes every end of a reservation also go into
+// Keys.Ended, in the script that decides it, for orders.StateSyncer to
+// copy to MySQL (orders.durable). Call it before s is used; it returns s.
+func (s *Store) WithDurableStates() *Store {
+	s.durableStates = true
+	return s
+}
+
+// lifecycleKeys are lifecycle.lua's KEYS: the ended orders' set last,
+// with durable states only.
 func (s *Store) lifecycleKeys() []string {
 	k := s.keys
-	return []string{k.States, k.Due, k.Payments, k.Refunds, k.LifeNow, k.Stock, k.Returned, k.Fence, k.Halt}
+	keys := []string{k.States, k.Due, k.Payments, k.Refunds, k.LifeNow, k.Stock, k.Returned, k.Fence, k.Halt}
+	if s.durableStates {
+		keys = append(keys, k.Ended)
+	}
+	return keys
 }
 
 func (s *Store) lifecycle(ctx context.Context, op string, args ...any) ([]any, error) {

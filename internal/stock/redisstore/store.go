@@ -215,12 +215,16 @@ type Keys struct {
 	Idempotency string // prefix of the idempotency records (":idem:")
 	// The reservations' keys (reservations.go), used only with a payment
 	// window. A Reset deletes the states and the due set; the payments,
-	// the refunds owed and the clock outlive it.
+	// the refunds owed, the clock and the ended orders not yet in MySQL
+	// outlive it.
 	States   string // hash: order id -> its state (":states")
 	Due      string // sorted set: reserved order id -> pay_by (":due")
 	Payments string // hash: payment id -> order id (":payments")
 	Refunds  string // hash: payment id -> order and state it met (":refunds")
 	LifeNow  string // the reservations' clock, forward only (":clock"; lifeclock.lua)
+	// Ended: sorted set of the ends MySQL does not hold yet, with durable
+	// states only (WithDurableStates; ":ended").
+	Ended string
 }
 
 // Store is the stock in Redis. It is safe for concurrent use.
@@ -250,6 +254,9 @@ type Store struct {
 	// units, if set, are the durable orders learning the sale checks
 	// Redis against (orderscheck.go).
 	units DurableUnits
+	// durableStates: every end of a reservation also goes into
+	// Keys.Ended for MySQL (WithDurableStates).
+	durableStates bool
 }
 
 // NewStore returns a Store over rdb using keys. The caller owns rdb.

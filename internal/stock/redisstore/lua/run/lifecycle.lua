@@ -41,6 +41,11 @@ end
 -- KEYS[8] fence key           (moved, when it exists, so that a locked
 --                              write that read before the return is refused)
 -- KEYS[9] halt key            (a halted sale returns nothing)
+-- KEYS[10] optional: the ended orders MySQL does not hold yet (sorted set,
+--          '<order id> <state>[ <payment id>]' -> when it ended, unix ms),
+--          passed only with durable states (orders.durable): each end is
+--          added to it in the script that decides it, so none is missed,
+--          and orders.StateSyncer copies it to MySQL and removes it.
 -- ARGV[1] 'pay', 'cancel' or 'expire'
 -- ARGV[2] pay, cancel: the order id; expire: the most orders to expire
 -- ARGV[3] pay: the payment id
@@ -64,6 +69,14 @@ end
 
 local states, due, payments, refunds, clock = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local stockKey, returned, fence, halt = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local outbox = KEYS[10]
+
+-- ended records an order's end for MySQL, when states are durable.
+local function ended(member)
+  if outbox then
+    redis.call('ZADD', outbox, lifeNow(clock), member)
+  end
+end
 
 if redis.call('EXISTS', halt) == 1 then
   return {'halted', ''}
@@ -79,6 +92,7 @@ end
 -- sees the unit.
 local function giveBack(id, state)
   redis.call('HSET', states, id, state)
+  ended(id .. ' ' .. state)
   redis.call('ZREM', due, id)
   redis.call('INCR', stockKey)
   redis.call('INCR', returned)
@@ -129,6 +143,7 @@ end
 if kind == 'reserved' then
   if lifeNow(clock) <= tonumber(rest) then
     redis.call('HSET', states, id, 'paid ' .. pid)
+    ended(id .. ' paid ' .. pid)
     redis.call('ZREM', due, id)
     redis.call('HSET', payments, pid, id)
     return {'paid', pid}
