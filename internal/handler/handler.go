@@ -132,6 +132,9 @@ type Deps struct {
 	// pending and the earliest deadline: a sold-out answer then says
 	// units may come back, and when to ask again.
 	Pending func(ctx context.Context) (pending int64, next time.Time, err error)
+	// Ends, if set, is MySQL's copy of the reservations' ends (with
+	// orders.durable): a payment is answered paid only once it holds it.
+	Ends DurableEnds
 }
 
 // WitnessCheck is the store's witness (stock.witness; redisstore.Store).

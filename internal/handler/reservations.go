@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"seckill/internal/api"
+	"seckill/internal/orders"
 	"seckill/internal/stock"
 	"seckill/internal/stock/redisstore"
 )
@@ -36,6 +37,11 @@ type Reservations interface {
 	// Census counts every order by state beside the counters, at one
 	// instant (GET /stock/reservations).
 	Census(ctx context.Context) (redisstore.Census, error)
+}
+
+// DurableEnds stores orders' ends in MySQL (orders.Ends).
+type DurableEnds interface {
+	Record(ctx context.Context, ends []redisstore.End) error
 }
 
 // census is GET /stock/reservations, the admin's: the reservations'
@@ -89,7 +95,32 @@ func (a *server) payOrder(c *gin.Context, id string, body []byte) {
 		return
 	}
 	e, err := a.deps.Reservations.Pay(c.Request.Context(), id, pid)
+	if err == nil && e.State == redisstore.StatePaid && !e.Refund && a.deps.Ends != nil {
+		// Paid is money: its 200 says MySQL holds it, not only Redis. A
+		// payment sent again pays nothing twice (idempotent by its id),
+		// so a 503 here is safe to retry; the syncer stores it anyway.
+		end := redisstore.End{Order: id, State: redisstore.StatePaid, PaymentID: pid, At: now()}
+		if err := a.deps.Ends.Record(c.Request.Context(), []redisstore.End{end}); err != nil {
+			a.notDurable(c, id, err)
+			return
+		}
+	}
 	a.ended(c, id, e, err)
+}
+
+// notDurable answers a payment the stock Redis holds as paid and MySQL
+// does not.
+func (a *server) notDurable(c *gin.Context, id string, err error) {
+	if errors.Is(err, orders.ErrEndConflict) {
+		// The stock Redis decided this order again after it lost an end
+		// MySQL holds: not paid in the books that last.
+		a.deps.Logger.Error("payment refused: MySQL holds another end for the order", "order", id, "err", err)
+		a.problem(c, http.StatusConflict, "order "+id+": MySQL holds another end for it (the stock Redis lost state); the operator settles it")
+		return
+	}
+	a.deps.Logger.Warn("payment paid in the stock Redis, not yet stored in MySQL", "order", id, "err", err)
+	c.Header("Retry-After", "1")
+	a.problem(c, http.StatusServiceUnavailable, "order "+id+": paid in the stock Redis, not yet stored in MySQL; send the payment again (the same payment_id pays once)")
 }
 
 // A payment provider's callback (orders.payment_secret) is POST

@@ -2,6 +2,7 @@ package handler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"seckill/internal/handler"
+	"seckill/internal/orders"
 	"seckill/internal/stock"
 	"seckill/internal/stock/redisstore"
 )
@@ -242,6 +244,70 @@ func TestReservationsCensusAnswers(t *testing.T) {
 			h.ServeHTTP(rec, req)
 			if rec.Code != tc.code || (tc.want != "" && rec.Body.String() != tc.want) {
 				t.Fatalf("GET /stock/reservations: got %d %s, want %d %s", rec.Code, rec.Body, tc.code, tc.want)
+			}
+		})
+	}
+}
+
+// fakeEnds is MySQL's copy of the ends: it fails with err, and records
+// what it was given.
+type fakeEnds struct {
+	err error
+	got []redisstore.End
+}
+
+func (f *fakeEnds) Record(_ context.Context, ends []redisstore.End) error {
+	f.got = append(f.got, ends...)
+	return f.err
+}
+
+// With durable orders a payment is answered paid only once MySQL holds
+// it: MySQL down is 503 with Retry-After (the same payment sent again
+// pays once), MySQL holding another end 409; a refund, and a cancel, wait
+// for no MySQL write.
+func TestPaidWaitsForMySQL(t *testing.T) {
+	const body = `{"payment_id":"pay-9"}`
+	paid := &fakeReservations{end: redisstore.Ending{State: redisstore.StatePaid}}
+	late := &fakeReservations{end: redisstore.Ending{State: redisstore.StateExpired, Refund: true}}
+	cases := []struct {
+		name     string
+		res      *fakeReservations
+		path     string
+		mysql    error
+		code     int
+		want     string
+		recorded int
+	}{
+		{"stored", paid, "/orders/p-1/pay", nil, 200, `{"replica":"r-test","order":"p-1","state":"paid"}`, 1},
+		{"mysql down", paid, "/orders/p-1/pay", fmt.Errorf("orders: begin: %w", errors.New("connection refused")), 503,
+			`{"error":"order p-1: paid in the stock Redis, not yet stored in MySQL; send the payment again (the same payment_id pays once)","replica":"r-test"}`, 1},
+		{"conflict", paid, "/orders/p-1/pay", fmt.Errorf("%w: order p-1 is expired in MySQL", orders.ErrEndConflict), 409,
+			`{"error":"order p-1: MySQL holds another end for it (the stock Redis lost state); the operator settles it","replica":"r-test"}`, 1},
+		{"refund", late, "/orders/p-1/pay", errors.New("not asked"), 200, `{"replica":"r-test","order":"p-1","state":"expired","refund":true}`, 0},
+		{"cancel", &fakeReservations{end: redisstore.Ending{State: redisstore.StateCancelled}}, "/orders/p-1/cancel", errors.New("not asked"), 200,
+			`{"replica":"r-test","order":"p-1","state":"cancelled"}`, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ends := &fakeEnds{err: tc.mysql}
+			h := handler.New(handler.Config{Replica: replica, Backend: "local", AdminToken: token, Buyers: gateway},
+				handler.Deps{Inventory: &cannedInventory{}, Orders: &fakeOrders{orders: map[string]stock.Order{"p-1": order1}},
+					Reservations: tc.res, Ends: ends})
+			req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, tc.path, strings.NewReader(body))
+			req.Header.Set("X-User", "alice")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.code || rec.Body.String() != tc.want {
+				t.Fatalf("POST %s: got %d %s, want %d %s", tc.path, rec.Code, rec.Body, tc.code, tc.want)
+			}
+			if tc.code == 503 && rec.Header().Get("Retry-After") != "1" {
+				t.Fatalf("503 without Retry-After 1: %q", rec.Header().Get("Retry-After"))
+			}
+			if len(ends.got) != tc.recorded {
+				t.Fatalf("MySQL was given %d ends, want %d", len(ends.got), tc.recorded)
+			}
+			if tc.recorded == 1 && (ends.got[0].Order != "p-1" || ends.got[0].State != redisstore.StatePaid || ends.got[0].PaymentID != "pay-9") {
+				t.Fatalf("MySQL was given %+v, want p-1 paid by pay-9", ends.got[0])
 			}
 		})
 	}

@@ -151,7 +151,7 @@ type Config struct {
 	// Orders is the ledger's durable copy in MySQL (mysql.dsn), written by
 	// a consumer group on the ledger stream in every replica.
 	Orders struct {
-		Durable       bool          `mapstructure:"durable" default:"false" doc:"copy the ledger into MySQL (mysql.dsn, table orders, the items' in orders_items; needs stock.ledger) from a consumer group in every replica; an unreachable MySQL does not stop sales (orders wait in the stream, GET /ledger shows the lag)"`
+		Durable       bool          `mapstructure:"durable" default:"false" doc:"copy the ledger into MySQL (mysql.dsn, table orders, the items' in orders_items; needs stock.ledger) from a consumer group in every replica; an unreachable MySQL does not stop sales (orders wait in the stream, GET /ledger shows the lag). With orders.payment_window each order's end too (table orders_ends), and a payment is answered paid only once MySQL holds it"`
 		Group         string        `mapstructure:"group" default:"orders" doc:"the stream's consumer group shared by the replicas, not empty"`
 		ClaimIdle     time.Duration `mapstructure:"claim_idle" default:"5s" doc:"an entry left pending this long by a (crashed) consumer is taken over"`
 		PaymentWindow time.Duration `mapstructure:"payment_window" default:"0s" doc:"0: a unit sold is final (the articles' sale). 1s..24h: each unit sold is reserved until paid (POST /orders/:id/pay), cancelled, or this long after the sale by the stock Redis's clock, when every replica's expirer returns it to the stock once (docs/reservations.md). Needs stock.ledger and stock.segments 1, no stock.witness yet, and stock.min_replica_acks not 0 on a Redis that fails over (a lost payment would sell its unit again); items are then not sold"`

@@ -20,12 +20,14 @@ import (
 )
 
 // switchable is a TCP front for a MySQL server that first stalls (accepts
-// connections and never answers, as a paused or black-holed server does)
-// and, once forward is set, relays new connections to the server.
+// connections and never answers, as a paused or black-holed server does),
+// or with refuse set closes them at once (a server that is down), and,
+// once forward is set, relays new connections to the server.
 type switchable struct {
 	ln      net.Listener
 	target  string
 	forward atomic.Bool
+	refuse  atomic.Bool
 	mu      sync.Mutex
 	conns   []net.Conn
 }
@@ -59,6 +61,9 @@ func (s *switchable) serve() {
 		s.conns = append(s.conns, c)
 		s.mu.Unlock()
 		if !s.forward.Load() {
+			if s.refuse.Load() {
+				_ = c.Close()
+			}
 			continue // held open, silent
 		}
 		up, err := net.Dial("tcp", s.target)

@@ -74,12 +74,15 @@ const (
 // replica until stop: each creates its tables once MySQL answers, then
 // stores its ledger streams' entries: the default sale's, and when items
 // are sold (items' Unsupported is nil) every item's, in the table orders_items;
-// it also samples seckill_orders_lag (the default sale's). MySQL
+// it also samples seckill_orders_lag (the default sale's). With
+// reservations (ended not nil) it also copies each reservation's end into
+// the table orders_ends (orders.StateSyncer) and returns the Ends a
+// payment is stored in before its answer. MySQL
 // is opened lazily: one that is down or stalled keeps neither stockd from
 // starting nor a sale from selling. Its stop is registered with w: it ends
 // and waits for every goroutine started here before the clients they use
 // close.
-func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics, items *redisstore.Items) (*orders.Consumer, *orders.ItemConsumers, error) {
+func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics, items *redisstore.Items, ended orders.EndSource) (*orders.Consumer, *orders.ItemConsumers, *orders.Ends, error) {
 	cfg := w.cfg
 	// This pool is the consumer's alone: duplicates are told from inserts
 	// by the affected-row count, which clientFoundRows would hide; and a
@@ -100,13 +103,13 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics, items *redi
 	}
 	db, err := openMySQL(w, 4, bound)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// GET /orders reads trimmed orders from a pool of its own: any buyer
 	// can send those, and they must not take the consumer's connections.
 	reads, err := openMySQL(w, 2, bound)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 
 	base := orders.Config{
@@ -123,7 +126,7 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics, items *redi
 	}
 	c, err := orders.New(base)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var ic *orders.ItemConsumers
 	if items.Unsupported() == nil {
@@ -136,7 +139,14 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics, items *redi
 			Stream: func(id string) string { return redisstore.ItemKeys(keys, id).Orders },
 		})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
+		}
+	}
+
+	var ends *orders.Ends
+	if ended != nil {
+		if ends, err = orders.NewEnds(db, "", w.log); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 
@@ -154,6 +164,10 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics, items *redi
 			}
 		})
 	}
+	if ends != nil {
+		y := orders.NewStateSyncer(ended, ends, 0)
+		wg.Go(func() { _ = y.Run(rctx) })
+	}
 	wg.Go(func() { m.SampleOrdersLag(rctx, ordersLagInterval, c.Lag) })
 	if cfg.Orders.TrimInterval > 0 {
 		// Trimming leaves a stored order's only copy in MySQL: say so
@@ -168,7 +182,7 @@ func startOrders(ctx context.Context, w *wiring, m *metrics.Metrics, items *redi
 		wg.Wait()
 		return nil
 	})
-	return c, ic, nil
+	return c, ic, ends, nil
 }
 
 // openMySQL is a pool of at most maxOpen connections to mysql.dsn, as

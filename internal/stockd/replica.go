@@ -15,6 +15,7 @@ import (
 	"seckill/internal/health"
 	"seckill/internal/lock"
 	"seckill/internal/metrics"
+	"seckill/internal/orders"
 	"seckill/internal/stock"
 	"seckill/internal/stock/redisstore"
 )
@@ -54,7 +55,10 @@ type replica struct {
 	ledgerReader  stock.OrderReader
 	durableOrders handler.DurableOrders
 	itemsDurable  func(id string) handler.DurableOrders
-	itemLedgers   audit.ItemLedgers
+	// ends, with reservations and durable orders, is where a payment is
+	// stored before its answer.
+	ends        handler.DurableEnds
+	itemLedgers audit.ItemLedgers
 }
 
 // lock builds the lock (locked mode) and decides what sales are:
@@ -185,12 +189,19 @@ func (r *replica) startOrders(ctx context.Context) error {
 	if !r.durable {
 		return nil
 	}
-	c, ic, err := startOrders(ctx, r.w, r.m, r.items)
+	var ended orders.EndSource
+	if r.reserving() {
+		ended = r.store
+	}
+	c, ic, ends, err := startOrders(ctx, r.w, r.m, r.items, ended)
 	if err != nil {
 		return err
 	}
 	r.units.bind(c, ic)
 	r.durableOrders = c
+	if ends != nil {
+		r.ends = ends
+	}
 	if ic == nil {
 		return nil
 	}
@@ -262,6 +273,7 @@ func (r *replica) handler(buyers *auth.Identity, leader handler.LeaderStatus) ht
 		Items:        r.items,
 		Reservations: reservations,
 		Pending:      pending,
+		Ends:         r.ends,
 	})
 }
 

@@ -150,6 +150,7 @@ func salesConfig(cfg *Config, rdb redis.UniversalClient, regs witnessRegisters, 
 	}
 	if durable {
 		ic.Units = units.sale
+		ic.DurableStates = ic.Reservations
 	}
 	return ic
 }

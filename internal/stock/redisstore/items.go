@@ -154,6 +154,9 @@ type ItemsConfig struct {
 	// Service.PaymentWindow reserves them). Items do not take them yet:
 	// they are then unsupported, naming it.
 	Reservations bool
+	// DurableStates: with Reservations, every end also goes into
+	// Keys.Ended for MySQL (Store.WithDurableStates; orders.durable).
+	DurableStates bool
 }
 
 // Items is the items of one stock Redis: their registry, their sales,
@@ -247,6 +250,9 @@ func (c ItemsConfig) Store(id string) *Store {
 	}
 	if c.Reservations {
 		st = st.WithReservations()
+		if c.DurableStates {
+			st = st.WithDurableStates()
+		}
 	}
 	return st
 }

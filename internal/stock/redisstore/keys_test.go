@@ -31,7 +31,7 @@ func TestDeriveDefaultNames(t *testing.T) {
 	want := []string{
 		"stock", "stock:1", "stock:initial",
 		"stock:orders", "stock:orders:sale", "stock:orders:buyers", "stock:orders:index", "stock:orders:by-user", "stock:orders:trimmed", "stock:orders:idem:*",
-		"stock:orders:states", "stock:orders:due", "stock:orders:payments", "stock:orders:refunds", "stock:orders:clock",
+		"stock:orders:states", "stock:orders:due", "stock:orders:payments", "stock:orders:refunds", "stock:orders:clock", "stock:orders:ended",
 		"stock:epoch", "stock:halt", "stock:format", "stock:returned",
 		"lucky", "stock:fence", "stock:fence:1", "stock:fence:receipt:*",
 	}

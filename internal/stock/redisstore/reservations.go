@@ -30,8 +30,9 @@ import (
 // A rewind is still caught (rewind.go): the ceilings are of the fresh
 // stock, the stock less the units returned, which only falls.
 //
-// What this step does not do yet (docs/reservations.md, "Not yet"): the
-// witness, segments, and the durable states in MySQL.
+// With durable states (WithDurableStates, ends.go) every end is also kept
+// for MySQL. What is not done yet (docs/reservations.md, "Not yet"): the
+// witness, and segments.
 
 // Order states (lifecycle.lua).
 const (

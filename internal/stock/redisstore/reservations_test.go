@@ -357,7 +357,8 @@ func TestReservationsDocNamesEveryState(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{redisstore.StateReserved, redisstore.StatePaid, redisstore.StateCancelled, redisstore.StateExpired,
-		"refund owed", "ErrPaymentReused", "ErrNoReservations", "stock + lucky - returned = initial", "!return"} {
+		"refund owed", "ErrPaymentReused", "ErrNoReservations", "stock + lucky - returned = initial", "!return",
+		"orders_ends", "<orders>:ended", "UNIQUE (payment_id)"} {
 		if !strings.Contains(string(doc), "`"+s+"`") && !strings.Contains(string(doc), s) {
 			t.Errorf("docs/reservations.md does not name %q", s)
 		}
