@@ -44,6 +44,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	check := fs.Bool("check", true, fmt.Sprintf("check every answer as a history against the sale's model (Porcupine; runs up to %d requests in flight, else says it did not)", loadgen.HistoryMaxInFlight))
 	fs.StringVar(&cfg.HistoryDir, "history-dir", os.TempDir(), "where a violation's picture (HTML) is written")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the summary")
+	neverPay := fs.Int("never-pay", 0, "a sale with reservations (the replicas' orders.payment_window): --requests buyers, each its own, trying until it wins or nothing is left to come back; every Nth never pays for what it wins, so its unit expires and sells again. Passes when every unit is paid once, the books and census are exact and each order's lifecycle holds (docs/reservations.md)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return flagExit(err)
 	}
@@ -75,6 +76,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	if *items != 0 {
 		return runItems(ctx, cfg, *items, *asJSON, stdout, stderr)
+	}
+	if *neverPay != 0 {
+		return runReserve(ctx, fs, cfg, *neverPay, *jwtSecret, *jwtIssuer, *jwtAudience, *asJSON, stdout, stderr)
 	}
 
 	// Progress only for a person watching: never with --json or when the

@@ -148,3 +148,45 @@ func TestRunOpenLoop(t *testing.T) {
 		t.Fatalf("open_loop %+v, want 50 of 50 sent and answered, 20 sold, 30 sold out:\n%s", o, out.String())
 	}
 }
+
+// --never-pay runs a sale with reservations: against a sale that answers
+// sold out with nothing pending from the start, every buyer ends lost and
+// no unit is paid, which is exit status 3 with the report printed; the
+// flags of the other loops are refused with it.
+func TestRunNeverPay(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v any
+		switch r.URL.Path {
+		case "/stock/reset":
+			v = api.Stock{Stock: 10}
+		case "/stock/reduce":
+			w.WriteHeader(http.StatusConflict)
+			v = api.Sale{Result: api.SoldOut}
+		case "/stock":
+			v = api.Stock{Stock: 10}
+		case "/stock/reservations":
+			v = api.Census{Stock: 10, Initial: 10, OK: true}
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(v)
+	}))
+	t.Cleanup(srv.Close)
+	var out, errOut strings.Builder
+	code := run(t.Context(), []string{"run", "--url", srv.URL, "--never-pay", "3", "--requests", "6", "--stock", "10", "--json"}, &out, &errOut)
+	var rep struct {
+		Buyers, Paid, Lost int
+		Consistent         bool
+	}
+	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil || code != exitInconsistent || rep.Buyers != 6 || rep.Lost != 6 || rep.Paid != 0 || rep.Consistent {
+		t.Fatalf("got exit %d, report %+v (%v), want %d: 6 buyers lost, none paid, inconsistent\n%s%s", code, rep, err, exitInconsistent, out.String(), errOut.String())
+	}
+	for _, args := range [][]string{{"--rate", "10"}, {"--users", "5"}, {"--item", "x"}, {"--never-pay", "-1"}} {
+		errOut.Reset()
+		args := append([]string{"run", "--url", srv.URL, "--never-pay", "3"}, args...)
+		if code := run(t.Context(), args, io.Discard, &errOut); code != exitFailure || !strings.Contains(errOut.String(), "--never-pay") {
+			t.Fatalf("%v: got exit %d, want %d and why:\n%s", args, code, exitFailure, errOut.String())
+		}
+	}
+}

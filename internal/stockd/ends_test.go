@@ -64,7 +64,10 @@ func TestDurablePaymentsWiring(t *testing.T) {
 		return order
 	}
 	alice, bob := buy("alice"), buy("bob")
-	pay := `{"payment_id":"psp-alice"}`
+	// Payment ids are unique for good, and this package's tests share
+	// one MariaDB: the order's id makes it this run's own.
+	pid := "psp-" + alice
+	pay := `{"payment_id":"` + pid + `"}`
 
 	code, hdr, body := stockdSend(t, base, "POST", "/orders/"+alice+"/pay", pay, "X-User", "alice")
 	if code != 503 || hdr.Get("Retry-After") != "1" {
@@ -90,8 +93,8 @@ func TestDurablePaymentsWiring(t *testing.T) {
 		return state, n.String
 	}
 	// Read once the 200 is in: it promised MySQL holds the payment.
-	if state, pid := end(alice); state != "paid" || pid != "psp-alice" {
-		t.Fatalf("alice's order in MySQL after the 200: %q %q, want paid by psp-alice", state, pid)
+	if state, got := end(alice); state != "paid" || got != pid {
+		t.Fatalf("alice's order in MySQL after the 200: %q %q, want paid by %s", state, got, pid)
 	}
 
 	if code, _, body := stockdCall(t, base, "POST", "/orders/"+bob+"/cancel", "X-User", "bob"); code != 200 || body["state"] != "cancelled" {
