@@ -802,7 +802,7 @@ if ((${LANES:-2} > 1)) && [[ -z ${COMPOSE_TEST_LANE:-} ]]; then
 			"$ROOT/scripts/compose-test.sh" >"$OUT/lane-$n.log" 2>&1
 	}
 	log "two lanes at once: 1 = single + HA, 2 = scripts/compose-test.d (logs $OUT/lane-1.log, lane-2.log)"
-	run_lane 1 CLUSTER=0 ITEMS=0 OBSERVABILITY=0 README_BLOCKS=0 REDIS_RESTART=0 SCALE=0 SENTINEL=0 &
+	run_lane 1 CLUSTER=0 ITEMS=0 OBSERVABILITY=0 README_BLOCKS=0 REDIS_RESTART=0 RESERVE=0 SCALE=0 SENTINEL=0 &
 	lane1=$!
 	run_lane 2 SINGLE=0 HA=0 &
 	lane2=$!

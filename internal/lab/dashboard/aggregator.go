@@ -89,8 +89,11 @@ type Books struct {
 	Problems []string `json:"problems,omitempty"`
 	Excess   int64    `json:"excess"` // stock + lucky - initial
 	Error    string   `json:"error,omitempty"`
-	segments []int64  // each segment's stock, when split
-	returned int64    // units reservations gave back (api.Books.Returned)
+	// Census: with reservations, the orders' states against the counters
+	// (census.go); nil without them.
+	Census   *CensusView `json:"census,omitempty"`
+	segments []int64     // each segment's stock, when split
+	returned int64       // units reservations gave back (api.Books.Returned)
 }
 
 // LeaderView is the election as the replicas report it.
@@ -157,14 +160,17 @@ type Aggregator struct {
 	client *http.Client
 	log    *slog.Logger
 
-	mu         sync.Mutex
-	latest     State
-	samples    map[string][]sample // replica URL → recent samples, oldest first
-	history    []HistPoint
-	initial    api.InitialLearner // the initial stock, when no key holds it
-	items      Items              // the last items read
-	itemsAt    time.Time          // when they were read
-	itemsEvery time.Duration      // itemsEvery when 0 (tests set it)
+	mu          sync.Mutex
+	latest      State
+	samples     map[string][]sample // replica URL → recent samples, oldest first
+	history     []HistPoint
+	initial     api.InitialLearner // the initial stock, when no key holds it
+	items       Items              // the last items read
+	itemsAt     time.Time          // when they were read
+	itemsEvery  time.Duration      // itemsEvery when 0 (tests set it)
+	census      *CensusView        // the last census read
+	censusAt    time.Time          // when it was read
+	censusEvery time.Duration      // censusEvery when 0 (tests set it)
 	// store reads the sale's books from Config.Redis; nil without it.
 	store *redisstore.Store
 }
@@ -202,7 +208,9 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	a := &Aggregator{cfg: cfg, client: cfg.Client, log: cfg.Logger, samples: map[string][]sample{}}
 	if cfg.Redis != nil {
-		a.store = redisstore.NewStore(cfg.Redis, redisstore.Keys{Stock: cfg.StockKey, Lucky: cfg.LuckyKey, Segments: cfg.Segments}.Derive(false))
+		// With the ledger's names, which the census reads; the books
+		// read the same keys either way.
+		a.store = redisstore.NewStore(cfg.Redis, redisstore.Keys{Stock: cfg.StockKey, Lucky: cfg.LuckyKey, Segments: cfg.Segments}.Derive(true))
 	}
 	if a.client == nil {
 		a.client = &http.Client{Timeout: DefaultHTTPTimeout}
@@ -270,6 +278,11 @@ func (a *Aggregator) Poll(ctx context.Context) State {
 			items = &it
 		})
 	}
+	var census *CensusView
+	censusRead := a.censusDue(now)
+	if censusRead {
+		wg.Go(func() { census = a.readCensus(ctx) })
+	}
 	wg.Wait()
 
 	a.mu.Lock()
@@ -277,8 +290,14 @@ func (a *Aggregator) Poll(ctx context.Context) State {
 	if items != nil {
 		a.items = *items
 	}
+	if censusRead {
+		a.census = census
+	}
 	st := State{At: now, Items: a.items}
 	st.Books = a.books(books, reads)
+	if st.Books.Known {
+		st.Books.Census = a.census
+	}
 	st.Replicas, st.Results, st.LockWait, st.Sales = a.fold(now, reads)
 	st.Backend = backendOf(st.Replicas)
 	st.Leader = leaderOf(reads)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,8 @@ import (
 	"seckill/internal/api"
 	"seckill/internal/metrics"
 	"seckill/internal/servers/servertest"
+	"seckill/internal/stock"
+	"seckill/internal/stock/redisstore"
 )
 
 // fakeReplica is a stockd as the dashboard sees it: the real metrics
@@ -448,5 +451,64 @@ func TestPollItems(t *testing.T) {
 	off := newFakeReplica(t, "stockd-3", "redis")
 	if st := newAgg(t, Config{Replicas: []string{off.URL}}).Poll(t.Context()); !st.Items.Off || len(st.Items.Items) != 0 {
 		t.Fatalf("items off: got %+v, want Off and no table", st.Items)
+	}
+}
+
+// A sale with reservations is judged by its census beside its books: the
+// orders by state, read at most every censusEvery, and each invariant it
+// breaks named; a sale without them shows none.
+func TestCensusOfReservations(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	r1 := newFakeReplica(t, "stockd-1", "redis")
+	a := newAgg(t, Config{Replicas: []string{r1.URL}, Redis: rdb})
+	ctx := t.Context()
+	keys := redisstore.Keys{Stock: "stock", Lucky: "lucky", Fence: "stock:fence"}.Derive(true)
+	plain := redisstore.NewStore(rdb, keys)
+	if err := plain.Reset(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if b := a.Poll(ctx).Books; !b.Known || b.Census != nil {
+		t.Fatalf("books %+v: want no census for a sale without reservations", b)
+	}
+	store := redisstore.NewStore(rdb, keys).WithReservations()
+	if err := store.Reset(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	svc := stock.NewService(stock.ServiceConfig{Store: store, Mode: stock.ModeAtomic, PaymentWindow: time.Hour})
+	var orders []string
+	for range 2 {
+		sale, err := svc.ReduceFor(ctx, stock.Buyer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		orders = append(orders, sale.OrderID)
+	}
+	if _, err := store.Pay(ctx, orders[0], "p-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Cancel(ctx, orders[1]); err != nil {
+		t.Fatal(err)
+	}
+	a.censusEvery = time.Nanosecond
+	c := a.Poll(ctx).Books.Census
+	if c == nil || !reflect.DeepEqual(*c, CensusView{Paid: 1, Cancelled: 1, Returned: 1, OK: true}) {
+		t.Fatalf("census %+v, want 1 paid, 1 cancelled, 1 returned, ok", c)
+	}
+	// A unit given back twice: one return more than the orders ended.
+	if err := rdb.Incr(ctx, keys.Returned).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if c := a.Poll(ctx).Books.Census; c == nil || c.OK || len(c.Problems) == 0 || !strings.Contains(strings.Join(c.Problems, ";"), "2 units returned") {
+		t.Fatalf("census %+v, want the extra return named", c)
+	}
+	// Within censusEvery the last census is shown, not read again.
+	a.censusEvery = time.Hour
+	if err := rdb.Decr(ctx, keys.Returned).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if c := a.Poll(ctx).Books.Census; c == nil || c.OK {
+		t.Fatalf("census %+v within censusEvery: want the last one, not read again", c)
 	}
 }

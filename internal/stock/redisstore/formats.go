@@ -2,8 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/stock"
 )
@@ -132,4 +135,18 @@ func (s *Store) readEpoch(ctx context.Context, kind bool) (string, error) {
 		return epoch, err
 	}
 	return epoch, s.checkKind(s.keys.Format, format)
+}
+
+// Reserving reports whether the sale in Redis is one with reservations
+// (sale format 2, whoever reset it): a reader that holds no setting of its
+// own, the dashboard, asks before it reads the census.
+func (s *Store) Reserving(ctx context.Context) (bool, error) {
+	v, err := s.rdb.Get(ctx, s.keys.Format).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, WrapRedis(ctx, "sale format", err)
+	}
+	return v == strconv.Itoa(saleFormatReturns), nil
 }

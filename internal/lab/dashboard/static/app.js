@@ -32,13 +32,19 @@ function drawBooks(b) {
   $("lucky").textContent = b.lucky;
   $("initial").textContent = b.initial + (b.learned ? " (learned)" : "");
   $("sum").textContent = b.stock + b.lucky;
-  $("booksnote").textContent = "read from " + (b.source === "redis" ? "Redis (one MGET)" : "GET /stock");
+  $("booksnote").textContent = "read from " + (b.source === "redis" ? "Redis (one MGET)" : "GET /stock") +
+    (b.census && !b.census.error ? " · reservations: " + b.census.reserved + " reserved, " + b.census.paid + " paid, " +
+      b.census.cancelled + " cancelled, " + b.census.expired + " expired, " + b.census.returned + " returned" : "");
+  const c = b.census;
   if (b.oversold) {
     banner.hidden = false;
     banner.textContent = b.stock < 0 && b.excess === 0
       ? "OVERSOLD: stock is negative (" + b.stock + ")"
       : "OVERSOLD by " + b.excess + ": stock " + b.stock + " + lucky " + b.lucky +
         " = " + (b.stock + b.lucky) + ", but the sale started with " + b.initial;
+  } else if (c && !c.error && !c.ok) {
+    banner.hidden = false;
+    banner.textContent = "RESERVATIONS BROKEN: " + c.problems.join("; ");
   } else {
     banner.hidden = true;
   }
