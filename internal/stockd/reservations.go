@@ -23,8 +23,6 @@ func validateReservations(c *Config, bad func(key, format string, args ...any)) 
 		bad("orders.payment_window", "needs stock.ledger: true (what is reserved is an order)")
 	case c.Stock.Segments > 1:
 		bad("orders.payment_window", "needs stock.segments: 1 (a returned unit goes back to the one stock key), got %d", c.Stock.Segments)
-	case c.Stock.Witness != "none":
-		bad("orders.payment_window", "is not supported with stock.witness %s yet: the witness's ceilings assume the stock only falls", c.Stock.Witness)
 	case (c.Redis.Sentinel.Master != "" || onCluster(c)) && minReplicaAcks(c) == 0:
 		// The lab's reserve-failover cell, run without the acks, lost 10
 		// and 12 payments answered paid in two runs.

@@ -65,6 +65,20 @@ func (s *Store) AdoptWitness(ctx context.Context, by string) (WitnessAdoption, e
 	if err := s.unitsBehind(ctx, st.Lucky); err != nil {
 		return WitnessAdoption{}, err
 	}
+	s.mark.mu.Lock()
+	rising := s.mark.rising
+	s.mark.mu.Unlock()
+	if rising && len(stocks) == 1 {
+		// With reservations the ceilings are of the fresh stock, the
+		// stock less the units returned (rewind.go). The sale is halted,
+		// and a halted sale returns nothing (lifecycle.lua), so the two
+		// reads agree.
+		returned, err := s.Returned(ctx)
+		if err != nil {
+			return WitnessAdoption{}, err
+		}
+		stocks[0] = max(stocks[0]-returned, 0) // at 0 below it, as a sale's (rewind.go)
+	}
 	a := WitnessAdoption{ID: newSaleID(), By: by, At: time.Now().UTC(), Epoch: epoch, Stocks: stocks, Lucky: st.Lucky, Why: why}
 	_, err = s.wit.update(ctx, true, func(r *witnessRecord) (bool, error) {
 		if r.find(epoch) == nil {

@@ -95,7 +95,14 @@ func (w *watermark) args(seg int) (epoch string, ceiling int64) {
 // after is the fresh stock (stock less returned): with reservations the
 // caller takes the returned count from the sale's own read (readAt,
 // returnedAt) or script.
+//
+// With reservations the fresh stock goes below 0 once more units were
+// taken than the sale started with (units sold again after returns), and a
+// ceiling below 0 would read as none (-1, here, in guard.lua and in the
+// witness's record): the ceiling stays at 0 then, so a Redis that went
+// back to a fresh stock above 0 is still caught.
 func (w *watermark) sold(epoch string, seg int, after int64) {
+	after = max(after, 0)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if epoch == "" || epoch != w.epoch {

@@ -85,7 +85,7 @@ type WitnessAdoption struct {
 	By     string    `json:"by"`
 	At     time.Time `json:"at"`
 	Epoch  string    `json:"epoch"`
-	Stocks []int64   `json:"stocks"` // per segment, as Redis held them
+	Stocks []int64   `json:"stocks"` // per segment, as Redis held them (with reservations, less the units returned)
 	Lucky  int64     `json:"lucky"`
 	// Why is the halt the adoption lifted ("" when there was none).
 	Why string `json:"why,omitempty"`
@@ -192,12 +192,17 @@ func (s *Store) WithWitness(r stock.Register, timeout time.Duration) *Store {
 // sale of its own.
 func (s *Store) with(a ReplicaAcks, reg stock.Register, timeout time.Duration) *Store {
 	n := NewStore(s.rdb, s.keys)
+	// What the store is keeps (reservations, durable states); only its
+	// memory of the sale is new.
+	s.mark.mu.Lock()
+	n.mark.rising = s.mark.rising
+	s.mark.mu.Unlock()
 	var w *witness
 	if reg != nil {
 		w = &witness{reg: reg, timeout: timeout, mark: n.mark}
 	}
 	for _, seg := range n.segs {
-		seg.acks, seg.wit, seg.clock, seg.units = a, w, s.clock, s.units
+		seg.acks, seg.wit, seg.clock, seg.units, seg.durableStates = a, w, s.clock, s.units, s.durableStates
 	}
 	return n
 }
