@@ -26,31 +26,15 @@ func TestDurablePaymentsWiring(t *testing.T) {
 	front := newSwitchable(t, db.Addr())
 	front.refuse.Store(true) // MySQL down
 	rds := servertest.Redis(t)
-	addr, err := servers.LoopbackAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := servers.Start(t.Context(), servers.Spec{
-		Name: "stockd", Path: stockdBinary(t), Dir: t.TempDir(), Addr: addr,
-		Env: []string{
-			"STOCKD_REDIS_ADDR=" + rds.Addr(),
-			"STOCKD_HTTP_ADDR=" + addr,
-			"STOCKD_ADMIN_TOKEN=" + testAdminToken,
-			"STOCKD_REPLICA=ends-1",
-			"STOCKD_AUTH_BUYERS=proxy",
-			"STOCKD_HTTP_TRUSTED_PROXIES=127.0.0.1",
-			"STOCKD_ORDERS_DURABLE=true",
-			"STOCKD_ORDERS_PAYMENT_WINDOW=1h",
-			"STOCKD_MYSQL_DSN=" + servers.MariaDBDSN(front.ln.Addr().String()),
-		},
-		Ready:        servers.HTTPReady("/readyz"),
-		ReadyTimeout: 30 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Kill() })
-	base := "http://" + addr
+	p := startStockdOn(t, rds,
+		"STOCKD_REPLICA=ends-1",
+		"STOCKD_AUTH_BUYERS=proxy",
+		"STOCKD_HTTP_TRUSTED_PROXIES=127.0.0.1",
+		"STOCKD_ORDERS_DURABLE=true",
+		"STOCKD_ORDERS_PAYMENT_WINDOW=1h",
+		"STOCKD_MYSQL_DSN="+servers.MariaDBDSN(front.ln.Addr().String()),
+	)
+	base := "http://" + p.Addr()
 	if code, _, body := stockdCall(t, base, "POST", "/stock/reset"); code != 200 {
 		t.Fatalf("reset: %d %v", code, body)
 	}

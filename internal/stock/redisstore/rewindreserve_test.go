@@ -7,11 +7,27 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"seckill/internal/lock/locallock"
+	"seckill/internal/servers"
 	"seckill/internal/servers/servertest"
 	"seckill/internal/stock"
 	"seckill/internal/stock/redisstore"
 	"seckill/internal/stock/storetest"
 )
+
+// restorableSale is a sale of n units with reservations, sold in mode m,
+// on a fresh redis-server the test may kill and start again (from its
+// last SAVE).
+func restorableSale(t *testing.T, m ledgerMode, n int64) (*servers.Process, *redis.Client, *redisstore.Store, *stock.Service) {
+	t.Helper()
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	s := redisstore.NewStore(rdb, ledgerKeys(1)).WithReservations()
+	if err := s.Reset(t.Context(), n); err != nil {
+		t.Fatal(err)
+	}
+	return srv, rdb, s, m.service(s, func(c *stock.ServiceConfig) { c.PaymentWindow = window })
+}
 
 // A sale with reservations is held to what its replicas answered when its
 // Redis goes back in time, as a sale without them is
@@ -24,14 +40,7 @@ func TestRewoundReservationSaleHalts(t *testing.T) {
 	for _, m := range reservationModes() {
 		t.Run(m.name, func(t *testing.T) {
 			ctx := t.Context()
-			srv := servertest.Redis(t)
-			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
-			t.Cleanup(func() { _ = rdb.Close() })
-			s := redisstore.NewStore(rdb, ledgerKeys(1)).WithReservations()
-			if err := s.Reset(ctx, 10); err != nil {
-				t.Fatal(err)
-			}
-			svc := m.service(s, func(c *stock.ServiceConfig) { c.PaymentWindow = window })
+			srv, rdb, s, svc := restorableSale(t, m, 10)
 			cancel := func(id string) {
 				t.Helper()
 				if e, err := s.Cancel(ctx, id); err != nil || e.State != redisstore.StateCancelled {
@@ -189,14 +198,7 @@ func TestRewindCaughtOnceUnitsSoldAgain(t *testing.T) {
 	for _, m := range reservationModes() {
 		t.Run(m.name, func(t *testing.T) {
 			ctx := t.Context()
-			srv := servertest.Redis(t)
-			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
-			t.Cleanup(func() { _ = rdb.Close() })
-			s := redisstore.NewStore(rdb, ledgerKeys(1)).WithReservations()
-			if err := s.Reset(ctx, 2); err != nil {
-				t.Fatal(err)
-			}
-			svc := m.service(s, func(c *stock.ServiceConfig) { c.PaymentWindow = window })
+			srv, rdb, s, svc := restorableSale(t, m, 2)
 			a := sellOne(t, svc)
 			if err := rdb.Save(ctx).Err(); err != nil { // fresh stock 1
 				t.Fatal(err)
