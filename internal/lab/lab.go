@@ -337,7 +337,7 @@ func Matrix(backends, scenarios []string) []Cell {
 		}
 		if slices.Contains(reserveBackends, b) {
 			for _, s := range reserveScenarios {
-				if want(scenarios, s) {
+				if want(scenarios, s) && (named || !slices.Contains(byName[b], s)) {
 					cells = append(cells, Cell{Backend: b, Scenario: s, Fencing: true})
 				}
 			}
@@ -431,9 +431,9 @@ var byName = map[string][]string{
 	backend.Redis: {"upgrade"},
 	// reserve-failover starts a Sentinel set, as the failover cells do;
 	// redis runs it by default.
-	// reserve-restore hits the stock Redis alone: redis runs it by
-	// default.
-	backend.Etcd:      {"upgrade", "reserve-failover", "reserve-restore"},
+	// reserve-restore hits the stock Redis alone, reserve-durable
+	// MariaDB alone: redis runs them by default.
+	backend.Etcd:      {"upgrade", "reserve-failover", "reserve-restore", "reserve-durable"},
 	backend.ZooKeeper: byNameStore,
 	backend.MySQL:     byNameStore,
 }

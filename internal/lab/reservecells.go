@@ -26,7 +26,7 @@ import (
 // wrote, so an answer the fault cut cannot hide a break.
 
 // reserveScenarios are the reservation cells' scenarios.
-var reserveScenarios = []string{"reserve-race", "reserve-lostreply", "reserve-kill", "reserve-clock", "reserve-deadline"}
+var reserveScenarios = []string{"reserve-race", "reserve-lostreply", "reserve-kill", "reserve-durable", "reserve-clock", "reserve-deadline"}
 
 // reserveClockCells step the stock Redis's clock: the buyers' times
 // cannot judge its deadlines there (loadgen.ReserveConfig.SameClock).

@@ -339,6 +339,13 @@ var table = []namedScenario{
 		env:     always(workDelay(5 * time.Millisecond)),
 		run:     runReserveKill,
 	}},
+	{"reserve-durable", scenario{
+		summary: "reservations with durable orders: MariaDB paused (SIGSTOP) at the first return while 3 payments run in the stock Redis, then resumed; every order's end in orders_ends as the stock Redis decided it, the census exact (redis; etcd by name)",
+		reserve: true,
+		initial: reserveStock,
+		env:     always(reserveDurableEnv),
+		run:     runReserveDurable,
+	}},
 	{"reserve-clock", scenario{
 		summary: "reservations: the stock Redis's clock steps 3s forward past every deadline held, then back: each unit returned once, no deadline set earlier than one answered before, the census exact (redis, etcd)",
 		reserve: true,
