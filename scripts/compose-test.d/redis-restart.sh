@@ -44,10 +44,12 @@ REDIS_RESTART_AOF=${REDIS_RESTART_AOF:-yes}
 # nginx, which the load keeps busy (reads timed out, 3 s, while the whole
 # sale went by), nor with docker exec, which took seconds a read on a
 # loaded machine: the remaining units sold between the restart and the
-# first read, and the row saw no sale "after" it.
+# first read, and the row saw no sale "after" it. restart_lucky IP reads
+# it at IP, with no docker call: before the kill, where the two lookups'
+# seconds on a loaded machine let the sale sell out first.
 restart_lucky() {
-	local ip v
-	ip=$(ip_of "$(cids redis)" 2>/dev/null) || return 0
+	local ip=${1:-} v
+	[[ -n $ip ]] || ip=$(ip_of "$(cids redis)" 2>/dev/null) || return 0
 	[[ -n $ip ]] || return 0
 	v=$(timeout 2 redis-cli -h "$ip" --raw get lucky 2>/dev/null) || return 0
 	v=${v//$'\r'/}
@@ -58,12 +60,15 @@ restart_lucky() {
 	fi
 }
 
-# restart_mid_sale NAME REQUESTS STOCK: the load in the background, and
-# back once it has sold 20 units (15 s at most), so that the fault lands
-# mid-sale.
+# restart_mid_sale NAME REQUESTS STOCK [IP]: the load in the background,
+# and back once it has sold 20 units (15 s at most; lucky read at the
+# stock Redis's IP when given), so that the fault lands mid-sale. The
+# sale is reset first: the last sale's lucky, read before the load's own
+# reset, said 20 were sold when none was.
 restart_mid_sale() {
+	http_post_admin /stock/reset "{\"stock\":$3}" >/dev/null
 	bg_load "$1" "$2" 50 "$3"
-	selling restart_lucky
+	selling restart_lucky "${4:-}"
 }
 
 # restart_answers: 0 once the restarted Redis answers; its lucky in LUCKY0.
@@ -130,18 +135,22 @@ scenario_redis_restart() {
 	# and the search for a witness of that ran past LOAD_TIMEOUT_S: the
 	# row judges the books, so the control skips it.
 	[[ $REDIS_RESTART_AOF == no ]] && LOAD_EXTRA=--check=false
-	restart_mid_sale "$name" "$((2 * n))" "$st"
-	LOAD_EXTRA=
-	# What was sold just before the kill: the fault lands mid-sale only if
-	# stock was left. The kill is the shell's, of the container's process
-	# (its pid looked up first): `docker kill` took seconds on a loaded
-	# machine, and the 340 units left sold out before it landed. Where the
-	# pid cannot be killed from here (not root), docker kills it.
-	local rc_id pid
+	# The kill is the shell's, of the container's process, everything it
+	# needs looked up before the sale: `docker kill` took seconds on a
+	# loaded machine, and the 340 units left sold out before it landed;
+	# then the lookups themselves (docker inspect, docker ps) took seconds,
+	# and all 1650 did. Where the pid cannot be killed from here (not
+	# root), docker kills it.
+	local rc_id pid ip0
 	rc_id=$(cids redis)
 	front=$(cids nginx)
 	pid=$(docker inspect -f '{{.State.Pid}}' "$rc_id" 2>/dev/null) || pid=
-	lk_kill=$(restart_lucky)
+	ip0=$(ip_of "$rc_id" 2>/dev/null) || ip0=
+	restart_mid_sale "$name" "$((2 * n))" "$st" "$ip0"
+	LOAD_EXTRA=
+	# What was sold just before the kill: the fault lands mid-sale only if
+	# stock was left.
+	lk_kill=$(restart_lucky "$ip0")
 	t0=$(date +%s%N)
 	if [[ $pid =~ ^[1-9][0-9]*$ ]] && kill -KILL "$pid" 2>/dev/null; then
 		docker wait "$rc_id" >/dev/null 2>&1 || true
