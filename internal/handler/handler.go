@@ -67,6 +67,10 @@ type Config struct {
 	Buyers *auth.Identity
 	// ProbeTimeout bounds each dependency check of /readyz; default 1s.
 	ProbeTimeout time.Duration
+	// DurableTimeout bounds a payment's wait for Deps.Ends (MySQL):
+	// a stalled MySQL answers 503 then, not when the client gives up;
+	// default 2s.
+	DurableTimeout time.Duration
 	// TrustedProxies are the addresses or CIDRs whose X-Forwarded-For is
 	// believed; empty trusts none (the peer's address is the client's).
 	TrustedProxies []string
@@ -168,6 +172,9 @@ func init() {
 func New(cfg Config, deps Deps) http.Handler {
 	if cfg.ProbeTimeout <= 0 {
 		cfg.ProbeTimeout = time.Second
+	}
+	if cfg.DurableTimeout <= 0 {
+		cfg.DurableTimeout = 2 * time.Second
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 10

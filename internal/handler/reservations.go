@@ -100,7 +100,10 @@ func (a *server) payOrder(c *gin.Context, id string, body []byte) {
 		// payment sent again pays nothing twice (idempotent by its id),
 		// so a 503 here is safe to retry; the syncer stores it anyway.
 		end := redisstore.End{Order: id, State: redisstore.StatePaid, PaymentID: pid, At: now()}
-		if err := a.deps.Ends.Record(c.Request.Context(), []redisstore.End{end}); err != nil {
+		dctx, cancel := context.WithTimeout(c.Request.Context(), a.cfg.DurableTimeout)
+		err := a.deps.Ends.Record(dctx, []redisstore.End{end})
+		cancel()
+		if err != nil {
 			a.notDurable(c, id, err)
 			return
 		}

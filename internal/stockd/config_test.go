@@ -298,6 +298,8 @@ func TestValidate(t *testing.T) {
 		{"trim off", func(c *Config) { c.Orders.TrimInterval = 0 }, ""},
 		{"trim interval too short", func(c *Config) { c.Orders.TrimInterval = time.Millisecond }, "orders.trim_interval"},
 		{"negative trim interval", func(c *Config) { c.Orders.TrimInterval = -time.Second }, "orders.trim_interval"},
+		{"payment wait for MySQL past the answer's deadline", func(c *Config) { c.Orders.DurableTimeout = c.HTTP.WriteTimeout }, "orders.durable_timeout"},
+		{"no payment wait for MySQL", func(c *Config) { c.Orders.DurableTimeout = 0 }, "orders.durable_timeout"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

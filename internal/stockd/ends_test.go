@@ -1,7 +1,10 @@
 package stockd
 
 import (
+	"context"
 	"database/sql"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +35,7 @@ func TestDurablePaymentsWiring(t *testing.T) {
 		"STOCKD_HTTP_TRUSTED_PROXIES=127.0.0.1",
 		"STOCKD_ORDERS_DURABLE=true",
 		"STOCKD_ORDERS_PAYMENT_WINDOW=1h",
+		"STOCKD_ORDERS_DURABLE_TIMEOUT=300ms",
 		"STOCKD_MYSQL_DSN="+servers.MariaDBDSN(front.ln.Addr().String()),
 	)
 	base := "http://" + p.Addr()
@@ -56,6 +60,24 @@ func TestDurablePaymentsWiring(t *testing.T) {
 	code, hdr, body := stockdSend(t, base, "POST", "/orders/"+alice+"/pay", pay, "X-User", "alice")
 	if code != 503 || hdr.Get("Retry-After") != "1" {
 		t.Fatalf("pay with MySQL down: got %d %v (Retry-After %q), want 503 with Retry-After 1\n%s", code, body, hdr.Get("Retry-After"), p.LogTail(20))
+	}
+
+	// A MySQL that takes the connection and never answers: the payment is
+	// answered 503 within orders.durable_timeout, not held until the
+	// client gives up. The client's own bound only catches a hang.
+	front.refuse.Store(false)
+	hangs, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(hangs, "POST", base+"/orders/"+alice+"/pay", strings.NewReader(pay))
+	req.Header.Set("X-Admin-Token", testAdminToken)
+	req.Header.Set("X-User", "alice")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("pay with MySQL silent: %v, want 503 within orders.durable_timeout\n%s", err, p.LogTail(20))
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("pay with MySQL silent: got %d (Retry-After %q), want 503 with Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 
 	front.forward.Store(true)

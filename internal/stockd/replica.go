@@ -254,6 +254,7 @@ func (r *replica) handler(buyers *auth.Identity, leader handler.LeaderStatus) ht
 		Formats:        apiFormats(),
 		AdminToken:     cfg.Admin.Token,
 		PaymentSecret:  cfg.Orders.PaymentSecret,
+		DurableTimeout: cfg.Orders.DurableTimeout,
 		MaxBodyBytes:   int64(cfg.HTTP.MaxBodyBytes),
 		TrustedProxies: cfg.HTTP.TrustedProxies,
 		Buyers:         buyers,

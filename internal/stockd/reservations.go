@@ -28,6 +28,9 @@ func validateReservations(c *Config, bad func(key, format string, args ...any)) 
 		// and 12 payments answered paid in two runs.
 		bad("stock.min_replica_acks", "must not be 0 with orders.payment_window on a stock Redis that fails over (redis.sentinel.master, redis.cluster.addrs): a failover would lose payments answered paid, and their units would sell again (-1 or at least 1)")
 	}
+	if d := c.Orders.DurableTimeout; d < 10*time.Millisecond || d >= c.HTTP.WriteTimeout {
+		bad("orders.durable_timeout", "must be at least 10ms and below http.write_timeout (%s), got %s", c.HTTP.WriteTimeout, d)
+	}
 	switch s := c.Orders.PaymentSecret; {
 	case s == "":
 	case w == 0:
