@@ -715,6 +715,9 @@ type run struct {
 	lagFrom, lagTo time.Time
 	// rcluster is the Redis Cluster of the cluster cells (clusterfaults.go).
 	rcluster *servers.RedisCluster
+	// onPaid, when set, is told of each payment of a reservation cell's
+	// buyers answered paid, as it is answered (reserveSale).
+	onPaid func(order, paymentID string)
 
 	faultEnd  time.Time // zero: the scenario has no end to recover from
 	recovered time.Time // set by scenarios that define recovery themselves

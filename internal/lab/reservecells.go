@@ -150,6 +150,7 @@ func (x *run) reserveSale(stage func(st reserveStage) error) error {
 				default: // more than buyers: cannot be
 				}
 			},
+			OnPaid: x.onPaid,
 		})
 	}()
 	stageErr := stage(reserveStage{rdb: rdb, keys: keys, done: done, neverPaid: neverPaid})

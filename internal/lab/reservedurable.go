@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"seckill/internal/backoff"
@@ -41,7 +42,15 @@ func runReserveDurable(x *run) error {
 	if maria == nil {
 		return fmt.Errorf("no MariaDB: the cell needs orders.durable's")
 	}
-	err := x.reserveSale(func(st reserveStage) error {
+	db, err := sql.Open("mysql", servers.MariaDBDSN(maria.Addr()))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	held := &heldAtAnswer{db: db}
+	x.onPaid = held.check(x)
+	defer func() { x.onPaid = nil }()
+	err = x.reserveSale(func(st reserveStage) error {
 		if err := x.stockCounter(st.rdb, st.keys.Returned, func(n int64) bool { return n >= 1 }); err != nil {
 			return err
 		}
@@ -70,7 +79,54 @@ func runReserveDurable(x *run) error {
 	if err != nil {
 		return err
 	}
+	held.judge(x)
 	return x.endsInMariaDB(maria)
+}
+
+// heldAtAnswer reads, at each payment answered paid, that payment's row
+// in orders_ends: the 200 promised MariaDB holds it, so a row read after
+// the answer that is missing, or names another end, is a broken promise,
+// where the final look at orders_ends (endsInMariaDB) would find it
+// copied later by the syncer.
+type heldAtAnswer struct {
+	db *sql.DB
+
+	mu      sync.Mutex
+	checked int
+	broken  []string // "order: what MariaDB held"
+}
+
+// check is the sale's OnPaid: one read per payment, under the cell's
+// bound (a MariaDB still paused then makes it wait, not fail).
+func (h *heldAtAnswer) check(x *run) func(order, paymentID string) {
+	return func(order, paymentID string) {
+		ctx, cancel := x.until()
+		defer cancel()
+		want := redisstore.StatePaid + " " + paymentID
+		got, err := endsOf(ctx, h.db, map[string]string{order: want})
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.checked++
+		switch g, ok := got[order]; {
+		case err != nil:
+			h.broken = append(h.broken, fmt.Sprintf("%s: unread (%v)", order, err))
+		case !ok:
+			h.broken = append(h.broken, order+": no row")
+		case g != want:
+			h.broken = append(h.broken, fmt.Sprintf("%s: %q, want %q", order, g, want))
+		}
+	}
+}
+
+// judge records what the reads found.
+func (h *heldAtAnswer) judge(x *run) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.broken) > 0 {
+		x.problemf("%d of %d payments answered paid were not in orders_ends at their answer (first: %s)", len(h.broken), h.checked, h.broken[0])
+		return
+	}
+	x.notef("each of the %d payments answered paid was in orders_ends at its answer", h.checked)
 }
 
 // endsInMariaDB waits until every order of the sale that ended (the stock

@@ -40,6 +40,11 @@ type ReserveConfig struct {
 	// will not pay it, as it is answered: a lab cell may pay it itself,
 	// at a moment it chooses (Pay). It must not block.
 	OnNeverPay func(NeverPaid)
+	// OnPaid, when set, is told of each payment answered paid (no refund
+	// owed), as it is answered and before its buyer goes on: a lab cell
+	// reads the durable copy the answer promised there. It may block
+	// for a read; it must be safe for concurrent use.
+	OnPaid func(order, paymentID string)
 	// Window is the sale's orders.payment_window: with SameClock, each
 	// deadline is held to its sale's time plus it (0: not checked).
 	Window time.Duration
@@ -321,10 +326,14 @@ func (r *reserveRun) buyer(ctx context.Context, i int) (out buyerOutcome) {
 		case a.code == http.StatusOK:
 			life := newLife(a, firstSent, answered, false)
 			life.paySent = time.Now()
-			end, err := r.pay(ctx, p, a.body.Order, "pay-"+p.Key, &out)
+			pid := "pay-" + p.Key
+			end, err := r.pay(ctx, p, a.body.Order, pid, &out)
 			if err != nil {
 				out.err = err
 				return out
+			}
+			if end.State == "paid" && !end.Refund && r.cfg.OnPaid != nil {
+				r.cfg.OnPaid(a.body.Order, pid)
 			}
 			life.payAnswered, life.end = time.Now(), end
 			out.lives = append(out.lives, life)
