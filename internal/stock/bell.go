@@ -136,11 +136,19 @@ func woken(ctx, wctx context.Context) bool {
 // knows: it read 0 (ErrSoldOut), or its write sold what it read. A write
 // without an answer says nothing, and rings nothing.
 func (b *batch) emptied() bool {
+	n, known := b.left()
+	return known && n <= 0
+}
+
+// left is the stock the section left in its segment, and whether it knows
+// it: 0 when it read 0 (ErrSoldOut), what it read less what it sold when
+// its write was answered; any other error says nothing.
+func (b *batch) left() (int64, bool) {
 	switch {
 	case errors.Is(b.err, ErrSoldOut):
-		return true
+		return 0, true
 	case b.err != nil:
-		return false
+		return 0, false
 	case b.v != nil:
 		sold := int64(0)
 		for _, v := range b.v {
@@ -148,8 +156,8 @@ func (b *batch) emptied() bool {
 				sold++
 			}
 		}
-		return b.cur-sold <= 0
+		return b.cur - sold, true
 	default:
-		return b.cur-int64(b.k) <= 0
+		return b.cur - int64(b.k), true
 	}
 }

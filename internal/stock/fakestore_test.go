@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"seckill/internal/lock"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
 )
@@ -35,6 +37,7 @@ type memSegment struct {
 	stock, lucky int64
 	highest      uint64
 	reader       string // the lease of the last accepted read
+	peeks        int    // reads without the lock
 }
 
 func (g *memSegment) Read(_ context.Context, f stock.Fence, _ bool) (stock.Reading, error) {
@@ -90,6 +93,9 @@ func (g *memSegment) SellLedger(context.Context, string, stock.Buyer, stock.Ledg
 }
 
 func (g *memSegment) Peek(ctx context.Context, _ stock.Buyer) (int64, bool, error) {
+	g.mu.Lock()
+	g.peeks++
+	g.mu.Unlock()
 	n, err := g.ReadUnfenced(ctx)
 	return n, false, err
 }
@@ -156,5 +162,55 @@ func TestServiceAnswersAFencedRead(t *testing.T) {
 	}
 	if seg.stock != 5 || seg.lucky != 0 {
 		t.Fatalf("store after a fenced sale: stock %d lucky %d; want 5, 0", seg.stock, seg.lucky)
+	}
+}
+
+// countingLocker counts the leases it grants.
+type countingLocker struct {
+	lock.Locker
+	grants atomic.Int64
+}
+
+func (c *countingLocker) Acquire(ctx context.Context, key string) (lock.Lease, error) {
+	c.grants.Add(1)
+	return c.Locker.Acquire(ctx, key)
+}
+
+// While this process's last section left units, a winner goes to the lock
+// without reading the stock first (peek.go); once a section left 0 the
+// next buyer reads, and is answered sold out without the lock. A hint gone
+// stale (another replica sold the rest) costs one turn at the lock, whose
+// read answers sold out and sets the hint to 0.
+func TestWinnersSkipTheReadWithoutTheLock(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		combine bool
+	}{{"locked", false}, {"combined", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			seg := &memSegment{stock: 3}
+			lk := &countingLocker{Locker: locallock.New()}
+			svc := stock.NewService(stock.ServiceConfig{Store: &memStore{seg: seg}, Locker: lk,
+				Mode: stock.ModeLocked, Fencing: true, Combine: tc.combine, Backend: "local", LockKey: "k"})
+			step := func(what string, wantErr error, peeks int, grants int64) {
+				t.Helper()
+				_, err := svc.Reduce(t.Context())
+				if !errors.Is(err, wantErr) && !(wantErr == nil && err == nil) {
+					t.Fatalf("%s: got %v, want %v", what, err, wantErr)
+				}
+				seg.mu.Lock()
+				got := seg.peeks
+				seg.mu.Unlock()
+				if got != peeks || lk.grants.Load() != grants {
+					t.Fatalf("%s: %d reads without the lock, %d grants; want %d, %d", what, got, lk.grants.Load(), peeks, grants)
+				}
+			}
+			step("the first buyer (nothing known)", nil, 1, 1)
+			step("a buyer after a section that left 2", nil, 1, 2)
+			seg.mu.Lock()
+			seg.stock = 0 // another replica sold the last unit
+			seg.mu.Unlock()
+			step("a buyer on a stale hint", stock.ErrSoldOut, 1, 3)
+			step("the buyer after the section that read 0", stock.ErrSoldOut, 2, 3)
+		})
 	}
 }

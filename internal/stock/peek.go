@@ -24,6 +24,32 @@ import (
 // buyer is refused at once; after it every buyer but one whose key has a
 // record, which the sale script answers (ledger.lua).
 
+// While units remain that read is a round trip on every winner's way to
+// the lock, and a script the stock Redis runs for every buyer: it answers
+// nobody. So a buyer skips it while the last section of this process in
+// the segment left units (segment.left). That is only a hint: another
+// replica may have sold the rest since, and then the buyer's section,
+// under the lock, reads the 0 and answers it (a combined batch, at once
+// for all its members), rings the bell for the buyers queued with it, and
+// leaves 0, so the next buyer reads without the lock again. A stale hint
+// costs the buyers of this process one turn at the lock after the sale
+// sold out elsewhere, never a wrong answer: every refusal the read
+// without the lock gives, the fenced read gives too. A woken buyer always
+// reads (Service.sellIn).
+
+// unitsLeft reports whether this process's last section in the segment
+// left units (a hint: see above).
+func (seg *segment) unitsLeft() bool { return seg.left.Load() > 0 }
+
+// sawLeft records what a section left in the segment: n when it knows
+// it, else nothing known (0, so the next buyer reads without the lock).
+func (seg *segment) sawLeft(n int64, known bool) {
+	if !known {
+		n = 0
+	}
+	seg.left.Store(max(n, 0))
+}
+
 // soldOutEarly answers b from a read without the lock when that read is
 // final: ErrSoldOut for a sold-out segment (and a buyer without a record
 // to replay), or the definite refusal the fenced read would give (a lost,

@@ -94,7 +94,9 @@ func (s *Service) section(ctx context.Context, seg *segment, lease lock.Lease, b
 		seg.bell.rings() // the lab's broken bell: rung with units left
 	}
 	defer func() {
-		if b.emptied() {
+		n, known := b.left()
+		seg.sawLeft(n, known)
+		if known && n <= 0 {
 			seg.bell.rings() // the buyers queued behind it read again (bell.go)
 		}
 	}()

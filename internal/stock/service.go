@@ -184,6 +184,10 @@ type segment struct {
 	busy atomic.Int64
 	adm  admission // the bound on its lock's queue (shed.go)
 	bell bell      // rung when a holder finds it at 0 (bell.go)
+	// left is the stock this process's last section left in the segment
+	// when it knew it, else 0: while it is above 0 a buyer skips the read
+	// without the lock (peek.go).
+	left atomic.Int64
 }
 
 // mixedNote is kept so /readyz can say why every sale is refused.
@@ -364,8 +368,10 @@ func (s *Service) sellIn(ctx context.Context, seg *segment, b Buyer) (Sale, erro
 	var gen *bellGen
 	if s.cfg.Fencing {
 		gen = seg.bell.current() // before the read: a ring after it wakes this buyer
-		if err := s.soldOutEarly(ctx, seg, b); err != nil {
-			return Sale{}, err
+		if !seg.unitsLeft() {
+			if err := s.soldOutEarly(ctx, seg, b); err != nil {
+				return Sale{}, err
+			}
 		}
 	}
 	if s.cfg.Shed {
