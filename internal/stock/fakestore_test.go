@@ -6,10 +6,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"seckill/internal/lock"
 	"seckill/internal/lock/locallock"
 	"seckill/internal/stock"
+	"seckill/internal/testwait"
 )
 
 // The Service sells through stock.Store alone, so it runs on a store in
@@ -212,5 +214,54 @@ func TestWinnersSkipTheReadWithoutTheLock(t *testing.T) {
 			step("a buyer on a stale hint", stock.ErrSoldOut, 1, 3)
 			step("the buyer after the section that read 0", stock.ErrSoldOut, 2, 3)
 		})
+	}
+}
+
+// A buyer the lock's queue is too full for is told busy only while units
+// remain: one who skipped the read on a stale hint reads before it is
+// shed, and is answered sold out.
+func TestShedOnAStaleHintReadsFirst(t *testing.T) {
+	seg := &memSegment{stock: 3}
+	inner := locallock.New()
+	lk := &countingLocker{Locker: inner}
+	svc := stock.NewService(stock.ServiceConfig{Store: &memStore{seg: seg}, Locker: lk,
+		Mode: stock.ModeLocked, Fencing: true, Backend: "local", LockKey: "k",
+		Shed: true, MaxQueue: 1, WaitTimeout: time.Minute})
+	ctx := t.Context()
+	if _, err := svc.Reduce(ctx); err != nil {
+		t.Fatal(err) // the hint: 2 left
+	}
+	seg.mu.Lock()
+	seg.stock = 0 // another replica sold the rest
+	seg.mu.Unlock()
+	hold, err := inner.Acquire(ctx, stock.SegmentKey("k", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan error, 1)
+	go func() {
+		_, err := svc.Reduce(ctx) // admitted: the queue's one place
+		queued <- err
+	}()
+	until := testwait.Until(t)
+	for lk.grants.Load() != 2 {
+		if until.Err() != nil {
+			t.Fatal("the second buyer never asked for the lock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := svc.Reduce(ctx); !errors.Is(err, stock.ErrSoldOut) {
+		t.Fatalf("a buyer shed on a stale hint: got %v, want sold out", err)
+	}
+	select {
+	case err := <-queued:
+		t.Fatalf("the queued buyer answered (%v) while the lock was held", err)
+	default:
+	}
+	if err := hold.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-queued; !errors.Is(err, stock.ErrSoldOut) {
+		t.Fatalf("the queued buyer: got %v, want sold out from its read under the lock", err)
 	}
 }

@@ -366,9 +366,11 @@ func (s *Service) sellIn(ctx context.Context, seg *segment, b Buyer) (Sale, erro
 	// The articles' unfenced sale (the lab's control) reads as they do:
 	// nothing without the lock, so no bell wakes it.
 	var gen *bellGen
+	read := false // read without the lock
 	if s.cfg.Fencing {
 		gen = seg.bell.current() // before the read: a ring after it wakes this buyer
 		if !seg.unitsLeft() {
+			read = true
 			if err := s.soldOutEarly(ctx, seg, b); err != nil {
 				return Sale{}, err
 			}
@@ -380,6 +382,13 @@ func (s *Service) sellIn(ctx context.Context, seg *segment, b Buyer) (Sale, erro
 			perLock = s.cfg.CombineMax
 		}
 		if err := seg.adm.enter(perLock, s.cfg.MaxQueue, s.cfg.WaitTimeout); err != nil {
+			// Busy is for a sale with units left: a buyer who skipped the
+			// read on a hint (peek.go), which may be stale, reads first.
+			if s.cfg.Fencing && !read {
+				if rerr := s.soldOutEarly(ctx, seg, b); rerr != nil {
+					return Sale{}, rerr
+				}
+			}
 			s.cfg.OnEvent(EventShed)
 			return Sale{}, err
 		}
