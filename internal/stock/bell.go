@@ -132,17 +132,10 @@ func woken(ctx, wctx context.Context) bool {
 	return ctx.Err() == nil && errors.Is(context.Cause(wctx), errRung)
 }
 
-// emptied reports whether the section left its segment at 0 as far as it
-// knows: it read 0 (ErrSoldOut), or its write sold what it read. A write
-// without an answer says nothing, and rings nothing.
-func (b *batch) emptied() bool {
-	n, known := b.left()
-	return known && n <= 0
-}
-
 // left is the stock the section left in its segment, and whether it knows
 // it: 0 when it read 0 (ErrSoldOut), what it read less what it sold when
-// its write was answered; any other error says nothing.
+// its write was answered. Any other error, a write without an answer
+// included, says nothing: it rings nothing and leaves no hint.
 func (b *batch) left() (int64, bool) {
 	switch {
 	case errors.Is(b.err, ErrSoldOut):

@@ -62,6 +62,51 @@ func TestSoldOutAnsweredWithoutTheLock(t *testing.T) {
 	}
 }
 
+// Two replicas on one Redis: the units-left hint one replica's section
+// leaves goes stale when the other sells the rest. Its next buyer takes
+// the lock and is answered sold out by the read under it; the buyer after
+// that, by the read without the lock (peek.go).
+func TestStaleHintAnsweredUnderTheLock(t *testing.T) {
+	for _, m := range ledgerModes {
+		if m.segments != 1 || m.name == "atomic" {
+			continue
+		}
+		t.Run(m.name, func(t *testing.T) {
+			s, _ := ledgerStore(t, 2, 1)
+			lk := &countingLocker{} // one token sequence for both
+			var early atomic.Int64
+			replica := func(name string) *stock.Service {
+				return newService(s, lk, func(c *stock.ServiceConfig) {
+					m.cfg(c)
+					c.Replica = name
+					c.OnEvent = func(e stock.Event) {
+						if e == stock.EventSoldOutUnlocked {
+							early.Add(1)
+						}
+					}
+				})
+			}
+			a, b := replica("a"), replica("b")
+			step := func(what string, svc *stock.Service, want error, grants, unlocked int64) {
+				t.Helper()
+				_, err := svc.ReduceFor(t.Context(), stock.Buyer{})
+				if !errors.Is(err, want) && !(want == nil && err == nil) {
+					t.Fatalf("%s: got %v, want %v", what, err, want)
+				}
+				if lk.calls.Load() != grants || early.Load() != unlocked {
+					t.Fatalf("%s: %d lock grants, %d answered without the lock; want %d, %d",
+						what, lk.calls.Load(), early.Load(), grants, unlocked)
+				}
+			}
+			step("a sells (1 left: a's hint)", a, nil, 1, 0)
+			step("b sells the last unit", b, nil, 2, 0)
+			step("a's buyer on its stale hint", a, stock.ErrSoldOut, 3, 0)
+			step("a's next buyer", a, stock.ErrSoldOut, 3, 1)
+			step("b's next buyer", b, stock.ErrSoldOut, 3, 2)
+		})
+	}
+}
+
 // A buyer whose key has a record still takes the lock after the sell-out,
 // and is answered its original order (TestReplayAfterSoldOut checks the
 // answer in every mode; this checks it is not decided by the read).
